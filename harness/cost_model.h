@@ -1,0 +1,69 @@
+// Time of every action, per stage (DESIGN.md, "Cost model").
+//
+// F, I, W per stage, B (full backward, = I + W unless given), FB (an
+// overlapped forward/backward pair, = F + B unless given) and the time a
+// dependent action on another rank waits after its producer ends (comm).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/action.h"
+
+namespace ppbench {
+
+struct StageCost {
+  double f = 1, b = 2, i = 1, w = 1, fb = 3;
+  double comm = 0;  // producer end -> consumer start, across ranks, on this stage's boundaries
+};
+
+// The flags of `--cost F=1,B=2,I=1,W=1,FB=3`, as given.
+struct CostSpec {
+  double f = 1, i = 1, w = 1;
+  double b = -1, fb = -1;  // -1: derived
+  bool has_b = false, has_i = false, has_w = false, has_fb = false;
+};
+
+// Parses "F=1,B=2,I=1,W=1,FB=3" (any subset, any order). Throws UsageError
+// naming the bad entry for unknown keys, malformed or negative numbers.
+CostSpec parse_cost_spec(std::string_view text);
+// Applies the derivation rules: only B given -> I = W = B/2; I and W given ->
+// B = I + W; B and one of I, W -> the other is B minus it; FB = F + B.
+StageCost resolve(const CostSpec& spec, double comm);
+
+class CostModel {
+ public:
+  CostModel() = default;
+  CostModel(std::vector<StageCost> stages) : stages_(std::move(stages)) {}
+  static CostModel uniform(int stages, const StageCost& c) { return {std::vector<StageCost>(stages, c)}; }
+
+  double time(const Task& t) const {
+    const StageCost& c = stages_[t.stage];
+    switch (t.op) {
+      case Op::F: return c.f;
+      case Op::B: return c.b;
+      case Op::I: return c.i;
+      case Op::W: return c.w;
+    }
+    return 0;
+  }
+  // An overlapped pair costs its forward stage's FB less that stage's F + B,
+  // plus the two halves: exactly FB when costs are uniform.
+  double time(const Action& a) const {
+    if (!a.paired) return time(a.task);
+    const StageCost& c = stages_[a.task.stage];
+    return time(a.task) + time(a.partner) - (c.f + c.b - c.fb);
+  }
+  // Delay between an action on `from` and a dependent one on `to` (adjacent
+  // stages of a chain on different ranks).
+  double comm(int from_stage, int to_stage) const {
+    return stages_[from_stage < to_stage ? from_stage : to_stage].comm;
+  }
+  const std::vector<StageCost>& stages() const { return stages_; }
+
+ private:
+  std::vector<StageCost> stages_;
+};
+
+}  // namespace ppbench

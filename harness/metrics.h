@@ -1,0 +1,43 @@
+// The metrics of DESIGN.md, computed from a Trace (simulated or measured).
+//
+//  makespan          first action start to last action end, over all ranks
+//  bubble_fraction   sum idle / (ranks * makespan), idle_r = makespan - busy_r
+//                    (GPipe's (D-1)/(N+D-1))
+//  bubble_ratio      sum idle / sum busy (Megatron's (p-1)/m)
+//  span_idle_r       (last end - first start on r) - busy_r
+//  zb_bubble_rate    (max_r span_r - busy_r*) / max_r span_r, r* the rank with
+//                    the longest span (the Zero Bubble paper's definition;
+//                    every rank is equally busy when costs are uniform)
+//  peak_activations  most (stage, mb) activations alive at once on a rank:
+//                    alive from the start of F to the end of its last backward
+//                    op (B, or W when the backward is split)
+#pragma once
+
+#include <vector>
+
+#include "harness/trace.h"
+#include "schedules/placement.h"
+
+namespace ppbench {
+
+struct RankMetrics {
+  int rank = 0;
+  double busy = 0, idle = 0, span_idle = 0;
+  double first_start = 0, last_end = 0;
+  int peak_activations = 0;
+  // peak_activations in units of one whole-model micro-batch activation A,
+  // taking every stage of a chain to hold an equal share (1/stages per chain).
+  double peak_activation_share = 0;
+};
+
+struct Metrics {
+  double makespan = 0;
+  double total_busy = 0;
+  double bubble_fraction = 0, bubble_ratio = 0, zb_bubble_rate = 0;
+  int peak_activations = 0;  // max over ranks
+  std::vector<RankMetrics> ranks;
+};
+
+Metrics compute_metrics(const Trace& trace, const Placement& placement);
+
+}  // namespace ppbench

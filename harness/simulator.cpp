@@ -1,0 +1,54 @@
+#include "harness/simulator.h"
+
+#include <algorithm>
+
+#include "schedules/deps.h"
+#include "schedules/error.h"
+
+namespace ppbench {
+
+Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions& options) {
+  const Placement& p = s.placement;
+  const TaskIndex index(p);
+  std::vector<double> end(index.size(), 0.0);
+  std::vector<double> free_at(p.ranks, 0.0);
+
+  Trace trace;
+  trace.ranks = p.ranks;
+  trace.compute.reserve(s.action_count());
+  std::vector<std::vector<ComputeEvent>> per_rank(p.ranks);
+  for (int r = 0; r < p.ranks; ++r) per_rank[r].reserve(s.ranks[r].size());
+
+  auto stall = walk_in_dependency_order(s, index, [&](int r, std::size_t, const Action& a) {
+    double start = free_at[r];
+    std::array<TaskIndex::Dep, 2> deps;
+    for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+      const Task& t = half == 0 ? a.task : a.partner;
+      const int n = index.dependencies(t, deps);
+      for (int k = 0; k < n; ++k) {
+        const int producer = p.stage_rank[deps[k].stage];
+        double arrive = end[deps[k].id];
+        if (producer != r) {
+          const double sent = arrive;
+          arrive += costs.comm(deps[k].stage, t.stage);
+          if (options.record_comm)
+            trace.comm.push_back({producer, r, sent, arrive, deps[k].task});
+        }
+        start = std::max(start, arrive);
+      }
+    }
+    const double finish = start + costs.time(a);
+    end[index.id(a.task)] = finish;
+    if (a.paired) end[index.id(a.partner)] = finish;
+    free_at[r] = finish;
+    per_rank[r].push_back({r, start, finish, a});
+  });
+  if (stall)
+    throw InvalidSchedule("deadlock: rank " + std::to_string(stall->rank) + " action " +
+                          to_string(stall->action) + " waits for " + to_string(stall->waiting_for));
+  for (auto& events : per_rank)
+    trace.compute.insert(trace.compute.end(), events.begin(), events.end());
+  return trace;
+}
+
+}  // namespace ppbench

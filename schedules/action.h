@@ -1,0 +1,51 @@
+// The unit of a pipeline schedule: one pass of one stage over one micro-batch.
+//
+// Text form (DESIGN.md): `F3.1` is the forward of stage 3 for micro-batch 1;
+// likewise B (full backward), I (input gradient) and W (weight gradient).
+// An overlapped pair of two different (stage, micro-batch), DualPipe's F&B, is
+// written `(F0.7+B15.3)`: the forward half first, then the backward half.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ppbench {
+
+enum class Op : std::uint8_t { F, B, I, W };
+
+char op_letter(Op op);
+
+// One (op, stage, micro-batch). Micro-batches are numbered within the chain
+// that carries them (DESIGN.md: two-direction schedules number each chain
+// from 0).
+struct Task {
+  Op op = Op::F;
+  std::int32_t stage = 0;
+  std::int32_t mb = 0;
+
+  friend bool operator==(const Task&, const Task&) = default;
+};
+
+// What a rank executes next: a single task, or an overlapped forward/backward
+// pair that runs as one unit of time.
+struct Action {
+  Task task;          // the action, or the forward half of a pair
+  Task partner{};     // the backward half (B or I), only when `paired`
+  bool paired = false;
+
+  static Action single(Op op, int stage, int mb) { return {{op, stage, mb}, {}, false}; }
+  static Action pair(Task forward, Task backward) { return {forward, backward, true}; }
+
+  friend bool operator==(const Action& a, const Action& b) {
+    return a.paired == b.paired && a.task == b.task && (!a.paired || a.partner == b.partner);
+  }
+};
+
+std::string to_string(const Task& t);
+std::string to_string(const Action& a);
+
+// Parses the text form; throws UsageError naming the bad token.
+Action parse_action(std::string_view text);
+
+}  // namespace ppbench

@@ -1,0 +1,114 @@
+// Dependencies between tasks and a walk of the per-rank orders in dependency
+// order, shared by the validator (does every rank finish?) and the simulator
+// (when does every action start?).
+//
+// DESIGN.md's rules: F after the previous stage's F; B or I after its own F
+// and after the next stage's B or I; W after its own I.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "schedules/placement.h"
+#include "schedules/schedule.h"
+
+namespace ppbench {
+
+// Dense ids for (op, stage, micro-batch). B and I share a slot: either one is
+// "the input gradient of (stage, mb) is ready", which is what the previous
+// stage waits for.
+class TaskIndex {
+ public:
+  explicit TaskIndex(const Placement& p);
+
+  static int slot(Op op) { return op == Op::F ? 0 : (op == Op::W ? 2 : 1); }
+  std::size_t id(Op op, int stage, int mb) const {
+    return (base_[stage] + static_cast<std::size_t>(mb)) * 3 + slot(op);
+  }
+  std::size_t id(const Task& t) const { return id(t.op, t.stage, t.mb); }
+  std::size_t size() const { return size_; }
+
+  struct Dep {
+    std::size_t id;
+    int stage;
+    Task task;
+  };
+  // The tasks `t` waits for (at most two); returns how many were written.
+  int dependencies(const Task& t, std::array<Dep, 2>& out) const;
+
+ private:
+  const Placement* placement_;
+  std::vector<std::size_t> base_;  // stage -> first (stage, mb) row
+  std::size_t size_ = 0;
+};
+
+// Where a walk got stuck: the first action of `rank` that could not run, and
+// a task it waits for that never ran.
+struct Stall {
+  int rank;
+  std::size_t position;
+  Action action;
+  Task waiting_for;
+};
+
+// Runs `on_action(rank, position, action)` for every action once all of its
+// dependencies have run, each rank in its own order. Returns the stall if
+// some rank can never continue (a deadlock or a dependency the order breaks).
+// Requires a structurally valid schedule (every task once, stages in range).
+template <class OnAction>
+std::optional<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& index,
+                                              OnAction&& on_action) {
+  const int ranks = static_cast<int>(s.ranks.size());
+  std::vector<std::uint8_t> done(index.size(), 0);
+  // A task has at most two dependents, so at most two ranks wait on it.
+  std::vector<std::array<std::int32_t, 2>> waiters(index.size(), {-1, -1});
+  std::vector<std::size_t> next(ranks, 0);
+  std::vector<std::int32_t> ready;
+  ready.reserve(ranks);
+  for (int r = ranks - 1; r >= 0; --r) ready.push_back(r);
+
+  auto blocked_on = [&](const Action& a) -> std::optional<TaskIndex::Dep> {
+    std::array<TaskIndex::Dep, 2> deps;
+    for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+      int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
+      for (int k = 0; k < n; ++k)
+        if (!done[deps[k].id]) return deps[k];
+    }
+    return std::nullopt;
+  };
+
+  while (!ready.empty()) {
+    const int r = ready.back();
+    ready.pop_back();
+    const auto& actions = s.ranks[r];
+    while (next[r] < actions.size()) {
+      const Action& a = actions[next[r]];
+      if (auto dep = blocked_on(a)) {
+        auto& w = waiters[dep->id];
+        (w[0] < 0 ? w[0] : w[1]) = r;
+        break;
+      }
+      on_action(r, next[r], a);
+      ++next[r];
+      for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+        const std::size_t id = index.id(half == 0 ? a.task : a.partner);
+        done[id] = 1;
+        for (auto& w : waiters[id])
+          if (w >= 0) {
+            ready.push_back(w);
+            w = -1;
+          }
+      }
+    }
+  }
+  for (int r = 0; r < ranks; ++r)
+    if (next[r] < s.ranks[r].size()) {
+      const Action& a = s.ranks[r][next[r]];
+      return Stall{r, next[r], a, blocked_on(a)->task};
+    }
+  return std::nullopt;
+}
+
+}  // namespace ppbench

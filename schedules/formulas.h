@@ -1,0 +1,37 @@
+// Closed-form bubble and memory figures of REFERENCE.md, for uniform per-stage
+// costs and no communication time. The tests check the simulator against
+// every one of them; `ppbench simulate` prints them beside the simulated
+// figures.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "schedules/schedule.h"
+
+namespace ppbench {
+
+// Uniform per-stage costs (harness/cost_model.h's StageCost without comm).
+struct UniformCost {
+  double f = 1, b = 2, i = 1, w = 1, fb = 3;
+};
+
+struct ClosedForm {
+  std::string bubble_formula;              // as the paper writes it
+  std::optional<double> bubble_fraction;   // sum idle / (ranks * makespan)
+  std::optional<double> idle_per_rank;     // when the paper states the idle time
+  std::string activations_formula;         // peak in-flight (stage, mb) activations
+  std::optional<int> peak_activations;     // max over ranks, in (stage, mb) activations
+  std::string params_formula;              // parameter copies: "1x" or "2x"
+};
+
+// The closed form for a schedule's parameters (chunks and group size as the
+// generator resolved them). Fields stay empty where the paper gives none for
+// these parameters.
+ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c);
+
+// Peak in-flight (stage, mb) activations on rank r for 1F1B (REFERENCE.md:
+// D - r) — the per-rank shape of the 1F1B memory claim.
+int one_f_one_b_peak(int devices, int rank);
+
+}  // namespace ppbench

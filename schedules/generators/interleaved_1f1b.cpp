@@ -1,0 +1,77 @@
+// Megatron-LM's interleaved 1F1B (virtual pipeline parallelism).
+//
+// Rank r holds v model chunks; chunk c is stage c*D + r. Forwards walk a
+// schedule table that takes micro-batches in groups of g (the
+// "micro-batch group size per virtual stage", default D): for each group,
+// chunk 0 for every micro-batch of the group, then chunk 1, and so on; the
+// last group takes whatever micro-batches remain. The k-th backward uses the
+// same table entry with the chunk order reversed (chunk v-1-c).
+//
+// Warm-up: (D-r-1)*2 + (v-1)*g virtual forwards (all of them if that is
+// more than N*v), then one forward / one backward, then the remaining
+// backwards — Megatron's forward_backward_pipelining_with_interleaving.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "schedules/registry.h"
+
+namespace ppbench {
+
+namespace {
+
+// (micro-batch, chunk) of the k-th virtual forward, Megatron's schedule table.
+std::vector<std::pair<int, int>> schedule_table(int n, int v, int g) {
+  std::vector<std::pair<int, int>> table;
+  table.reserve(static_cast<std::size_t>(n) * v);
+  for (int first = 0; first < n; first += g) {
+    const int last = (first + g >= n) ? n : first + g;
+    for (int c = 0; c < v; ++c)
+      for (int m = first; m < last; ++m) table.emplace_back(m, c);
+  }
+  return table;
+}
+
+}  // namespace
+
+Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
+  const int d = p.devices, n = p.microbatches;
+  const int v = p.chunks == 0 ? 2 : p.chunks;
+  const int g = p.group_size == 0 ? d : p.group_size;
+  require(v >= 2, "interleaved-1f1b needs --chunks >= 2, got " + std::to_string(v) +
+                      " (with one chunk per rank use 1f1b)");
+  require(g >= d && g <= n, "interleaved-1f1b needs D <= --group-size <= N (Megatron's micro-batch "
+                            "group size per virtual stage), got group size " +
+                                std::to_string(g) + " with D=" + std::to_string(d) +
+                                ", N=" + std::to_string(n));
+
+  Schedule s{p, Placement::interleaved(d, v, n), {}};
+  s.params.chunks = v;
+  s.params.group_size = g;
+  s.ranks.resize(d);
+  const auto table = schedule_table(n, v, g);
+  const int total = n * v;
+  for (int r = 0; r < d; ++r) {
+    auto& out = s.ranks[r];
+    out.reserve(2 * static_cast<std::size_t>(total));
+    auto forward = [&](int k) {
+      auto [m, c] = table[k];
+      out.push_back(Action::single(Op::F, c * d + r, m));
+    };
+    auto backward = [&](int k) {
+      auto [m, c] = table[k];
+      out.push_back(Action::single(Op::B, (v - 1 - c) * d + r, m));
+    };
+    const int warmup = std::min((d - r - 1) * 2 + (v - 1) * g, total);
+    const int steady = total - warmup;
+    for (int k = 0; k < warmup; ++k) forward(k);
+    for (int k = 0; k < steady; ++k) {
+      forward(warmup + k);
+      backward(k);
+    }
+    for (int k = steady; k < total; ++k) backward(k);
+  }
+  return s;
+}
+
+}  // namespace ppbench

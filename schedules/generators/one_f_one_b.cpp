@@ -1,0 +1,28 @@
+// 1F1B (PipeDream-Flush, DAPPLE) as Megatron-LM's non-interleaved schedule
+// writes it: rank r runs D-r-1 warm-up forwards, then alternates one forward
+// and one backward, then drains the remaining backwards.
+#include "schedules/registry.h"
+
+namespace ppbench {
+
+Schedule generate_1f1b(const ScheduleParams& p) {
+  const int d = p.devices, n = p.microbatches;
+  require(n >= d, "1f1b needs --microbatches >= --devices (N >= D), got N=" + std::to_string(n) +
+                      ", D=" + std::to_string(d));
+  Schedule s{p, Placement::linear(d, n), {}};
+  s.ranks.resize(d);
+  for (int r = 0; r < d; ++r) {
+    auto& out = s.ranks[r];
+    const int warmup = d - r - 1;
+    const int steady = n - warmup;
+    for (int m = 0; m < warmup; ++m) out.push_back(Action::single(Op::F, r, m));
+    for (int k = 0; k < steady; ++k) {
+      out.push_back(Action::single(Op::F, r, warmup + k));
+      out.push_back(Action::single(Op::B, r, k));
+    }
+    for (int m = steady; m < n; ++m) out.push_back(Action::single(Op::B, r, m));
+  }
+  return s;
+}
+
+}  // namespace ppbench

@@ -1,0 +1,105 @@
+#include "schedules/lower.h"
+
+#include "schedules/deps.h"
+#include "schedules/error.h"
+
+namespace ppbench {
+
+Program lower(const Schedule& s) {
+  const Placement& p = s.placement;
+  const TaskIndex index(p);
+  // Sends are attached to the producing action, so first find, for every
+  // task, which cross-rank consumer needs it.
+  std::vector<std::int32_t> consumer_rank(index.size(), -1);
+  std::array<TaskIndex::Dep, 2> deps;
+  for (int r = 0; r < p.ranks; ++r)
+    for (const Action& a : s.ranks[r])
+      for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+        const int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
+        for (int k = 0; k < n; ++k)
+          if (p.stage_rank[deps[k].stage] != r) consumer_rank[deps[k].id] = r;
+      }
+
+  Program out;
+  out.ranks.resize(p.ranks);
+  for (int r = 0; r < p.ranks; ++r) {
+    auto& prog = out.ranks[r];
+    for (const Action& a : s.ranks[r]) {
+      for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+        const int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
+        for (int k = 0; k < n; ++k) {
+          const int producer = p.stage_rank[deps[k].stage];
+          if (producer != r) prog.push_back({Instr::Kind::Recv, {}, deps[k].task, producer});
+        }
+      }
+      prog.push_back({Instr::Kind::Compute, a, {}, -1});
+      for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+        const Task& t = half == 0 ? a.task : a.partner;
+        const int to = consumer_rank[index.id(t)];
+        if (to >= 0) prog.push_back({Instr::Kind::Send, {}, t, to});
+      }
+    }
+  }
+  return out;
+}
+
+void check_deadlock_free(const Schedule& s, const Program& program, int capacity) {
+  const int ranks = static_cast<int>(program.ranks.size());
+  const TaskIndex index(s.placement);
+  // Every task crosses ranks at most once, so a message is named by its task
+  // id; B and I of a (stage, mb) share an id, as the receiver cannot tell.
+  std::vector<std::uint8_t> arrived(index.size(), 0);
+  std::vector<int> depth(static_cast<std::size_t>(ranks) * ranks, 0);
+  std::vector<std::size_t> pc(ranks, 0);
+  bool progressed = true;
+  while (progressed) {
+    progressed = false;
+    for (int r = 0; r < ranks; ++r) {
+      const auto& prog = program.ranks[r];
+      while (pc[r] < prog.size()) {
+        const Instr& in = prog[pc[r]];
+        if (in.kind == Instr::Kind::Send) {
+          int& d = depth[static_cast<std::size_t>(r) * ranks + in.peer];
+          if (capacity > 0 && d >= capacity) break;
+          ++d;
+          arrived[index.id(in.payload)] = 1;
+        } else if (in.kind == Instr::Kind::Recv) {
+          auto& flag = arrived[index.id(in.payload)];
+          if (!flag) break;
+          flag = 0;
+          --depth[static_cast<std::size_t>(in.peer) * ranks + r];
+        }
+        ++pc[r];
+        progressed = true;
+      }
+    }
+  }
+  for (int r = 0; r < ranks; ++r)
+    if (pc[r] < program.ranks[r].size())
+      throw InvalidSchedule("deadlock in the lowered program: rank " + std::to_string(r) +
+                            " is stuck at instruction " + std::to_string(pc[r]) + " (" +
+                            to_string(program.ranks[r][pc[r]]) + ")" +
+                            (capacity > 0 ? " with channel capacity " + std::to_string(capacity)
+                                          : std::string()));
+}
+
+std::string to_string(const Instr& i) {
+  switch (i.kind) {
+    case Instr::Kind::Compute: return to_string(i.action);
+    case Instr::Kind::Send: return "send(" + to_string(i.payload) + "->" + std::to_string(i.peer) + ")";
+    case Instr::Kind::Recv: return "recv(" + to_string(i.payload) + "<-" + std::to_string(i.peer) + ")";
+  }
+  return "?";
+}
+
+std::string to_text(const Program& p) {
+  std::string out;
+  for (std::size_t r = 0; r < p.ranks.size(); ++r) {
+    out += "rank " + std::to_string(r) + ":";
+    for (const auto& i : p.ranks[r]) out += ' ' + to_string(i);
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace ppbench

@@ -1,0 +1,40 @@
+// Communication lowering: derives every send and receive from the stage
+// placement (generators never write them), and proves the lowered per-rank
+// programs cannot deadlock under the transport's channel semantics.
+//
+// For each action whose dependency was produced on another rank, the consumer
+// gets a Recv right before the action and the producer a Send right after the
+// producing action: activations after F, gradients after B or I.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedules/schedule.h"
+
+namespace ppbench {
+
+struct Instr {
+  enum class Kind : std::uint8_t { Compute, Send, Recv };
+  Kind kind = Kind::Compute;
+  Action action;  // Compute: what runs
+  Task payload;   // Send / Recv: the task whose output crosses
+  int peer = -1;  // Send: destination rank; Recv: source rank
+};
+
+struct Program {
+  std::vector<std::vector<Instr>> ranks;
+};
+
+Program lower(const Schedule& s);
+
+// Runs the programs with blocking receives matched by payload and sends that
+// block while their channel (src -> dst) already holds `capacity` messages
+// (0: unbounded). Throws InvalidSchedule naming a stuck rank and instruction.
+void check_deadlock_free(const Schedule& s, const Program& program, int capacity = 0);
+
+std::string to_string(const Instr& i);
+std::string to_text(const Program& p);
+
+}  // namespace ppbench

@@ -1,0 +1,41 @@
+// A pipeline schedule: per-rank ordered actions over a placement.
+//
+// Generators write only compute actions; communication is derived by the
+// lowering pass (lower.h) from the placement.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/placement.h"
+
+namespace ppbench {
+
+struct ScheduleParams {
+  std::string name;      // registry name, e.g. "1f1b"
+  int devices = 0;       // D: pipeline ranks
+  int microbatches = 0;  // N: micro-batches per step, over all chains
+  int chunks = 0;        // v: model chunks per rank for interleaving (0: not given)
+  int group_size = 0;    // Megatron's micro-batch group size per virtual stage (0: default D)
+};
+
+struct Schedule {
+  ScheduleParams params;
+  Placement placement;
+  std::vector<std::vector<Action>> ranks;  // rank -> actions in execution order
+
+  int stages() const { return placement.stages(); }
+  std::size_t action_count() const;
+  // Whether backward passes are split into I and W somewhere.
+  bool splits_backward() const;
+};
+
+// "rank 0: F0.0 F0.1 ..." one line per rank, '\n'-terminated.
+std::string to_text(const Schedule& s);
+// Parses the per-rank lines of to_text back into action lists; ranks must be
+// listed 0..R-1 in order. Throws UsageError naming the bad line or token.
+std::vector<std::vector<Action>> parse_rank_lines(std::string_view text);
+
+}  // namespace ppbench

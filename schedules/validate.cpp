@@ -1,0 +1,89 @@
+#include "schedules/validate.h"
+
+#include <string>
+#include <vector>
+
+#include "schedules/deps.h"
+#include "schedules/error.h"
+#include "schedules/lower.h"
+
+namespace ppbench {
+
+namespace {
+
+[[noreturn]] void reject(int rank, const Action& a, const std::string& why) {
+  throw InvalidSchedule("invalid schedule: rank " + std::to_string(rank) + ", action " +
+                        to_string(a) + ": " + why);
+}
+
+void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
+  const Placement& p = s.placement;
+  if (t.stage < 0 || t.stage >= p.stages())
+    reject(rank, a, "stage " + std::to_string(t.stage) + " does not exist (stages 0.." +
+                        std::to_string(p.stages() - 1) + ")");
+  if (p.stage_rank[t.stage] != rank)
+    reject(rank, a, "stage " + std::to_string(t.stage) + " lives on rank " +
+                        std::to_string(p.stage_rank[t.stage]));
+  if (t.mb < 0 || t.mb >= p.microbatches_of(t.stage))
+    reject(rank, a, "micro-batch " + std::to_string(t.mb) + " is not carried by stage " +
+                        std::to_string(t.stage) + " (0.." +
+                        std::to_string(p.microbatches_of(t.stage) - 1) + ")");
+}
+
+}  // namespace
+
+void validate(const Schedule& s) {
+  const Placement& p = s.placement;
+  if (static_cast<int>(s.ranks.size()) != p.ranks)
+    throw InvalidSchedule("invalid schedule: " + std::to_string(s.ranks.size()) +
+                          " rank lists for " + std::to_string(p.ranks) + " ranks");
+  const TaskIndex index(p);
+  // How many times each (op slot, stage, mb) appears, and whether its backward
+  // was a full B (slot 1 then counts B or I; a B must have no W).
+  std::vector<std::uint8_t> seen(index.size(), 0);
+  std::vector<std::uint8_t> full_backward(index.size() / 3, 0);
+  for (int r = 0; r < p.ranks; ++r) {
+    for (const Action& a : s.ranks[r]) {
+      for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+        const Task& t = half == 0 ? a.task : a.partner;
+        check_task(s, r, a, t);
+        const std::size_t id = index.id(t);
+        if (seen[id]++)
+          reject(r, a, to_string(t) + " appears more than once" +
+                           (t.op == Op::B || t.op == Op::I ? " (a B or I already ran)" : ""));
+        if (t.op == Op::B) full_backward[id / 3] = 1;
+      }
+      if (a.paired) {
+        if (a.task.op != Op::F || (a.partner.op != Op::B && a.partner.op != Op::I))
+          reject(r, a, "an overlapped pair is a forward and a B or I");
+        if (a.task.stage == a.partner.stage && a.task.mb == a.partner.mb)
+          reject(r, a, "an overlapped pair joins two different (stage, micro-batch)");
+      }
+    }
+  }
+  for (int st = 0; st < p.stages(); ++st)
+    for (int m = 0; m < p.microbatches_of(st); ++m) {
+      const int rank = p.stage_rank[st];
+      const std::size_t f = index.id(Op::F, st, m);
+      const Action fa = Action::single(Op::F, st, m);
+      if (!seen[f]) reject(rank, fa, "missing: never scheduled");
+      if (!seen[f + 1]) reject(rank, Action::single(Op::B, st, m), "missing: neither B nor I is scheduled");
+      const bool full = full_backward[f / 3];
+      if (full && seen[f + 2])
+        reject(rank, Action::single(Op::W, st, m), "W after a full B (B already includes W)");
+      if (!full && !seen[f + 2])
+        reject(rank, Action::single(Op::W, st, m), "missing: I is scheduled without its W");
+    }
+
+  auto stall = walk_in_dependency_order(s, index, [](int, std::size_t, const Action&) {});
+  if (stall) {
+    const int owner = p.stage_rank[stall->waiting_for.stage];
+    reject(stall->rank, stall->action,
+           "waits for " + to_string(stall->waiting_for) + " on rank " + std::to_string(owner) +
+               ", which cannot run before it (position " + std::to_string(stall->position) +
+               " of rank " + std::to_string(stall->rank) + "; deadlock or broken dependency)");
+  }
+  check_deadlock_free(s, lower(s));
+}
+
+}  // namespace ppbench
