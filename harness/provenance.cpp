@@ -1,1 +1,73 @@
+#include "harness/provenance.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <string>
+
+namespace ppbench {
+
+namespace {
+
+std::string run(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    std::array<char, 256> buf{};
+    while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+    pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json provenance() {
+  // The commit is read at run time from the source tree the binary was built
+  // from, so a rebuilt-but-not-reconfigured binary still names its commit.
+  const std::string git = "git -C '" PPBENCH_SOURCE_DIR "' ";
+  std::string commit = run(git + "rev-parse --short=12 HEAD 2>/dev/null");
+  if (commit.empty()) commit = "unknown";
+  else if (!run(git + "status --porcelain --untracked-files=no 2>/dev/null").empty()) commit += "-dirty";
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return {{"ppbench_version", PPBENCH_VERSION},
+          {"git_commit", commit},
+          {"host", host},
+          {"cpu", cpu_model()},
+          {"cpu_cores", sysconf(_SC_NPROCESSORS_ONLN)},
+          {"compiler", std::string("gcc ") + __VERSION__},
+          {"date", utc_now()},
+#ifdef PPBENCH_HAVE_CUDA
+          {"cuda", "compiled"}
+#else
+          {"cuda", "not compiled"}
+#endif
+  };
+}
+
+}  // namespace ppbench

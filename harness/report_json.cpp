@@ -1,1 +1,64 @@
-#include <string>
+#include "harness/report_json.h"
+
+namespace ppbench {
+
+namespace {
+
+template <class T>
+nlohmann::json optional_json(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Metrics& m) {
+  nlohmann::json ranks = nlohmann::json::array();
+  double share = 0;
+  for (const auto& r : m.ranks) {
+    share = std::max(share, r.peak_activation_share);
+    ranks.push_back({{"rank", r.rank},
+                     {"busy", r.busy},
+                     {"idle", r.idle},
+                     {"span_idle", r.span_idle},
+                     {"first_start", r.first_start},
+                     {"last_end", r.last_end},
+                     {"peak_activations", r.peak_activations},
+                     {"peak_activation_share", r.peak_activation_share}});
+  }
+  return {{"makespan", m.makespan},
+          {"total_busy", m.total_busy},
+          {"bubble_fraction", m.bubble_fraction},
+          {"bubble_ratio", m.bubble_ratio},
+          {"zb_bubble_rate", m.zb_bubble_rate},
+          {"peak_activations", m.peak_activations},
+          {"peak_activation_share", share},
+          {"ranks", std::move(ranks)}};
+}
+
+nlohmann::json to_json(const ClosedForm& c) {
+  return {{"bubble_formula", c.bubble_formula},
+          {"bubble_fraction", optional_json(c.bubble_fraction)},
+          {"idle_per_rank", optional_json(c.idle_per_rank)},
+          {"activations_formula", c.activations_formula},
+          {"peak_activations", optional_json(c.peak_activations)},
+          {"params", c.params_formula}};
+}
+
+nlohmann::json to_json(const StageCost& c) {
+  return {{"F", c.f}, {"B", c.b}, {"I", c.i}, {"W", c.w}, {"FB", c.fb}, {"comm", c.comm}};
+}
+
+nlohmann::json schedule_json(const Schedule& s) {
+  const Placement& p = s.placement;
+  return {{"schedule", s.params.name},
+          {"devices", s.params.devices},
+          {"microbatches", s.params.microbatches},
+          {"chunks", s.params.chunks == 0 ? 1 : s.params.chunks},
+          {"group_size", s.params.group_size},
+          {"stages", p.stages()},
+          {"actions", s.action_count()},
+          // Copies of each model stage: two for the bidirectional layouts.
+          {"param_copies", p.chains()}};
+}
+
+}  // namespace ppbench

@@ -43,9 +43,10 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
     free_at[r] = finish;
     per_rank[r].push_back({r, start, finish, a});
   });
-  if (stall)
-    throw InvalidSchedule("deadlock: rank " + std::to_string(stall->rank) + " action " +
-                          to_string(stall->action) + " waits for " + to_string(stall->waiting_for));
+  if (!stall.empty())
+    throw InvalidSchedule("deadlock: rank " + std::to_string(stall[0].rank) + " action " +
+                          to_string(stall[0].action) + " waits for " +
+                          to_string(stall[0].waiting_for) + " (run the validator for the cause)");
   for (auto& events : per_rank)
     trace.compute.insert(trace.compute.end(), events.begin(), events.end());
   return trace;

@@ -54,11 +54,12 @@ struct Stall {
 };
 
 // Runs `on_action(rank, position, action)` for every action once all of its
-// dependencies have run, each rank in its own order. Returns the stall if
-// some rank can never continue (a deadlock or a dependency the order breaks).
+// dependencies have run, each rank in its own order. Returns one stall per
+// rank that can never continue (a deadlock or a dependency the order breaks);
+// empty when every rank finished.
 // Requires a structurally valid schedule (every task once, stages in range).
 template <class OnAction>
-std::optional<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& index,
+std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& index,
                                               OnAction&& on_action) {
   const int ranks = static_cast<int>(s.ranks.size());
   std::vector<std::uint8_t> done(index.size(), 0);
@@ -103,12 +104,13 @@ std::optional<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex
       }
     }
   }
+  std::vector<Stall> stalls;
   for (int r = 0; r < ranks; ++r)
     if (next[r] < s.ranks[r].size()) {
       const Action& a = s.ranks[r][next[r]];
-      return Stall{r, next[r], a, blocked_on(a)->task};
+      stalls.push_back({r, next[r], a, blocked_on(a)->task});
     }
-  return std::nullopt;
+  return stalls;
 }
 
 }  // namespace ppbench

@@ -34,12 +34,16 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
     out.bubble_fraction = (d - 1) / (d - 1 + v * n);
     out.idle_per_rank = (d - 1) * (c.f + c.b);
   } else if (s == "chimera") {
-    // Counted in slots of equal F and B (the paper's figures); idle per rank
-    // is (D/2-1)(F+B).
-    out.bubble_formula = "(D-2)/(D-2+2N)";
-    if (c.f == c.b) out.bubble_fraction = (d - 2) / (d - 2 + 2 * n);
-    out.idle_per_rank = (d / 2 - 1) * (c.f + c.b);
-    out.activations_formula = "between D/2+1 and D";
+    // The paper counts slots of equal F and B: (D/2-1)(F+B) idle per rank for
+    // any N = kD (direct concatenation). With F != B the units' bubbles stretch
+    // and the paper gives no figure, so the numbers stay empty.
+    out.bubble_formula = "(D-2)/(D-2+2N) with F = B";
+    if (c.f == c.b) {
+      out.bubble_fraction = (d - 2) / (d - 2 + 2 * n);
+      out.idle_per_rank = (d / 2 - 1) * (c.f + c.b);
+    }
+    out.activations_formula = "between D/2+1 and D (D/2+1 at the ends, D in the middle)";
+    out.peak_activations = p.devices;
     out.params_formula = "2x";
   } else if (s == "zb-h1") {
     out.bubble_formula = "(D-1)(F+I-W) idle per rank";
@@ -59,16 +63,33 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
     out.activations_formula = "2D chunk activations (D whole-stage equivalents)";
     out.peak_activations = 2 * p.devices;
   } else if (s == "dualpipe") {
-    out.bubble_formula = "(PP/2-1)(F&B+B-3W) idle per rank";
-    out.idle_per_rank = (d / 2 - 1) * (c.fb + c.b - 3 * c.w);
-    out.activations_formula = "PP+1";
+    // The reference's order idles this long only when I = F, W <= F and
+    // B <= FB <= F + B (found by sweeping costs in the simulator): on the
+    // most idle (middle) ranks, and on every rank when overlapping saves
+    // nothing (FB = F + B).
+    out.bubble_formula = "(PP/2-1)(F&B+B-3W) idle on the most idle rank";
+    const bool as_drawn =
+        c.i == c.f && c.w <= c.f && c.b == c.i + c.w && c.b <= c.fb && c.fb <= c.f + c.b;
+    if (as_drawn) {
+      out.idle_per_rank = (d / 2 - 1) * (c.fb + c.b - 3 * c.w);
+      if (c.fb == c.f + c.b) out.bubble_fraction = fraction(*out.idle_per_rank, n * (c.f + c.b));
+    }
+    out.activations_formula = "PP+1 on every rank";
     out.peak_activations = p.devices + 1;
     out.params_formula = "2x";
   } else if (s == "dualpipev") {
-    // PP = 2D stages on D ranks.
-    out.bubble_formula = "(PP/2-1)(F&B+B-3W) idle per rank, PP = 2D stages";
-    out.idle_per_rank = (d - 1) * (c.fb + c.b - 3 * c.w);
-    out.activations_formula = "PP+1 = 2D+1";
+    // PP = 2D stages on D ranks: DualPipe on 2D ranks folded in half, with
+    // the same idle under the same conditions (see "dualpipe"); every rank
+    // does 2N forwards and backwards.
+    out.bubble_formula = "(PP/2-1)(F&B+B-3W) idle on the most idle rank, PP = 2D stages";
+    const bool as_drawn =
+        c.i == c.f && c.w <= c.f && c.b == c.i + c.w && c.b <= c.fb && c.fb <= c.f + c.b;
+    if (as_drawn) {
+      out.idle_per_rank = (d - 1) * (c.fb + c.b - 3 * c.w);
+      if (c.fb == c.f + c.b)
+        out.bubble_fraction = fraction(*out.idle_per_rank, 2 * n * (c.f + c.b));
+    }
+    out.activations_formula = "PP+1 = 2D+1 on every rank";
     out.peak_activations = 2 * p.devices + 1;
     out.params_formula = "2x";
   }

@@ -16,7 +16,7 @@ constexpr std::array kSchedules = {
     ScheduleInfo{"1f1b", "1F1B / PipeDream-Flush / DAPPLE, Megatron's warm-up of D-r-1 forwards",
                  "N >= D", false, generate_1f1b},
     ScheduleInfo{"interleaved-1f1b", "Megatron's interleaved 1F1B (virtual pipeline), v chunks per rank",
-                 "--chunks v >= 2; --group-size g (default D) with D <= g <= N", true,
+                 "--chunks v >= 2; --group-size g (default D), D <= g <= N; N mod g != 0 only where it cannot deadlock", true,
                  generate_interleaved_1f1b},
     ScheduleInfo{"chimera", "Chimera: two bidirectional pipelines, 2x parameters (Li & Hoefler 2021)",
                  "D even, N a multiple of D", false, generate_chimera},

@@ -30,6 +30,36 @@ void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
                         std::to_string(p.microbatches_of(t.stage) - 1) + ")");
 }
 
+// Names the cause of a stall: an action ordered before a same-rank action it
+// depends on, or else the cycle of ranks waiting on each other.
+[[noreturn]] void report_stall(const Placement& p, const std::vector<Stall>& stalls) {
+  for (const Stall& st : stalls)
+    if (p.stage_rank[st.waiting_for.stage] == st.rank)
+      reject(st.rank, st.action,
+             "depends on " + to_string(st.waiting_for) +
+                 ", which this rank runs later (position " + std::to_string(st.position) + ")");
+  std::vector<const Stall*> by_rank(p.ranks, nullptr);
+  for (const Stall& st : stalls) by_rank[st.rank] = &st;
+  std::vector<int> seen(p.ranks, -1);
+  std::vector<const Stall*> chain;
+  for (const Stall* st = &stalls.front(); st && seen[st->rank] < 0;
+       st = by_rank[p.stage_rank[st->waiting_for.stage]]) {
+    seen[st->rank] = static_cast<int>(chain.size());
+    chain.push_back(st);
+  }
+  std::string cycle;
+  const int owner = p.stage_rank[chain.back()->waiting_for.stage];
+  for (std::size_t k = seen[owner] < 0 ? 0 : seen[owner]; k < chain.size(); ++k) {
+    const Stall& st = *chain[k];
+    if (!cycle.empty()) cycle += "; ";
+    cycle += "rank " + std::to_string(st.rank) + " at " + to_string(st.action) + " waits for " +
+             to_string(st.waiting_for) + " on rank " +
+             std::to_string(p.stage_rank[st.waiting_for.stage]);
+  }
+  const Stall& first = *chain[seen[owner] < 0 ? 0 : seen[owner]];
+  reject(first.rank, first.action, "deadlock: " + cycle);
+}
+
 }  // namespace
 
 void validate(const Schedule& s) {
@@ -75,14 +105,8 @@ void validate(const Schedule& s) {
         reject(rank, Action::single(Op::W, st, m), "missing: I is scheduled without its W");
     }
 
-  auto stall = walk_in_dependency_order(s, index, [](int, std::size_t, const Action&) {});
-  if (stall) {
-    const int owner = p.stage_rank[stall->waiting_for.stage];
-    reject(stall->rank, stall->action,
-           "waits for " + to_string(stall->waiting_for) + " on rank " + std::to_string(owner) +
-               ", which cannot run before it (position " + std::to_string(stall->position) +
-               " of rank " + std::to_string(stall->rank) + "; deadlock or broken dependency)");
-  }
+  const auto stalls = walk_in_dependency_order(s, index, [](int, std::size_t, const Action&) {});
+  if (!stalls.empty()) report_stall(p, stalls);
   check_deadlock_free(s, lower(s));
 }
 

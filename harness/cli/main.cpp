@@ -1,1 +1,73 @@
-int main() { return 0; }
+// ppbench: pipeline-parallel schedules, simulated and (later) executed.
+//
+// Exit codes: 0 success; 2 bad input (flags, parameters, costs), always with
+// one line on stderr naming the bad value and what is allowed; 1 an internal
+// error (a bug: please report it).
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "schedules/error.h"
+
+namespace {
+
+std::string version_text() {
+  std::string v = "ppbench " PPBENCH_VERSION;
+#ifdef PPBENCH_HAVE_CUDA
+  v += " (CUDA support compiled in)";
+#else
+  v += " (built without CUDA)";
+#endif
+  return v;
+}
+
+int usage_error(const std::string& message) {
+  std::cerr << "ppbench: error: " << message << '\n';
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ppbench: generate, validate and simulate pipeline-parallel training schedules (GPipe, 1F1B, "
+      "interleaved 1F1B, Chimera, Zero Bubble, DualPipe) and report their bubble and memory.",
+      "ppbench"};
+  app.set_version_flag("--version", version_text());
+  app.require_subcommand(1);
+  app.footer("Run `ppbench <command> --help` for a command's options. Start with `ppbench list`.");
+
+  using namespace ppbench::cli;
+  std::vector<std::pair<CLI::App*, Command>> commands;
+  for (auto add : {add_list, add_show, add_simulate}) {
+    Command run = add(app);
+    commands.emplace_back(app.get_subcommands({}).back(), std::move(run));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (what.empty()) what = "bad command line";
+    return usage_error(what + " (run with --help for the allowed options)");
+  }
+
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) run();
+  } catch (const ppbench::UsageError& e) {
+    return usage_error(e.what());
+  } catch (const ppbench::InvalidSchedule& e) {
+    return usage_error(e.what());
+  } catch (const std::exception& e) {
+    std::cerr << "ppbench: internal error: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}

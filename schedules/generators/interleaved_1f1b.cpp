@@ -10,11 +10,17 @@
 // Warm-up: (D-r-1)*2 + (v-1)*g virtual forwards (all of them if that is
 // more than N*v), then one forward / one backward, then the remaining
 // backwards — Megatron's forward_backward_pipelining_with_interleaving.
+//
+// When N is not a multiple of g the table ends with a short group, and for
+// some (D, v, N mod g) rank 0 then needs a chunk's input before rank D-1 can
+// produce it: the order deadlocks. Those parameters are rejected.
 #include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "schedules/error.h"
 #include "schedules/registry.h"
+#include "schedules/validate.h"
 
 namespace ppbench {
 
@@ -70,6 +76,17 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
       backward(k);
     }
     for (int k = steady; k < total; ++k) backward(k);
+  }
+  if (n % g != 0) {
+    try {
+      validate(s);
+    } catch (const InvalidSchedule& e) {
+      require(false, "interleaved-1f1b deadlocks for D=" + std::to_string(d) + ", N=" +
+                         std::to_string(n) + ", --chunks " + std::to_string(v) + ", --group-size " +
+                         std::to_string(g) + ": the last micro-batch group has only " +
+                         std::to_string(n % g) + " micro-batch(es); use N a multiple of the group "
+                         "size (" + e.what() + ")");
+    }
   }
   return s;
 }

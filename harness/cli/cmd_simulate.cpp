@@ -1,0 +1,121 @@
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "harness/atomic_file.h"
+#include "harness/chrome_trace.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/options.h"
+#include "harness/metrics.h"
+#include "harness/provenance.h"
+#include "harness/report_json.h"
+#include "harness/simulator.h"
+#include "schedules/formulas.h"
+#include "schedules/registry.h"
+#include "schedules/validate.h"
+
+namespace ppbench::cli {
+
+namespace {
+
+std::string fixed(double v, int digits = 6) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+void print_text(const nlohmann::json& r, const ClosedForm& cf) {
+  const auto& c = r["costs"];
+  std::cout << "schedule " << r["schedule"].get<std::string>() << "  D=" << r["devices"]
+            << "  N=" << r["microbatches"] << "  chunks=" << r["chunks"] << "  stages=" << r["stages"]
+            << "  actions=" << r["actions"] << "  parameter copies=" << r["param_copies"] << '\n';
+  std::cout << "costs per stage: F=" << c["F"] << " B=" << c["B"] << " I=" << c["I"] << " W=" << c["W"]
+            << " FB=" << c["FB"] << " comm=" << c["comm"] << "\n\n";
+  auto line = [](const char* name, double v, const std::string& note = "") {
+    std::string n(name);
+    n.resize(18, ' ');
+    std::cout << n << fixed(v) << note << '\n';
+  };
+  line("makespan", r["makespan"]);
+  line("bubble_fraction", r["bubble_fraction"],
+       cf.bubble_fraction ? "   closed form " + cf.bubble_formula + " = " + fixed(*cf.bubble_fraction)
+                          : std::string());
+  line("bubble_ratio", r["bubble_ratio"], "   sum idle / sum busy");
+  line("zb_bubble_rate", r["zb_bubble_rate"], "   (max span - busy) / max span");
+  if (cf.idle_per_rank)
+    std::cout << "closed-form idle per rank: " << cf.bubble_formula << " = " << fixed(*cf.idle_per_rank)
+              << '\n';
+  std::cout << "\nrank      busy      idle  span_idle  peak_act  share_of_A\n";
+  for (const auto& rk : r["ranks"]) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%4d %9.6g %9.6g %10.6g %9d %11.4g\n", rk["rank"].get<int>(),
+                  rk["busy"].get<double>(), rk["idle"].get<double>(), rk["span_idle"].get<double>(),
+                  rk["peak_activations"].get<int>(), rk["peak_activation_share"].get<double>());
+    std::cout << buf;
+  }
+  std::cout << "\npeak_act: most (stage, micro-batch) activations alive at once; share_of_A: the\n"
+               "same in units of one whole-model micro-batch activation.";
+  if (!cf.activations_formula.empty())
+    std::cout << " Closed form: " << cf.activations_formula << ".";
+  std::cout << '\n';
+}
+
+void print_csv(const nlohmann::json& r) {
+  std::cout << "schedule,devices,microbatches,chunks,stages,makespan,bubble_fraction,bubble_ratio,"
+               "zb_bubble_rate,rank,busy,idle,span_idle,peak_activations,peak_activation_share\n";
+  for (const auto& rk : r["ranks"])
+    std::cout << r["schedule"].get<std::string>() << ',' << r["devices"] << ',' << r["microbatches"]
+              << ',' << r["chunks"] << ',' << r["stages"] << ',' << fixed(r["makespan"], 17) << ','
+              << fixed(r["bubble_fraction"], 17) << ',' << fixed(r["bubble_ratio"], 17) << ','
+              << fixed(r["zb_bubble_rate"], 17) << ',' << rk["rank"] << ',' << fixed(rk["busy"], 17)
+              << ',' << fixed(rk["idle"], 17) << ',' << fixed(rk["span_idle"], 17) << ','
+              << rk["peak_activations"] << ',' << fixed(rk["peak_activation_share"], 17) << '\n';
+}
+
+}  // namespace
+
+Command add_simulate(CLI::App& parent) {
+  auto* app = parent.add_subcommand(
+      "simulate", "Simulate one training step of a schedule under a cost model and print its metrics");
+  struct State {
+    ScheduleFlags schedule;
+    CostFlags costs;
+    std::string format = "text";
+    std::string trace_out;
+  };
+  auto st = std::make_shared<State>();
+  st->schedule.add_to(*app);
+  st->costs.add_to(*app);
+  app->add_option("--format", st->format, "text, json (one object) or csv (one row per rank)")
+      ->check(CLI::IsMember({"text", "json", "csv"}));
+  app->add_option("--trace-out", st->trace_out,
+                  "Write the timeline as a Chrome/Perfetto trace (JSON; 1 cost unit = 1 ms)");
+  app->footer(
+      "Metrics (DESIGN.md): bubble_fraction = sum idle / (ranks x makespan); bubble_ratio = sum "
+      "idle / sum busy;\nzb_bubble_rate = (max span - busy) / max span; peak activations per rank.\n"
+      "Example: ppbench simulate --schedule zb-h1 --devices 4 --microbatches 8 --cost F=1,I=1,W=1");
+  return [st] {
+    const StageCost cost = st->costs.resolve();
+    const Schedule s = generate(st->schedule.params());
+    validate(s);
+    const Trace trace = simulate(s, CostModel::uniform(s.stages(), cost));
+    const Metrics m = compute_metrics(trace, s.placement);
+    const ClosedForm cf = closed_form(s.params, {cost.f, cost.b, cost.i, cost.w, cost.fb});
+
+    nlohmann::json record = schedule_json(s);
+    record["costs"] = to_json(cost);
+    record.update(to_json(m));
+    // Closed forms assume no communication time.
+    record["closed_form"] = to_json(cf);
+    if (cost.comm != 0) record["closed_form"]["note"] = "closed forms assume --comm 0";
+    record["provenance"] = provenance();
+    if (!st->trace_out.empty())
+      write_file_atomically(st->trace_out, to_chrome_trace(trace, schedule_json(s)).dump() + "\n");
+
+    if (st->format == "json") std::cout << record.dump(1) << '\n';
+    else if (st->format == "csv") print_csv(record);
+    else print_text(record, cf);
+  };
+}
+
+}  // namespace ppbench::cli

@@ -1,0 +1,16 @@
+// The ppbench subcommands. Each registers its flags on `parent` and returns
+// a callback that runs it; UsageError escaping a callback becomes exit 2.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace ppbench::cli {
+
+using Command = std::function<void()>;
+
+Command add_list(CLI::App& parent);
+Command add_show(CLI::App& parent);
+Command add_simulate(CLI::App& parent);
+
+}  // namespace ppbench::cli

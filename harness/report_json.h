@@ -1,0 +1,21 @@
+// JSON forms of metrics and closed forms, shared by every command that
+// writes a record.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "harness/cost_model.h"
+#include "harness/metrics.h"
+#include "schedules/formulas.h"
+#include "schedules/schedule.h"
+
+namespace ppbench {
+
+nlohmann::json to_json(const Metrics& m);
+nlohmann::json to_json(const ClosedForm& c);
+nlohmann::json to_json(const StageCost& c);
+// The schedule's identity: schedule, devices, microbatches, chunks,
+// group_size, stages, actions, param_copies.
+nlohmann::json schedule_json(const Schedule& s);
+
+}  // namespace ppbench

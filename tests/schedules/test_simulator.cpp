@@ -1,0 +1,115 @@
+// The simulator and metrics on cases small enough to compute by hand, the
+// --comm delay, and property tests over random valid parameters and costs.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "sim_helpers.h"
+
+namespace ppbench {
+namespace {
+
+using testing::simulate_uniform;
+using testing::stage_cost;
+
+TEST(Simulator, TwoStageOneFOneBByHand) {
+  // D=2, N=2, F=1, B=2, comm 0.5:
+  // rank 0: F0.0 [0,1] F0.1 [1,2]                  B0.0 [5.5,7.5] B0.1 [9,11]
+  // rank 1:      F1.0 [1.5,2.5] B1.0 [2.5,4.5] F1.1 [4.5,5.5] B1.1 [5.5,7.5]
+  // B0.1 waits for B1.1 (ends 7.5) + 0.5 = 8, and for rank 0 (free at 7.5).
+  auto r = simulate_uniform({"1f1b", 2, 2}, stage_cost(1, 1, 1, 0.5));
+  ASSERT_EQ(r.trace.compute.size(), 8u);
+  const auto& e = r.trace.compute;
+  EXPECT_DOUBLE_EQ(e[2].start, 5.0);   // B0.0: B1.0 ends 4.5, +0.5
+  EXPECT_DOUBLE_EQ(e[3].start, 8.0);   // B0.1: B1.1 ends 7.5, +0.5
+  EXPECT_DOUBLE_EQ(e[3].end, 10.0);
+  EXPECT_DOUBLE_EQ(e[4].start, 1.5);   // F1.0
+  EXPECT_DOUBLE_EQ(e[6].start, 4.5);   // F1.1: F0.1 ended at 2 + 0.5, but rank 1 busy to 4.5
+  EXPECT_DOUBLE_EQ(r.metrics.makespan, 10.0);
+  EXPECT_DOUBLE_EQ(r.metrics.ranks[0].busy, 6.0);
+  EXPECT_DOUBLE_EQ(r.metrics.ranks[1].span_idle, (7.5 - 1.5) - 6.0);
+  EXPECT_DOUBLE_EQ(r.metrics.bubble_fraction, (4.0 + 4.0) / (2 * 10.0));
+  EXPECT_DOUBLE_EQ(r.metrics.bubble_ratio, 8.0 / 12.0);
+  // zb rate: longest span is rank 0's (10), busy 6.
+  EXPECT_DOUBLE_EQ(r.metrics.zb_bubble_rate, 0.4);
+  // Four cross-rank dependencies, each a comm event of 0.5.
+  ASSERT_EQ(r.trace.comm.size(), 4u);
+  for (const auto& c : r.trace.comm) EXPECT_DOUBLE_EQ(c.end - c.start, 0.5);
+}
+
+TEST(Simulator, CommAddsTwoDelaysPerBoundaryToTheCriticalPath) {
+  // GPipe's makespan with comm T: (N + D - 1)(F + B) + 2 (D - 1) T.
+  for (int d : {2, 4, 8})
+    for (int n : {1, 4, 9}) {
+      const double t = 0.25;
+      auto r = simulate_uniform({"gpipe", d, n}, stage_cost(1, 1, 1, t));
+      EXPECT_NEAR(r.metrics.makespan, (n + d - 1) * 3.0 + 2 * (d - 1) * t, 1e-9) << d << " " << n;
+    }
+}
+
+TEST(Simulator, OverlappedPairCostsFB) {
+  Schedule s = generate({"1f1b", 2, 2});
+  // Rank 1 overlaps F1.1 with B1.0.
+  s.ranks[1] = {Action::single(Op::F, 1, 0), Action::pair({Op::F, 1, 1}, {Op::B, 1, 0}),
+                Action::single(Op::B, 1, 1)};
+  validate(s);
+  StageCost c = stage_cost(1, 1, 1);
+  c.fb = 2.5;
+  Trace t = simulate(s, CostModel::uniform(2, c));
+  const auto& pair = t.compute[4 + 1];
+  EXPECT_TRUE(pair.action.paired);
+  EXPECT_DOUBLE_EQ(pair.end - pair.start, 2.5);
+}
+
+TEST(Metrics, PeakCountsSplitBackwardUntilW) {
+  // One rank, one stage, ops F0 I0 F1 W0 I1 W1: micro-batch 0 lives until W0,
+  // so two are alive during F1.
+  Schedule s{{"custom", 1, 2}, Placement::linear(1, 2), {}};
+  s.ranks = {{Action::single(Op::F, 0, 0), Action::single(Op::I, 0, 0), Action::single(Op::F, 0, 1),
+              Action::single(Op::W, 0, 0), Action::single(Op::I, 0, 1), Action::single(Op::W, 0, 1)}};
+  validate(s);
+  Metrics m = compute_metrics(simulate(s, CostModel::uniform(1, stage_cost(1, 1, 1))), s.placement);
+  EXPECT_EQ(m.ranks[0].peak_activations, 2);
+  EXPECT_DOUBLE_EQ(m.bubble_fraction, 0.0);
+}
+
+// Busy time per rank is exactly what the schedule implies: the sum of its
+// actions' costs, for any valid parameters and costs; and the simulation
+// always terminates with every action timed once.
+TEST(Property, RandomValidParametersAndCosts) {
+  std::mt19937 rng(20261121);
+  std::uniform_int_distribution<int> pick_d(1, 12), pick_n(1, 40), pick_v(2, 4);
+  std::uniform_real_distribution<double> cost(0.1, 3.0), comm(0.0, 0.5);
+  int checked = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const auto& info = all_schedules()[trial % all_schedules().size()];
+    ScheduleParams p{std::string(info.name), pick_d(rng), pick_n(rng), info.uses_chunks ? pick_v(rng) : 0, 0};
+    Schedule s;
+    try {
+      s = generate(p);
+    } catch (const UsageError&) {
+      continue;  // parameters this family does not allow
+    }
+    validate(s);
+    StageCost c = stage_cost(cost(rng), cost(rng), cost(rng), comm(rng));
+    c.fb = c.f + c.b - 0.5 * std::min(c.f, c.b) * (trial % 2);
+    const CostModel model = CostModel::uniform(s.stages(), c);
+    const Trace t = simulate(s, model);
+    ASSERT_EQ(t.compute.size(), s.action_count());
+    const Metrics m = compute_metrics(t, s.placement);
+    for (int r = 0; r < p.devices; ++r) {
+      double implied = 0;
+      for (const auto& a : s.ranks[r]) implied += model.time(a);
+      EXPECT_NEAR(m.ranks[r].busy, implied, 1e-9 * (1 + implied)) << info.name << " rank " << r;
+      EXPECT_GE(m.ranks[r].idle, -1e-9);
+      EXPECT_GE(m.ranks[r].span_idle, -1e-9);
+    }
+    EXPECT_GE(m.bubble_fraction, -1e-12);
+    EXPECT_LT(m.bubble_fraction, 1.0);
+    ++checked;
+  }
+  EXPECT_GT(checked, 200);
+}
+
+}  // namespace
+}  // namespace ppbench
