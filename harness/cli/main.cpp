@@ -41,7 +41,18 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, Command>> commands;
   for (auto add : {add_list, add_show, add_simulate}) {
     Command run = add(app);
-    commands.emplace_back(app.get_subcommands({}).back(), std::move(run));
+    commands.emplace_back(app.get_subcommands([](CLI::App*) { return true; }).back(), std::move(run));
+  }
+
+  // CLI11 reports a misspelt command as "a subcommand is required"; name it.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const auto& [sub, run] : commands) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) return usage_error(std::string("unknown command '") + argv[1] + "' (known: " + known + ")");
   }
 
   try {
