@@ -25,7 +25,7 @@ constexpr std::array kSchedules = {
     ScheduleInfo{"zb-h2", "Zero Bubble ZB-H2: extra warm-up forwards fill the bubble, 2D-1 activations",
                  "N >= 2D-1", false, generate_zb_h2},
     ScheduleInfo{"zb-v", "Zero Bubble ZB-V: V-shaped placement, two stages per rank",
-                 "N >= 2D", false, generate_zb_v},
+                 "any N >= 1 (zero bubble needs N >= 2D-1)", false, generate_zb_v},
     ScheduleInfo{"dualpipe", "DeepSeek DualPipe: two directions, overlapped F&B, eight steps",
                  "D even, N even, N >= 2D", false, generate_dualpipe},
     ScheduleInfo{"dualpipev", "DeepSeek DualPipeV: DualPipe folded into a V on D ranks",

@@ -21,6 +21,7 @@ namespace ppbench {
 
 Schedule generate_zb_v(const ScheduleParams& p) {
   const int d = p.devices, n = p.microbatches;
+  require(d >= 1, "zb-v needs --devices >= 1, got " + std::to_string(d));
   require(n >= 1, "zb-v needs --microbatches >= 1, got " + std::to_string(n));
   Schedule s{p, Placement::v_shape(d, n), {}};
   s.ranks.resize(d);
