@@ -38,6 +38,7 @@ nlohmann::json to_json(const Metrics& m) {
 nlohmann::json to_json(const ClosedForm& c) {
   return {{"bubble_formula", c.bubble_formula},
           {"bubble_fraction", optional_json(c.bubble_fraction)},
+          {"idle_formula", c.idle_formula},
           {"idle_per_rank", optional_json(c.idle_per_rank)},
           {"activations_formula", c.activations_formula},
           {"peak_activations", optional_json(c.peak_activations)},

@@ -18,12 +18,14 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
   const std::string& s = p.name;
   if (s == "naive") {
     out.bubble_formula = "(D-1)/D";
+    out.idle_formula = "(D-1)N(F+B)";
     out.bubble_fraction = (d - 1) / d;
     out.idle_per_rank = (d - 1) * n * (c.f + c.b);
     out.activations_formula = "1";
     out.peak_activations = 1;
   } else if (s == "gpipe" || s == "1f1b") {
     out.bubble_formula = "(D-1)/(D-1+N)";
+    out.idle_formula = "(D-1)(F+B)";
     out.bubble_fraction = (d - 1) / (d - 1 + n);
     out.idle_per_rank = (d - 1) * (c.f + c.b);
     out.activations_formula = s == "gpipe" ? "N" : "D-r on rank r";
@@ -31,6 +33,7 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
   } else if (s == "interleaved-1f1b") {
     const double v = p.chunks;
     out.bubble_formula = "(D-1)/(D-1+vN)";
+    out.idle_formula = "(D-1)(F+B)";
     out.bubble_fraction = (d - 1) / (d - 1 + v * n);
     out.idle_per_rank = (d - 1) * (c.f + c.b);
   } else if (s == "chimera") {
@@ -38,6 +41,7 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
     // any N = kD (direct concatenation). With F != B the units' bubbles stretch
     // and the paper gives no figure, so the numbers stay empty.
     out.bubble_formula = "(D-2)/(D-2+2N) with F = B";
+    out.idle_formula = "(D/2-1)(F+B) with F = B";
     if (c.f == c.b) {
       out.bubble_fraction = (d - 2) / (d - 2 + 2 * n);
       out.idle_per_rank = (d / 2 - 1) * (c.f + c.b);
@@ -48,7 +52,8 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
   } else if (s == "zb-h1") {
     // Every rank idles exactly this long (any N >= D) when W <= F and W <= I:
     // then each deferred W fits the gap it fills (found by sweeping costs).
-    out.bubble_formula = "(D-1)(F+I-W) idle per rank";
+    out.bubble_formula = "idle / (idle + N(F+I+W)), idle = (D-1)(F+I-W)";
+    out.idle_formula = "(D-1)(F+I-W) when W <= F, I";
     if (c.w <= c.f && c.w <= c.i) {
       out.idle_per_rank = (d - 1) * (c.f + c.i - c.w);
       out.bubble_fraction = fraction(*out.idle_per_rank, n * (c.f + c.i + c.w));
@@ -61,7 +66,8 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
     // parallelogram (rank r starts r*F late and ends late too), so of the
     // makespan every rank idles (D-1)(F + max(I-2W, 0)): the paper's figure
     // only when 2W <= I (found by sweeping costs; any N >= 2D-1).
-    out.bubble_formula = "(D-1)(F+I-2W) idle per rank within its span";
+    out.bubble_formula = "idle / (idle + N(F+I+W)), idle = (D-1)(F+max(I-2W,0))";
+    out.idle_formula = "(D-1)(F+I-2W) within each rank's span (the paper's); of the makespan the same when 2W <= I";
     if (c.w <= c.f && 2 * c.w <= c.f + c.i) {
       const double makespan_idle = (d - 1) * (c.f + (c.i > 2 * c.w ? c.i - 2 * c.w : 0));
       out.bubble_fraction = fraction(makespan_idle, n * (c.f + c.i + c.w));
@@ -74,7 +80,8 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
     // and N >= 2D-1 (below that the reference drops its padding micro-batches
     // and leaves bubbles). Rank r still starts r*F after rank 0 and ends as
     // much later, so of the makespan every rank idles (D-1)F.
-    out.bubble_formula = "0 within each rank's span when F = I = W; (D-1)F of the makespan";
+    out.bubble_formula = "idle / (idle + 2N(F+I+W)), idle = (D-1)F of the makespan, 0 within each span, when F = I = W";
+    out.idle_formula = "(D-1)F of the makespan, 0 within each rank's span, when F = I = W";
     if (c.f == c.i && c.i == c.w && n >= 2 * d - 1) {
       out.idle_per_rank = (d - 1) * c.f;
       out.bubble_fraction = fraction(*out.idle_per_rank, 2 * n * (c.f + c.i + c.w));
@@ -86,7 +93,8 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
     // B <= FB <= F + B (found by sweeping costs in the simulator): on the
     // most idle (middle) ranks, and on every rank when overlapping saves
     // nothing (FB = F + B).
-    out.bubble_formula = "(PP/2-1)(F&B+B-3W) idle on the most idle rank";
+    out.bubble_formula = "idle / (idle + N(F+B)) with F&B = F+B, idle = (PP/2-1)(F&B+B-3W)";
+    out.idle_formula = "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = D";
     const bool as_drawn =
         c.i == c.f && c.w <= c.f && c.b == c.i + c.w && c.b <= c.fb && c.fb <= c.f + c.b;
     if (as_drawn) {
@@ -100,7 +108,8 @@ ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c) {
     // PP = 2D stages on D ranks: DualPipe on 2D ranks folded in half, with
     // the same idle under the same conditions (see "dualpipe"); every rank
     // does 2N forwards and backwards.
-    out.bubble_formula = "(PP/2-1)(F&B+B-3W) idle on the most idle rank, PP = 2D stages";
+    out.bubble_formula = "idle / (idle + 2N(F+B)) with F&B = F+B, idle = (PP/2-1)(F&B+B-3W)";
+    out.idle_formula = "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = 2D stages";
     const bool as_drawn =
         c.i == c.f && c.w <= c.f && c.b == c.i + c.w && c.b <= c.fb && c.fb <= c.f + c.b;
     if (as_drawn) {

@@ -18,6 +18,7 @@ struct UniformCost {
 
 struct ClosedForm {
   std::string bubble_formula;              // as the paper writes it
+  std::string idle_formula;                // idle time per rank (of the makespan)
   std::optional<double> bubble_fraction;   // sum idle / (ranks * makespan)
   std::optional<double> idle_per_rank;     // when the paper states the idle time
   std::string activations_formula;         // peak in-flight (stage, mb) activations

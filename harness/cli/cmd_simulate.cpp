@@ -42,9 +42,11 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
                           : std::string());
   line("bubble_ratio", r["bubble_ratio"], "   sum idle / sum busy");
   line("zb_bubble_rate", r["zb_bubble_rate"], "   (max span - busy) / max span");
-  if (cf.idle_per_rank)
-    std::cout << "closed-form idle per rank: " << cf.bubble_formula << " = " << fixed(*cf.idle_per_rank)
-              << '\n';
+  if (!cf.idle_formula.empty()) {
+    std::cout << "closed-form idle per rank: " << cf.idle_formula;
+    if (cf.idle_per_rank) std::cout << " = " << fixed(*cf.idle_per_rank);
+    std::cout << '\n';
+  }
   std::cout << "\nrank      busy      idle  span_idle  peak_act  share_of_A\n";
   for (const auto& rk : r["ranks"]) {
     char buf[128];
