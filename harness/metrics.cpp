@@ -36,9 +36,12 @@ void peak_activations(const Trace& trace, const Placement& p, std::vector<RankMe
   }
   for (int r = 0; r < trace.ranks; ++r) {
     auto& ev = edges[r];
-    std::sort(ev.begin(), ev.end(), [](const Edge& a, const Edge& b) {
+    auto before = [](const Edge& a, const Edge& b) {
       return a.time < b.time || (a.time == b.time && a.delta < b.delta);
-    });
+    };
+    // A rank's events arrive in execution order, which is already time order
+    // with releases first at ties; sort only traces that are not.
+    if (!std::is_sorted(ev.begin(), ev.end(), before)) std::sort(ev.begin(), ev.end(), before);
     int alive = 0, peak = 0;
     for (const auto& e : ev) peak = std::max(peak, alive += e.delta);
     out[r].peak_activations = peak;

@@ -15,11 +15,12 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
 
   Trace trace;
   trace.ranks = p.ranks;
-  trace.compute.reserve(s.action_count());
-  std::vector<std::vector<ComputeEvent>> per_rank(p.ranks);
-  for (int r = 0; r < p.ranks; ++r) per_rank[r].reserve(s.ranks[r].size());
+  // Events go straight to their final slot: rank r's block starts at offset[r].
+  std::vector<std::size_t> offset(p.ranks + 1, 0);
+  for (int r = 0; r < p.ranks; ++r) offset[r + 1] = offset[r] + s.ranks[r].size();
+  trace.compute.resize(offset[p.ranks]);
 
-  auto stall = walk_in_dependency_order(s, index, [&](int r, std::size_t, const Action& a) {
+  auto stall = walk_in_dependency_order(s, index, [&](int r, std::size_t pos, const Action& a) {
     double start = free_at[r];
     std::array<TaskIndex::Dep, 2> deps;
     for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
@@ -41,14 +42,12 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
     end[index.id(a.task)] = finish;
     if (a.paired) end[index.id(a.partner)] = finish;
     free_at[r] = finish;
-    per_rank[r].push_back({r, start, finish, a});
+    trace.compute[offset[r] + pos] = {r, start, finish, a};
   });
   if (!stall.empty())
     throw InvalidSchedule("deadlock: rank " + std::to_string(stall[0].rank) + " action " +
                           to_string(stall[0].action) + " waits for " +
                           to_string(stall[0].waiting_for) + " (run the validator for the cause)");
-  for (auto& events : per_rank)
-    trace.compute.insert(trace.compute.end(), events.begin(), events.end());
   return trace;
 }
 

@@ -36,7 +36,36 @@ class TaskIndex {
     Task task;
   };
   // The tasks `t` waits for (at most two); returns how many were written.
-  int dependencies(const Task& t, std::array<Dep, 2>& out) const;
+  // Inline: it runs several times per action in every walk.
+  int dependencies(const Task& t, std::array<Dep, 2>& out) const {
+    const Placement& p = *placement_;
+    int n = 0;
+    switch (t.op) {
+      case Op::F:
+        if (!p.is_first(t.stage)) {
+          const Task prev{Op::F, t.stage - 1, t.mb};
+          out[n++] = {id(prev), prev.stage, prev};
+        }
+        break;
+      case Op::B:
+      case Op::I: {
+        const Task own{Op::F, t.stage, t.mb};
+        out[n++] = {id(own), own.stage, own};
+        if (!p.is_last(t.stage)) {
+          // Whichever of B or I the next stage runs; both fill the same slot.
+          const Task after{Op::B, t.stage + 1, t.mb};
+          out[n++] = {id(after), after.stage, after};
+        }
+        break;
+      }
+      case Op::W: {
+        const Task input_grad{Op::I, t.stage, t.mb};
+        out[n++] = {id(input_grad), input_grad.stage, input_grad};
+        break;
+      }
+    }
+    return n;
+  }
 
  private:
   const Placement* placement_;

@@ -24,6 +24,7 @@ Program lower(const Schedule& s) {
   out.ranks.resize(p.ranks);
   for (int r = 0; r < p.ranks; ++r) {
     auto& prog = out.ranks[r];
+    prog.reserve(3 * s.ranks[r].size());
     for (const Action& a : s.ranks[r]) {
       for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
         const int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
@@ -50,28 +51,45 @@ void check_deadlock_free(const Schedule& s, const Program& program, int capacity
   // id; B and I of a (stage, mb) share an id, as the receiver cannot tell.
   std::vector<std::uint8_t> arrived(index.size(), 0);
   std::vector<int> depth(static_cast<std::size_t>(ranks) * ranks, 0);
+  // Who is blocked on what: a receiver on a message id, a sender on a full
+  // mailbox. Each is woken by the one event that can unblock it, so the run
+  // is linear in the program's length.
+  std::vector<std::int32_t> waiting_receiver(index.size(), -1);
+  std::vector<std::int32_t> waiting_sender(depth.size(), -1);
   std::vector<std::size_t> pc(ranks, 0);
-  bool progressed = true;
-  while (progressed) {
-    progressed = false;
-    for (int r = 0; r < ranks; ++r) {
-      const auto& prog = program.ranks[r];
-      while (pc[r] < prog.size()) {
-        const Instr& in = prog[pc[r]];
-        if (in.kind == Instr::Kind::Send) {
-          int& d = depth[static_cast<std::size_t>(r) * ranks + in.peer];
-          if (capacity > 0 && d >= capacity) break;
-          ++d;
-          arrived[index.id(in.payload)] = 1;
-        } else if (in.kind == Instr::Kind::Recv) {
-          auto& flag = arrived[index.id(in.payload)];
-          if (!flag) break;
-          flag = 0;
-          --depth[static_cast<std::size_t>(in.peer) * ranks + r];
+  std::vector<std::int32_t> ready;
+  for (int r = ranks - 1; r >= 0; --r) ready.push_back(r);
+  auto wake = [&](std::int32_t& who) {
+    if (who >= 0) ready.push_back(who), who = -1;
+  };
+  while (!ready.empty()) {
+    const int r = ready.back();
+    ready.pop_back();
+    const auto& prog = program.ranks[r];
+    while (pc[r] < prog.size()) {
+      const Instr& in = prog[pc[r]];
+      if (in.kind == Instr::Kind::Send) {
+        const std::size_t ch = static_cast<std::size_t>(r) * ranks + in.peer;
+        if (capacity > 0 && depth[ch] >= capacity) {
+          waiting_sender[ch] = r;
+          break;
         }
-        ++pc[r];
-        progressed = true;
+        ++depth[ch];
+        const std::size_t id = index.id(in.payload);
+        arrived[id] = 1;
+        wake(waiting_receiver[id]);
+      } else if (in.kind == Instr::Kind::Recv) {
+        const std::size_t id = index.id(in.payload);
+        if (!arrived[id]) {
+          waiting_receiver[id] = r;
+          break;
+        }
+        arrived[id] = 0;
+        const std::size_t ch = static_cast<std::size_t>(in.peer) * ranks + r;
+        --depth[ch];
+        wake(waiting_sender[ch]);
       }
+      ++pc[r];
     }
   }
   for (int r = 0; r < ranks; ++r)

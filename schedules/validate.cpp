@@ -62,7 +62,7 @@ void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
 
 }  // namespace
 
-void validate(const Schedule& s) {
+void validate(const Schedule& s, const ValidateOptions& options) {
   const Placement& p = s.placement;
   if (static_cast<int>(s.ranks.size()) != p.ranks)
     throw InvalidSchedule("invalid schedule: " + std::to_string(s.ranks.size()) +
@@ -107,7 +107,7 @@ void validate(const Schedule& s) {
 
   const auto stalls = walk_in_dependency_order(s, index, [](int, std::size_t, const Action&) {});
   if (!stalls.empty()) report_stall(p, stalls);
-  check_deadlock_free(s, lower(s));
+  if (options.channel_capacity > 0) check_deadlock_free(s, lower(s), options.channel_capacity);
 }
 
 }  // namespace ppbench

@@ -143,5 +143,22 @@ TEST(Lowering, BoundedChannelsCanDeadlockWhereUnboundedDoNot) {
   EXPECT_THROW(check_deadlock_free(s, prog, 2), InvalidSchedule);
 }
 
+TEST(Validate, BoundedChannelsAreCheckedOnTheLoweredProgram) {
+  // Rank 1 takes GPipe's forwards in reverse: fine when sends never block,
+  // a deadlock when each mailbox holds one message (rank 0 blocks on its
+  // second send while rank 1 waits for the fourth).
+  Schedule s = generate({"gpipe", 2, 4});
+  std::reverse(s.ranks[1].begin(), s.ranks[1].begin() + 4);
+  std::reverse(s.ranks[1].begin() + 4, s.ranks[1].end());
+  EXPECT_NO_THROW(validate(s));
+  EXPECT_NO_THROW(validate(s, {.channel_capacity = 4}));
+  try {
+    validate(s, {.channel_capacity = 1});
+    ADD_FAILURE() << "expected a deadlock with capacity 1";
+  } catch (const InvalidSchedule& e) {
+    EXPECT_NE(std::string(e.what()).find("capacity 1"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ppbench
