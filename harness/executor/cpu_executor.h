@@ -1,0 +1,206 @@
+// Runs one training step of a schedule for real: one thread per rank, each
+// executing its lowered program (receive, compute, send) in order, tensors
+// handed over by the in-process transport, every action timed into the
+// common Trace, every rank's kept activations recorded by its arena.
+//
+// A rank that waits longer than the watchdog allows (a receive that never
+// arrives, a mailbox that never drains) stops the step with an error naming
+// the rank, the instruction and what it waits for; a workload that throws
+// stops it the same way. The step never hangs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <latch>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "harness/executor/activation_arena.h"
+#include "harness/executor/mailbox.h"
+#include "harness/executor/stage_work.h"
+#include "harness/trace.h"
+#include "schedules/deps.h"
+#include "schedules/lower.h"
+
+namespace ppbench {
+
+class ExecutionError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ExecutorOptions {
+  int channel_capacity = 4;       // messages one (src, dst) mailbox holds
+  double watchdog_seconds = 60;   // longest a rank may wait on the transport
+};
+
+struct StepRecord {
+  Trace trace;
+  std::vector<ActivationArena> arenas;  // per rank
+};
+
+template <class Payload>
+class CpuExecutor {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `work[r]` runs the stages of rank r and is used only by rank r's thread.
+  CpuExecutor(const Schedule& s, std::vector<StageWork<Payload>*> work, ExecutorOptions options)
+      : schedule_(s), program_(lower(s)), work_(std::move(work)), options_(options) {
+    stages_of_rank_.resize(s.placement.ranks);
+    for (int st = 0; st < s.stages(); ++st) stages_of_rank_[s.placement.stage_rank[st]].push_back(st);
+  }
+
+  StepRecord run_step() {
+    const int ranks = schedule_.placement.ranks;
+    InProcessTransport<Envelope> transport(ranks, options_.channel_capacity);
+    StepRecord record;
+    record.trace.source = "cpu";
+    record.trace.time_unit = "s";
+    record.trace.ranks = ranks;
+    for (int r = 0; r < ranks; ++r) record.arenas.emplace_back(r);
+    std::vector<std::vector<ComputeEvent>> compute(ranks);
+    std::vector<std::vector<CommEvent>> comm(ranks);
+    error_.clear();
+    std::latch start(ranks + 1);
+    {
+      std::vector<std::jthread> threads;
+      threads.reserve(ranks);
+      for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+          start.arrive_and_wait();
+          run_rank(r, transport, record.arenas[r], compute[r], comm[r]);
+        });
+      t0_ = Clock::now();
+      start.arrive_and_wait();
+    }
+    if (!error_.empty()) throw ExecutionError(error_);
+    for (int r = 0; r < ranks; ++r) {
+      record.trace.compute.insert(record.trace.compute.end(), compute[r].begin(), compute[r].end());
+      record.trace.comm.insert(record.trace.comm.end(), comm[r].begin(), comm[r].end());
+      const auto& samples = record.arenas[r].samples();
+      record.trace.memory.insert(record.trace.memory.end(), samples.begin(), samples.end());
+    }
+    return record;
+  }
+
+ private:
+  struct Envelope {
+    Payload payload{};
+    double sent_at = 0;
+  };
+
+  double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+
+  static std::uint64_t message_name(const Task& t) {
+    // F carries an activation, B or I a gradient; the receiver names both
+    // backward ops "B" (it cannot know which the sender ran).
+    const std::uint64_t grad = t.op == Op::F ? 0 : 1;
+    return (static_cast<std::uint64_t>(t.stage) << 33) | (static_cast<std::uint64_t>(t.mb) << 1) | grad;
+  }
+
+  void fail(const std::string& message, InProcessTransport<Envelope>& transport) {
+    {
+      std::lock_guard lock(error_mutex_);
+      if (error_.empty()) error_ = message;
+    }
+    transport.abort();
+  }
+
+  void run_rank(int r, InProcessTransport<Envelope>& transport, ActivationArena& arena,
+                std::vector<ComputeEvent>& compute, std::vector<CommEvent>& comm) {
+    const Placement& p = schedule_.placement;
+    StageWork<Payload>& work = *work_[r];
+    // Tensors ready for their consumer: received from another rank, produced
+    // here for a stage on this rank (V shapes, interleaving with D = 1), or
+    // produced here and waiting for the send that follows.
+    std::unordered_map<std::uint64_t, Payload> ready;
+    auto take = [&ready](std::uint64_t name) {
+      auto it = ready.find(name);
+      if (it == ready.end()) return Payload{};
+      Payload out = std::move(it->second);
+      ready.erase(it);
+      return out;
+    };
+    auto run_task = [&](const Task& t) {
+      switch (t.op) {
+        case Op::F: {
+          Payload in = p.is_first(t.stage) ? Payload{} : take(message_name({Op::F, t.stage - 1, t.mb}));
+          Payload out = work.forward(t.stage, t.mb, std::move(in));
+          if (!p.is_last(t.stage)) ready.emplace(message_name(t), std::move(out));
+          break;
+        }
+        case Op::B:
+        case Op::I: {
+          Payload grad = p.is_last(t.stage) ? Payload{} : take(message_name({Op::B, t.stage + 1, t.mb}));
+          Payload out = work.backward(t.stage, t.mb, std::move(grad), t.op == Op::I);
+          if (!p.is_first(t.stage)) ready.emplace(message_name(t), std::move(out));
+          break;
+        }
+        case Op::W:
+          work.backward_weight(t.stage, t.mb);
+          break;
+      }
+    };
+    auto saved_bytes = [&] {
+      double total = 0;
+      for (int st : stages_of_rank_[r]) total += static_cast<double>(work.saved_bytes(st));
+      return total;
+    };
+    const auto patience = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(options_.watchdog_seconds));
+
+    try {
+      for (const Instr& in : program_.ranks[r]) {
+        if (in.kind == Instr::Kind::Compute) {
+          const double begin = now();
+          run_task(in.action.task);
+          if (in.action.paired) run_task(in.action.partner);
+          const double end = now();
+          compute.push_back({r, begin, end, in.action});
+          arena.set_live(end, saved_bytes());
+          continue;
+        }
+        const std::uint64_t name = message_name(in.payload);
+        const bool sending = in.kind == Instr::Kind::Send;
+        WaitResult result;
+        if (sending) {
+          Envelope e{take(name), now()};
+          result = transport.mailbox(r, in.peer).send(name, std::move(e), Clock::now() + patience);
+        } else {
+          Envelope e;
+          result = transport.mailbox(in.peer, r).receive(name, e, Clock::now() + patience);
+          if (result == WaitResult::kDone) {
+            comm.push_back({in.peer, r, e.sent_at, now(), in.payload});
+            ready.emplace(name, std::move(e.payload));
+          }
+        }
+        if (result == WaitResult::kAborted) return;
+        if (result == WaitResult::kTimedOut)
+          return fail("watchdog: rank " + std::to_string(r) + " waited " +
+                          std::to_string(options_.watchdog_seconds) + " s at " + to_string(in) +
+                          (sending ? " (the mailbox to rank " + std::to_string(in.peer) + " stays full)"
+                                   : " (nothing arrives from rank " + std::to_string(in.peer) + ")"),
+                      transport);
+      }
+    } catch (const std::exception& e) {
+      fail("rank " + std::to_string(r) + ": " + e.what(), transport);
+    }
+  }
+
+  const Schedule& schedule_;
+  Program program_;
+  std::vector<StageWork<Payload>*> work_;
+  ExecutorOptions options_;
+  std::vector<std::vector<int>> stages_of_rank_;
+  Clock::time_point t0_;
+  std::mutex error_mutex_;
+  std::string error_;
+};
+
+}  // namespace ppbench

@@ -1,0 +1,92 @@
+// The in-process transport: one bounded mailbox per (src, dst) pair of ranks,
+// messages named by the task whose output they carry.
+//
+// Receives match by name, as MPI matches tags, so the order of sends between
+// two ranks need not equal the order of receives; a send blocks while its
+// mailbox already holds `capacity` messages, which is what the validator's
+// check_deadlock_free(capacity) models. Every wait gives up at a deadline so
+// that a stuck rank becomes an error, never a hang.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace ppbench {
+
+enum class WaitResult { kDone, kTimedOut, kAborted };
+
+template <class Payload>
+class Mailbox {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Mailbox(int capacity) : capacity_(capacity) {}
+
+  WaitResult send(std::uint64_t name, Payload payload, Clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_until(lock, deadline, [&] {
+          return aborted_ || capacity_ <= 0 || static_cast<int>(queue_.size()) < capacity_;
+        }))
+      return WaitResult::kTimedOut;
+    if (aborted_) return WaitResult::kAborted;
+    queue_.emplace_back(name, std::move(payload));
+    changed_.notify_all();
+    return WaitResult::kDone;
+  }
+
+  WaitResult receive(std::uint64_t name, Payload& out, Clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    typename std::deque<std::pair<std::uint64_t, Payload>>::iterator it;
+    auto arrived = [&] {
+      if (aborted_) return true;
+      for (it = queue_.begin(); it != queue_.end(); ++it)
+        if (it->first == name) return true;
+      return false;
+    };
+    if (!changed_.wait_until(lock, deadline, arrived)) return WaitResult::kTimedOut;
+    if (aborted_) return WaitResult::kAborted;
+    out = std::move(it->second);
+    queue_.erase(it);
+    changed_.notify_all();
+    return WaitResult::kDone;
+  }
+
+  void abort() {
+    std::lock_guard lock(mutex_);
+    aborted_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::pair<std::uint64_t, Payload>> queue_;
+  int capacity_;
+  bool aborted_ = false;
+};
+
+// All mailboxes of a step; mailbox(src, dst) carries src's sends to dst.
+template <class Payload>
+class InProcessTransport {
+ public:
+  InProcessTransport(int ranks, int capacity) : ranks_(ranks) {
+    boxes_.reserve(static_cast<std::size_t>(ranks) * ranks);
+    for (int i = 0; i < ranks * ranks; ++i) boxes_.push_back(std::make_unique<Mailbox<Payload>>(capacity));
+  }
+  Mailbox<Payload>& mailbox(int src, int dst) { return *boxes_[static_cast<std::size_t>(src) * ranks_ + dst]; }
+  void abort() {
+    for (auto& b : boxes_) b->abort();
+  }
+
+ private:
+  int ranks_;
+  std::vector<std::unique_ptr<Mailbox<Payload>>> boxes_;
+};
+
+}  // namespace ppbench
