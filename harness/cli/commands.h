@@ -12,5 +12,6 @@ using Command = std::function<void()>;
 Command add_list(CLI::App& parent);
 Command add_show(CLI::App& parent);
 Command add_simulate(CLI::App& parent);
+Command add_model(CLI::App& parent);
 
 }  // namespace ppbench::cli

@@ -9,6 +9,7 @@
 // stops it the same way. The step never hangs.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <latch>
@@ -174,9 +175,12 @@ class CpuExecutor {
           result = transport.mailbox(r, in.peer).send(name, std::move(e), Clock::now() + patience);
         } else {
           Envelope e;
+          const double posted = now();
           result = transport.mailbox(in.peer, r).receive(name, e, Clock::now() + patience);
           if (result == WaitResult::kDone) {
-            comm.push_back({in.peer, r, e.sent_at, now(), in.payload});
+            // The hand-over latency: from when both sides were ready to
+            // when the tensor was in hand, not the receiver's own lateness.
+            comm.push_back({in.peer, r, std::max(posted, e.sent_at), now(), in.payload});
             ready.emplace(name, std::move(e.payload));
           }
         }

@@ -1,0 +1,131 @@
+# ppbench — a thin Makefile over CMake and scripts/.  `make help` lists the targets.
+#
+# Variables you may override:  make BUILD_DIR=build-dbg BUILD_TYPE=Debug JOBS=1 test
+#   SANITIZE_TESTS  space-separated PPBENCH_SANITIZE values, each built in its own
+#                   $(BUILD_DIR)-sanitize-<name> and tested by `make test`,
+#                   e.g. SANITIZE_TESTS="address,undefined thread" (the default);
+#                   SANITIZE_TESTS= skips them.
+#   SWEEP_FLAGS     extra flags for scripts/sweep.py, e.g. SWEEP_FLAGS=--force to re-run
+#                   points already recorded (needed after a schedule or simulator change).
+
+BUILD_DIR      ?= build
+BUILD_TYPE     ?= Release
+JOBS           ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST_JOBS     ?= 2
+# The executor is the threaded part: it runs under ThreadSanitizer and ASan+UBSan in
+# `make test`. Only its targets are built there, to stay within CI's time.
+SANITIZE_TESTS ?= thread address,undefined
+SANITIZE_TARGETS ?= executor_tests
+SANITIZE_TEST_REGEX ?= ^CpuExecutor
+SWEEP_FLAGS    ?=
+PYTHON         := .venv/bin/python
+PPBENCH        ?= $(BUILD_DIR)/ppbench
+
+RESULTS_DIR    := results
+PLOTS_DIR      := plots
+THEORY_SPEC    := benchmarks/sweeps/theory.json
+THEORY         := $(RESULTS_DIR)/theory
+PERF_DIR       := $(RESULTS_DIR)/perf
+
+# Timeline figures: plots/timeline_<name>.png, all at D=4, N=8.
+# <name> is a schedule name; TIMELINE_ARGS_<name> adds flags for it.
+TIMELINE_DEVICES      := 4
+TIMELINE_MICROBATCHES := 8
+TIMELINES := gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zb-v chimera dualpipe dualpipev
+TIMELINE_ARGS_interleaved-1f1b := --chunks 2
+
+empty :=
+space := $(empty) $(empty)
+# name:flags pairs for the shell loop, spaces in flags written as '+'.
+TIMELINE_SPECS = $(foreach t,$(TIMELINES),$(t):$(subst $(space),+,$(strip $(TIMELINE_ARGS_$(t)))))
+CXX_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.cpp' '*.h' '*.hpp' '*.cu' '*.cuh' 2>/dev/null || \
+                find schedules harness workloads benchmarks tests \
+                  \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \))
+
+# Quiet recursion, including the make that `cmake --build` runs.
+MAKEFLAGS += --no-print-directory
+
+.DEFAULT_GOAL := build
+.PHONY: build deps configure test sanitize-tests bench sweep plots timelines bubble-plots \
+        report perf format format-check clean distclean help
+
+help:  ## list the targets
+	@echo "ppbench make targets (BUILD_DIR=$(BUILD_DIR), BUILD_TYPE=$(BUILD_TYPE), JOBS=$(JOBS)):"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 18
+
+deps:  ## install missing Debian packages and the .venv (no-op when all present)
+	@scripts/install-deps.sh --check >/dev/null 2>&1 || scripts/install-deps.sh
+
+# (Re)configure when there is no cache yet, or when the venv changed since the last
+# configure (tests/CMakeLists.txt registers the pytest test only if .venv exists).
+configure: deps
+	@if [ ! -f $(BUILD_DIR)/CMakeCache.txt ] || [ .venv/.deps-stamp -nt $(BUILD_DIR)/CMakeCache.txt ]; then \
+	  echo "cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)"; \
+	  cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE); \
+	fi
+
+build: configure  ## configure (CMake, Release) and build into $(BUILD_DIR)
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+test: build  ## build, run ctest (GoogleTest + pytest), then the SANITIZE_TESTS builds
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
+	@$(MAKE) sanitize-tests
+
+sanitize-tests:  ## build and ctest each PPBENCH_SANITIZE value in SANITIZE_TESTS
+	@set -e; for san in $(SANITIZE_TESTS); do \
+	  dir="$(BUILD_DIR)-sanitize-$$(echo $$san | tr ',' '-')"; \
+	  echo "== sanitizer build '$$san' in $$dir"; \
+	  cmake -S . -B "$$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPPBENCH_SANITIZE="$$san" \
+	        -DPPBENCH_BUILD_BENCHMARKS=OFF; \
+	  cmake --build "$$dir" -j$(JOBS) --target $(SANITIZE_TARGETS); \
+	  ctest --test-dir "$$dir" --output-on-failure -j$(CTEST_JOBS) -R '$(SANITIZE_TEST_REGEX)'; \
+	done
+
+bench: build  ## run the theory sweep, then `make plots` and `make report`
+	$(PYTHON) scripts/sweep.py $(THEORY_SPEC) --ppbench $(PPBENCH) --out $(THEORY) $(SWEEP_FLAGS)
+	@$(MAKE) plots report
+
+sweep: build  ## only the theory sweep (skips points already in results/theory.jsonl)
+	$(PYTHON) scripts/sweep.py $(THEORY_SPEC) --ppbench $(PPBENCH) --out $(THEORY) $(SWEEP_FLAGS)
+
+plots: timelines bubble-plots  ## all figures into plots/
+
+timelines: build  ## plots/timeline_<schedule>.png at D=4, N=8 (traces in plots/traces/)
+	@mkdir -p $(PLOTS_DIR)/traces
+	@set -e; for spec in $(TIMELINE_SPECS); do \
+	  name=$${spec%%:*}; extra=$$(echo "$${spec#*:}" | tr '+' ' '); \
+	  trace=$(PLOTS_DIR)/traces/$$name.json; \
+	  cmd="$(PPBENCH) simulate --schedule $$name --devices $(TIMELINE_DEVICES) --microbatches $(TIMELINE_MICROBATCHES) $$extra --trace-out $$trace --format json"; \
+	  echo "$$cmd"; rc=0; $$cmd >/dev/null || rc=$$?; \
+	  if [ $$rc -eq 2 ]; then echo "  skipped: $$name is not valid at D=$(TIMELINE_DEVICES), N=$(TIMELINE_MICROBATCHES)"; continue; fi; \
+	  if [ $$rc -ne 0 ]; then echo "  ppbench failed for $$name (exit $$rc)"; exit $$rc; fi; \
+	  $(PYTHON) scripts/plot_timeline.py $$trace --out $(PLOTS_DIR)/timeline_$$name.png; \
+	done
+
+bubble-plots: deps  ## plots/bubble_*.png from results/theory.jsonl
+	@if [ -f $(THEORY).jsonl ]; then \
+	  $(PYTHON) scripts/plot_bubble.py $(THEORY).jsonl --out-dir $(PLOTS_DIR); \
+	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; fi
+
+report: deps  ## results/REPORT.md from results/theory.jsonl
+	@if [ -f $(THEORY).jsonl ]; then \
+	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(RESULTS_DIR)/REPORT.md; \
+	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; exit 1; fi
+
+perf: build  ## Google Benchmark run, compared with results/perf/baseline.json
+	@mkdir -p $(PERF_DIR)
+	$(BUILD_DIR)/benchmarks/schedule_throughput --benchmark_out=$(PERF_DIR)/latest.json \
+	  --benchmark_out_format=json --benchmark_min_time=0.2
+	$(PYTHON) scripts/compare_perf.py $(PERF_DIR)/baseline.json $(PERF_DIR)/latest.json
+
+format:  ## clang-format -i every C++/CUDA source
+	clang-format -i $(CXX_SOURCES)
+
+format-check:  ## fail if any C++/CUDA source is not clang-formatted
+	clang-format --dry-run -Werror $(CXX_SOURCES)
+
+clean:  ## remove $(BUILD_DIR) and the sanitizer build dirs
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-sanitize-*
+
+distclean: clean  ## clean, and remove the .venv too
+	rm -rf .venv

@@ -1,0 +1,187 @@
+// `ppbench model`: print a workload's spec (per-layer parameters, FLOPs of F/I/W, activation bytes
+// and stage-boundary bytes per micro-batch) and, with --stages, its partition into stages.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "harness/cli/commands.h"
+#include "schedules/error.h"
+#include "workloads/partition.h"
+#include "workloads/spec_json.h"
+#include "workloads/workload_options.h"
+
+namespace ppbench::cli {
+
+namespace {
+
+// 8030261248 -> "8.03 B"; three significant digits, thousands-based units.
+std::string count_text(double v) {
+  const char* units[] = {"", " K", " M", " B", " T"};
+  int u = 0;
+  while (std::fabs(v) >= 999.5 && u < 4) v /= 1000, ++u;
+  char buf[32];
+  const int decimals = u == 0 ? 0 : std::fabs(v) < 9.995 ? 2 : std::fabs(v) < 99.95 ? 1 : 0;
+  std::snprintf(buf, sizeof buf, "%.*f%s", decimals, v, units[u]);
+  return buf;
+}
+
+// One unit for a whole column set, chosen so the largest value stays readable.
+struct Unit {
+  const char* name;
+  double scale;
+};
+Unit pick(double largest, const char* const names[], double base) {
+  int u = 0;
+  double scale = 1;
+  while (largest / scale >= 100000 && names[u + 1] != nullptr) scale *= base, ++u;
+  return {names[u], scale};
+}
+
+std::string pad(std::string s, std::size_t width, bool right = true) {
+  if (s.size() >= width) return s + " ";
+  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+}
+
+std::string num(double v, const Unit& u) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v / u.scale);
+  return buf;
+}
+
+struct Row {
+  std::string index, name, kind;
+  int64_t params;
+  Flops flops;
+  ActivationBytes act;
+  int64_t boundary;
+};
+
+void print_rows(const std::vector<Row>& rows, const Row& total) {
+  static const char* const flop_units[] = {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP",
+                                           nullptr};
+  static const char* const byte_units[] = {"B", "KiB", "MiB", "GiB", "TiB", nullptr};
+  double max_flop = 0, max_byte = 0;
+  std::size_t name_w = 6, kind_w = 5;
+  for (const auto& r : rows) {
+    max_flop = std::max({max_flop, r.flops.f, r.flops.i, r.flops.w});
+    max_byte = std::max({max_byte, static_cast<double>(r.act.b), static_cast<double>(r.act.w),
+                         static_cast<double>(r.boundary)});
+    name_w = std::max(name_w, r.name.size() + 2);
+    kind_w = std::max(kind_w, r.kind.size() + 2);
+  }
+  max_flop = std::max({max_flop, total.flops.f, total.flops.i, total.flops.w});
+  max_byte = std::max({max_byte, static_cast<double>(total.act.b), static_cast<double>(total.act.w)});
+  // Prefer GFLOP for model-sized numbers, as papers quote them.
+  const Unit fu = max_flop >= 1e9 ? Unit{"GFLOP", 1e9} : pick(max_flop, flop_units, 1000);
+  const Unit bu = pick(max_byte, byte_units, 1024);
+  const std::string f = std::string(" ") + fu.name, b = std::string(" ") + bu.name;
+  std::cout << pad("#", 5) << "  " << pad("name", name_w, false) << pad("kind", kind_w, false)
+            << pad("params", 10) << pad("F" + f, 13) << pad("I" + f, 13) << pad("W" + f, 13)
+            << pad("M_B" + b, 12) << pad("M_W" + b, 12) << pad("out" + b, 12) << '\n';
+  auto line = [&](const Row& r) {
+    std::cout << pad(r.index, 5) << "  " << pad(r.name, name_w, false) << pad(r.kind, kind_w, false)
+              << pad(count_text(static_cast<double>(r.params)), 10) << pad(num(r.flops.f, fu), 13)
+              << pad(num(r.flops.i, fu), 13) << pad(num(r.flops.w, fu), 13)
+              << pad(num(static_cast<double>(r.act.b), bu), 12)
+              << pad(num(static_cast<double>(r.act.w), bu), 12)
+              << pad(num(static_cast<double>(r.boundary), bu), 12) << '\n';
+  };
+  for (const auto& r : rows) line(r);
+  line(total);
+}
+
+void print_text(const WorkloadSpec& spec, const PartitionPlan* plan) {
+  std::cout << spec.workload;
+  for (const auto& [k, v] : spec.config.items())
+    std::cout << ' ' << k << '=' << (v.is_string() ? v.get<std::string>() : v.dump());
+  std::cout << "\n" << spec.layers.size() << " layers, "
+            << count_text(static_cast<double>(spec.params())) << " params ("
+            << spec.params() << "), per micro-batch of " << spec.microbatch_size << " at "
+            << dtype_name(spec.dtype) << "\n\n";
+
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    rows.push_back({std::to_string(i), l.name, std::string(layer_kind_name(l.kind)), l.params,
+                    l.flops, l.activation, l.boundary_bytes()});
+  }
+  print_rows(rows, {"", "total", "", spec.params(), spec.flops(), spec.activation(), 0});
+
+  if (plan) {
+    std::cout << "\npartition " << plan->method << " into " << plan->stages.size()
+              << " stages (cost = F + I + W FLOPs)\n\n";
+    std::vector<Row> stages;
+    for (std::size_t s = 0; s < plan->stages.size(); ++s) {
+      const StageSpec& st = plan->stages[s];
+      const std::string first = spec.layers[st.first_layer].name;
+      const std::string last = spec.layers[st.first_layer + st.num_layers - 1].name;
+      stages.push_back({std::to_string(s), first == last ? first : first + ".." + last,
+                        std::to_string(st.num_layers) + " layers", st.params, st.flops,
+                        st.activation, st.boundary_bytes_out});
+    }
+    print_rows(stages, {"", "total", "", spec.params(), spec.flops(), spec.activation(), 0});
+  }
+  std::cout << "\nM_B: activation bytes F keeps for the backward; M_W: bytes held from I until W;\n"
+               "out: bytes sent to the next layer/stage. FLOPs count matrix products only "
+               "(Zero Bubble's convention).\n";
+}
+
+}  // namespace
+
+Command add_model(CLI::App& parent) {
+  auto* app = parent.add_subcommand(
+      "model", "Print a workload's layers (params, FLOPs of F/I/W, activation bytes) and its "
+               "partition into pipeline stages");
+  struct State {
+    WorkloadFlags workload;
+    int stages = 0;
+    std::string partition = "balanced";
+    std::string format = "text";
+  };
+  auto st = std::make_shared<State>();
+  // 16-bit by default: the papers' memory figures (Zero Bubble's M_B, M_W) are for 16 bits.
+  st->workload.add_to(*app, "bf16");
+  auto* stages_opt = app->add_option("-S,--stages", st->stages,
+                                     "Pipeline stages to partition the layers into");
+  auto* partition_opt = app->add_option(
+      "--partition", st->partition,
+      "balanced (default: minimise the largest stage's F+I+W FLOPs), uniform (equal layer counts, "
+      "leftovers to the first stages) or layer counts per stage, e.g. 4,4,3,5");
+  app->add_option("--format", st->format, "text (a table) or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  app->footer(
+      "Examples:\n"
+      "  ppbench model --workload transformer --preset llama3-8b\n"
+      "  ppbench model --workload amoebanet --layers 18 --filters 256 --stages 4 --format json\n"
+      "  ppbench model --workload mlp --layers 8 --width 512 --stages 4 --partition 1,2,2,3");
+  return [st, stages_opt, partition_opt] {
+    const WorkloadSpec spec = st->workload.build();
+    int stages = st->stages;
+    if (stages_opt->count() == 0) {
+      stages = stages_in_list(st->partition);
+      if (partition_opt->count() > 0 && stages == 0)
+        throw UsageError("--partition " + st->partition + " needs --stages");
+    }
+    PartitionPlan plan;
+    if (stages_opt->count() > 0 || stages > 0) plan = partition(spec, stages, st->partition);
+    const bool partitioned = !plan.stages.empty();
+
+    if (st->format == "json") {
+      nlohmann::json out = to_json(spec);
+      if (partitioned) {
+        const nlohmann::json p = to_json(plan, spec);
+        out["partition"] = {{"method", p["method"]},
+                            {"layer_counts", p["layer_counts"]},
+                            {"max_stage_flops", p["max_stage_flops"]}};
+        out["stages"] = p["stages"];
+      }
+      std::cout << out.dump(1) << '\n';
+    } else {
+      print_text(spec, partitioned ? &plan : nullptr);
+    }
+  };
+}
+
+}  // namespace ppbench::cli

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Plot bubble fraction against the number of micro-batches from sweep results.
+
+Reads the JSON Lines written by scripts/sweep.py and draws, for each cost setting (the sweep's
+"cost" and "comm"), one figure with a subplot per device count D: every schedule's simulated
+bubble_fraction as markers and its closed form (closed_form.bubble_fraction, where not null)
+as a line of the same colour. x is N on a log2 axis.
+
+bubble_fraction = sum of idle / (ranks x makespan), idle_r = makespan - busy_r.
+Output: OUT_DIR/bubble_<cost>.png, e.g. plots/bubble_F1_B2.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
+
+# Okabe-Ito colours plus black, cycled with markers so 12+ series stay distinguishable.
+COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
+           "#F0E442"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
+SCHEDULE_ORDER = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
+                  "zb-v", "dualpipe", "dualpipev"]
+DEFINITION = "bubble_fraction = Σ idle / (ranks × makespan)"
+
+
+def load_rows(path: Path) -> list[dict]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            print(f"warning: {path}:{n}: not JSON, skipped", file=sys.stderr)
+    return rows
+
+
+def cost_of(row: dict) -> str:
+    """The requested cost string of a sweep row ('' = ppbench's default)."""
+    point = row.get("point") or {}
+    return str(row.get("cost") or point.get("cost") or "")
+
+
+def comm_of(row: dict) -> float:
+    point = row.get("point") or {}
+    value = row.get("comm", point.get("comm"))
+    return float(value) if value is not None else 0.0
+
+
+def series_label(row: dict) -> str:
+    label = str(row["schedule"])
+    if int(row.get("chunks") or 1) > 1:
+        label += f" v={row['chunks']}"
+    if int(row.get("group_size") or 0) > 0:
+        label += f" g={row['group_size']}"
+    return label
+
+
+def series_sort_key(label: str) -> tuple[int, str]:
+    name = label.split(" ")[0]
+    return (SCHEDULE_ORDER.index(name) if name in SCHEDULE_ORDER else len(SCHEDULE_ORDER), label)
+
+
+def group_rows(rows: list[dict]) -> dict[tuple[str, float], dict[int, dict[str, list[dict]]]]:
+    """(cost, comm) -> D -> series label -> ok rows sorted by N."""
+    groups: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for row in rows:
+        if row.get("status", "ok") != "ok" or row.get("bubble_fraction") is None:
+            continue
+        groups[(cost_of(row), comm_of(row))][int(row["devices"])][series_label(row)].append(row)
+    for by_d in groups.values():
+        for by_series in by_d.values():
+            for series in by_series.values():
+                series.sort(key=lambda r: r["microbatches"])
+    return groups
+
+
+def cost_title(cost: str, comm: float) -> str:
+    text = ", ".join(cost.split(",")) if cost else "default costs"
+    return text + (f", comm={comm:g}" if comm else "")
+
+
+def file_slug(cost: str, comm: float) -> str:
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", cost.replace("=", "")).strip("_") or "default"
+    return slug + (f"_comm{comm:g}" if comm else "")
+
+
+def plot_group(by_d: dict[int, dict[str, list[dict]]], title: str, out: Path,
+               dpi: int = 110) -> None:
+    devices = sorted(by_d)
+    labels = sorted({label for d in devices for label in by_d[d]}, key=series_sort_key)
+    # Past the palette, colours repeat with a dashed closed-form line and another marker.
+    style = {label: (COLOURS[i % len(COLOURS)], MARKERS[i % len(MARKERS)],
+                     "-" if i < len(COLOURS) else "--")
+             for i, label in enumerate(labels)}
+    top = 0.0
+    fig, axes = plt.subplots(1, len(devices), figsize=(4.6 * len(devices), 4.4), dpi=dpi,
+                             sharey=True, squeeze=False)
+    for ax, d in zip(axes[0], devices):
+        all_n: set[int] = set()
+        for label in labels:
+            series = by_d[d].get(label)
+            if not series:
+                continue
+            colour, marker, linestyle = style[label]
+            ns = [r["microbatches"] for r in series]
+            all_n.update(ns)
+            ax.plot(ns, [r["bubble_fraction"] for r in series], linestyle="none", marker=marker,
+                    color=colour, markersize=5, markerfacecolor="none", markeredgewidth=1.3)
+            closed = [(r["microbatches"], (r.get("closed_form") or {}).get("bubble_fraction"))
+                      for r in series]
+            closed = [(n, b) for n, b in closed if b is not None]
+            if closed:
+                ax.plot(*zip(*closed), color=colour, linewidth=1.0, alpha=0.8,
+                        linestyle=linestyle)
+            top = max([top] + [r["bubble_fraction"] for r in series] + [b for _, b in closed])
+        ax.set_xscale("log", base=2)
+        if all_n:
+            ax.xaxis.set_major_locator(FixedLocator(sorted(all_n)))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticklabels([str(n) for n in sorted(all_n)], fontsize=7)
+        ax.set_title(f"D = {d}")
+        ax.set_xlabel("micro-batches N")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylim(0, min(1.0, top * 1.08) if top > 0 else 1.0)
+    axes[0][0].set_ylabel("bubble fraction")
+    handles = [plt.Line2D([], [], color=style[l][0], marker=style[l][1], markerfacecolor="none",
+                          linestyle=style[l][2], label=l) for l in labels]
+    handles.append(plt.Line2D([], [], color="gray", marker="o", markerfacecolor="none",
+                              linestyle="none", label="markers: simulated"))
+    handles.append(plt.Line2D([], [], color="gray", linestyle="-", label="lines: closed form"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 7), frameon=False,
+               fontsize=8)
+    fig.suptitle(title)
+    rows_of_legend = (len(handles) + 6) // 7
+    fig.tight_layout(rect=(0, 0.06 * rows_of_legend, 1, 1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+
+
+def plot_bubble(rows: list[dict], out_dir: Path, dpi: int = 110) -> list[Path]:
+    written = []
+    for (cost, comm), by_d in sorted(group_rows(rows).items()):
+        out = out_dir / f"bubble_{file_slug(cost, comm)}.png"
+        plot_group(by_d, f"{DEFINITION}, {cost_title(cost, comm)}", out, dpi)
+        written.append(out)
+    return written
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Plot bubble fraction vs micro-batches (simulated and closed form) per "
+                    "schedule, one subplot per D, one figure per cost setting.",
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", type=Path, help="JSON Lines from scripts/sweep.py")
+    parser.add_argument("--out-dir", type=Path, default=Path("plots"),
+                        help="where to write bubble_*.png (default: %(default)s)")
+    parser.add_argument("--sweep", help="only rows of this sweep name")
+    parser.add_argument("--devices", help="only these D, comma-separated (default: all)")
+    parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        rows = load_rows(args.results)
+    except OSError as e:
+        print(f"plot_bubble: {e}", file=sys.stderr)
+        return 1
+    if args.sweep:
+        rows = [r for r in rows if r.get("sweep") == args.sweep]
+    if args.devices:
+        wanted = {int(d) for d in args.devices.split(",")}
+        rows = [r for r in rows if int(r.get("devices", -1)) in wanted]
+    written = plot_bubble(rows, args.out_dir, args.dpi)
+    if not written:
+        print(f"plot_bubble: no ok rows with a bubble_fraction in {args.results}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

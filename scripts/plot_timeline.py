@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Draw a per-rank pipeline timeline from a ppbench Chrome/Perfetto trace.
+
+One row per rank (rank 0 at the top); each compute action is a box coloured by its op
+(F, B, I, W and overlapped F&B pairs) and labelled with its micro-batch, or stage.micro-batch
+when ranks hold several stages; later micro-batches get a lighter shade. The gray band behind
+each row is idle time. Communication events (pid 1), when their tid is a rank, are drawn as a
+thin strip under that rank's row.
+
+Trace format (written by `ppbench simulate --trace-out FILE`): {"traceEvents": [...],
+"otherData": {...}}; compute events have "ph": "X", "pid": 0, "tid": rank, "ts"/"dur" in
+microseconds (1 simulator time unit = 1000 us), "cat" in F/B/I/W/FB and "args": {"stage", "mb"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import colorsys
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+US_PER_UNIT = 1000.0  # simulator time unit 1 = 1000 us
+
+# Okabe-Ito palette (colour-blind safe).
+OP_COLOURS = {
+    "F": "#0072B2",   # blue
+    "B": "#D55E00",   # vermillion
+    "I": "#E69F00",   # orange
+    "W": "#009E73",   # bluish green
+    "FB": "#CC79A7",  # reddish purple
+}
+OP_NAMES = {"F": "F forward", "B": "B backward", "I": "I input grad", "W": "W weight grad",
+            "FB": "F&B overlapped"}
+COMM_COLOUR = "#444444"
+IDLE_COLOUR = "#D9D9D9"
+
+ACTION_RE = re.compile(r"([FBIW])(\d+)\.(\d+)")
+
+
+@dataclass
+class Box:
+    rank: int
+    op: str
+    start: float  # cost units
+    dur: float
+    label: str
+    shade: float  # 0 = full colour, up to ~0.5 = lighter
+
+
+def load_trace(path: Path) -> dict:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, list):  # the bare-array Chrome trace form
+        data = {"traceEvents": data}
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise ValueError(f"{path}: not a Chrome trace (no traceEvents list)")
+    return data
+
+
+def compute_events(trace: dict) -> list[dict]:
+    return [e for e in trace["traceEvents"]
+            if e.get("ph") == "X" and e.get("pid", 0) == 0 and e.get("cat") != "comm"]
+
+
+def comm_events(trace: dict) -> list[dict]:
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "comm"]
+
+
+def parse_actions(event: dict) -> list[tuple[str, int, int]]:
+    """(op, stage, mb) of each action in an event: one, or two for an overlapped pair."""
+    found = [(op, int(s), int(m)) for op, s, m in ACTION_RE.findall(str(event.get("name", "")))]
+    if found:
+        return found
+    args = event.get("args") or {}
+    return [(str(event.get("cat", "?")), int(args.get("stage", -1)), int(args.get("mb", -1)))]
+
+
+def build_boxes(events: list[dict]) -> tuple[list[Box], int]:
+    """Boxes for the compute events, and the number of ranks."""
+    actions = [parse_actions(e) for e in events]
+    stages_per_rank: dict[int, set[int]] = {}
+    max_mb = 0
+    for e, acts in zip(events, actions):
+        for _, stage, mb in acts:
+            stages_per_rank.setdefault(int(e.get("tid", 0)), set()).add(stage)
+            max_mb = max(max_mb, mb)
+    multi_stage = any(len(s) > 1 for s in stages_per_rank.values())
+    boxes = []
+    for e, acts in zip(events, actions):
+        op = str(e.get("cat") or acts[0][0])
+        if op not in OP_COLOURS:
+            op = "FB" if len(acts) > 1 else acts[0][0]
+        if multi_stage:
+            label = "+".join(f"{s}.{m}" for _, s, m in acts)
+        else:
+            label = "+".join(str(m) for _, _, m in acts)
+        mb = acts[0][2]
+        boxes.append(Box(rank=int(e.get("tid", 0)), op=op, start=float(e["ts"]) / US_PER_UNIT,
+                         dur=float(e.get("dur", 0)) / US_PER_UNIT, label=label,
+                         shade=0.45 * mb / max_mb if max_mb > 0 else 0.0))
+    ranks = max(stages_per_rank) + 1 if stages_per_rank else 0
+    return boxes, ranks
+
+
+def lighten(hex_colour: str, amount: float) -> tuple[float, float, float]:
+    r, g, b = matplotlib.colors.to_rgb(hex_colour)
+    return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
+
+
+def text_colour(rgb: tuple[float, float, float]) -> str:
+    _, lightness, _ = colorsys.rgb_to_hls(*rgb)
+    return "black" if lightness > 0.55 else "white"
+
+
+def default_title(trace: dict, makespan: float) -> str:
+    other = trace.get("otherData") or {}
+    parts = [str(other.get("schedule", "schedule"))]
+    for key, sym in (("devices", "D"), ("microbatches", "N")):
+        if key in other:
+            parts.append(f"{sym}={other[key]}")
+    if int(other.get("chunks", 1) or 1) > 1:
+        parts.append(f"v={other['chunks']}")
+    return " ".join(parts) + f"  (makespan {makespan:g})"
+
+
+def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 110,
+                  width: float | None = None) -> None:
+    boxes, ranks = build_boxes(compute_events(trace))
+    if not boxes:
+        raise ValueError("trace has no compute events (ph 'X', pid 0)")
+    t0 = min(b.start for b in boxes)
+    makespan = max(b.start + b.dur for b in boxes) - t0
+    if width is None:  # wide enough for one-unit boxes to hold a label, within reason
+        width = min(20.0, max(12.0, 0.3 * makespan))
+    height = 0.8
+    fig, ax = plt.subplots(figsize=(width, 1.3 + 0.42 * ranks), dpi=dpi)
+
+    # Idle background: everything not covered by a box on a rank's row.
+    ax.add_collection(PolyCollection(
+        [rect(0, makespan, r, height) for r in range(ranks)], facecolors=IDLE_COLOUR,
+        edgecolors="none", zorder=0))
+    colours = [lighten(OP_COLOURS[b.op], b.shade) for b in boxes]
+    ax.add_collection(PolyCollection(
+        [rect(b.start - t0, b.dur, b.rank, height) for b in boxes], facecolors=colours,
+        edgecolors="white", linewidths=0.4 if len(boxes) < 2000 else 0.0, zorder=2))
+    has_comm = draw_comm(ax, trace, t0, ranks, height)
+    draw_labels(ax, boxes, colours, t0, makespan, width)
+
+    ax.set_xlim(0, makespan)
+    ax.set_ylim(ranks - 0.5, -0.5)  # rank 0 at the top
+    ax.set_yticks(range(ranks), [f"rank {r}" for r in range(ranks)])
+    ax.set_xlabel("time (cost units)")
+    ax.set_title(title or default_title(trace, makespan))
+    ops = [op for op in OP_COLOURS if any(b.op == op for b in boxes)]
+    handles = [Patch(color=OP_COLOURS[op], label=OP_NAMES[op]) for op in ops]
+    handles.append(Patch(color=IDLE_COLOUR, label="idle"))
+    if has_comm:
+        handles.append(Patch(color=COMM_COLOUR, label="comm"))
+    fig_height = fig.get_size_inches()[1]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False, fontsize=8)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    fig.tight_layout(rect=(0, 0.35 / fig_height, 1, 1))  # keep 0.35 in for the legend
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+
+
+def rect(x: float, w: float, row: float, height: float) -> list[tuple[float, float]]:
+    y0, y1 = row - height / 2, row + height / 2
+    return [(x, y0), (x + w, y0), (x + w, y1), (x, y1)]
+
+
+def draw_comm(ax, trace: dict, t0: float, ranks: int, height: float) -> bool:
+    """Thin dark strips along the bottom of the receiving rank's row while a transfer is in
+    flight; returns whether any were drawn (zero-duration transfers are not)."""
+    strips = []
+    for e in comm_events(trace):
+        dst = (e.get("args") or {}).get("dst", e.get("tid"))
+        dur = float(e.get("dur", 0)) / US_PER_UNIT
+        if isinstance(dst, int) and 0 <= dst < ranks and dur > 0:
+            start = float(e["ts"]) / US_PER_UNIT - t0
+            strips.append(rect(start, dur, dst + height / 2 - 0.05, 0.1))
+    if strips:
+        ax.add_collection(PolyCollection(strips, facecolors=COMM_COLOUR, edgecolors="none",
+                                         zorder=3))
+    return bool(strips)
+
+
+def draw_labels(ax, boxes: list[Box], colours, t0: float, makespan: float,
+                width: float) -> None:
+    """Label each box in the largest font (7, 6 or 5 pt) its text fits; tiny boxes stay bare."""
+    points_per_unit = 0.85 * width * 72 / makespan
+    for b, c in zip(boxes, colours):
+        room = b.dur * points_per_unit - 2
+        size = next((f for f in (7, 6, 5) if 0.6 * f * len(b.label) <= room), None)
+        if size is not None:
+            ax.text(b.start - t0 + b.dur / 2, b.rank, b.label, ha="center", va="center",
+                    fontsize=size, color=text_colour(c), zorder=4, clip_on=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Plot a per-rank pipeline timeline (PNG) from a ppbench trace.",
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace", type=Path, help="trace JSON from `ppbench simulate --trace-out`")
+    parser.add_argument("--out", type=Path, help="output PNG (default: TRACE with .png)")
+    parser.add_argument("--title", help="figure title (default: schedule, D, N, makespan)")
+    parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
+    parser.add_argument("--width", type=float,
+                        help="figure width in inches (default: 12 to 20, by makespan)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = args.out or args.trace.with_suffix(".png")
+    try:
+        plot_timeline(load_trace(args.trace), out, args.title, args.dpi, args.width)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"plot_timeline: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

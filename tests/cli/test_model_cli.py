@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""`ppbench model`, exercised as a new user would.
+
+Bad shapes and options give exit code 2 and one line on stderr naming the bad value, with nothing
+on stdout. Run by ctest with the path of the ppbench binary; standard library only.
+"""
+import json
+import subprocess
+import sys
+import unittest
+
+PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
+
+
+def run(*args):
+    return subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60)
+
+
+def model_json(*args):
+    r = run("model", *args, "--format", "json")
+    if r.returncode != 0:
+        raise AssertionError(r.stderr)
+    return json.loads(r.stdout)
+
+
+class BadInput(unittest.TestCase):
+    CASES = [
+        # (arguments after `model`, a word the message must contain)
+        (["--workload", "resnet"], "resnet"),
+        (["-w", "transformer", "--heads", "5"], "--heads 5"),
+        (["-w", "transformer", "--kv-heads", "3"], "--kv-heads 3"),
+        (["-w", "transformer", "--preset", "gpt5"], "gpt5"),
+        (["-w", "transformer", "--hidden", "0"], "--hidden 0"),
+        (["-w", "transformer", "--seq", "-4"], "--seq -4"),
+        (["-w", "transformer", "--filters", "64"], "--filters"),
+        (["-w", "amoebanet", "--layers", "10"], "--layers 10"),
+        (["-w", "amoebanet", "--filters", "100"], "--filters 100"),
+        (["-w", "amoebanet", "--image-size", "100"], "--image-size 100"),
+        (["-w", "amoebanet", "--classes", "0"], "--classes 0"),
+        (["-w", "amoebanet", "--width", "8"], "--width"),
+        (["-w", "mlp", "--width", "0"], "--width 0"),
+        (["-w", "mlp", "--layers", "-2"], "--layers -2"),
+        (["-w", "mlp", "--layers", "abc"], "abc"),
+        (["-w", "mlp", "--preset", "tiny-llama"], "--preset"),
+        (["-w", "mlp", "--microbatch-size", "0"], "--microbatch-size 0"),
+        (["-w", "mlp", "--dtype", "f16"], "f16"),
+        (["-w", "mlp", "--format", "xml"], "xml"),
+        (["-w", "mlp", "--layers", "4", "--stages", "6"], "--stages 6"),
+        (["-w", "mlp", "--layers", "4", "--stages", "6"], "4 layers"),
+        (["-w", "mlp", "--layers", "4", "--stages", "2", "--partition", "1,2"], "sums to 3"),
+        (["-w", "mlp", "--layers", "4", "--stages", "3", "--partition", "2,2"], "2 entries"),
+        (["-w", "mlp", "--layers", "4", "--stages", "2", "--partition", "0,4"], "entry 0"),
+        (["-w", "mlp", "--stages", "2", "--partition", "greedy"], "greedy"),
+        (["-w", "mlp", "--partition", "uniform"], "--stages"),
+        (["--layers", "4"], "--workload"),
+    ]
+
+    def test_exit_2_with_one_line_naming_the_value(self):
+        for args, needle in self.CASES:
+            with self.subTest(args=args):
+                r = run("model", *args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertEqual(r.stdout, "")
+                lines = r.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertIn(needle, lines[0])
+
+
+class Contract(unittest.TestCase):
+    def test_llama3_8b_parameter_count(self):
+        spec = model_json("--workload", "transformer", "--preset", "llama3-8b")
+        self.assertEqual(spec["params"], 8030261248)
+        self.assertEqual(len(spec["layers"]), 34)
+        self.assertEqual(spec["dtype"], "bf16")
+        for layer in spec["layers"]:
+            for key in ["name", "kind", "params", "flops", "activation_bytes", "boundary_bytes"]:
+                self.assertIn(key, layer)
+            self.assertEqual(set(layer["flops"]) >= {"F", "I", "W"}, True)
+            self.assertEqual(set(layer["activation_bytes"]), {"B", "W"})
+        self.assertEqual(sum(l["params"] for l in spec["layers"]), spec["params"])
+
+    def test_overrides_and_gpipe_transformer(self):
+        spec = model_json("-w", "transformer", "--preset", "gpipe-transformer", "--layers", "3")
+        self.assertEqual(spec["config"]["layers"], 3)
+        self.assertEqual(spec["params"], 3 * (12 * 2048**2 + 13 * 2048) + 2 * 32000 * 2048 + 2 * 2048)
+        spec = model_json("-w", "transformer", "--preset", "tiny-llama", "--hidden", "128",
+                          "--heads", "8", "--kv-heads", "8")
+        self.assertEqual((spec["config"]["hidden"], spec["config"]["kv_heads"]), (128, 8))
+
+    def test_zero_bubble_memory_formula(self):
+        # GPT layer at 16 bits: M_B = sb(34h + 5as), M_W = 32sbh; b = 2.
+        spec = model_json("-w", "transformer", "--preset", "gpipe-transformer", "--layers", "2",
+                          "--microbatch-size", "2")
+        s, b, h, a = 1024, 2, 2048, 32
+        layer = spec["layers"][1]
+        self.assertEqual(layer["activation_bytes"]["B"], s * b * (34 * h + 5 * a * s))
+        self.assertEqual(layer["activation_bytes"]["W"], 32 * s * b * h)
+        self.assertEqual(layer["flops"]["F"], s * b * h * (24 * h + 4 * s))
+
+    def test_amoebanet_published_size(self):
+        spec = model_json("-w", "amoebanet", "--layers", "18", "--filters", "208")
+        self.assertEqual(len(spec["layers"]), 24)
+        self.assertAlmostEqual(spec["params"] / 82e6, 1, delta=0.01)  # GPipe Table 1: 82M
+        self.assertEqual(len(spec["layers"][1]["boundary"]), 2)  # a cell passes two states
+
+    def test_stages(self):
+        spec = model_json("-w", "mlp", "--layers", "10", "--width", "64", "--stages", "4",
+                          "--partition", "uniform")
+        self.assertEqual([st["num_layers"] for st in spec["stages"]], [3, 3, 2, 2])
+        self.assertEqual(sum(st["params"] for st in spec["stages"]), spec["params"])
+        self.assertEqual(spec["stages"][-1]["boundary_bytes"], 0)
+        spec = model_json("-w", "mlp", "--layers", "10", "--partition", "1,2,3,4")
+        self.assertEqual(spec["partition"]["layer_counts"], [1, 2, 3, 4])
+        spec = model_json("-w", "amoebanet", "--stages", "4")
+        self.assertEqual(spec["partition"]["method"], "balanced")
+        self.assertEqual(len(spec["stages"]), 4)
+
+    def test_text_table(self):
+        r = run("model", "-w", "transformer", "--preset", "llama3-8b", "--stages", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("8.03 B", r.stdout)
+        self.assertIn("GFLOP", r.stdout)
+        self.assertIn("partition balanced into 4 stages", r.stdout)
+        self.assertEqual(run("model", "--help").returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=1)

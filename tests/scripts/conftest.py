@@ -1,0 +1,67 @@
+"""Shared fixtures for the tests of scripts/: import paths, the fake ppbench, synthetic data."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+FAKE_PPBENCH = Path(__file__).resolve().parent / "fake_ppbench.py"
+
+sys.path.insert(0, str(SCRIPTS))
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture
+def fake_ppbench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    """(path of an executable fake ppbench, file logging each call's argv as a JSON line)."""
+    log = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_PPBENCH_LOG", str(log))
+    wrapper = tmp_path / "ppbench"
+    wrapper.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{FAKE_PPBENCH}' \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper), log
+
+
+def calls(log: Path) -> list[list[str]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def result_row(schedule: str, d: int, n: int, bubble: float, closed: float | None,
+               cost: str = "F=1,B=2", chunks: int = 1, status: str = "ok", **extra) -> dict:
+    """A sweep row shaped like ppbench's JSON plus the fields sweep.py adds."""
+    point = {"schedule": schedule, "devices": d, "microbatches": n, "chunks": chunks,
+             "group_size": None, "cost": cost, "comm": 0.0}
+    if status != "ok":
+        return {**point, "sweep": "t", "point": point, "status": status, "error": "not allowed"}
+    makespan = 10.0
+    row = {"schedule": schedule, "devices": d, "microbatches": n, "chunks": chunks,
+           "group_size": 0, "stages": d * chunks, "costs": {"F": 1, "B": 2, "I": 1, "W": 1,
+                                                           "FB": 3, "comm": 0},
+           "makespan": makespan, "bubble_fraction": bubble, "bubble_ratio": bubble / (1 - bubble),
+           "zb_bubble_rate": bubble, "peak_activations": d, "peak_activation_share": 1.0,
+           "param_copies": 1,
+           "ranks": [{"rank": r, "busy": makespan * (1 - bubble), "idle": makespan * bubble,
+                      "span_idle": 0, "peak_activations": d - r,
+                      "peak_activation_share": (d - r) / d} for r in range(d)],
+           "closed_form": {"bubble_formula": "(D-1)/(D-1+N)", "bubble_fraction": closed,
+                           "idle_per_rank": None, "activations_formula": "D-r on rank r",
+                           "peak_activations": None, "params": "1x"},
+           "provenance": {"ppbench_version": "0.1.0", "git_commit": "c0ffee1", "host": "box",
+                          "cpu": "Xeon", "compiler": "g++ 12.2", "date": "2026-11-21T10:00:00Z",
+                          "cuda": "not compiled"},
+           "sweep": "t", "point": point, "status": "ok", "cost": cost, "comm": 0.0}
+    row.update(extra)
+    return row
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""A stand-in for `ppbench simulate` used by the tests of scripts/.
+
+It speaks the same contract as the real CLI: one JSON object on stdout, or exit 2 with a
+one-line message on stderr for parameters a schedule does not allow. GPipe and 1F1B are really
+scheduled and simulated (uniform costs), so their numbers and traces are the true ones; the other
+schedules report 1F1B's timing with their own name (enough to exercise the scripts).
+
+Test hooks: schedule "crash" exits 1; "garbage" prints non-JSON; when FAKE_PPBENCH_LOG is set,
+every invocation's arguments are appended to that file as one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+CLOSED_FORMS = {
+    "naive": "(D-1)/D",
+    "gpipe": "(D-1)/(D-1+N)",
+    "1f1b": "(D-1)/(D-1+N)",
+    "interleaved-1f1b": "(D-1)/(D-1+vN)",
+    "chimera": "(D-2)/(D-2+2N)",
+}
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(message, file=sys.stderr)
+    sys.exit(code)
+
+
+def check(s: str, d: int, n: int, v: int) -> None:
+    rules = {
+        "1f1b": (n >= d, "1f1b needs N >= D"),
+        "zb-h1": (n >= d, "zb-h1 needs N >= D"),
+        "zb-h2": (n >= 2 * d - 1, "zb-h2 needs N >= 2D-1"),
+        "zb-v": (n >= 2 * d, "zb-v needs N >= 2D"),
+        "dualpipev": (n >= 2 * d, "dualpipev needs N >= 2D"),
+        "dualpipe": (d % 2 == 0 and n % 2 == 0 and n >= 2 * d, "dualpipe needs D even, N even, N >= 2D"),
+        "chimera": (d % 2 == 0 and n % d == 0, "chimera needs D even and N a multiple of D"),
+        "interleaved-1f1b": (v >= 2 and n >= d, "interleaved-1f1b needs --chunks >= 2 and N >= D"),
+    }
+    if s not in CLOSED_FORMS and s not in rules and s not in ("crash", "garbage"):
+        fail(f"unknown schedule '{s}'")
+    ok, message = rules.get(s, (True, ""))
+    if not ok:
+        fail(f"invalid parameters: {message} (got D={d}, N={n})")
+
+
+def rank_orders(s: str, d: int, n: int) -> list[list[tuple[str, int]]]:
+    """Per-rank (op, mb) order: GPipe (all F then all B), naive (F..B per mb) or 1F1B."""
+    orders = []
+    for r in range(d):
+        if s == "gpipe":
+            orders.append([("F", m) for m in range(n)] + [("B", m) for m in range(n)])
+        elif s == "naive":
+            orders.append([x for m in range(n) for x in (("F", m), ("B", m))])
+        else:
+            warm = min(d - r - 1, n)
+            order = [("F", m) for m in range(warm)]
+            for m in range(warm, n):
+                order += [("F", m), ("B", m - warm)]
+            order += [("B", m) for m in range(n - warm, n)]
+            orders.append(order)
+    return orders
+
+
+def simulate(s: str, d: int, n: int, f: float, b: float) -> list[tuple[int, str, int, float, float]]:
+    """(rank, op, mb, start, end) of every action, list-scheduled in rank order."""
+    orders = rank_orders(s, d, n)
+    done: dict[tuple[str, int, int], float] = {}
+    pos, clock, events = [0] * d, [0.0] * d, []
+    while any(pos[r] < len(orders[r]) for r in range(d)):
+        progressed = False
+        for r in range(d):
+            while pos[r] < len(orders[r]):
+                op, m = orders[r][pos[r]]
+                if op == "F":
+                    dep = ("F", r - 1, m) if r > 0 else (
+                        ("B", 0, m - 1) if s == "naive" and m > 0 else None)
+                else:
+                    dep = ("B", r + 1, m) if r < d - 1 else ("F", r, m)
+                if dep is not None and dep not in done:
+                    break
+                start = max(clock[r], done[dep] if dep else 0.0)
+                end = start + (f if op == "F" else b)
+                done[(op, r, m)] = end
+                clock[r] = end
+                events.append((r, op, m, start, end))
+                pos[r] += 1
+                progressed = True
+        if not progressed:
+            fail("deadlock in fake schedule", 1)
+    return events
+
+
+def peak_alive(events: list, rank: int) -> int:
+    alive = peak = 0
+    for _, op, _, _, _ in sorted((e for e in events if e[0] == rank), key=lambda e: e[3]):
+        alive += 1 if op == "F" else -1
+        peak = max(peak, alive)
+    return peak
+
+
+def closed_bubble(s: str, d: int, n: int, v: int) -> float | None:
+    return {"naive": (d - 1) / d, "gpipe": (d - 1) / (d - 1 + n), "1f1b": (d - 1) / (d - 1 + n),
+            "interleaved-1f1b": (d - 1) / (d - 1 + v * n),
+            "chimera": (d - 2) / (d - 2 + 2 * n)}.get(s)
+
+
+def parse_cost(text: str) -> dict[str, float]:
+    costs = {"F": 1.0, "B": 2.0, "I": 1.0, "W": 1.0}
+    for part in filter(None, text.split(",")):
+        key, value = part.split("=")
+        costs[key] = float(value)
+    if "I" in text or "W" in text:
+        costs["B"] = costs["I"] + costs["W"]
+    costs["FB"] = costs["F"] + costs["B"]
+    return costs
+
+
+def main() -> None:
+    if os.environ.get("FAKE_PPBENCH_LOG"):
+        with open(os.environ["FAKE_PPBENCH_LOG"], "a", encoding="utf-8") as log:
+            log.write(json.dumps(sys.argv[1:]) + "\n")
+    p = argparse.ArgumentParser()
+    p.add_argument("command")
+    p.add_argument("--schedule", required=True)
+    p.add_argument("--devices", type=int, required=True)
+    p.add_argument("--microbatches", type=int, required=True)
+    p.add_argument("--chunks", type=int, default=1)
+    p.add_argument("--group-size", type=int, default=0)
+    p.add_argument("--cost", default="")
+    p.add_argument("--comm", type=float, default=0.0)
+    p.add_argument("--format", default="text")
+    p.add_argument("--trace-out")
+    a = p.parse_args()
+    s, d, n, v = a.schedule, a.devices, a.microbatches, a.chunks
+    check(s, d, n, v)
+    if s == "crash":
+        fail("Segmentation fault (pretend)", 1)
+    if s == "garbage":
+        print("this is not json")
+        return
+    costs = parse_cost(a.cost)
+    costs["comm"] = a.comm
+    events = simulate(s if s in ("gpipe", "naive") else "1f1b", d, n, costs["F"], costs["B"])
+    makespan = max(e[4] for e in events)
+    busy = n * (costs["F"] + costs["B"])
+    peaks = [peak_alive(events, r) for r in range(d)]
+    idle = makespan - busy
+    bubble = closed_bubble(s, d, n, v)
+    result = {
+        "schedule": s, "devices": d, "microbatches": n, "chunks": v, "group_size": a.group_size,
+        "stages": d * v, "actions": 2 * d * n, "costs": costs, "makespan": makespan,
+        "bubble_fraction": idle / makespan, "bubble_ratio": idle / busy,
+        "zb_bubble_rate": idle / makespan, "total_busy": busy * d,
+        "peak_activations": max(peaks), "peak_activation_share": max(peaks) / d,
+        "param_copies": 2 if s in ("chimera", "dualpipe", "dualpipev") else 1,
+        "ranks": [{"rank": r, "busy": busy, "idle": idle, "span_idle": 0,
+                   "peak_activations": peaks[r], "peak_activation_share": peaks[r] / d}
+                  for r in range(d)],
+        "closed_form": {"bubble_formula": CLOSED_FORMS.get(s, "-"), "bubble_fraction": bubble,
+                        "idle_per_rank": (d - 1) * (costs["F"] + costs["B"]) if s in ("gpipe", "1f1b") else None,
+                        "activations_formula": "D-r on rank r", "peak_activations": d if s == "1f1b" else None,
+                        "params": "1x"},
+        "provenance": {"ppbench_version": "0.1.0", "git_commit": "fake123", "host": "testhost",
+                       "cpu": "Test CPU", "compiler": "g++ 12", "date": "2026-11-21T10:00:00Z",
+                       "cuda": "not compiled"},
+    }
+    if a.trace_out:
+        write_trace(a.trace_out, events, result)
+    print(json.dumps(result))
+
+
+def write_trace(path: str, events: list, result: dict) -> None:
+    trace = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}}
+             for r in range(result["devices"])]
+    for r, op, m, start, end in events:
+        trace.append({"name": f"{op}{r}.{m}", "cat": op, "ph": "X", "pid": 0, "tid": r,
+                      "ts": start * 1000, "dur": (end - start) * 1000, "args": {"stage": r, "mb": m}})
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"traceEvents": trace, "displayTimeUnit": "ms",
+                   "otherData": {k: result[k] for k in ("schedule", "devices", "microbatches", "chunks")}
+                   | {"time_unit": "unit"}}, f)
+
+
+if __name__ == "__main__":
+    main()

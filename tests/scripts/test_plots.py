@@ -1,0 +1,133 @@
+"""Tests of scripts/plot_timeline.py and scripts/plot_bubble.py on synthetic data."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import plot_bubble
+import plot_timeline
+from conftest import SCRIPTS, result_row, write_jsonl
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def event(name: str, cat: str, rank: int, start: float, dur: float, stage: int, mb: int) -> dict:
+    return {"name": name, "cat": cat, "ph": "X", "pid": 0, "tid": rank, "ts": start * 1000,
+            "dur": dur * 1000, "args": {"stage": stage, "mb": mb}}
+
+
+def small_trace() -> dict:
+    events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}}
+              for r in range(2)]
+    events += [event("F0.0", "F", 0, 0, 1, 0, 0), event("F1.0", "F", 1, 1, 1, 1, 0),
+               event("I1.0", "I", 1, 2, 1, 1, 0), event("W1.0", "W", 1, 3, 1, 1, 0),
+               event("B0.0", "B", 0, 3, 2, 0, 0),
+               event("(F0.1+B3.0)", "FB", 0, 5, 3, 0, 1)]
+    events.append({"name": "send", "cat": "comm", "ph": "X", "pid": 1, "tid": 0, "ts": 1000,
+                   "dur": 200})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"schedule": "test", "devices": 2, "microbatches": 2, "chunks": 1,
+                          "time_unit": "unit"}}
+
+
+def big_trace(ranks: int = 16, per_rank: int = 1000) -> dict:
+    events = []
+    for r in range(ranks):
+        t = float(r)
+        for k in range(per_rank):
+            op = "F" if k % 2 == 0 else "B"
+            dur = 1.0 if op == "F" else 2.0
+            events.append(event(f"{op}{r}.{k // 2}", op, r, t, dur, r, k // 2))
+            t += dur
+    return {"traceEvents": events, "otherData": {"schedule": "big", "devices": ranks,
+                                                 "microbatches": per_rank // 2, "chunks": 1}}
+
+
+def test_boxes_parse_actions_pairs_and_ranks():
+    boxes, ranks = plot_timeline.build_boxes(plot_timeline.compute_events(small_trace()))
+    assert ranks == 2
+    assert len(boxes) == 6  # the comm event is not a compute box
+    pair = next(b for b in boxes if b.op == "FB")
+    assert pair.label == "0.1+3.0"  # rank 0 holds stages 0 and 3, so labels carry the stage
+    assert pair.start == 5 and pair.dur == 3
+
+
+def test_single_stage_ranks_are_labelled_by_microbatch():
+    boxes, _ = plot_timeline.build_boxes(plot_timeline.compute_events(big_trace(2, 6)))
+    assert [b.label for b in boxes if b.rank == 0] == ["0", "0", "1", "1", "2", "2"]
+    assert boxes[0].shade == 0 and boxes[-1].shade > boxes[0].shade
+
+
+def test_timeline_cli_writes_png(tmp_path):
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(small_trace()))
+    out = tmp_path / "fig" / "timeline.png"
+    run = subprocess.run([sys.executable, str(SCRIPTS / "plot_timeline.py"), str(trace),
+                          "--out", str(out), "--title", "tiny"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_timeline_handles_16_ranks_by_1000_actions(tmp_path):
+    out = tmp_path / "big.png"
+    start = time.monotonic()
+    plot_timeline.plot_timeline(big_trace(), out)
+    assert time.monotonic() - start < 60
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert out.stat().st_size < 1_000_000
+
+
+def test_timeline_rejects_trace_without_compute_events(tmp_path):
+    trace = tmp_path / "empty.json"
+    trace.write_text(json.dumps({"traceEvents": []}))
+    assert plot_timeline.main([str(trace), "--out", str(tmp_path / "x.png")]) == 1
+    assert not (tmp_path / "x.png").exists()
+
+
+def bubble_rows() -> list[dict]:
+    rows = []
+    for cost in ("F=1,B=2", "F=1,I=1,W=1"):
+        for d in (2, 4, 8):
+            for n in (1, 2, 4, 8, 16):
+                closed = (d - 1) / (d - 1 + n)
+                rows.append(result_row("gpipe", d, n, closed, closed, cost=cost))
+                rows.append(result_row("zb-h1", d, n, closed / 2, None, cost=cost)
+                            if n >= d else result_row("zb-h1", d, n, 0, None, cost=cost,
+                                                      status="invalid"))
+    return rows
+
+
+def test_bubble_groups_by_cost_and_device():
+    groups = plot_bubble.group_rows(bubble_rows())
+    assert sorted(groups) == [("F=1,B=2", 0.0), ("F=1,I=1,W=1", 0.0)]
+    by_d = groups[("F=1,B=2", 0.0)]
+    assert sorted(by_d) == [2, 4, 8]
+    assert [r["microbatches"] for r in by_d[8]["zb-h1"]] == [8, 16]  # invalid rows dropped
+
+
+def test_bubble_cli_writes_one_figure_per_cost(tmp_path):
+    results = write_jsonl(tmp_path / "r.jsonl", bubble_rows())
+    run = subprocess.run([sys.executable, str(SCRIPTS / "plot_bubble.py"), str(results),
+                          "--out-dir", str(tmp_path / "plots")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    names = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert names == ["bubble_F1_B2.png", "bubble_F1_I1_W1.png"]
+    for name in names:
+        assert (tmp_path / "plots" / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_bubble_title_states_the_definition_and_costs():
+    assert plot_bubble.cost_title("F=1,B=2", 0.0) == "F=1, B=2"
+    assert "Σ idle / (ranks × makespan)" in plot_bubble.DEFINITION
+
+
+def test_bubble_fails_without_ok_rows(tmp_path):
+    results = write_jsonl(tmp_path / "r.jsonl",
+                          [result_row("1f1b", 4, 2, 0, None, status="invalid")])
+    assert plot_bubble.main([str(results), "--out-dir", str(tmp_path / "p")]) == 1

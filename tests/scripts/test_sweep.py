@@ -1,0 +1,183 @@
+"""Tests of scripts/sweep.py against the fake ppbench."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sweep
+from conftest import SCRIPTS, calls
+
+
+def write_spec(path: Path, runs: list[dict], name: str = "t") -> Path:
+    path.write_text(json.dumps({"name": name, "runs": runs}))
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_expand_spec_passes_chunks_only_to_interleaved():
+    points = sweep.expand_spec({"runs": [{"schedule": ["1f1b", "interleaved-1f1b"],
+                                          "devices": [2], "microbatches": [4, 8],
+                                          "chunks": [2, 4]}]})
+    assert len(points) == 2 + 4  # 1f1b ignores chunks, so its two chunk values collapse
+    for p in points:
+        argv = p.argv()
+        assert ("--chunks" in argv) == (p.schedule == "interleaved-1f1b")
+        assert argv[-2:] == ["--format", "json"]
+
+
+def test_expand_spec_dedupes_across_groups_and_accepts_scalars():
+    spec = {"runs": [{"schedule": "gpipe", "devices": [4], "microbatches": 8},
+                     {"schedule": ["gpipe"], "devices": 4, "microbatches": [8, 16]}]}
+    assert [(p.schedule, p.microbatches) for p in sweep.expand_spec(spec)] == [
+        ("gpipe", 8), ("gpipe", 16)]
+
+
+def test_expand_spec_rejects_unknown_keys():
+    with pytest.raises(ValueError, match="unknown keys"):
+        sweep.expand_spec({"runs": [{"schedule": "gpipe", "devices": 2, "microbatches": 2,
+                                     "micro_batches": 3}]})
+
+
+def test_sweep_records_ok_invalid_and_error_rows(tmp_path, fake_ppbench):
+    binary, log = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [
+        {"schedule": ["1f1b", "crash"], "devices": [4], "microbatches": [2, 8],
+         "cost": ["F=1,B=2"], "comm": [0]}])
+    counts = sweep.run_sweep(spec, binary, tmp_path / "out")
+    assert counts == {"ok": 1, "invalid": 1, "error": 2, "skipped": 0}
+    rows = {(r["schedule"], r["microbatches"]): r for r in read_jsonl(tmp_path / "out.jsonl")}
+    ok = rows[("1f1b", 8)]
+    assert ok["status"] == "ok" and ok["sweep"] == "t"
+    assert ok["bubble_fraction"] == pytest.approx(3 / 11)
+    assert ok["cost"] == "F=1,B=2" and ok["comm"] == 0
+    invalid = rows[("1f1b", 2)]
+    assert invalid["status"] == "invalid"
+    assert invalid["error"] == "invalid parameters: 1f1b needs N >= D (got D=4, N=2)"
+    assert invalid["devices"] == 4 and invalid["cost"] == "F=1,B=2"
+    assert rows[("crash", 8)]["status"] == "error"
+    assert "Segmentation fault" in rows[("crash", 8)]["error"]
+    assert ["--cost", "F=1,B=2"] == calls(log)[0][7:9]
+
+
+def test_sweep_skips_recorded_points_and_retries_errors(tmp_path, fake_ppbench):
+    binary, log = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [
+        {"schedule": ["gpipe", "1f1b", "crash"], "devices": [2, 4], "microbatches": [1, 4]}])
+    sweep.run_sweep(spec, binary, tmp_path / "out")
+    assert len(calls(log)) == 12
+    first = (tmp_path / "out.jsonl").read_text()
+
+    counts = sweep.run_sweep(spec, binary, tmp_path / "out")
+    assert counts["skipped"] == 8 and counts["error"] == 4  # only the 'crash' rows re-run
+    assert len(calls(log)) == 12 + 4
+    assert len(read_jsonl(tmp_path / "out.jsonl")) == 12  # replaced, not appended twice
+    assert (tmp_path / "out.jsonl").read_text().splitlines()[0] == first.splitlines()[0]
+
+
+def test_sweep_extends_existing_file_and_force_reruns(tmp_path, fake_ppbench):
+    binary, log = fake_ppbench
+    small = write_spec(tmp_path / "a.json", [{"schedule": "gpipe", "devices": 2,
+                                              "microbatches": [2]}])
+    big = write_spec(tmp_path / "b.json", [{"schedule": "gpipe", "devices": 2,
+                                            "microbatches": [2, 4, 8]}])
+    sweep.run_sweep(small, binary, tmp_path / "out")
+    counts = sweep.run_sweep(big, binary, tmp_path / "out")
+    assert counts["skipped"] == 1 and counts["ok"] == 2
+    assert len(calls(log)) == 3
+    sweep.run_sweep(big, binary, tmp_path / "out", force=True)
+    assert len(calls(log)) == 6
+    assert [r["microbatches"] for r in read_jsonl(tmp_path / "out.jsonl")] == [2, 4, 8]
+
+
+def test_csv_has_flat_columns_for_every_row(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{"schedule": ["gpipe", "1f1b"], "devices": [4],
+                                             "microbatches": [2, 8], "cost": ["F=1,B=2"]}])
+    sweep.run_sweep(spec, binary, tmp_path / "out")
+    with open(tmp_path / "out.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames) == sweep.CSV_COLUMNS
+        rows = list(reader)
+    assert len(rows) == 4
+    gpipe8 = next(r for r in rows if r["schedule"] == "gpipe" and r["microbatches"] == "8")
+    assert float(gpipe8["bubble_fraction"]) == pytest.approx(3 / 11)
+    assert float(gpipe8["closed_form_bubble_fraction"]) == pytest.approx(3 / 11)
+    assert gpipe8["git_commit"] == "fake123" and gpipe8["cost"] == "F=1,B=2"
+    invalid = next(r for r in rows if r["schedule"] == "1f1b" and r["microbatches"] == "2")
+    assert invalid["status"] == "invalid" and invalid["makespan"] == ""
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_atomic_write_leaves_old_file_when_replace_fails(tmp_path, monkeypatch):
+    target = tmp_path / "out.csv"
+    target.write_text("old\n")
+
+    def broken_replace(src, dst):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk on fire"):
+        sweep.atomic_write(target, "new\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]
+
+
+def test_unparseable_output_is_an_error_row(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{"schedule": "garbage", "devices": 2,
+                                             "microbatches": 2}])
+    counts = sweep.run_sweep(spec, binary, tmp_path / "out")
+    assert counts["error"] == 1
+    assert "unparseable" in read_jsonl(tmp_path / "out.jsonl")[0]["error"]
+
+
+def test_cli_prints_progress_and_help(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{"schedule": "1f1b", "devices": 4,
+                                             "microbatches": [8]}], name="demo")
+    run = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
+                          binary, "--out", str(tmp_path / "res")], capture_output=True,
+                         text=True, check=True)
+    assert "[1/1] 1f1b D=4 N=8 ... bubble 0.2727" in run.stdout
+    assert "1 ok, 0 invalid, 0 error, 0 skipped" in run.stdout
+    help_text = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    assert "--force" in help_text and "PREFIX.jsonl" in help_text
+
+
+def test_bad_spec_exits_2(tmp_path):
+    spec = tmp_path / "bad.json"
+    spec.write_text("{}")
+    assert sweep.main([str(spec), "--out", str(tmp_path / "x")]) == 2
+
+
+def test_theory_spec_is_valid_and_covers_the_reference_points():
+    spec = json.loads((SCRIPTS.parent / "benchmarks/sweeps/theory.json").read_text())
+    keys = {(p.schedule, p.devices, p.microbatches, p.chunks, p.cost)
+            for p in sweep.expand_spec(spec)}
+    for schedule in ("naive", "gpipe", "1f1b", "chimera", "zb-h1", "zb-h2", "zb-v", "dualpipe",
+                     "dualpipev"):
+        for d in (2, 4, 8):
+            assert (schedule, d, 64, 1, "F=1,B=2") in keys
+    assert ("interleaved-1f1b", 8, 64, 4, "F=1,B=2") in keys
+    assert ("zb-v", 4, 16, 1, "F=1,I=1,W=1") in keys
+    assert ("dualpipev", 4, 32, 1, "F=1,B=2") in keys
+
+
+def test_atomic_write_keeps_usual_permissions(tmp_path):
+    target = tmp_path / "new.txt"
+    sweep.atomic_write(target, "x\n")
+    assert target.stat().st_mode & 0o777 == sweep.file_mode(tmp_path / "absent")
+    target.chmod(0o640)
+    sweep.atomic_write(target, "y\n")
+    assert target.stat().st_mode & 0o777 == 0o640 and target.read_text() == "y\n"

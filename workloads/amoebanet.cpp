@@ -1,0 +1,210 @@
+#include "workloads/amoebanet.h"
+
+#include <iterator>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "workloads/shape_check.h"
+
+namespace ppbench {
+
+void AmoebaNetConfig::validate() const {
+  require_positive("--layers", layers);
+  require_positive("--filters", filters);
+  require_positive("--image-size", image_size);
+  require_positive("--classes", classes);
+  if (layers % 3 != 0)
+    throw UsageError("--layers " + std::to_string(layers) +
+                     " is not allowed for amoebanet: L normal cells come in three equal groups, so "
+                     "it must be a multiple of 3 (e.g. 18)");
+  if (filters % 8 != 0)
+    throw UsageError("--filters " + std::to_string(filters) +
+                     " is not allowed: the first reduction cell has c = D/2 channels and its "
+                     "bottleneck convolutions c/4, so D must be a multiple of 8 (e.g. 256)");
+  if (image_size % 32 != 0)
+    throw UsageError("--image-size " + std::to_string(image_size) +
+                     " is not allowed: the stem and four reduction cells halve it five times, so "
+                     "it must be a multiple of 32 (e.g. 224)");
+}
+
+namespace {
+
+enum class Op { kConv1x1, kConv3x3, kConv1x7_7x1, kMaxPool3x3, kMaxPool2x2, kAvgPool3x3, kNone };
+
+// (input state, op) pairs; each two ops are summed into a new state. AmoebaNet-D's genotype as
+// GPipe's (TensorFlow) reference builds it, with the normal cell's output the concatenation of
+// states 0, 3, 4, 6 (REFERENCE.md).
+constexpr std::pair<int, Op> kNormalOps[] = {
+    {1, Op::kConv1x1},  {1, Op::kMaxPool3x3},   {1, Op::kNone},       {0, Op::kConv1x7_7x1},
+    {0, Op::kConv1x1},  {0, Op::kConv1x7_7x1},  {2, Op::kMaxPool3x3}, {2, Op::kNone},
+    {1, Op::kAvgPool3x3}, {5, Op::kConv1x1}};
+constexpr int kNormalConcat[] = {0, 3, 4, 6};
+constexpr std::pair<int, Op> kReductionOps[] = {
+    {0, Op::kMaxPool2x2}, {0, Op::kMaxPool3x3}, {2, Op::kNone},       {1, Op::kConv3x3},
+    {2, Op::kConv1x7_7x1}, {2, Op::kMaxPool3x3}, {3, Op::kNone},      {1, Op::kMaxPool2x2},
+    {2, Op::kAvgPool3x3}, {3, Op::kConv1x1}};
+constexpr int kReductionConcat[] = {4, 5, 6};
+
+// Per-sample totals of one layer; F = I = W = `mm` for convolutions (input and weight gradients
+// of a convolution are each as many multiply-adds as the convolution itself).
+struct Cost {
+  int64_t params = 0;
+  double mm = 0;
+  int64_t kept = 0;    // elements F keeps for the backward (M_B)
+  int64_t w_held = 0;  // elements held from I to W: conv inputs and conv output gradients (M_W)
+
+  // ReLU -> conv (kh x kw, no bias) -> BatchNorm; input cin x hin x win, output cout x hout x wout.
+  // F keeps the conv input (the ReLU output, which is also the ReLU's mask) and the BN input.
+  void relu_conv_bn(int64_t cin, int64_t cout, int64_t kh, int64_t kw, int64_t hin, int64_t win,
+                    int64_t hout, int64_t wout) {
+    params += cin * cout * kh * kw + 2 * cout;
+    mm += 2.0 * static_cast<double>(cin * cout * kh * kw * hout * wout);
+    kept += cin * hin * win + cout * hout * wout;
+    w_held += cin * hin * win + cout * hout * wout;
+  }
+  // ReLU, two 1x1 stride-2 convs to cout/2 channels (the second on the input shifted by one
+  // pixel, a view of the same ReLU output), concatenated, BatchNorm: h -> h/2.
+  void factorized_reduce(int64_t cin, int64_t cout, int64_t h) {
+    const int64_t ho = h / 2;
+    params += 2 * cin * (cout / 2) + 2 * cout;
+    mm += 2.0 * 2.0 * static_cast<double>(cin * (cout / 2) * ho * ho);
+    kept += cin * h * h + cout * ho * ho;
+    w_held += cin * h * h + cout * ho * ho;
+  }
+  // An op of the genotype on c channels of h x h with the given stride.
+  void op(Op o, int64_t c, int64_t h, int64_t stride) {
+    const int64_t ho = h / stride, q = c / 4;
+    switch (o) {
+      case Op::kConv1x1: relu_conv_bn(c, c, 1, 1, h, h, ho, ho); break;
+      case Op::kConv3x3:
+        relu_conv_bn(c, q, 1, 1, h, h, h, h);
+        relu_conv_bn(q, q, 3, 3, h, h, ho, ho);
+        relu_conv_bn(q, c, 1, 1, ho, ho, ho, ho);
+        break;
+      case Op::kConv1x7_7x1:  // the 1x7 strides along columns, the 7x1 along rows
+        relu_conv_bn(c, q, 1, 1, h, h, h, h);
+        relu_conv_bn(q, q, 1, 7, h, h, h, ho);
+        relu_conv_bn(q, q, 7, 1, h, ho, ho, ho);
+        relu_conv_bn(q, c, 1, 1, ho, ho, ho, ho);
+        break;
+      case Op::kMaxPool3x3:
+      case Op::kMaxPool2x2: kept += c * h * h; break;  // the backward routes dY to the argmax
+      case Op::kAvgPool3x3: break;                      // the backward needs only shapes
+      case Op::kNone:
+        if (stride == 2) factorized_reduce(c, c, h);
+        break;
+    }
+  }
+};
+
+TensorSpec state(const char* name, int64_t b, int64_t c, int64_t h, int e) {
+  return {name, {b, c, h, h}, e * b * c * h * h};
+}
+
+LayerSpec to_layer(std::string name, LayerKind kind, const Cost& cost, int64_t b, int e,
+                   bool first) {
+  LayerSpec l;
+  l.name = std::move(name);
+  l.kind = kind;
+  l.params = cost.params;
+  const double mm = cost.mm * static_cast<double>(b);
+  l.flops = {mm, first ? 0.0 : mm, mm};
+  l.activation = {e * b * cost.kept, e * b * cost.w_held};
+  return l;
+}
+
+// Running channel/spatial state between cells (torchgpipe's and TensorFlow's bookkeeping).
+struct Chain {
+  int64_t c;                   // the current cell channel count
+  int64_t c_prev, h_prev;      // previous output
+  int64_t c_pp, h_pp;          // the one before
+  bool reduction_prev = false;
+};
+
+LayerSpec make_cell(std::string name, bool reduction, Chain& ch, bool next_is_cell, int64_t b,
+                    int e) {
+  if (reduction) ch.c *= 2;
+  const int64_t c = ch.c, h = ch.h_prev, ho = reduction ? h / 2 : h;
+  Cost cost;
+  // Preprocess both inputs to c channels at h x h.
+  cost.relu_conv_bn(ch.c_prev, c, 1, 1, h, h, h, h);
+  if (ch.reduction_prev) cost.factorized_reduce(ch.c_pp, c, ch.h_pp);
+  else if (ch.c_pp != c) cost.relu_conv_bn(ch.c_pp, c, 1, 1, ch.h_pp, ch.h_pp, ch.h_pp, ch.h_pp);
+
+  for (const auto& [input, op] : reduction ? std::span(kReductionOps) : std::span(kNormalOps)) {
+    const bool strided = reduction && input < 2;
+    cost.op(op, c, input < 2 ? h : ho, strided ? 2 : 1);
+  }
+  const int64_t c_out = c * (reduction ? std::size(kReductionConcat) : std::size(kNormalConcat));
+
+  LayerSpec l = to_layer(std::move(name),
+                         reduction ? LayerKind::kAmoebaReductionCell : LayerKind::kAmoebaNormalCell,
+                         cost, b, e, false);
+  l.attrs = {{"channels", c},           {"in_channels", ch.c_prev}, {"in_size", h},
+             {"skip_channels", ch.c_pp}, {"skip_size", ch.h_pp},    {"out_channels", c_out},
+             {"out_size", ho},          {"reduction", reduction},   {"reduction_prev", ch.reduction_prev}};
+  l.boundary_out.push_back(state("out", b, c_out, ho, e));
+  if (next_is_cell) l.boundary_out.push_back(state("skip", b, ch.c_prev, h, e));
+
+  ch.c_pp = ch.c_prev, ch.h_pp = ch.h_prev;
+  ch.c_prev = c_out, ch.h_prev = ho;
+  ch.reduction_prev = reduction;
+  return l;
+}
+
+}  // namespace
+
+WorkloadSpec build_amoebanet(const AmoebaNetConfig& cfg, int64_t microbatch_size, DType dtype) {
+  cfg.validate();
+  require_positive("--microbatch-size", microbatch_size);
+  const int64_t b = microbatch_size;
+  const int e = dtype_bytes(dtype);
+  const int64_t h0 = cfg.image_size, h1 = h0 / 2, c0 = cfg.filters / 4;
+
+  WorkloadSpec spec;
+  spec.workload = "amoebanet";
+  spec.config = {{"layers", cfg.layers},
+                 {"filters", cfg.filters},
+                 {"image_size", cfg.image_size},
+                 {"classes", cfg.classes}};
+  spec.microbatch_size = b;
+  spec.dtype = dtype;
+  spec.input = state("image", b, 3, h0, e);
+  spec.labels = {{"labels", {b}, 4 * b}};
+
+  // Stem: ReLU, 3x3 stride-2 conv (padding 1) 3 -> D/4, BN. No input gradient (the image).
+  Cost stem;
+  stem.relu_conv_bn(3, c0, 3, 3, h0, h0, h1, h1);
+  LayerSpec s = to_layer("stem", LayerKind::kAmoebaStem, stem, b, e, true);
+  s.attrs = {{"in_channels", 3}, {"in_size", h0}, {"out_channels", c0}, {"out_size", h1}};
+  s.boundary_out.push_back(state("out", b, c0, h1, e));  // the first cell reads it as both inputs
+  spec.layers.push_back(std::move(s));
+
+  Chain ch{c0, c0, h1, c0, h1, false};
+  const int64_t group = cfg.layers / 3;
+  spec.layers.push_back(make_cell("reduction0", true, ch, true, b, e));
+  spec.layers.push_back(make_cell("reduction1", true, ch, true, b, e));
+  for (int g = 0; g < 3; ++g) {
+    for (int64_t i = 0; i < group; ++i) {
+      const bool last = g == 2 && i + 1 == group;
+      spec.layers.push_back(make_cell("normal" + std::to_string(g) + "." + std::to_string(i),
+                                      false, ch, !last, b, e));
+    }
+    if (g < 2) spec.layers.push_back(make_cell("reduction" + std::to_string(g + 2), true, ch, true, b, e));
+  }
+
+  // Global average pool (GPipe's 7x7 pool at 224 pixels) + linear + softmax cross-entropy.
+  LayerSpec cls;
+  cls.name = "classifier";
+  cls.kind = LayerKind::kPoolClassifier;
+  cls.params = ch.c_prev * cfg.classes + cfg.classes;
+  const double mm = 2.0 * static_cast<double>(b * ch.c_prev * cfg.classes);
+  cls.flops = {mm, mm, mm};
+  cls.activation = {e * b * (ch.c_prev + cfg.classes), e * b * (ch.c_prev + cfg.classes)};
+  cls.attrs = {{"in_channels", ch.c_prev}, {"in_size", ch.h_prev}, {"classes", cfg.classes}};
+  spec.layers.push_back(std::move(cls));
+  return spec;
+}
+
+}  // namespace ppbench

@@ -1,0 +1,70 @@
+#include "workloads/cpu/linear.h"
+
+#include <cmath>
+
+#include "workloads/cpu/eigen_util.h"
+
+namespace ppbench::cpu {
+
+namespace {
+enum Slot { kX, kDY, kSlots };
+}
+
+template <typename T>
+Linear<T>::Linear(std::int64_t in, std::int64_t out, bool with_bias, std::uint64_t seed)
+    : in_(in), out_(out), has_bias_(with_bias) {
+  check(in > 0 && out > 0, "linear: sizes must be positive");
+  Rng rng(seed);
+  const double a = 1.0 / std::sqrt(static_cast<double>(in));
+  weight.init("weight", {in, out});
+  rng.fill(weight.value, -a, a);
+  if (has_bias_) {
+    bias.init("bias", {out});
+    rng.fill(bias.value, -a, a);
+  }
+}
+
+template <typename T>
+Tensor<T> Linear<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
+  check(x.cols() == in_,
+        "linear: input features " + std::to_string(x.cols()) + " != " + std::to_string(in_));
+  std::vector<std::int64_t> shape = x.shape;
+  shape.back() = out_;
+  Tensor<T> y(shape);
+  mat(y).noalias() = mat(x) * mat(weight.value);
+  if (has_bias_) mat(y).rowwise() += vec(bias.value);
+  saved.clear();
+  saved.in_shape = x.shape;
+  saved.t.resize(kSlots);
+  saved.t[kX] = x;
+  return y;
+}
+
+template <typename T>
+Tensor<T> Linear<T>::backward_input(const Tensor<T>& dy, Saved<T>& saved) {
+  check(dy.cols() == out_ && dy.rows() == saved.t[kX].rows(), "linear: bad output gradient");
+  Tensor<T> dx(saved.in_shape);
+  mat(dx).noalias() = mat(dy) * mat(weight.value).transpose();
+  saved.t[kDY] = dy;
+  return dx;
+}
+
+template <typename T>
+void Linear<T>::backward_weight(Saved<T>& saved) {
+  const Tensor<T>& x = saved.t[kX];
+  const Tensor<T>& dy = saved.t[kDY];
+  mat(weight.grad).noalias() += mat(x).transpose() * mat(dy);
+  if (has_bias_) vec(bias.grad) += mat(dy).colwise().sum();
+  saved.clear();
+}
+
+template <typename T>
+std::vector<Param<T>*> Linear<T>::params() {
+  if (has_bias_) return {&weight, &bias};
+  return {&weight};
+}
+
+template class Linear<float>;
+template class Linear<double>;
+
+}  // namespace ppbench::cpu

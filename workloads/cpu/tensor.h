@@ -1,0 +1,105 @@
+// Dense tensors, saved activations, parameters and a deterministic RNG for the CPU kernels.
+//
+// Layout: row-major, last dimension fastest. Token tensors are [batch, seq, features] and images
+// are NHWC [batch, height, width, channels], so every layer can view its input as a matrix
+// [rows = numel / last, cols = last] (tokens x features, or pixels x channels) and hand it to one
+// Eigen GEMM. Nothing here includes Eigen, so the executor compiles without it.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ppbench::cpu {
+
+template <typename T>
+struct Tensor {
+  std::vector<std::int64_t> shape;
+  std::vector<T> data;
+
+  Tensor() = default;
+  explicit Tensor(std::vector<std::int64_t> s, T fill = T(0))
+      : shape(std::move(s)), data(static_cast<std::size_t>(count(shape)), fill) {}
+
+  static std::int64_t count(const std::vector<std::int64_t>& s) {
+    std::int64_t n = 1;
+    for (std::int64_t d : s) n *= d;
+    return n;
+  }
+  // Elements the shape describes (still known after release()).
+  std::int64_t numel() const { return count(shape); }
+  std::int64_t dim(int i) const {
+    return shape[static_cast<std::size_t>(i < 0 ? i + static_cast<int>(shape.size()) : i)];
+  }
+  std::int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+  std::int64_t rows() const { return numel() / cols(); }
+  // Bytes actually held: what the activation arena counts.
+  std::int64_t bytes() const { return static_cast<std::int64_t>(data.size() * sizeof(T)); }
+  // Frees the buffer but keeps the shape.
+  void release() { std::vector<T>().swap(data); }
+};
+
+// What one layer keeps for one micro-batch between its passes: F fills it, I shrinks it to what
+// W needs, W empties it. Composite blocks keep one child Saved per sub-layer. Index tensors
+// (token ids, targets, pooling arg-max) are stored as values of T: exact below 2^24.
+template <typename T>
+struct Saved {
+  std::vector<std::int64_t> in_shape;  // shape of F's input (metadata, not counted)
+  std::vector<Tensor<T>> t;            // the layer's own buffers, indexed by its slot enum
+  std::vector<Saved<T>> sub;           // composite blocks: one per sub-layer, in forward order
+
+  // Live bytes: exactly the sum of the buffers held, recursively.
+  std::int64_t bytes() const {
+    std::int64_t b = 0;
+    for (const Tensor<T>& x : t) b += x.bytes();
+    for (const Saved<T>& s : sub) b += s.bytes();
+    return b;
+  }
+  void clear() {
+    std::vector<Tensor<T>>().swap(t);
+    std::vector<Saved<T>>().swap(sub);
+  }
+};
+
+// A trainable tensor and its gradient accumulator (same shape; W passes add into grad).
+template <typename T>
+struct Param {
+  std::string name;
+  Tensor<T> value;
+  Tensor<T> grad;
+
+  void init(std::string n, std::vector<std::int64_t> shape) {
+    name = std::move(n);
+    value = Tensor<T>(shape);
+    grad = Tensor<T>(std::move(shape));
+  }
+};
+
+// splitmix64: independent child seeds from one run seed, so every layer's parameters depend only
+// on (seed, position) and two runs build identical models.
+inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t k) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (k + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// mt19937_64 is specified bit-exactly by the standard; the distributions are not, so they are
+// written here. Values are drawn in double and rounded to T, so float and double models built
+// from one seed hold the same parameters up to rounding.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : gen_(seed) {}
+  double uniform() { return static_cast<double>(gen_() >> 11) * 0x1.0p-53; }  // [0, 1)
+  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+  template <typename T>
+  void fill(Tensor<T>& x, double lo, double hi) {
+    for (T& v : x.data) v = static_cast<T>(uniform(lo, hi));
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+}  // namespace ppbench::cpu

@@ -1,0 +1,51 @@
+// Contiguous layers -> pipeline stages.
+//
+//   balanced  (default) minimises the largest stage cost, cost = F + I + W FLOPs of its layers
+//             (exact: dynamic programme over split points).
+//   uniform   equal layer counts; the L mod S leftover layers go one each to the first stages
+//             (numpy.array_split's convention), so the first stage, which in a transformer also
+//             holds the embedding, is never lighter than the rest by more than one layer.
+//   "4,4,3,5" explicit layer counts: exactly S entries, each >= 1, summing to the layer count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "workloads/layer_spec.h"
+
+namespace ppbench {
+
+struct StageSpec {
+  int first_layer = 0;
+  int num_layers = 0;
+  int64_t params = 0;
+  Flops flops;
+  ActivationBytes activation;  // summed over the stage's layers, per micro-batch
+  int64_t boundary_bytes_out = 0;  // what the stage sends to the next (0 for the last)
+};
+
+struct PartitionPlan {
+  std::string method;          // "balanced", "uniform" or "explicit"
+  std::vector<int> layer_counts;
+  std::vector<StageSpec> stages;
+  double max_stage_cost() const;  // largest F + I + W over stages
+};
+
+// Layer counts minimising the largest stage sum of `cost` (non-negative; each stage >= 1 layer).
+// Among optimal partitions it gives later stages as many layers as the optimum allows: under
+// 1F1B-like schedules early stages hold more micro-batches in flight, so they are kept lighter.
+std::vector<int> balanced_partition(const std::vector<double>& cost, int stages);
+std::vector<int> uniform_partition(int layers, int stages);
+// Parses "4,4,3,5"; UsageError naming the bad entry, count or sum.
+std::vector<int> explicit_partition(std::string_view list, int layers, int stages);
+
+// `method` is "balanced", "uniform" or a comma-separated list. UsageError when the workload has
+// fewer layers than stages, or for an unknown method.
+PartitionPlan partition(const WorkloadSpec& spec, int stages, std::string_view method);
+
+// Stages implied by an explicit list (its entry count), 0 for "balanced"/"uniform".
+int stages_in_list(std::string_view method);
+
+}  // namespace ppbench
