@@ -36,47 +36,70 @@ enum class Op { kConv1x1, kConv3x3, kConv1x7_7x1, kMaxPool3x3, kMaxPool2x2, kAvg
 // GPipe's (TensorFlow) reference builds it, with the normal cell's output the concatenation of
 // states 0, 3, 4, 6 (REFERENCE.md).
 constexpr std::pair<int, Op> kNormalOps[] = {
-    {1, Op::kConv1x1},  {1, Op::kMaxPool3x3},   {1, Op::kNone},       {0, Op::kConv1x7_7x1},
-    {0, Op::kConv1x1},  {0, Op::kConv1x7_7x1},  {2, Op::kMaxPool3x3}, {2, Op::kNone},
+    {1, Op::kConv1x1},    {1, Op::kMaxPool3x3},  {1, Op::kNone},       {0, Op::kConv1x7_7x1},
+    {0, Op::kConv1x1},    {0, Op::kConv1x7_7x1}, {2, Op::kMaxPool3x3}, {2, Op::kNone},
     {1, Op::kAvgPool3x3}, {5, Op::kConv1x1}};
 constexpr int kNormalConcat[] = {0, 3, 4, 6};
 constexpr std::pair<int, Op> kReductionOps[] = {
-    {0, Op::kMaxPool2x2}, {0, Op::kMaxPool3x3}, {2, Op::kNone},       {1, Op::kConv3x3},
-    {2, Op::kConv1x7_7x1}, {2, Op::kMaxPool3x3}, {3, Op::kNone},      {1, Op::kMaxPool2x2},
-    {2, Op::kAvgPool3x3}, {3, Op::kConv1x1}};
+    {0, Op::kMaxPool2x2},  {0, Op::kMaxPool3x3}, {2, Op::kNone}, {1, Op::kConv3x3},
+    {2, Op::kConv1x7_7x1}, {2, Op::kMaxPool3x3}, {3, Op::kNone}, {1, Op::kMaxPool2x2},
+    {2, Op::kAvgPool3x3},  {3, Op::kConv1x1}};
 constexpr int kReductionConcat[] = {4, 5, 6};
 
-// Per-sample totals of one layer; F = I = W = `mm` for convolutions (input and weight gradients
-// of a convolution are each as many multiply-adds as the convolution itself).
+// Totals of one layer; F = I = W = `mm` for convolutions (input and weight gradients of a
+// convolution are each as many multiply-adds as the convolution itself).
+//
+// Memory, in elements. `kept`/`w_held` are what ppbench's kernels keep (workloads/cpu: ReLU,
+// Conv2d, BatchNorm, pools, FactorizedReduce), per sample, and `kept_fixed`/`w_fixed` the
+// per-channel vectors that do not scale with the micro-batch (BatchNorm's statistics over the
+// whole micro-batch, GPipe's semantics): M_B = e (b kept + kept_fixed), M_W = e (b w_held +
+// w_fixed), exactly Saved.bytes() after F and after I. `paper_kept`/`paper_w` are the products'
+// accounting of Zero Bubble / Korthikanti applied to convolutions (each conv's input and BN's
+// input; M_W the conv inputs and output gradients), kept for comparison.
 struct Cost {
   int64_t params = 0;
   double mm = 0;
-  int64_t kept = 0;    // elements F keeps for the backward (M_B)
-  int64_t w_held = 0;  // elements held from I to W: conv inputs and conv output gradients (M_W)
+  int64_t kept = 0, kept_fixed = 0;
+  int64_t w_held = 0, w_fixed = 0;
+  int64_t paper_kept = 0, paper_w = 0;
 
   // ReLU -> conv (kh x kw, no bias) -> BatchNorm; input cin x hin x win, output cout x hout x wout.
-  // F keeps the conv input (the ReLU output, which is also the ReLU's mask) and the BN input.
+  // The kernels keep the ReLU output (its mask) and, separately, the conv's copy of that same
+  // tensor (2 cin hin win), BN's normalised output (cout hout wout) and 1/std per channel (cout).
+  // I leaves the conv input and output gradient, and BN's reduced dgamma, dbeta (2 cout).
   void relu_conv_bn(int64_t cin, int64_t cout, int64_t kh, int64_t kw, int64_t hin, int64_t win,
                     int64_t hout, int64_t wout) {
     params += cin * cout * kh * kw + 2 * cout;
     mm += 2.0 * static_cast<double>(cin * cout * kh * kw * hout * wout);
-    kept += cin * hin * win + cout * hout * wout;
+    kept += 2 * cin * hin * win + cout * hout * wout;
+    kept_fixed += cout;
     w_held += cin * hin * win + cout * hout * wout;
+    w_fixed += 2 * cout;
+    paper_kept += cin * hin * win + cout * hout * wout;
+    paper_w += cin * hin * win + cout * hout * wout;
   }
   // ReLU, two 1x1 stride-2 convs to cout/2 channels (the second on the input shifted by one
-  // pixel, a view of the same ReLU output), concatenated, BatchNorm: h -> h/2.
+  // pixel), concatenated, BatchNorm: h -> ho = ceil(h/2). The kernel keeps the ReLU output
+  // (cin h^2), each conv's picked quarter (cin ho^2 each), BN's rows and 1/std; after I each
+  // conv's input and output gradient (cin ho^2 + cout/2 ho^2 each) and BN's dgamma, dbeta.
   void factorized_reduce(int64_t cin, int64_t cout, int64_t h) {
-    const int64_t ho = h / 2;
+    const int64_t ho = (h + 1) / 2;
     params += 2 * cin * (cout / 2) + 2 * cout;
     mm += 2.0 * 2.0 * static_cast<double>(cin * (cout / 2) * ho * ho);
-    kept += cin * h * h + cout * ho * ho;
-    w_held += cin * h * h + cout * ho * ho;
+    kept += cin * h * h + 2 * cin * ho * ho + cout * ho * ho;
+    kept_fixed += cout;
+    w_held += 2 * cin * ho * ho + cout * ho * ho;
+    w_fixed += 2 * cout;
+    paper_kept += cin * h * h + cout * ho * ho;
+    paper_w += cin * h * h + cout * ho * ho;
   }
   // An op of the genotype on c channels of h x h with the given stride.
   void op(Op o, int64_t c, int64_t h, int64_t stride) {
     const int64_t ho = h / stride, q = c / 4;
     switch (o) {
-      case Op::kConv1x1: relu_conv_bn(c, c, 1, 1, h, h, ho, ho); break;
+      case Op::kConv1x1:
+        relu_conv_bn(c, c, 1, 1, h, h, ho, ho);
+        break;
       case Op::kConv3x3:
         relu_conv_bn(c, q, 1, 1, h, h, h, h);
         relu_conv_bn(q, q, 3, 3, h, h, ho, ho);
@@ -89,8 +112,14 @@ struct Cost {
         relu_conv_bn(q, c, 1, 1, ho, ho, ho, ho);
         break;
       case Op::kMaxPool3x3:
-      case Op::kMaxPool2x2: kept += c * h * h; break;  // the backward routes dY to the argmax
-      case Op::kAvgPool3x3: break;                      // the backward needs only shapes
+      case Op::kMaxPool2x2:
+        // The backward routes dY to the argmax: the kernel keeps one index (a dtype value) per
+        // output element; the paper-style figure counts the input.
+        kept += c * ho * ho;
+        paper_kept += c * h * h;
+        break;
+      case Op::kAvgPool3x3:
+        break;  // the backward needs only shapes
       case Op::kNone:
         if (stride == 2) factorized_reduce(c, c, h);
         break;
@@ -110,15 +139,16 @@ LayerSpec to_layer(std::string name, LayerKind kind, const Cost& cost, int64_t b
   l.params = cost.params;
   const double mm = cost.mm * static_cast<double>(b);
   l.flops = {mm, first ? 0.0 : mm, mm};
-  l.activation = {e * b * cost.kept, e * b * cost.w_held};
+  l.activation = {e * (b * cost.kept + cost.kept_fixed), e * (b * cost.w_held + cost.w_fixed)};
+  l.paper_activation = {e * b * cost.paper_kept, e * b * cost.paper_w};
   return l;
 }
 
 // Running channel/spatial state between cells (torchgpipe's and TensorFlow's bookkeeping).
 struct Chain {
-  int64_t c;                   // the current cell channel count
-  int64_t c_prev, h_prev;      // previous output
-  int64_t c_pp, h_pp;          // the one before
+  int64_t c;               // the current cell channel count
+  int64_t c_prev, h_prev;  // previous output
+  int64_t c_pp, h_pp;      // the one before
   bool reduction_prev = false;
 };
 
@@ -129,8 +159,10 @@ LayerSpec make_cell(std::string name, bool reduction, Chain& ch, bool next_is_ce
   Cost cost;
   // Preprocess both inputs to c channels at h x h.
   cost.relu_conv_bn(ch.c_prev, c, 1, 1, h, h, h, h);
-  if (ch.reduction_prev) cost.factorized_reduce(ch.c_pp, c, ch.h_pp);
-  else if (ch.c_pp != c) cost.relu_conv_bn(ch.c_pp, c, 1, 1, ch.h_pp, ch.h_pp, ch.h_pp, ch.h_pp);
+  if (ch.reduction_prev)
+    cost.factorized_reduce(ch.c_pp, c, ch.h_pp);
+  else if (ch.c_pp != c)
+    cost.relu_conv_bn(ch.c_pp, c, 1, 1, ch.h_pp, ch.h_pp, ch.h_pp, ch.h_pp);
 
   for (const auto& [input, op] : reduction ? std::span(kReductionOps) : std::span(kNormalOps)) {
     const bool strided = reduction && input < 2;
@@ -141,9 +173,15 @@ LayerSpec make_cell(std::string name, bool reduction, Chain& ch, bool next_is_ce
   LayerSpec l = to_layer(std::move(name),
                          reduction ? LayerKind::kAmoebaReductionCell : LayerKind::kAmoebaNormalCell,
                          cost, b, e, false);
-  l.attrs = {{"channels", c},           {"in_channels", ch.c_prev}, {"in_size", h},
-             {"skip_channels", ch.c_pp}, {"skip_size", ch.h_pp},    {"out_channels", c_out},
-             {"out_size", ho},          {"reduction", reduction},   {"reduction_prev", ch.reduction_prev}};
+  l.attrs = {{"channels", c},
+             {"in_channels", ch.c_prev},
+             {"in_size", h},
+             {"skip_channels", ch.c_pp},
+             {"skip_size", ch.h_pp},
+             {"out_channels", c_out},
+             {"out_size", ho},
+             {"reduction", reduction},
+             {"reduction_prev", ch.reduction_prev}};
   l.boundary_out.push_back(state("out", b, c_out, ho, e));
   if (next_is_cell) l.boundary_out.push_back(state("skip", b, ch.c_prev, h, e));
 
@@ -188,10 +226,11 @@ WorkloadSpec build_amoebanet(const AmoebaNetConfig& cfg, int64_t microbatch_size
   for (int g = 0; g < 3; ++g) {
     for (int64_t i = 0; i < group; ++i) {
       const bool last = g == 2 && i + 1 == group;
-      spec.layers.push_back(make_cell("normal" + std::to_string(g) + "." + std::to_string(i),
-                                      false, ch, !last, b, e));
+      spec.layers.push_back(make_cell("normal" + std::to_string(g) + "." + std::to_string(i), false,
+                                      ch, !last, b, e));
     }
-    if (g < 2) spec.layers.push_back(make_cell("reduction" + std::to_string(g + 2), true, ch, true, b, e));
+    if (g < 2)
+      spec.layers.push_back(make_cell("reduction" + std::to_string(g + 2), true, ch, true, b, e));
   }
 
   // Global average pool (GPipe's 7x7 pool at 224 pixels) + linear + softmax cross-entropy.
@@ -201,7 +240,10 @@ WorkloadSpec build_amoebanet(const AmoebaNetConfig& cfg, int64_t microbatch_size
   cls.params = ch.c_prev * cfg.classes + cfg.classes;
   const double mm = 2.0 * static_cast<double>(b * ch.c_prev * cfg.classes);
   cls.flops = {mm, mm, mm};
-  cls.activation = {e * b * (ch.c_prev + cfg.classes), e * b * (ch.c_prev + cfg.classes)};
+  // The kernels keep the linear's input, the probabilities and the targets (the pool keeps only
+  // shapes); I leaves the linear's input and dlogits.
+  cls.activation = {e * b * (ch.c_prev + cfg.classes + 1), e * b * (ch.c_prev + cfg.classes)};
+  cls.paper_activation = {e * b * (ch.c_prev + cfg.classes), e * b * (ch.c_prev + cfg.classes)};
   cls.attrs = {{"in_channels", ch.c_prev}, {"in_size", ch.h_prev}, {"classes", cfg.classes}};
   spec.layers.push_back(std::move(cls));
   return spec;

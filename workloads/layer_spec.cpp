@@ -8,18 +8,24 @@ namespace ppbench {
 
 int dtype_bytes(DType d) {
   switch (d) {
-    case DType::kBF16: return 2;
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
+    case DType::kBF16:
+      return 2;
+    case DType::kF32:
+      return 4;
+    case DType::kF64:
+      return 8;
   }
   return 4;
 }
 
 std::string_view dtype_name(DType d) {
   switch (d) {
-    case DType::kBF16: return "bf16";
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
   }
   return "f32";
 }
@@ -33,16 +39,26 @@ DType parse_dtype(std::string_view text) {
 
 std::string_view layer_kind_name(LayerKind k) {
   switch (k) {
-    case LayerKind::kMlpBlock: return "mlp_block";
-    case LayerKind::kClassifierLoss: return "classifier_loss";
-    case LayerKind::kEmbedding: return "embedding";
-    case LayerKind::kLlamaLayer: return "llama_layer";
-    case LayerKind::kGptLayer: return "gpt_layer";
-    case LayerKind::kLmHead: return "lm_head";
-    case LayerKind::kAmoebaStem: return "amoeba_stem";
-    case LayerKind::kAmoebaNormalCell: return "amoeba_normal_cell";
-    case LayerKind::kAmoebaReductionCell: return "amoeba_reduction_cell";
-    case LayerKind::kPoolClassifier: return "pool_classifier";
+    case LayerKind::kMlpBlock:
+      return "mlp_block";
+    case LayerKind::kClassifierLoss:
+      return "classifier_loss";
+    case LayerKind::kEmbedding:
+      return "embedding";
+    case LayerKind::kLlamaLayer:
+      return "llama_layer";
+    case LayerKind::kGptLayer:
+      return "gpt_layer";
+    case LayerKind::kLmHead:
+      return "lm_head";
+    case LayerKind::kAmoebaStem:
+      return "amoeba_stem";
+    case LayerKind::kAmoebaNormalCell:
+      return "amoeba_normal_cell";
+    case LayerKind::kAmoebaReductionCell:
+      return "amoeba_reduction_cell";
+    case LayerKind::kPoolClassifier:
+      return "pool_classifier";
   }
   return "unknown";
 }
@@ -68,6 +84,12 @@ Flops WorkloadSpec::flops() const {
 ActivationBytes WorkloadSpec::activation() const {
   ActivationBytes sum;
   for (const auto& l : layers) sum += l.activation;
+  return sum;
+}
+
+ActivationBytes WorkloadSpec::paper_activation() const {
+  ActivationBytes sum;
+  for (const auto& l : layers) sum += l.paper_activation;
   return sum;
 }
 

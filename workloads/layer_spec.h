@@ -14,11 +14,20 @@
 // memory-bound and left out. The first layer has no input gradient to propagate to (its input is
 // data), so its I counts no matrix products.
 //
-// Memory convention (Zero Bubble section 3 / Korthikanti et al.): activation_bytes.b (M_B) is what
-// F keeps for the backward of this micro-batch; activation_bytes.w (M_W) is what is still held
-// between I and W: the inputs of every weighted product and the gradients of their outputs.
+// Memory convention. activation.b (M_B) is what F keeps for the backward of this micro-batch;
+// activation.w (M_W) is what is still held between I and W. Two models are kept side by side:
+//   activation        what ppbench's kernels keep (workloads/cpu): exactly Saved.bytes() after F
+//                     and after I of one micro-batch, element for element, at dtype bytes per
+//                     element (index tensors such as token ids and targets are stored as values of
+//                     the dtype too). The executor's arena measures these bytes, so this is the
+//                     model whose prediction a CPU run's measured peak must equal.
+//   paper_activation  Zero Bubble section 3 / Korthikanti et al.'s accounting, for comparison with
+//                     the papers' figures: the inputs of every weighted product and the gradients
+//                     of their outputs for M_W, dropout masks at one byte when the workload has
+//                     dropout (sb(34h + 5as) and 32sbh for the GPT layer at 16 bits).
 // Norm and BatchNorm scale/shift gradients are reductions that fall out of I, so they belong to I
-// and W holds only the matrix-product weight gradients.
+// and W holds only the matrix-product weight gradients (the kernels keep the reduced dgamma/dbeta,
+// a few vectors, until W adds them in).
 #pragma once
 
 #include <cstdint>
@@ -83,7 +92,8 @@ struct LayerSpec {
   LayerKind kind = LayerKind::kMlpBlock;
   int64_t params = 0;
   Flops flops;
-  ActivationBytes activation;
+  ActivationBytes activation;        // what ppbench's kernels keep (the memory model's input)
+  ActivationBytes paper_activation;  // Zero Bubble / Korthikanti's formula, for comparison
   // What the next layer needs from this one (AmoebaNet cells pass two tensors: their output and
   // their own input, the next cell's "previous previous" state). Empty for the loss layer.
   std::vector<TensorSpec> boundary_out;
@@ -98,13 +108,14 @@ struct WorkloadSpec {
   nlohmann::json config;  // the resolved shape options, as the CLI would print them
   int64_t microbatch_size = 1;
   DType dtype = DType::kF32;
-  TensorSpec input;                  // what the first layer reads from the data
-  std::vector<TensorSpec> labels;    // what the loss layer reads from the data
+  TensorSpec input;                // what the first layer reads from the data
+  std::vector<TensorSpec> labels;  // what the loss layer reads from the data
   std::vector<LayerSpec> layers;
 
   int64_t params() const;
   Flops flops() const;
   ActivationBytes activation() const;
+  ActivationBytes paper_activation() const;
 };
 
 }  // namespace ppbench

@@ -19,19 +19,27 @@ namespace {
 //   F: Y = X A^T + bias          2 b in out
 //   I: dX = dY A                 2 b in out  (none for the first layer: its input is data)
 //   W: dA = dY^T X, dbias        2 b in out
-// M_B keeps X (for W) and the pre-activation or probabilities the backward of the element-wise
-// part needs; M_W keeps X and dY.
-LayerSpec linear_layer(std::string name, LayerKind kind, int64_t in, int64_t out, int64_t b,
-                       int e, bool first) {
+//
+// Memory, e = dtype bytes. What ppbench's kernels keep (Linear, GeLU, SoftmaxCrossEntropy):
+//   block  M_B = e b (in + out)          Linear's input X, GeLU's input (the linear output)
+//          M_W = e b (in + out)          X and dY for dA = dY^T X; GeLU frees its input in I
+//   head   M_B = e b (in + out + 1)      X, the softmax probabilities, the targets (one value of
+//                                        the dtype per sample)
+//          M_W = e b (in + out)          X and dlogits; I turns the probabilities into dlogits
+// The paper's accounting (inputs of the product and the element-wise part's input, M_W = X and
+// dY) gives e b (in + out) for both kinds and both figures.
+LayerSpec linear_layer(std::string name, LayerKind kind, int64_t in, int64_t out, int64_t b, int e,
+                       bool first) {
   LayerSpec l;
   l.name = std::move(name);
   l.kind = kind;
   l.params = in * out + out;
   const double mm = 2.0 * static_cast<double>(b) * static_cast<double>(in * out);
   l.flops = {mm, first ? 0.0 : mm, mm};
-  // GeLU needs its input (the linear output); cross-entropy needs the softmax probabilities.
-  l.activation.b = e * b * (in + out);
+  const bool loss = kind == LayerKind::kClassifierLoss;
+  l.activation.b = e * b * (in + out + (loss ? 1 : 0));
   l.activation.w = e * b * (in + out);
+  l.paper_activation = {e * b * (in + out), e * b * (in + out)};
   l.attrs = {{"in", in}, {"out", out}};
   if (kind == LayerKind::kMlpBlock) l.boundary_out.push_back({"hidden", {b, out}, e * b * out});
   return l;
@@ -48,10 +56,8 @@ WorkloadSpec build_mlp(const MlpConfig& cfg, int64_t microbatch_size, DType dtyp
 
   WorkloadSpec spec;
   spec.workload = "mlp";
-  spec.config = {{"layers", cfg.layers},
-                 {"width", cfg.width},
-                 {"input_dim", in0},
-                 {"classes", cfg.classes}};
+  spec.config = {
+      {"layers", cfg.layers}, {"width", cfg.width}, {"input_dim", in0}, {"classes", cfg.classes}};
   spec.microbatch_size = b;
   spec.dtype = dtype;
   spec.input = {"features", {b, in0}, e * b * in0};
@@ -59,12 +65,12 @@ WorkloadSpec build_mlp(const MlpConfig& cfg, int64_t microbatch_size, DType dtyp
 
   int64_t in = in0;
   for (int64_t i = 0; i + 1 < cfg.layers; ++i) {
-    spec.layers.push_back(
-        linear_layer("block" + std::to_string(i), LayerKind::kMlpBlock, in, cfg.width, b, e, i == 0));
+    spec.layers.push_back(linear_layer("block" + std::to_string(i), LayerKind::kMlpBlock, in,
+                                       cfg.width, b, e, i == 0));
     in = cfg.width;
   }
-  spec.layers.push_back(linear_layer("head", LayerKind::kClassifierLoss, in, cfg.classes, b, e,
-                                     cfg.layers == 1));
+  spec.layers.push_back(
+      linear_layer("head", LayerKind::kClassifierLoss, in, cfg.classes, b, e, cfg.layers == 1));
   return spec;
 }
 

@@ -10,9 +10,9 @@
 namespace ppbench {
 
 struct MlpConfig {
-  int64_t layers = 8;      // linear layers, the loss head included
-  int64_t width = 1024;    // hidden features
-  int64_t input_dim = 0;   // 0: same as width
+  int64_t layers = 8;     // linear layers, the loss head included
+  int64_t width = 1024;   // hidden features
+  int64_t input_dim = 0;  // 0: same as width
   int64_t classes = 10;
 
   // Throws UsageError naming the bad value.

@@ -33,8 +33,10 @@ std::vector<int> balanced_partition(const std::vector<double>& cost, int stages)
       int lo = k, hi = j - 1;  // split i in [k, j-1]: k stages hold 0..i-1, one holds i..j-1
       while (lo < hi) {
         const int mid = (lo + hi) / 2;
-        if (best[k - 1][mid] >= range(mid, j)) hi = mid;
-        else lo = mid + 1;
+        if (best[k - 1][mid] >= range(mid, j))
+          hi = mid;
+        else
+          lo = mid + 1;
       }
       double v = std::max(best[k - 1][lo], range(lo, j));
       if (lo > k) v = std::min(v, std::max(best[k - 1][lo - 1], range(lo - 1, j)));
@@ -68,7 +70,8 @@ std::vector<int> explicit_partition(std::string_view list, int layers, int stage
   std::size_t pos = 0;
   while (true) {
     const std::size_t comma = text.find(',', pos);
-    std::string entry = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string entry =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     entry.erase(0, entry.find_first_not_of(' '));
     entry.erase(entry.find_last_not_of(' ') + 1);
     const bool digits = !entry.empty() && entry.size() <= 9 &&

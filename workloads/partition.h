@@ -22,12 +22,12 @@ struct StageSpec {
   int num_layers = 0;
   int64_t params = 0;
   Flops flops;
-  ActivationBytes activation;  // summed over the stage's layers, per micro-batch
+  ActivationBytes activation;      // summed over the stage's layers, per micro-batch
   int64_t boundary_bytes_out = 0;  // what the stage sends to the next (0 for the last)
 };
 
 struct PartitionPlan {
-  std::string method;          // "balanced", "uniform" or "explicit"
+  std::string method;  // "balanced", "uniform" or "explicit"
   std::vector<int> layer_counts;
   std::vector<StageSpec> stages;
   double max_stage_cost() const;  // largest F + I + W over stages

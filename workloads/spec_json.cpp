@@ -28,6 +28,7 @@ nlohmann::json to_json(const LayerSpec& l) {
           {"params", l.params},
           {"flops", flops_json(l.flops)},
           {"activation_bytes", activation_json(l.activation)},
+          {"paper_activation_bytes", activation_json(l.paper_activation)},
           {"boundary_bytes", l.boundary_bytes()},
           {"boundary", boundary},
           {"attrs", attrs}};
@@ -47,6 +48,7 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
           {"num_layers", spec.layers.size()},
           {"flops", flops_json(spec.flops())},
           {"activation_bytes", activation_json(spec.activation())},
+          {"paper_activation_bytes", activation_json(spec.paper_activation())},
           {"input", to_json(spec.input)},
           {"labels", labels},
           {"layers", layers}};
@@ -57,8 +59,11 @@ nlohmann::json to_json(const PartitionPlan& plan, const WorkloadSpec& spec) {
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const StageSpec& st = plan.stages[s];
     nlohmann::json names = nlohmann::json::array();
-    for (int i = st.first_layer; i < st.first_layer + st.num_layers; ++i)
+    ActivationBytes paper;  // summed here: the partitioner and the cost model need only ppbench's
+    for (int i = st.first_layer; i < st.first_layer + st.num_layers; ++i) {
       names.push_back(spec.layers[i].name);
+      paper += spec.layers[i].paper_activation;
+    }
     stages.push_back({{"stage", s},
                       {"first_layer", st.first_layer},
                       {"num_layers", st.num_layers},
@@ -66,6 +71,7 @@ nlohmann::json to_json(const PartitionPlan& plan, const WorkloadSpec& spec) {
                       {"params", st.params},
                       {"flops", flops_json(st.flops)},
                       {"activation_bytes", activation_json(st.activation)},
+                      {"paper_activation_bytes", activation_json(paper)},
                       {"boundary_bytes", st.boundary_bytes_out}});
   }
   return {{"method", plan.method},

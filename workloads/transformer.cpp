@@ -44,7 +44,29 @@ double d(int64_t v) { return static_cast<double>(v); }
 //   W  = 2sb P               (weight gradients only; attention has no weights)
 // which is exactly the paper's formula when f = 4h, h_kv = h, n_ffn = 2.
 //
-// Memory, element by element (e = dtype bytes), Korthikanti et al.'s accounting:
+// Memory, e = dtype bytes, sb = s b rows; n = n_ffn (FFN-wide tensors kept per row), g = 1
+// (RMSNorm: gain) or 2 (LayerNorm: gain and shift) vectors per norm.
+//
+// activation: what ppbench's kernels keep (workloads/cpu/blocks.cpp make_decoder_layer), in
+// elements:
+//   M_B = sb [ h + 1   norm-1: normalised input, 1/rms per row
+//              h       QKV projection's input (norm-1 output)
+//              h + 2 h_kv  Q, K, V (after rotary)
+//              a s     softmax probabilities (a full s x s block per head, zero-filled mask)
+//              h       output projection's input
+//              h + 1   norm-2: normalised input, 1/rms per row
+//              SwiGLU: h (gate/up input) + 2f (gate and up outputs) + f (down input)
+//              GeLU:   h (fc1 input) + f (GeLU input) + f (fc2 input) ]
+//       = sb (6h + 2 h_kv + n f + 2) + a s^2 b
+//   M_W = sb [ (h) + (h + 2 h_kv)  QKV projection's input and output gradient
+//              + h + h             output projection's input and output gradient
+//              SwiGLU: h + 2f, f + h   GeLU: h + f, f + h  (each FFN product's x and dy) ]
+//         + 2 g h                  the two norms' reduced scale/shift gradients, added in W
+//       = sb (6h + 2 h_kv + n f) + 2 g h
+//   I frees the probabilities, Q, K, V, the norms' saved rows and the FFN's element-wise inputs;
+//   the kernels have no dropout (every schedule must compute the same step), so none is counted.
+//
+// paper_activation: Korthikanti et al.'s accounting, element by element:
 //   M_B = e [ sbh   norm-1 input          sbh   QKV input (norm-1 output)
 //             sbh   Q after rotary        2 sb h_kv  K after rotary, V
 //             a s^2 b  softmax output     sbh   output-projection input
@@ -58,7 +80,8 @@ double d(int64_t v) { return static_cast<double>(v); }
 //   M_W = e sb [ inputs of the weighted products: h (QKV) + h (proj) + h (FFN in) + f (down)
 //               + gradients of their outputs: (h + 2 h_kv) + h + n_up f + h ]
 //   with n_up = 2 for SwiGLU (gate and up), 1 for GeLU: 32sbh at 16 bits for the GPT layer, the
-//   paper's M_W.
+//   paper's M_W. (The kernels keep the same products' x and dy, so their M_W differs only by the
+//   norms' 2gh; their M_B by the 2sb saved 1/rms values, and by dropout.)
 LayerSpec decoder_layer(const TransformerConfig& c, int64_t index, int64_t b, int e) {
   const bool llama = c.style == TransformerStyle::kLlama;
   const int64_t s = c.seq, h = c.hidden, f = c.ffn, a = c.heads, hkv = c.kv_hidden();
@@ -79,34 +102,52 @@ LayerSpec decoder_layer(const TransformerConfig& c, int64_t index, int64_t b, in
   l.flops = {mm + 4 * att, mm + 8 * att, mm};
 
   const int64_t sb = s * b, probs = a * s * s * b;
-  int64_t kept = 6 * sb * h + 2 * sb * hkv + probs + (llama ? 3 : 2) * sb * f;
-  l.activation.b = e * kept;
-  if (c.dropout) l.activation.b += probs + 2 * sb * h + e * probs;
-  l.activation.w = e * sb * (6 * h + 2 * hkv + f + n_up * f);
+  const int64_t g = llama ? 1 : 2;
+  l.activation.b = e * (sb * (6 * h + 2 * hkv + n_ffn * f + 2) + probs);
+  l.activation.w = e * (sb * (6 * h + 2 * hkv + n_ffn * f) + 2 * g * h);
+
+  const int64_t kept = 6 * sb * h + 2 * sb * hkv + probs + n_ffn * sb * f;
+  l.paper_activation.b = e * kept;
+  if (c.dropout) l.paper_activation.b += probs + 2 * sb * h + e * probs;
+  l.paper_activation.w = e * sb * (6 * h + 2 * hkv + f + n_up * f);
 
   l.boundary_out.push_back({"hidden", {b, s, h}, e * sb * h});
-  l.attrs = {{"hidden", h}, {"ffn", f},   {"heads", a},       {"kv_heads", c.kv_heads},
-             {"seq", s},    {"head_dim", c.head_dim()}, {"dropout", c.dropout ? 1 : 0}};
+  l.attrs = {{"hidden", h},
+             {"ffn", f},
+             {"heads", a},
+             {"kv_heads", c.kv_heads},
+             {"seq", s},
+             {"head_dim", c.head_dim()},
+             {"dropout", c.dropout ? 1 : 0}};
   return l;
 }
 
 // Token lookup: no products. W scatters dY into the table, so dY is held from I to W; the token
-// ids (int32) are what F keeps.
+// ids are what F keeps. ppbench's kernel stores the ids as values of the dtype:
+//   M_B = e sb, M_W = e sb (1 + h).
+// The paper-style figure counts them as int32: M_B = 4 sb, M_W = 4 sb + e sbh.
 LayerSpec embedding(const TransformerConfig& c, int64_t b, int e) {
   const int64_t sb = c.seq * b;
   LayerSpec l;
   l.name = "embedding";
   l.kind = LayerKind::kEmbedding;
   l.params = c.vocab * c.hidden;
-  l.activation.b = 4 * sb;
-  l.activation.w = 4 * sb + e * sb * c.hidden;
+  l.activation = {e * sb, e * sb * (1 + c.hidden)};
+  l.paper_activation = {4 * sb, 4 * sb + e * sb * c.hidden};
   l.boundary_out.push_back({"hidden", {b, c.seq, c.hidden}, e * sb * c.hidden});
   l.attrs = {{"vocab", c.vocab}, {"hidden", c.hidden}, {"seq", c.seq}};
   return l;
 }
 
-// Final norm, logits = X E_out^T, softmax cross-entropy: one product of 2sbhV each way. F keeps the
-// norm input, the head input and the softmax probabilities; W needs the head input and dlogits.
+// Final norm, logits = X E_out^T, softmax cross-entropy: one product of 2sbhV each way.
+// ppbench's kernels (norm, linear, cross-entropy; g = 1 for RMSNorm, 2 for LayerNorm):
+//   M_B = e sb (h + 1   normalised input and 1/rms per row
+//               + h     head input (norm output)
+//               + V     softmax probabilities
+//               + 1)    targets, one value of the dtype per token
+//   M_W = e [sb (h + V) + g h]   head input and dlogits, the norm's reduced gradients
+// The paper-style figure: M_B = e (2sbh + sbV) (norm input, head input, probabilities),
+// M_W = e (sbh + sbV).
 LayerSpec lm_head(const TransformerConfig& c, int64_t b, int e) {
   const bool llama = c.style == TransformerStyle::kLlama;
   const int64_t sb = c.seq * b, h = c.hidden, v = c.vocab;
@@ -116,8 +157,9 @@ LayerSpec lm_head(const TransformerConfig& c, int64_t b, int e) {
   l.params = v * h + (llama ? h : 2 * h);
   const double mm = 2.0 * d(sb) * d(h) * d(v);
   l.flops = {mm, mm, mm};
-  l.activation.b = e * (2 * sb * h + sb * v);
-  l.activation.w = e * (sb * h + sb * v);
+  const int64_t g = llama ? 1 : 2;
+  l.activation = {e * sb * (2 * h + v + 2), e * (sb * (h + v) + g * h)};
+  l.paper_activation = {e * (2 * sb * h + sb * v), e * (sb * h + sb * v)};
   l.attrs = {{"vocab", v}, {"hidden", h}, {"seq", c.seq}};
   return l;
 }

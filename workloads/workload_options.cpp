@@ -19,8 +19,9 @@ struct ShapeFlag {
 };
 
 constexpr ShapeFlag kShapeFlags[] = {
-    {"--layers", "mlp: linear layers incl. the loss head (default 8); amoebanet: normal cells L, "
-                 "a multiple of 3 (default 18); transformer: decoder layers (default: preset)"},
+    {"--layers",
+     "mlp: linear layers incl. the loss head (default 8); amoebanet: normal cells L, "
+     "a multiple of 3 (default 18); transformer: decoder layers (default: preset)"},
     {"--width", "mlp: hidden features (default 1024)"},
     {"--input-dim", "mlp: input features (default: --width)"},
     {"--classes", "mlp: classes (default 10); amoebanet: classes (default 1000)"},
@@ -63,8 +64,8 @@ void WorkloadFlags::add_to(CLI::App& app, const std::string& default_dtype) {
     options_[f.name] = app.add_option(f.name, values[f.name], f.help);
   }
   app.add_option("-b,--microbatch-size", microbatch_size, "Samples per micro-batch b (default 1)");
-  app.add_option("--dtype", dtype, "Activation/parameter type: bf16, f32, f64 (default " +
-                                       default_dtype + ")");
+  app.add_option("--dtype", dtype,
+                 "Activation/parameter type: bf16, f32, f64 (default " + default_dtype + ")");
 }
 
 bool WorkloadFlags::given(const std::string& flag) const {
@@ -83,8 +84,8 @@ WorkloadSpec WorkloadFlags::build() const {
   for (const auto& f : kShapeFlags) all.push_back(f.name);
   for (const auto& f : all) {
     if (given(f) && std::find(allowed.begin(), allowed.end(), f) == allowed.end())
-      throw UsageError(f + " does not apply to --workload " + workload + " (its options: " +
-                       join(allowed) + ")");
+      throw UsageError(f + " does not apply to --workload " + workload +
+                       " (its options: " + join(allowed) + ")");
   }
   const DType dt = parse_dtype(dtype);
   auto value = [&](const char* flag, int64_t fallback) {

@@ -7,10 +7,11 @@
 // A flag of another workload is a UsageError, not silently ignored.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <map>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "workloads/layer_spec.h"
 

@@ -54,38 +54,44 @@ struct Row {
   std::string index, name, kind;
   int64_t params;
   Flops flops;
-  ActivationBytes act;
+  ActivationBytes act;    // what ppbench's kernels keep
+  ActivationBytes paper;  // Zero Bubble / Korthikanti's formula
   int64_t boundary;
 };
 
 void print_rows(const std::vector<Row>& rows, const Row& total) {
-  static const char* const flop_units[] = {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP",
-                                           nullptr};
+  static const char* const flop_units[] = {"FLOP",  "KFLOP", "MFLOP", "GFLOP",
+                                           "TFLOP", "PFLOP", nullptr};
   static const char* const byte_units[] = {"B", "KiB", "MiB", "GiB", "TiB", nullptr};
   double max_flop = 0, max_byte = 0;
   std::size_t name_w = 6, kind_w = 5;
   for (const auto& r : rows) {
     max_flop = std::max({max_flop, r.flops.f, r.flops.i, r.flops.w});
     max_byte = std::max({max_byte, static_cast<double>(r.act.b), static_cast<double>(r.act.w),
+                         static_cast<double>(r.paper.b), static_cast<double>(r.paper.w),
                          static_cast<double>(r.boundary)});
     name_w = std::max(name_w, r.name.size() + 2);
     kind_w = std::max(kind_w, r.kind.size() + 2);
   }
   max_flop = std::max({max_flop, total.flops.f, total.flops.i, total.flops.w});
-  max_byte = std::max({max_byte, static_cast<double>(total.act.b), static_cast<double>(total.act.w)});
+  max_byte = std::max({max_byte, static_cast<double>(total.act.b), static_cast<double>(total.act.w),
+                       static_cast<double>(total.paper.b), static_cast<double>(total.paper.w)});
   // Prefer GFLOP for model-sized numbers, as papers quote them.
   const Unit fu = max_flop >= 1e9 ? Unit{"GFLOP", 1e9} : pick(max_flop, flop_units, 1000);
   const Unit bu = pick(max_byte, byte_units, 1024);
   const std::string f = std::string(" ") + fu.name, b = std::string(" ") + bu.name;
   std::cout << pad("#", 5) << "  " << pad("name", name_w, false) << pad("kind", kind_w, false)
             << pad("params", 10) << pad("F" + f, 13) << pad("I" + f, 13) << pad("W" + f, 13)
-            << pad("M_B" + b, 12) << pad("M_W" + b, 12) << pad("out" + b, 12) << '\n';
+            << pad("M_B" + b, 12) << pad("M_W" + b, 12) << pad("paper M_B", 12)
+            << pad("paper M_W", 12) << pad("out" + b, 12) << '\n';
   auto line = [&](const Row& r) {
     std::cout << pad(r.index, 5) << "  " << pad(r.name, name_w, false) << pad(r.kind, kind_w, false)
               << pad(count_text(static_cast<double>(r.params)), 10) << pad(num(r.flops.f, fu), 13)
               << pad(num(r.flops.i, fu), 13) << pad(num(r.flops.w, fu), 13)
               << pad(num(static_cast<double>(r.act.b), bu), 12)
               << pad(num(static_cast<double>(r.act.w), bu), 12)
+              << pad(num(static_cast<double>(r.paper.b), bu), 12)
+              << pad(num(static_cast<double>(r.paper.w), bu), 12)
               << pad(num(static_cast<double>(r.boundary), bu), 12) << '\n';
   };
   for (const auto& r : rows) line(r);
@@ -96,18 +102,20 @@ void print_text(const WorkloadSpec& spec, const PartitionPlan* plan) {
   std::cout << spec.workload;
   for (const auto& [k, v] : spec.config.items())
     std::cout << ' ' << k << '=' << (v.is_string() ? v.get<std::string>() : v.dump());
-  std::cout << "\n" << spec.layers.size() << " layers, "
-            << count_text(static_cast<double>(spec.params())) << " params ("
-            << spec.params() << "), per micro-batch of " << spec.microbatch_size << " at "
-            << dtype_name(spec.dtype) << "\n\n";
+  std::cout << "\n"
+            << spec.layers.size() << " layers, " << count_text(static_cast<double>(spec.params()))
+            << " params (" << spec.params() << "), per micro-batch of " << spec.microbatch_size
+            << " at " << dtype_name(spec.dtype) << "\n\n";
 
   std::vector<Row> rows;
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& l = spec.layers[i];
     rows.push_back({std::to_string(i), l.name, std::string(layer_kind_name(l.kind)), l.params,
-                    l.flops, l.activation, l.boundary_bytes()});
+                    l.flops, l.activation, l.paper_activation, l.boundary_bytes()});
   }
-  print_rows(rows, {"", "total", "", spec.params(), spec.flops(), spec.activation(), 0});
+  const Row total{
+      "", "total", "", spec.params(), spec.flops(), spec.activation(), spec.paper_activation(), 0};
+  print_rows(rows, total);
 
   if (plan) {
     std::cout << "\npartition " << plan->method << " into " << plan->stages.size()
@@ -117,13 +125,19 @@ void print_text(const WorkloadSpec& spec, const PartitionPlan* plan) {
       const StageSpec& st = plan->stages[s];
       const std::string first = spec.layers[st.first_layer].name;
       const std::string last = spec.layers[st.first_layer + st.num_layers - 1].name;
+      ActivationBytes paper;
+      for (int i = st.first_layer; i < st.first_layer + st.num_layers; ++i)
+        paper += spec.layers[i].paper_activation;
       stages.push_back({std::to_string(s), first == last ? first : first + ".." + last,
                         std::to_string(st.num_layers) + " layers", st.params, st.flops,
-                        st.activation, st.boundary_bytes_out});
+                        st.activation, paper, st.boundary_bytes_out});
     }
-    print_rows(stages, {"", "total", "", spec.params(), spec.flops(), spec.activation(), 0});
+    print_rows(stages, total);
   }
   std::cout << "\nM_B: activation bytes F keeps for the backward; M_W: bytes held from I until W;\n"
+               "both as ppbench's kernels keep them (what a run measures). paper M_B, M_W: the\n"
+               "same by Zero Bubble / Korthikanti et al.'s formula (dropout masks included when\n"
+               "the workload has dropout), in the same unit.\n"
                "out: bytes sent to the next layer/stage. FLOPs count matrix products only "
                "(Zero Bubble's convention).\n";
 }
@@ -132,8 +146,9 @@ void print_text(const WorkloadSpec& spec, const PartitionPlan* plan) {
 
 Command add_model(CLI::App& parent) {
   auto* app = parent.add_subcommand(
-      "model", "Print a workload's layers (params, FLOPs of F/I/W, activation bytes) and its "
-               "partition into pipeline stages");
+      "model",
+      "Print a workload's layers (params, FLOPs of F/I/W, activation bytes) and its "
+      "partition into pipeline stages");
   struct State {
     WorkloadFlags workload;
     int stages = 0;
@@ -143,8 +158,8 @@ Command add_model(CLI::App& parent) {
   auto st = std::make_shared<State>();
   // 16-bit by default: the papers' memory figures (Zero Bubble's M_B, M_W) are for 16 bits.
   st->workload.add_to(*app, "bf16");
-  auto* stages_opt = app->add_option("-S,--stages", st->stages,
-                                     "Pipeline stages to partition the layers into");
+  auto* stages_opt =
+      app->add_option("-S,--stages", st->stages, "Pipeline stages to partition the layers into");
   auto* partition_opt = app->add_option(
       "--partition", st->partition,
       "balanced (default: minimise the largest stage's F+I+W FLOPs), uniform (equal layer counts, "

@@ -13,5 +13,6 @@ Command add_list(CLI::App& parent);
 Command add_show(CLI::App& parent);
 Command add_simulate(CLI::App& parent);
 Command add_model(CLI::App& parent);
+Command add_run(CLI::App& parent);
 
 }  // namespace ppbench::cli

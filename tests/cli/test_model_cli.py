@@ -73,28 +73,40 @@ class Contract(unittest.TestCase):
         self.assertEqual(len(spec["layers"]), 34)
         self.assertEqual(spec["dtype"], "bf16")
         for layer in spec["layers"]:
-            for key in ["name", "kind", "params", "flops", "activation_bytes", "boundary_bytes"]:
+            for key in ["name", "kind", "params", "flops", "activation_bytes",
+                        "paper_activation_bytes", "boundary_bytes"]:
                 self.assertIn(key, layer)
             self.assertEqual(set(layer["flops"]) >= {"F", "I", "W"}, True)
             self.assertEqual(set(layer["activation_bytes"]), {"B", "W"})
+            self.assertEqual(set(layer["paper_activation_bytes"]), {"B", "W"})
         self.assertEqual(sum(l["params"] for l in spec["layers"]), spec["params"])
 
     def test_overrides_and_gpipe_transformer(self):
         spec = model_json("-w", "transformer", "--preset", "gpipe-transformer", "--layers", "3")
         self.assertEqual(spec["config"]["layers"], 3)
-        self.assertEqual(spec["params"], 3 * (12 * 2048**2 + 13 * 2048) + 2 * 32000 * 2048 + 2 * 2048)
+        h, v = 2048, 32000
+        self.assertEqual(spec["params"], 3 * (12 * h * h + 13 * h) + 2 * v * h + 2 * h)
         spec = model_json("-w", "transformer", "--preset", "tiny-llama", "--hidden", "128",
                           "--heads", "8", "--kv-heads", "8")
         self.assertEqual((spec["config"]["hidden"], spec["config"]["kv_heads"]), (128, 8))
 
     def test_zero_bubble_memory_formula(self):
-        # GPT layer at 16 bits: M_B = sb(34h + 5as), M_W = 32sbh; b = 2.
+        # GPT layer at 16 bits: M_B = sb(34h + 5as), M_W = 32sbh; b = 2. "activation_bytes" is
+        # what ppbench's kernels keep (no dropout masks, 2-byte elements, the norms' rows and
+        # gradients): sb(2(6h + 2h + 2f + 2) + 2as) and 2(sb(6h + 2h + 2f) + 4h) with f = 4h.
         spec = model_json("-w", "transformer", "--preset", "gpipe-transformer", "--layers", "2",
                           "--microbatch-size", "2")
         s, b, h, a = 1024, 2, 2048, 32
         layer = spec["layers"][1]
-        self.assertEqual(layer["activation_bytes"]["B"], s * b * (34 * h + 5 * a * s))
-        self.assertEqual(layer["activation_bytes"]["W"], 32 * s * b * h)
+        self.assertEqual(layer["paper_activation_bytes"]["B"], s * b * (34 * h + 5 * a * s))
+        self.assertEqual(layer["paper_activation_bytes"]["W"], 32 * s * b * h)
+        f = 4 * h
+        self.assertEqual(layer["activation_bytes"]["B"],
+                         2 * (s * b * (6 * h + 2 * h + 2 * f + 2) + a * s * s * b))
+        self.assertEqual(layer["activation_bytes"]["W"],
+                         2 * (s * b * (6 * h + 2 * h + 2 * f) + 4 * h))
+        self.assertEqual(spec["paper_activation_bytes"]["B"],
+                         sum(l["paper_activation_bytes"]["B"] for l in spec["layers"]))
         self.assertEqual(layer["flops"]["F"], s * b * h * (24 * h + 4 * s))
 
     def test_amoebanet_published_size(self):

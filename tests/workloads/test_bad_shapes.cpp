@@ -1,8 +1,8 @@
 // Every bad shape is a UsageError whose message names the value.
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "schedules/error.h"
 #include "workloads/amoebanet.h"
@@ -73,7 +73,9 @@ TEST(BadShapes, Mlp) {
   expect_usage(with([](auto& c) { c.classes = 0; }), "--classes 0");
 }
 
-TEST(BadShapes, Dtype) { expect_usage([] { parse_dtype("f16"); }, "f16"); }
+TEST(BadShapes, Dtype) {
+  expect_usage([] { parse_dtype("f16"); }, "f16");
+}
 
 }  // namespace
 }  // namespace ppbench

@@ -28,29 +28,41 @@ TEST(Transformer, GptLayerIsZeroBubbleFormula) {
   EXPECT_EQ(l.flops.f, s * b * h * (24 * h + 4 * s));
   EXPECT_EQ(l.flops.i, s * b * h * (24 * h + 8 * s));
   EXPECT_EQ(l.flops.w, s * b * h * (24 * h));
-  EXPECT_EQ(l.activation.b, static_cast<int64_t>(s * b * (34 * h + 5 * a * s)));
-  EXPECT_EQ(l.activation.w, static_cast<int64_t>(32 * s * b * h));
+  EXPECT_EQ(l.paper_activation.b, static_cast<int64_t>(s * b * (34 * h + 5 * a * s)));
+  EXPECT_EQ(l.paper_activation.w, static_cast<int64_t>(32 * s * b * h));
   EXPECT_EQ(l.boundary_bytes(), static_cast<int64_t>(2 * s * b * h));
 }
 
-// Activations scale with the dtype; dropout masks stay one byte: f32 gives sb(66h + 9as).
+// The paper's activations scale with the dtype; dropout masks stay one byte: f32 gives
+// sb(66h + 9as).
 TEST(Transformer, MemoryScalesWithDtype) {
   const int64_t s = 8, b = 2, h = 16, a = 4;
   const WorkloadSpec f32 =
       build_transformer(tiny(TransformerStyle::kGpt, 64, 4, true), 2, DType::kF32);
-  EXPECT_EQ(f32.layers[1].activation.b, s * b * (66 * h + 9 * a * s));
-  EXPECT_EQ(f32.layers[1].activation.w, 64 * s * b * h);
+  EXPECT_EQ(f32.layers[1].paper_activation.b, s * b * (66 * h + 9 * a * s));
+  EXPECT_EQ(f32.layers[1].paper_activation.w, 64 * s * b * h);
   // Without dropout every term is e bytes per element: 16 e sbh + e a s^2 b.
   const WorkloadSpec f64 =
       build_transformer(tiny(TransformerStyle::kGpt, 64, 4, false), 2, DType::kF64);
-  EXPECT_EQ(f64.layers[1].activation.b, 8 * (16 * s * b * h + a * s * s * b));
+  EXPECT_EQ(f64.layers[1].paper_activation.b, 8 * (16 * s * b * h + a * s * s * b));
+  // ppbench's kernels keep no dropout masks: the dropout flag changes only the paper's figure.
+  const WorkloadSpec f32_plain =
+      build_transformer(tiny(TransformerStyle::kGpt, 64, 4, false), 2, DType::kF32);
+  EXPECT_EQ(f32.layers[1].activation.b, f32_plain.layers[1].activation.b);
+  EXPECT_EQ(f32.layers[1].activation.w, f32_plain.layers[1].activation.w);
+  EXPECT_NE(f32.layers[1].paper_activation.b, f32_plain.layers[1].paper_activation.b);
+  // ... and every figure of theirs is e bytes per element.
+  EXPECT_EQ(2 * f32_plain.layers[1].activation.b, f64.layers[1].activation.b);
+  EXPECT_EQ(2 * f32_plain.layers[1].activation.w, f64.layers[1].activation.w);
 }
 
 // Llama layer, s = 8, b = 2, h = 16, a = 4, kv = 2 (head dim 4, h_kv = 8), f = 24, f32.
 // Weights P = h(h + 2 h_kv) + h^2 + 3hf = 512 + 256 + 1152 = 1920.
 // F = 2sbP + 4s^2bh = 61440 + 8192; I = 61440 + 16384; W = 61440.
-// M_B = 4 [6sbh + 2sb h_kv + a s^2 b + 3sbf] = 4 [1536 + 256 + 512 + 1152] = 13824.
-// M_W = 4 sb [6h + 2h_kv + f + 2f] = 4 * 16 * 184 = 11776.
+// Paper: M_B = 4 [6sbh + 2sb h_kv + a s^2 b + 3sbf] = 4 [1536 + 256 + 512 + 1152] = 13824,
+//        M_W = 4 sb [6h + 2h_kv + f + 2f] = 4 * 16 * 184 = 11776.
+// ppbench's kernels add the norms' 1/rms per row to M_B (2sb = 32) and their gain gradients to
+// M_W (2h = 32): 4 * (13824 / 4 + 32) = 13952 and 4 * (11776 / 4 + 32) = 11904.
 TEST(Transformer, LlamaLayerByHand) {
   const WorkloadSpec spec =
       build_transformer(tiny(TransformerStyle::kLlama, 24, 2, false), 2, DType::kF32);
@@ -61,14 +73,18 @@ TEST(Transformer, LlamaLayerByHand) {
   EXPECT_EQ(l.flops.f, 69632);
   EXPECT_EQ(l.flops.i, 77824);
   EXPECT_EQ(l.flops.w, 61440);
-  EXPECT_EQ(l.activation.b, 13824);
-  EXPECT_EQ(l.activation.w, 11776);
+  EXPECT_EQ(l.paper_activation.b, 13824);
+  EXPECT_EQ(l.paper_activation.w, 11776);
+  EXPECT_EQ(l.activation.b, 13952);
+  EXPECT_EQ(l.activation.w, 11904);
 
   const LayerSpec& emb = spec.layers.front();
   EXPECT_EQ(emb.kind, LayerKind::kEmbedding);
   EXPECT_EQ(emb.params, 32 * 16);
   EXPECT_EQ(emb.flops.total(), 0);
   EXPECT_EQ(emb.boundary_bytes(), 4 * 16 * 16);
+  EXPECT_EQ(emb.activation.b, 4 * 16);             // token ids, one f32 each
+  EXPECT_EQ(emb.activation.w, 4 * 16 * (1 + 16));  // ids and dY
 
   const LayerSpec& head = spec.layers.back();  // 2 sbhV = 2 * 16 * 16 * 32 each way
   EXPECT_EQ(head.kind, LayerKind::kLmHead);
@@ -76,7 +92,10 @@ TEST(Transformer, LlamaLayerByHand) {
   EXPECT_EQ(head.flops.f, 16384);
   EXPECT_EQ(head.flops.i, 16384);
   EXPECT_EQ(head.flops.w, 16384);
-  EXPECT_EQ(head.activation.b, 4 * (2 * 16 * 16 + 16 * 32));
+  EXPECT_EQ(head.paper_activation.b, 4 * (2 * 16 * 16 + 16 * 32));
+  // Norm rows and 1/rms, head input, probabilities, targets; then head input, dlogits, dgain.
+  EXPECT_EQ(head.activation.b, 4 * 16 * (16 + 1 + 16 + 32 + 1));
+  EXPECT_EQ(head.activation.w, 4 * (16 * (16 + 32) + 16));
   EXPECT_TRUE(head.boundary_out.empty());
 }
 
@@ -100,6 +119,9 @@ TEST(Mlp, FlopsByHand) {
   EXPECT_EQ(spec.layers[1].flops.i, 2 * 8 * 32 * 32);
   EXPECT_EQ(spec.layers[2].flops.f, 2 * 8 * 32 * 5);
   EXPECT_EQ(spec.layers[1].activation.b, 8 * 8 * (32 + 32));
+  EXPECT_EQ(spec.layers[2].activation.b, 8 * 8 * (32 + 5 + 1));  // + the targets
+  EXPECT_EQ(spec.layers[2].activation.w, 8 * 8 * (32 + 5));
+  EXPECT_EQ(spec.layers[2].paper_activation.b, 8 * 8 * (32 + 5));
   EXPECT_EQ(spec.layers[0].boundary_bytes(), 8 * 8 * 32);
   EXPECT_EQ(spec.input.bytes, 8 * 8 * 20);
 }

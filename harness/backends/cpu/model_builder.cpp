@@ -1,0 +1,93 @@
+#include "harness/backends/cpu/model_builder.h"
+
+#include "harness/backends/cpu/loss_head.h"
+#include "schedules/error.h"
+#include "workloads/cpu/blocks.h"
+#include "workloads/cpu/embedding.h"
+#include "workloads/cpu/layernorm.h"
+#include "workloads/cpu/linear.h"
+#include "workloads/cpu/rmsnorm.h"
+
+namespace ppbench::cpu {
+
+namespace {
+
+std::int64_t attr(const LayerSpec& l, const char* name) {
+  auto it = l.attrs.find(name);
+  if (it == l.attrs.end())
+    throw std::logic_error("layer '" + l.name + "' has no attribute '" + name + "'");
+  return it->second;
+}
+
+}  // namespace
+
+template <typename T>
+PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t index, std::uint64_t seed) {
+  const LayerSpec& l = spec.layers[index];
+  const std::uint64_t s = derive_seed(seed, index);
+  const bool first = index == 0;
+  switch (l.kind) {
+    case LayerKind::kMlpBlock:
+      return std::make_unique<SingleTensorLayer<T>>(make_mlp_block<T>(attr(l, "in"), attr(l, "out"), s), first);
+    case LayerKind::kClassifierLoss:
+      return std::make_unique<LossHead<T>>(
+          std::make_unique<Linear<T>>(attr(l, "in"), attr(l, "out"), true, s), first);
+    case LayerKind::kEmbedding:
+      return std::make_unique<SingleTensorLayer<T>>(
+          std::make_unique<Embedding<T>>(attr(l, "vocab"), attr(l, "hidden"), s), true);
+    case LayerKind::kLlamaLayer:
+      return std::make_unique<SingleTensorLayer<T>>(make_decoder_layer<T>(
+          DecoderConfig::llama(attr(l, "hidden"), attr(l, "heads"), attr(l, "kv_heads"), attr(l, "ffn")), s));
+    case LayerKind::kGptLayer:
+      return std::make_unique<SingleTensorLayer<T>>(
+          make_decoder_layer<T>(DecoderConfig::gpipe(attr(l, "hidden"), attr(l, "heads"), attr(l, "ffn")), s));
+    case LayerKind::kLmHead: {
+      const std::int64_t h = attr(l, "hidden");
+      auto head = std::make_unique<Sequential<T>>("final norm + lm head");
+      if (spec.layers[index - 1].kind == LayerKind::kGptLayer) head->add(std::make_unique<LayerNorm<T>>(h));
+      else head->add(std::make_unique<RMSNorm<T>>(h));
+      head->add(std::make_unique<Linear<T>>(h, attr(l, "vocab"), false, s));
+      return std::make_unique<LossHead<T>>(std::move(head), false);
+    }
+    case LayerKind::kAmoebaStem:
+    case LayerKind::kAmoebaNormalCell:
+    case LayerKind::kAmoebaReductionCell:
+    case LayerKind::kPoolClassifier:
+      throw UsageError("the amoebanet workload does not run on the CPU backend yet (its cells are "
+                       "being written); use --workload mlp or transformer");
+  }
+  throw std::logic_error("unknown layer kind");
+}
+
+template <typename T>
+MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int index) {
+  MicroBatch<T> mb;
+  Rng rng(derive_seed(seed ^ 0xda7aULL, static_cast<std::uint64_t>(index)));
+  Tensor<T> x(spec.input.shape);
+  if (spec.workload == "transformer") {
+    const std::int64_t vocab = spec.layers.front().attrs.at("vocab");
+    for (T& v : x.data) v = static_cast<T>(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(vocab)));
+    // Next-token targets: the input shifted by one, a fresh token at the end.
+    const std::int64_t b = x.dim(0), seq = x.dim(1);
+    for (std::int64_t i = 0; i < b; ++i)
+      for (std::int64_t t = 0; t < seq; ++t)
+        mb.targets.push_back(t + 1 < seq ? static_cast<std::int32_t>(x.data[i * seq + t + 1])
+                                         : static_cast<std::int32_t>(rng.uniform() * static_cast<double>(vocab)));
+  } else {
+    rng.fill(x, -1.0, 1.0);
+    const std::int64_t classes = spec.layers.back().attrs.count("classes")
+                                     ? spec.layers.back().attrs.at("classes")
+                                     : spec.layers.back().attrs.at("out");
+    for (std::int64_t i = 0; i < spec.microbatch_size; ++i)
+      mb.targets.push_back(static_cast<std::int32_t>(rng.uniform() * static_cast<double>(classes)));
+  }
+  mb.inputs.push_back(std::move(x));
+  return mb;
+}
+
+template PipelineLayerPtr<float> make_pipeline_layer<float>(const WorkloadSpec&, std::size_t, std::uint64_t);
+template PipelineLayerPtr<double> make_pipeline_layer<double>(const WorkloadSpec&, std::size_t, std::uint64_t);
+template MicroBatch<float> make_microbatch<float>(const WorkloadSpec&, std::uint64_t, int);
+template MicroBatch<double> make_microbatch<double>(const WorkloadSpec&, std::uint64_t, int);
+
+}  // namespace ppbench::cpu

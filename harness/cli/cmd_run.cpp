@@ -1,0 +1,114 @@
+// `ppbench run`: real pipelined training steps of a workload under a
+// schedule, with measured and predicted metrics (harness/backends/cpu).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "harness/atomic_file.h"
+#include "harness/backends/cpu/cpu_run.h"
+#include "harness/chrome_trace.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/options.h"
+#include "harness/report_json.h"
+#include "schedules/error.h"
+#include "workloads/workload_options.h"
+
+namespace ppbench::cli {
+
+namespace {
+
+void print_text(const nlohmann::json& r) {
+  const auto& m = r["measured"];
+  const auto& p = r["predicted"];
+  std::printf("run %s on cpu: %s D=%d N=%d b=%d %s, %d step(s) after %d warm-up\n",
+              r["schedule"].get<std::string>().c_str(), r["workload"].get<std::string>().c_str(),
+              r["devices"].get<int>(), r["microbatches"].get<int>(), r["microbatch_size"].get<int>(),
+              r["dtype"].get<std::string>().c_str(), r["steps"].get<int>(), r["warmup"].get<int>());
+  std::printf("loss %.10g  grad_norm %.10g\n", r["loss"].get<double>(), r["grad_norm"].get<double>());
+  std::printf("step time %.4g ms, %.4g samples/s", r["step_time_s"].get<double>() * 1e3,
+              r["throughput"]["samples_per_s"].get<double>());
+  if (r["throughput"].contains("tokens_per_s"))
+    std::printf(", %.4g tokens/s", r["throughput"]["tokens_per_s"].get<double>());
+  std::printf("\n\n%-18s %10s %10s\n", "", "measured", "predicted");
+  for (const char* k : {"bubble_fraction", "bubble_ratio", "zb_bubble_rate"})
+    std::printf("%-18s %10.4f %10.4f\n", k, m[k].get<double>(), p[k].get<double>());
+  std::printf("(predicted: the simulator replaying this step's measured per-op costs)\n\n");
+  std::printf("rank %12s %12s %14s %14s\n", "busy ms", "idle ms", "peak act MB", "model act MB");
+  for (std::size_t k = 0; k < m["ranks"].size(); ++k) {
+    const auto& rk = m["ranks"][k];
+    const auto& mem = r["activation_bytes"][k];
+    std::printf("%4zu %12.4g %12.4g %14.4g %14.4g\n", k, rk["busy"].get<double>() * 1e3,
+                rk["idle"].get<double>() * 1e3, mem["measured_peak_bytes"].get<double>() / 1e6,
+                mem["model_peak_bytes"].get<double>() / 1e6);
+  }
+}
+
+// Appends one JSON line to a JSON Lines file, atomically: the old lines and
+// the new one are written to a temp file that replaces the original.
+void append_record(const std::string& path, const nlohmann::json& record) {
+  std::string content;
+  if (std::ifstream in{path}) {
+    std::ostringstream all;
+    all << in.rdbuf();
+    content = all.str();
+    if (!content.empty() && content.back() != '\n') content += '\n';
+  }
+  content += record.dump() + "\n";
+  write_file_atomically(path, content);
+}
+
+}  // namespace
+
+Command add_run(CLI::App& parent) {
+  auto* app = parent.add_subcommand(
+      "run", "Run real pipelined training steps of a workload under a schedule (CPU threads)");
+  struct State {
+    std::string backend = "cpu";
+    WorkloadFlags workload;
+    ScheduleFlags schedule;
+    RunOptions options;
+    std::string format = "text";
+    std::string trace_out, results;
+  };
+  auto st = std::make_shared<State>();
+  app->add_option("--backend", st->backend, "cpu (threads, Eigen); cuda comes with the GPU executor")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  st->workload.add_to(*app, "f32");
+  st->schedule.add_to(*app);
+  app->add_option("--partition", st->options.partition,
+                  "balanced (minimise the largest stage's F+I+W FLOPs), uniform, or layer counts "
+                  "per stage such as 4,4,3,5");
+  app->add_option("--steps", st->options.steps, "Measured training steps (default 1)")->check(CLI::Range(1, 1000000));
+  app->add_option("--warmup", st->options.warmup, "Unmeasured steps first (default 0)")->check(CLI::Range(0, 1000000));
+  app->add_option("--seed", st->options.seed, "Seed of parameters and data (default 1234)");
+  app->add_flag("--recompute", st->options.recompute,
+                "GPipe's re-materialisation: keep only stage inputs, recompute the forward before the backward");
+  app->add_option("--watchdog", st->options.executor.watchdog_seconds,
+                  "Seconds a rank may wait on a transfer before the step fails (default 60)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--channel-capacity", st->options.executor.channel_capacity,
+                  "Messages one rank-to-rank mailbox holds (default 4)")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_flag("--progress", st->options.progress, "One line per step on stderr");
+  app->add_option("--format", st->format, "text or json (the full record)")->check(CLI::IsMember({"text", "json"}));
+  app->add_option("--trace-out", st->trace_out, "Write the last step's timeline as a Chrome/Perfetto trace");
+  app->add_option("--results", st->results, "Append the JSON record to this JSON Lines file (atomically)");
+  app->footer(
+      "Example: ppbench run --workload transformer --preset tiny-llama --schedule 1f1b --devices 2 "
+      "--microbatches 8 --steps 3 --warmup 1");
+  return [st] {
+    if (st->backend == "cuda")
+      throw UsageError("--backend cuda: the GPU executor is not built yet; use --backend cpu");
+    const WorkloadSpec spec = st->workload.build();
+    st->options.schedule = st->schedule.params();
+    RunOutput out = run_cpu(spec, st->options);
+    if (!st->trace_out.empty())
+      write_file_atomically(st->trace_out, to_chrome_trace(out.trace, out.record["provenance"]).dump() + "\n");
+    if (!st->results.empty()) append_record(st->results, out.record);
+    if (st->format == "json") std::cout << out.record.dump(1) << '\n';
+    else print_text(out.record);
+  };
+}
+
+}  // namespace ppbench::cli
