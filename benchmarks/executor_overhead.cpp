@@ -158,6 +158,8 @@ void register_benchmarks() {
                                  BM_ThreadSpawn, d)
         ->UseRealTime()
         ->MinTime(0.1)
+        ->Repetitions(3)
+        ->DisplayAggregatesOnly(true)
         ->Unit(benchmark::kMicrosecond);
   }
   for (const char* family : {"1f1b", "gpipe", "zb-h1", "interleaved-1f1b", "dualpipe"})
@@ -172,9 +174,13 @@ void register_benchmarks() {
                            "/N" + std::to_string(n);
         if (p.chunks > 0) name += "/v" + std::to_string(p.chunks);
         // Wall clock: the ranks' threads are what is measured, not this thread's CPU time.
+        // Three repetitions, read by their median: on a shared machine a single stall of a rank
+        // thread can multiply a short step's time (compare_perf.py also takes the median).
         benchmark::RegisterBenchmark(name.c_str(), BM_Executor, p)
             ->UseRealTime()
-            ->MinTime(0.5)
+            ->MinTime(0.2)
+            ->Repetitions(3)
+            ->DisplayAggregatesOnly(true)
             ->Unit(benchmark::kMicrosecond);
       }
 }

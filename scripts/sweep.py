@@ -1,26 +1,42 @@
 #!/usr/bin/env python3
-"""Run a parameter sweep of `ppbench simulate` and record every point.
+"""Run a parameter sweep of `ppbench simulate` or `ppbench run` and record every point.
 
 SPEC is a JSON file:
 
     {"name": "theory",
+     "timeout": 300,
      "runs": [{"schedule": ["gpipe", "1f1b"], "devices": [2, 4, 8],
                "microbatches": [1, 2, 4, 8], "chunks": [2], "group_size": [0],
-               "cost": ["F=1,B=2"], "comm": [0]}, ...]}
+               "cost": ["F=1,B=2"], "comm": [0]},
+              {"command": "run", "workload": ["mlp"], "workload_flags": ["--layers 8 --width 256"],
+               "schedule": ["1f1b"], "devices": [1, 2, 4], "microbatches": [4, 8],
+               "microbatch_size": [8], "steps": [3], "warmup": [1], "dtype": ["f32"]}, ...]}
 
 Each group of "runs" is expanded to the cartesian product of its lists (a scalar counts as a
-one-element list; a missing key means ppbench's default). "chunks" and "group_size" are passed
-only to schedules that take them (interleaved-1f1b); for the others they are recorded as 1 and 0.
+one-element list; a missing key means ppbench's default). "command" is "simulate" (the default:
+keys schedule, devices, microbatches, chunks, group_size, cost, comm) or "run" (real training
+steps on the CPU backend: keys schedule, devices, microbatches, chunks, group_size, workload,
+workload_flags, microbatch_size, dtype, steps, warmup, seed, recompute, backend).
+"workload_flags" is one string of workload options per value ("--preset tiny-llama --seq 64").
+"chunks" and "group_size" are passed only to schedules that take them (interleaved-1f1b); for the
+others they are recorded as 1 and 0. The spec's optional "timeout" is the seconds allowed per
+point (--timeout overrides it).
 
 Every point becomes one line of PREFIX.jsonl:
-  - exit 0: ppbench's JSON object plus "sweep", "status": "ok", "cost", "comm" and "point"
+  - exit 0: ppbench's JSON object plus "sweep", "status": "ok", "point" (and for simulate
+    points "cost", "comm"; for run points "closed_form": the closed-form bubble of the same
+    schedule, D, N, v from `ppbench simulate --cost F=1,B=2`, null where none applies)
   - exit 2: {"status": "invalid", "error": <ppbench's one-line message>, ...point}
   - else:   {"status": "error", "error": ..., ...point}  (crash, timeout, unparseable output)
 
-Points already recorded in PREFIX.jsonl with status ok or invalid are skipped (key: schedule,
-devices, microbatches, chunks, group_size, cost, comm); "error" rows are retried and replaced,
-and --force re-runs everything. PREFIX.jsonl is rewritten atomically after every point (temp
-file in the same directory, then os.replace), and PREFIX.csv is regenerated from it the same way.
+Points already recorded in PREFIX.jsonl with status ok or invalid are skipped (key: command and
+every spec key above, e.g. schedule, devices, microbatches, chunks, group_size, cost, comm,
+workload, workload_flags, ...); "error" rows are retried and replaced, and --force re-runs
+everything. PREFIX.jsonl is rewritten atomically after every point (temp file in the same
+directory, then os.replace), and PREFIX.csv is regenerated from it the same way: simulate rows
+in the simulate columns, run rows in the run columns (step time, throughput, measured and
+predicted bubble, gap, loss, grad norm, peak bytes). When one file holds both kinds, the run rows
+go to PREFIX-run.csv.
 """
 
 from __future__ import annotations
@@ -31,6 +47,7 @@ import io
 import itertools
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -42,11 +59,30 @@ from typing import Any, Iterable
 CHUNKED_SCHEDULES = frozenset({"interleaved-1f1b"})
 
 SPEC_KEYS = ("schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm")
+RUN_KEYS = ("command", "backend", "workload", "workload_flags", "schedule", "devices",
+            "microbatches", "chunks", "group_size", "microbatch_size", "dtype", "steps", "warmup",
+            "seed", "recompute")
+COMMANDS = ("simulate", "run")
+# Simulate keys a run point does not take, and run keys a simulate point does not take.
+SIMULATE_ONLY = frozenset({"cost", "comm"})
+RUN_ONLY = frozenset(RUN_KEYS) - frozenset(SPEC_KEYS) - {"command"}
+# The closed form recorded beside run points: the theory's uniform per-stage costs.
+CLOSED_FORM_COST = "F=1,B=2"
 
 CSV_COLUMNS = (
     "schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm", "status",
     "makespan", "bubble_fraction", "bubble_ratio", "zb_bubble_rate", "peak_activations",
     "peak_activation_share", "closed_form_bubble_fraction", "closed_form_idle_per_rank",
+    "git_commit", "date",
+)
+
+RUN_CSV_COLUMNS = (
+    "workload", "workload_flags", "schedule", "devices", "microbatches", "chunks", "group_size",
+    "microbatch_size", "dtype", "steps", "warmup", "seed", "recompute", "status", "error",
+    "params", "step_time_s", "samples_per_s", "tokens_per_s", "measured_makespan",
+    "measured_bubble_fraction", "predicted_bubble_fraction", "bubble_gap",
+    "measured_zb_bubble_rate", "closed_form_bubble_fraction", "loss", "grad_norm",
+    "max_measured_peak_bytes", "max_model_peak_bytes", "cpu", "cpu_cores", "host",
     "git_commit", "date",
 )
 
@@ -62,30 +98,70 @@ class Point:
     group_size: int | None = None
     cost: str = ""
     comm: float | None = None
+    command: str = "simulate"
+    backend: str | None = None
+    workload: str = ""
+    workload_flags: str = ""
+    microbatch_size: int | None = None
+    dtype: str | None = None
+    steps: int | None = None
+    warmup: int | None = None
+    seed: int | None = None
+    recompute: bool = False
+
+    @property
+    def is_run(self) -> bool:
+        return self.command == "run"
 
     def key(self) -> tuple:
-        return (self.schedule, self.devices, self.microbatches, self.chunks, self.group_size,
-                self.cost, self.comm)
+        return (self.command, self.schedule, self.devices, self.microbatches, self.chunks,
+                self.group_size, self.cost, self.comm, self.backend, self.workload,
+                self.workload_flags, self.microbatch_size, self.dtype, self.steps, self.warmup,
+                self.seed, self.recompute)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in SPEC_KEYS}
+        return {k: getattr(self, k) for k in (RUN_KEYS if self.is_run else SPEC_KEYS)}
 
-    def argv(self) -> list[str]:
-        args = ["simulate", "--schedule", self.schedule, "--devices", str(self.devices),
+    def schedule_args(self) -> list[str]:
+        args = ["--schedule", self.schedule, "--devices", str(self.devices),
                 "--microbatches", str(self.microbatches)]
         if self.schedule in CHUNKED_SCHEDULES:
             if self.chunks is not None:
                 args += ["--chunks", str(self.chunks)]
             if self.group_size:
                 args += ["--group-size", str(self.group_size)]
+        return args
+
+    def argv(self) -> list[str]:
+        if self.is_run:
+            return self.run_argv()
+        args = ["simulate", *self.schedule_args()]
         if self.cost:
             args += ["--cost", self.cost]
         if self.comm is not None:
             args += ["--comm", format_number(self.comm)]
         return args + ["--format", "json"]
 
+    def run_argv(self) -> list[str]:
+        args = ["run", "--backend", self.backend or "cpu", "--workload", self.workload,
+                *shlex.split(self.workload_flags), *self.schedule_args()]
+        for flag, value in (("--microbatch-size", self.microbatch_size), ("--dtype", self.dtype),
+                            ("--steps", self.steps), ("--warmup", self.warmup),
+                            ("--seed", self.seed)):
+            if value is not None:
+                args += [flag, str(value)]
+        if self.recompute:
+            args.append("--recompute")
+        return args + ["--format", "json"]
+
+    def closed_form_argv(self) -> list[str]:
+        """`ppbench simulate` of the same schedule, D, N, v with the theory's costs."""
+        return ["simulate", *self.schedule_args(), "--cost", CLOSED_FORM_COST, "--format", "json"]
+
     def label(self) -> str:
         text = f"{self.schedule} D={self.devices} N={self.microbatches}"
+        if self.is_run:
+            text = f"{self.workload} {text}"
         if self.schedule in CHUNKED_SCHEDULES:
             if self.chunks is not None:
                 text += f" v={self.chunks}"
@@ -95,6 +171,11 @@ class Point:
             text += f" cost={self.cost}"
         if self.comm:
             text += f" comm={format_number(self.comm)}"
+        if self.is_run:
+            if self.microbatch_size is not None:
+                text += f" b={self.microbatch_size}"
+            if self.recompute:
+                text += " recompute"
         return text
 
 
@@ -102,17 +183,37 @@ def format_number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
+def optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def make_point(schedule: str, devices: int, microbatches: int, chunks: int | None = None,
                group_size: int | None = None, cost: str | None = None,
-               comm: float | None = None) -> Point:
+               comm: float | None = None, command: str | None = None,
+               backend: str | None = None, workload: str | None = None,
+               workload_flags: str | None = None, microbatch_size: int | None = None,
+               dtype: str | None = None, steps: int | None = None, warmup: int | None = None,
+               seed: int | None = None, recompute: bool | None = None) -> Point:
     """Normalize a point so that equivalent requests share one key."""
+    command = command or "simulate"
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command '{command}' (known: {', '.join(COMMANDS)})")
     if schedule in CHUNKED_SCHEDULES:
         group_size = group_size or None
     else:
         chunks, group_size = 1, None
-    return Point(schedule=str(schedule), devices=int(devices), microbatches=int(microbatches),
-                 chunks=None if chunks is None else int(chunks), group_size=group_size,
-                 cost=cost or "", comm=None if comm is None else float(comm))
+    common = dict(schedule=str(schedule), devices=int(devices), microbatches=int(microbatches),
+                  chunks=None if chunks is None else int(chunks), group_size=group_size)
+    if command == "simulate":
+        return Point(**common, cost=cost or "", comm=None if comm is None else float(comm))
+    if not workload:
+        raise ValueError("a run point needs a 'workload'")
+    return Point(**common, command="run", backend=backend or None, workload=str(workload),
+                 workload_flags=" ".join(shlex.split(str(workload_flags or ""))),
+                 microbatch_size=optional_int(microbatch_size),
+                 dtype=None if dtype is None else str(dtype), steps=optional_int(steps),
+                 warmup=optional_int(warmup), seed=optional_int(seed),
+                 recompute=bool(recompute))
 
 
 def as_list(value: Any) -> list:
@@ -125,15 +226,23 @@ def expand_spec(spec: dict) -> list[Point]:
         raise ValueError("spec needs a 'runs' list of parameter groups")
     points: dict[tuple, Point] = {}
     for i, group in enumerate(spec["runs"]):
-        unknown = set(group) - set(SPEC_KEYS)
+        command = group.get("command", "simulate")
+        if command not in COMMANDS:
+            raise ValueError(f"runs[{i}]: unknown command '{command}' (known: {COMMANDS})")
+        keys = RUN_KEYS if command == "run" else ("command",) + SPEC_KEYS
+        unknown = set(group) - set(keys)
         if unknown:
-            raise ValueError(f"runs[{i}]: unknown keys {sorted(unknown)} (known: {SPEC_KEYS})")
-        for required in ("schedule", "devices", "microbatches"):
-            if required not in group:
-                raise ValueError(f"runs[{i}]: missing '{required}'")
-        lists = [as_list(group.get(k)) for k in SPEC_KEYS]
+            raise ValueError(f"runs[{i}]: unknown keys {sorted(unknown)} for command "
+                             f"'{command}' (known: {keys})")
+        required = ("schedule", "devices", "microbatches") + (
+            ("workload",) if command == "run" else ())
+        for key in required:
+            if key not in group:
+                raise ValueError(f"runs[{i}]: missing '{key}'")
+        names = [k for k in keys if k != "command"]
+        lists = [as_list(group.get(k)) for k in names]
         for values in itertools.product(*lists):
-            point = make_point(**dict(zip(SPEC_KEYS, values)))
+            point = make_point(command=command, **dict(zip(names, values)))
             points.setdefault(point.key(), point)
     return list(points.values())
 
@@ -144,7 +253,8 @@ def row_key(row: dict) -> tuple | None:
     if not isinstance(point, dict):
         point = row  # a row written by another tool: use its top-level fields
     try:
-        return make_point(**{k: point.get(k) for k in SPEC_KEYS}).key()
+        keys = RUN_KEYS if point.get("command") == "run" else SPEC_KEYS
+        return make_point(**{k: point.get(k) for k in keys}).key()
     except (TypeError, ValueError):
         return None
 
@@ -173,8 +283,25 @@ def run_point(ppbench: str, point: Point, sweep: str, timeout: float) -> dict:
         return failed_row(point, base, "error", f"unparseable output: {e}")
     row = dict(result)
     row.update(base)
-    row.update({"status": "ok", "cost": point.cost, "comm": point.comm})
+    row["status"] = "ok"
+    if point.is_run:
+        row["closed_form"] = closed_form(ppbench, point, timeout)
+        row["closed_form_cost"] = CLOSED_FORM_COST
+    else:
+        row.update({"cost": point.cost, "comm": point.comm})
     return row
+
+
+def closed_form(ppbench: str, point: Point, timeout: float) -> dict | None:
+    """The closed form ppbench states for this schedule, D, N, v (None when it cannot say)."""
+    try:
+        proc = subprocess.run([ppbench, *point.closed_form_argv()], capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        result = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        return None
+    value = result.get("closed_form") if isinstance(result, dict) else None
+    return value if isinstance(value, dict) else None
 
 
 def failed_row(point: Point, base: dict, status: str, error: str) -> dict:
@@ -272,26 +399,107 @@ def csv_row(row: dict) -> dict[str, Any]:
     return {k: ("" if v is None else v) for k, v in out.items()}
 
 
-def write_csv(path: Path, rows: Iterable[dict]) -> None:
+def is_run_row(row: dict) -> bool:
+    point = row.get("point") or {}
+    return (point.get("command") or row.get("command")) == "run"
+
+
+def numbers(values: Iterable[Any]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def run_csv_row(row: dict) -> dict[str, Any]:
+    point = row.get("point") or {}
+    measured = row.get("measured") or {}
+    predicted = row.get("predicted") or {}
+    throughput = row.get("throughput") or {}
+    prov = row.get("provenance") or {}
+    closed = row.get("closed_form") or {}
+    act = [a for a in row.get("activation_bytes") or [] if isinstance(a, dict)]
+    out: dict[str, Any] = {}
+    for k in RUN_CSV_COLUMNS[:13]:
+        value = point.get(k, row.get(k))
+        out[k] = "" if value is None else value
+    out["status"] = row.get("status", "")
+    out["error"] = row.get("error", "")
+    out["params"] = row.get("params")
+    out["step_time_s"] = row.get("step_time_s")
+    out["samples_per_s"] = throughput.get("samples_per_s")
+    out["tokens_per_s"] = throughput.get("tokens_per_s")
+    out["measured_makespan"] = measured.get("makespan")
+    out["measured_bubble_fraction"] = measured.get("bubble_fraction")
+    out["predicted_bubble_fraction"] = predicted.get("bubble_fraction")
+    gap = (row.get("fidelity") or {}).get("bubble_fraction_gap")
+    if gap is None and None not in (out["measured_bubble_fraction"],
+                                     out["predicted_bubble_fraction"]):
+        gap = out["measured_bubble_fraction"] - out["predicted_bubble_fraction"]
+    out["bubble_gap"] = gap
+    out["measured_zb_bubble_rate"] = measured.get("zb_bubble_rate")
+    out["closed_form_bubble_fraction"] = closed.get("bubble_fraction")
+    out["loss"] = row.get("loss")
+    out["grad_norm"] = row.get("grad_norm")
+    measured_bytes = numbers(a.get("measured_peak_bytes") for a in act)
+    model_bytes = numbers(a.get("model_peak_bytes") for a in act)
+    out["max_measured_peak_bytes"] = max(measured_bytes) if measured_bytes else None
+    out["max_model_peak_bytes"] = max(model_bytes) if model_bytes else None
+    for k in ("cpu", "cpu_cores", "host", "git_commit", "date"):
+        out[k] = prov.get(k, "")
+    return {k: ("" if v is None else v) for k, v in out.items()}
+
+
+def csv_text(columns: tuple[str, ...], make_row, rows: Iterable[dict]) -> str:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow(csv_row(row))
-    atomic_write(path, buf.getvalue())
+        writer.writerow(make_row(row))
+    return buf.getvalue()
+
+
+def write_csv(path: Path, rows: Iterable[dict]) -> list[Path]:
+    """PREFIX.csv from the rows (see the module doc for where run rows go); the paths written."""
+    rows = list(rows)
+    runs = [r for r in rows if is_run_row(r)]
+    sims = [r for r in rows if not is_run_row(r)]
+    if runs and not sims:
+        atomic_write(path, csv_text(RUN_CSV_COLUMNS, run_csv_row, runs))
+        return [path]
+    atomic_write(path, csv_text(CSV_COLUMNS, csv_row, sims))
+    if not runs:
+        return [path]
+    run_path = path.with_name(path.stem + "-run" + path.suffix)
+    atomic_write(run_path, csv_text(RUN_CSV_COLUMNS, run_csv_row, runs))
+    return [path, run_path]
 
 
 def describe(row: dict) -> str:
+    if row["status"] == "ok" and is_run_row(row):
+        measured = (row.get("measured") or {}).get("bubble_fraction")
+        predicted = (row.get("predicted") or {}).get("bubble_fraction")
+        rate = (row.get("throughput") or {}).get("samples_per_s")
+        parts = []
+        if isinstance(measured, (int, float)):
+            parts.append(f"bubble {measured:.4f}")
+        if isinstance(predicted, (int, float)):
+            parts.append(f"predicted {predicted:.4f}")
+        if isinstance(rate, (int, float)):
+            parts.append(f"{rate:.4g} samples/s")
+        return ", ".join(parts) or "ok"
     if row["status"] == "ok":
         bubble = row.get("bubble_fraction")
         return f"bubble {bubble:.4f}" if isinstance(bubble, (int, float)) else "ok"
     return f"{row['status']}: {row.get('error', '')}"
 
 
+DEFAULT_TIMEOUT = 600.0
+
+
 def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
-              timeout: float = 600.0) -> dict[str, int]:
+              timeout: float | None = None) -> dict[str, int]:
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
     name = spec.get("name") or spec_path.stem
+    if timeout is None:
+        timeout = float(spec.get("timeout") or DEFAULT_TIMEOUT)
     points = expand_spec(spec)
     records = Records(prefix.with_name(prefix.name + ".jsonl"))
     todo = [p for p in points if force or records.status(p) not in ("ok", "invalid")]
@@ -311,7 +519,7 @@ def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Run `ppbench simulate` over the cartesian product of a sweep spec and "
+        description="Run `ppbench simulate` or `ppbench run` over the cartesian product of a sweep spec and "
                     "record each point in PREFIX.jsonl and PREFIX.csv.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("spec", type=Path, help="sweep spec (JSON), e.g. benchmarks/sweeps/theory.json")
@@ -319,8 +527,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, type=Path,
                         help="output prefix: writes PREFIX.jsonl and PREFIX.csv")
     parser.add_argument("--force", action="store_true", help="re-run points already recorded")
-    parser.add_argument("--timeout", type=float, default=600.0,
-                        help="seconds allowed per point (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds allowed per point (default: the spec's 'timeout', else "
+                             f"{DEFAULT_TIMEOUT:g})")
     parser.add_argument("--fail-on-error", action="store_true",
                         help="exit 1 if any point ended with status 'error'")
     return parser.parse_args(argv)

@@ -53,7 +53,7 @@ enum class LayerKind {
   kClassifierLoss,    // linear (with bias) + softmax cross-entropy: the MLP's last layer
   kEmbedding,         // token embedding lookup
   kLlamaLayer,        // RMSNorm, causal GQA attention with rotary, RMSNorm, SwiGLU FFN
-  kGptLayer,          // LayerNorm, causal MHA with rotary and biases, LayerNorm, GeLU FFN
+  kGptLayer,          // LayerNorm, causal MHA with biases (no rotary), LayerNorm, GeLU FFN
   kLmHead,            // final norm + LM head linear + cross-entropy
   kAmoebaStem,        // ReLU, 3x3 stride-2 conv, BatchNorm
   kAmoebaNormalCell,  // AmoebaNet-D normal cell, including its two input preprocessors

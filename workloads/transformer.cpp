@@ -20,6 +20,11 @@ void TransformerConfig::validate() const {
   if (heads % kv_heads != 0)
     throw UsageError("--kv-heads " + std::to_string(kv_heads) + " does not divide --heads " +
                      std::to_string(heads) + " (each key/value head serves a whole group)");
+  // GPipe's Transformer-L is plain multi-head attention, and so is its kernel.
+  if (style == TransformerStyle::kGpt && kv_heads != heads)
+    throw UsageError("--kv-heads " + std::to_string(kv_heads) + " is not allowed for the GPipe-style "
+                     "transformer (plain multi-head attention): it must equal --heads " +
+                     std::to_string(heads));
   if (head_dim() % 2 != 0)
     throw UsageError("--hidden " + std::to_string(hidden) + " / --heads " + std::to_string(heads) +
                      " gives head dimension " + std::to_string(head_dim()) +

@@ -1,8 +1,9 @@
 // The `transformer` workload: embedding, `layers` decoder layers, final norm + LM head +
 // cross-entropy. Two layer styles:
 //   llama: RMSNorm, causal grouped-query attention with rotary embeddings, SwiGLU FFN, no biases.
-//   gpt:   LayerNorm, causal multi-head attention (rotary; GPipe's sinusoidal positions are
-//          parameter-free too, so counts agree), GeLU FFN, biases on every linear.
+//   gpt:   LayerNorm, causal multi-head attention (no position embedding in the layer: GPipe's
+//          sinusoidal positions are parameter-free, so counts agree), GeLU FFN, biases on every
+//          linear; --kv-heads must equal --heads.
 // Input and output embeddings are untied in both (Llama 3 unties them; GPipe's published
 // Transformer-L sizes match only with two vocab x hidden matrices, see tests/workloads).
 #pragma once

@@ -313,13 +313,13 @@ TEST_P(AmoebaLayerTest, Float32IsCloseToFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(
     Amoeba, AmoebaLayerTest,
-    ::testing::Values(LayerCase{"stem", 1},
+    ::testing::Values(LayerCase{"stem", 3},
                       LayerCase{"reduction0", 1},  // reads the stem's output as s1 and s2
                       LayerCase{"reduction1", 1},  // after a reduction: factorized reduce of s2
                       LayerCase{"normal0.0", 1},   // normal after a reduction
                       LayerCase{"normal0.1", 1},   // normal after a normal: 1x1 conv of s2
                       LayerCase{"reduction2", 1},  // reduction after a normal
-                      LayerCase{"normal2.1", 1},   // the last cell: no skip output
+                      LayerCase{"normal2.1", 2},   // the last cell: no skip output
                       LayerCase{"classifier", 1}),
     [](const ::testing::TestParamInfo<LayerCase>& param_info) {
       std::string n = param_info.param.layer;

@@ -74,6 +74,11 @@ MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int 
         mb.targets.push_back(t + 1 < seq ? static_cast<std::int32_t>(x.data[i * seq + t + 1])
                                          : static_cast<std::int32_t>(rng.uniform() * static_cast<double>(vocab)));
   } else {
+    if (spec.workload == "amoebanet") {
+      // The spec names images [b, 3, H, W]; the kernels run NHWC.
+      const auto& sh = spec.input.shape;
+      x = Tensor<T>({sh[0], sh[2], sh[3], sh[1]});
+    }
     rng.fill(x, -1.0, 1.0);
     const std::int64_t classes = spec.layers.back().attrs.count("classes")
                                      ? spec.layers.back().attrs.at("classes")
