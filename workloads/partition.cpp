@@ -90,7 +90,7 @@ std::vector<int> explicit_partition(std::string_view list, int layers, int stage
   }
   if (static_cast<int>(counts.size()) != stages)
     throw UsageError("--partition '" + text + "' has " + std::to_string(counts.size()) +
-                     " entries but --stages is " + std::to_string(stages));
+                     " entries but the pipeline has " + std::to_string(stages) + " stages");
   int sum = 0;
   for (int c : counts) sum += c;
   if (sum != layers)
@@ -114,7 +114,7 @@ PartitionPlan partition(const WorkloadSpec& spec, int stages, std::string_view m
                      "' (allowed: balanced, uniform, or layer counts such as 4,4,3,5)");
   if (n < stages)
     throw UsageError("workload " + spec.workload + " has " + std::to_string(n) +
-                     " layers, fewer than --stages " + std::to_string(stages) +
+                     " layers, fewer than the pipeline's " + std::to_string(stages) + " stages" +
                      " (every stage needs at least one layer)");
 
   PartitionPlan plan;

@@ -1,6 +1,7 @@
 // `ppbench run`: real pipelined training steps of a workload under a
 // schedule, with measured and predicted metrics (harness/backends/cpu).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -101,6 +102,12 @@ Command add_run(CLI::App& parent) {
     if (st->backend == "cuda")
       throw UsageError("--backend cuda: the GPU executor is not built yet; use --backend cpu");
     const WorkloadSpec spec = st->workload.build();
+    // Refuse an unwritable output before spending the run on it.
+    for (const std::string& path : {st->results, st->trace_out}) {
+      const auto dir = std::filesystem::path(path).parent_path();
+      if (!path.empty() && !dir.empty() && !std::filesystem::is_directory(dir))
+        throw UsageError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
+    }
     st->options.schedule = st->schedule.params();
     RunOutput out = run_cpu(spec, st->options);
     if (!st->trace_out.empty())
