@@ -7,6 +7,10 @@
 #                   SANITIZE_TESTS= skips them.
 #   SWEEP_FLAGS     extra flags for scripts/sweep.py, e.g. SWEEP_FLAGS=--force to re-run
 #                   points already recorded (needed after a schedule or simulator change).
+#   BENCH_BACKEND   which measured sweep `make bench` runs after the theory sweep: cpu (the
+#                   default; benchmarks/sweeps/cpu.json into results/cpu.jsonl/.csv). This is
+#                   the hook for the GPU sweep: a bench-<backend> target plus an entry in
+#                   BENCH_BACKENDS (and, later, a default chosen from the machine).
 
 BUILD_DIR      ?= build
 BUILD_TYPE     ?= Release
@@ -26,6 +30,21 @@ PLOTS_DIR      := plots
 THEORY_SPEC    := benchmarks/sweeps/theory.json
 THEORY         := $(RESULTS_DIR)/theory
 PERF_DIR       := $(RESULTS_DIR)/perf
+CPU_SPEC       := benchmarks/sweeps/cpu.json
+CPU_RESULTS    := $(RESULTS_DIR)/cpu
+BENCH_BACKENDS := cpu
+BENCH_BACKEND  ?= cpu
+# Seconds one measured point may take before it is recorded as an error row.
+POINT_TIMEOUT  ?= 300
+
+# Measured timelines (plots/timeline_measured_<name>.png) and the memory figure: real
+# `ppbench run` steps of the CPU sweep's transformer, at D=4, N=8.
+MEASURED_WORKLOAD := --workload transformer --preset tiny-llama --layers 8 --hidden 128 --ffn 344 \
+                     --heads 4 --kv-heads 2 --seq 64 --vocab 512 --microbatch-size 2 --dtype f32
+MEASURED_DEVICES      := 4
+MEASURED_MICROBATCHES := 8
+MEASURED_TIMELINES    := 1f1b zb-h1 interleaved-1f1b dualpipev
+MEASURED_MEMORY_SCHEDULES := gpipe,1f1b,zb-h1,zb-h2,zb-v,dualpipev
 
 # Timeline figures: plots/timeline_<name>.png, all at D=4, N=8.
 # <name> is a schedule name; TIMELINE_ARGS_<name> adds flags for it.
@@ -46,8 +65,8 @@ CXX_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.cpp' 
 MAKEFLAGS += --no-print-directory
 
 .DEFAULT_GOAL := build
-.PHONY: build deps configure test sanitize-tests bench sweep plots timelines bubble-plots \
-        report perf format format-check clean distclean help
+.PHONY: build deps configure test sanitize-tests bench bench-theory bench-cpu sweep plots \
+        timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help
 
 help:  ## list the targets
 	@echo "ppbench make targets (BUILD_DIR=$(BUILD_DIR), BUILD_TYPE=$(BUILD_TYPE), JOBS=$(JOBS)):"
@@ -81,14 +100,23 @@ sanitize-tests:  ## build and ctest each PPBENCH_SANITIZE value in SANITIZE_TEST
 	  ctest --test-dir "$$dir" --output-on-failure -j$(CTEST_JOBS) -R '$(SANITIZE_TEST_REGEX)'; \
 	done
 
-bench: build  ## run the theory sweep, then `make plots` and `make report`
-	$(PYTHON) scripts/sweep.py $(THEORY_SPEC) --ppbench $(PPBENCH) --out $(THEORY) $(SWEEP_FLAGS)
+bench: build  ## theory sweep + the BENCH_BACKEND sweep (cpu), then `make plots` and `make report`
+	@case " $(BENCH_BACKENDS) " in *" $(BENCH_BACKEND) "*) ;; \
+	  *) echo "make bench: no measured sweep for BENCH_BACKEND=$(BENCH_BACKEND) (known: $(BENCH_BACKENDS))"; exit 2;; esac
+	@echo "make bench: theory sweep, then the $(BENCH_BACKEND) sweep (BENCH_BACKEND=$(BENCH_BACKEND))"
+	@$(MAKE) bench-theory bench-$(BENCH_BACKEND)
 	@$(MAKE) plots report
 
-sweep: build  ## only the theory sweep (skips points already in results/theory.jsonl)
+bench-theory: build  ## the theory sweep (ppbench simulate) into results/theory.jsonl/.csv
 	$(PYTHON) scripts/sweep.py $(THEORY_SPEC) --ppbench $(PPBENCH) --out $(THEORY) $(SWEEP_FLAGS)
 
-plots: timelines bubble-plots  ## all figures into plots/
+bench-cpu: build  ## the CPU sweep (real runs, benchmarks/sweeps/cpu.json) into results/cpu.jsonl/.csv
+	$(PYTHON) scripts/sweep.py $(CPU_SPEC) --ppbench $(PPBENCH) --out $(CPU_RESULTS) \
+	  --timeout $(POINT_TIMEOUT) $(SWEEP_FLAGS)
+
+sweep: bench-theory  ## only the theory sweep (skips points already in results/theory.jsonl)
+
+plots: timelines measured-timelines bubble-plots memory-plots  ## all figures into plots/
 
 timelines: build  ## plots/timeline_<schedule>.png at D=4, N=8 (traces in plots/traces/)
 	@mkdir -p $(PLOTS_DIR)/traces
@@ -102,14 +130,34 @@ timelines: build  ## plots/timeline_<schedule>.png at D=4, N=8 (traces in plots/
 	  $(PYTHON) scripts/plot_timeline.py $$trace --out $(PLOTS_DIR)/timeline_$$name.png; \
 	done
 
+measured-timelines: build  ## plots/timeline_measured_<schedule>.png: real CPU steps (transformer, D=4, N=8)
+	@mkdir -p $(PLOTS_DIR)/traces
+	@set -e; for name in $(MEASURED_TIMELINES); do \
+	  trace=$(PLOTS_DIR)/traces/measured_$$name.json; \
+	  cmd="$(PPBENCH) run --backend cpu $(MEASURED_WORKLOAD) --schedule $$name --devices $(MEASURED_DEVICES) --microbatches $(MEASURED_MICROBATCHES) --steps 1 --warmup 1 --trace-out $$trace --format json"; \
+	  echo "$$cmd"; rc=0; $$cmd >/dev/null || rc=$$?; \
+	  if [ $$rc -eq 2 ]; then echo "  skipped: $$name is not valid at D=$(MEASURED_DEVICES), N=$(MEASURED_MICROBATCHES)"; continue; fi; \
+	  if [ $$rc -ne 0 ]; then echo "  ppbench run failed for $$name (exit $$rc)"; exit $$rc; fi; \
+	  $(PYTHON) scripts/plot_timeline.py $$trace --out $(PLOTS_DIR)/timeline_measured_$$name.png \
+	    --label "transformer $$name D=$(MEASURED_DEVICES) N=$(MEASURED_MICROBATCHES)"; \
+	done
+
 bubble-plots: deps  ## plots/bubble_*.png from results/theory.jsonl
 	@if [ -f $(THEORY).jsonl ]; then \
 	  $(PYTHON) scripts/plot_bubble.py $(THEORY).jsonl --out-dir $(PLOTS_DIR); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; fi
 
-report: deps  ## results/REPORT.md from results/theory.jsonl
+memory-plots: deps  ## plots/memory_*.png and plots/bubble_measured_vs_predicted.png from results/cpu.jsonl
+	@if [ -f $(CPU_RESULTS).jsonl ]; then \
+	  $(PYTHON) scripts/plot_memory.py $(CPU_RESULTS).jsonl --out-dir $(PLOTS_DIR) \
+	    --workload transformer --devices $(MEASURED_DEVICES) --microbatches $(MEASURED_MICROBATCHES) \
+	    --schedules $(MEASURED_MEMORY_SCHEDULES); \
+	else echo "no $(CPU_RESULTS).jsonl yet: run 'make bench' (or 'make bench-cpu') first"; fi
+
+report: deps  ## results/REPORT.md from results/theory.jsonl (+ measured sections from results/cpu.jsonl)
 	@if [ -f $(THEORY).jsonl ]; then \
-	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(RESULTS_DIR)/REPORT.md; \
+	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(RESULTS_DIR)/REPORT.md \
+	    $$( [ -f $(CPU_RESULTS).jsonl ] && echo --measured $(CPU_RESULTS).jsonl ); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; exit 1; fi
 
 perf: build  ## Google Benchmark run, compared with results/perf/baseline.json

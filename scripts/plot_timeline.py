@@ -7,9 +7,12 @@ when ranks hold several stages; later micro-batches get a lighter shade. The gra
 each row is idle time. Communication events (pid 1), when their tid is a rank, are drawn as a
 thin strip under that rank's row.
 
-Trace format (written by `ppbench simulate --trace-out FILE`): {"traceEvents": [...],
-"otherData": {...}}; compute events have "ph": "X", "pid": 0, "tid": rank, "ts"/"dur" in
-microseconds (1 simulator time unit = 1000 us), "cat" in F/B/I/W/FB and "args": {"stage", "mb"}.
+Trace format (written by `ppbench simulate --trace-out FILE` and `ppbench run --trace-out
+FILE`): {"traceEvents": [...], "otherData": {...}}; compute events have "ph": "X", "pid": 0,
+"tid": rank, "ts"/"dur" in microseconds, "cat" in F/B/I/W/FB and "args": {"stage", "mb"}.
+otherData.time_unit says what the microseconds stand for: in a simulated trace 1 cost unit =
+1000 us, so the axis is in cost units; a measured trace (time_unit "s", from `ppbench run`) is
+real time, drawn in milliseconds, and its title names the machine (otherData.cpu, cpu_cores).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-US_PER_UNIT = 1000.0  # simulator time unit 1 = 1000 us
+US_PER_UNIT = 1000.0  # simulator time unit 1 = 1000 us; for measured traces 1000 us = 1 ms
+MEASURED_TIME_UNITS = frozenset({"s", "ms", "us"})  # real time, as `ppbench run` writes it
 
 # Okabe-Ito palette (colour-blind safe).
 OP_COLOURS = {
@@ -121,26 +125,46 @@ def text_colour(rgb: tuple[float, float, float]) -> str:
     return "black" if lightness > 0.55 else "white"
 
 
-def default_title(trace: dict, makespan: float) -> str:
+def is_measured(trace: dict) -> bool:
+    """A trace of real time (`ppbench run`), not of simulator cost units."""
     other = trace.get("otherData") or {}
-    parts = [str(other.get("schedule", "schedule"))]
-    for key, sym in (("devices", "D"), ("microbatches", "N")):
-        if key in other:
-            parts.append(f"{sym}={other[key]}")
-    if int(other.get("chunks", 1) or 1) > 1:
-        parts.append(f"v={other['chunks']}")
+    return str(other.get("time_unit", "")) in MEASURED_TIME_UNITS
+
+
+def machine(trace: dict) -> str:
+    other = trace.get("otherData") or {}
+    text = str(other.get("cpu") or other.get("host") or "an unnamed machine")
+    if other.get("cpu_cores"):
+        text += f" ({other['cpu_cores']} cores)"
+    return text
+
+
+def default_title(trace: dict, makespan: float, label: str | None = None) -> str:
+    other = trace.get("otherData") or {}
+    if label:
+        parts = [label]
+    else:
+        parts = [str(other.get("schedule", "schedule"))]
+        for key, sym in (("devices", "D"), ("microbatches", "N")):
+            if key in other:
+                parts.append(f"{sym}={other[key]}")
+        if int(other.get("chunks", 1) or 1) > 1:
+            parts.append(f"v={other['chunks']}")
+    if is_measured(trace):
+        return " ".join(parts) + f", measured on {machine(trace)}  (makespan {makespan:.4g} ms)"
     return " ".join(parts) + f"  (makespan {makespan:g})"
 
 
 def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 110,
-                  width: float | None = None) -> None:
+                  width: float | None = None, label: str | None = None) -> None:
     boxes, ranks = build_boxes(compute_events(trace))
     if not boxes:
         raise ValueError("trace has no compute events (ph 'X', pid 0)")
     t0 = min(b.start for b in boxes)
     makespan = max(b.start + b.dur for b in boxes) - t0
+    measured = is_measured(trace)
     if width is None:  # wide enough for one-unit boxes to hold a label, within reason
-        width = min(20.0, max(12.0, 0.3 * makespan))
+        width = 16.0 if measured else min(20.0, max(12.0, 0.3 * makespan))
     height = 0.8
     fig, ax = plt.subplots(figsize=(width, 1.3 + 0.42 * ranks), dpi=dpi)
 
@@ -158,8 +182,8 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
     ax.set_xlim(0, makespan)
     ax.set_ylim(ranks - 0.5, -0.5)  # rank 0 at the top
     ax.set_yticks(range(ranks), [f"rank {r}" for r in range(ranks)])
-    ax.set_xlabel("time (cost units)")
-    ax.set_title(title or default_title(trace, makespan))
+    ax.set_xlabel("time (ms)" if measured else "time (cost units)")
+    ax.set_title(title or default_title(trace, makespan, label))
     ops = [op for op in OP_COLOURS if any(b.op == op for b in boxes)]
     handles = [Patch(color=OP_COLOURS[op], label=OP_NAMES[op]) for op in ops]
     handles.append(Patch(color=IDLE_COLOUR, label="idle"))
@@ -213,9 +237,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Plot a per-rank pipeline timeline (PNG) from a ppbench trace.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("trace", type=Path, help="trace JSON from `ppbench simulate --trace-out`")
+    parser.add_argument("trace", type=Path,
+                        help="trace JSON from `ppbench simulate|run --trace-out`")
     parser.add_argument("--out", type=Path, help="output PNG (default: TRACE with .png)")
-    parser.add_argument("--title", help="figure title (default: schedule, D, N, makespan)")
+    parser.add_argument("--title", help="figure title (default: schedule, D, N, makespan and, "
+                                        "for a measured trace, the machine)")
+    parser.add_argument("--label", help="what the trace shows (e.g. 'transformer 1f1b D=4 N=8'), "
+                                        "used in the default title instead of otherData")
     parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
     parser.add_argument("--width", type=float,
                         help="figure width in inches (default: 12 to 20, by makespan)")
@@ -226,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = args.out or args.trace.with_suffix(".png")
     try:
-        plot_timeline(load_trace(args.trace), out, args.title, args.dpi, args.width)
+        plot_timeline(load_trace(args.trace), out, args.title, args.dpi, args.width, args.label)
     except (OSError, ValueError, KeyError) as e:
         print(f"plot_timeline: {e}", file=sys.stderr)
         return 1

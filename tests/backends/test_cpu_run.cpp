@@ -10,6 +10,7 @@
 #include "harness/backends/cpu/cpu_run.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
+#include "workloads/amoebanet.h"
 #include "workloads/mlp.h"
 #include "workloads/transformer.h"
 
@@ -35,6 +36,15 @@ WorkloadSpec tiny_transformer(const char* preset, DType dtype) {
   c.vocab = 19;
   c.seq = 5;
   return build_transformer(c, 2, dtype);
+}
+
+WorkloadSpec tiny_amoebanet(DType dtype) {
+  AmoebaNetConfig c;
+  c.layers = 3;  // stem, 2 reductions, 3 normal cells in groups, 2 reductions, classifier
+  c.filters = 8;
+  c.image_size = 32;
+  c.classes = 5;
+  return build_amoebanet(c, 2, dtype);
 }
 
 double relative_gap(const std::vector<double>& a, const std::vector<double>& b) {
@@ -108,6 +118,10 @@ TEST(CpuRun, GptEveryScheduleMatchesSingleDeviceFloat64) {
 }
 TEST(CpuRun, LlamaEveryScheduleMatchesSingleDeviceFloat32) {
   expect_same_step(tiny_transformer("tiny-llama", DType::kF32), 1e-4);
+}
+
+TEST(CpuRun, AmoebaNetEveryScheduleMatchesSingleDeviceFloat64) {
+  expect_same_step(tiny_amoebanet(DType::kF64), 1e-10);
 }
 
 TEST(CpuRun, RecordCarriesTheContract) {

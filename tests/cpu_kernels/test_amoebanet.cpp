@@ -227,6 +227,7 @@ TEST_P(AmoebaLayerTest, InterleavedMicroBatchesEqualSequentialAndWAccumulates) {
   layer->backward_weight(s1);
   EXPECT_EQ(s1.bytes(), 0);
   EXPECT_GT(after_f, 0);
+  EXPECT_LT(after_i, after_f);  // I frees what only it needed (ReLU masks, BN rows, arg-maxes)
   // The spec's memory model counts exactly what these kernels keep.
   EXPECT_EQ(after_f, layer_spec().activation.b);
   EXPECT_EQ(after_i, layer_spec().activation.w);
@@ -375,6 +376,8 @@ TEST(AmoebaBuilder, ParameterCountsMatchTheSpecAtEveryLayer) {
       total += num_params(*layer);
     }
     EXPECT_EQ(total, spec.params());
+    std::printf("[ params   ] %s: %lld in %zu layers\n", spec.config.dump().c_str(),
+                static_cast<long long>(total), spec.layers.size());
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include "harness/backends/cpu/loss_head.h"
 #include "schedules/error.h"
+#include "workloads/cpu/amoebanet_cells.h"
 #include "workloads/cpu/blocks.h"
 #include "workloads/cpu/embedding.h"
 #include "workloads/cpu/layernorm.h"
@@ -53,8 +54,7 @@ PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t in
     case LayerKind::kAmoebaNormalCell:
     case LayerKind::kAmoebaReductionCell:
     case LayerKind::kPoolClassifier:
-      throw UsageError("the amoebanet workload does not run on the CPU backend yet (its cells are "
-                       "being written); use --workload mlp or transformer");
+      return make_amoebanet_layer<T>(l, s);
   }
   throw std::logic_error("unknown layer kind");
 }

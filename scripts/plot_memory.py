@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Figures of measured runs (`ppbench run` rows of scripts/sweep.py's JSON Lines).
+
+1. OUT_DIR/memory_<workload>_D<D>_N<N>.png: per-rank peak activation memory of a few schedules
+   at one (D, N), measured (the per-rank activation arena's peak bytes) beside modelled (the
+   workload's activation model replayed over the schedule), as grouped bars per rank; one panel
+   per schedule, a shared y axis in MiB.
+2. OUT_DIR/bubble_measured_vs_predicted.png: measured bubble_fraction against the simulator's
+   prediction from the same step's measured per-op costs, over every ok run row, one colour per
+   workload, with the y = x line (points above it: the real run idled more than the replay).
+
+bubble_fraction = Σ idle / (ranks × makespan), idle_r = makespan − busy_r. Rows are read, not
+recomputed: every number comes from the results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MEASURED_COLOUR = "#0072B2"
+MODEL_COLOUR = "#E69F00"
+WORKLOAD_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+WORKLOAD_MARKERS = ["o", "s", "^", "D", "v", "P"]
+DEFAULT_SCHEDULES = ("gpipe", "1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev")
+MIB = 1024.0 * 1024.0
+
+
+def load_rows(path: Path) -> list[dict]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            print(f"warning: {path}:{n}: not JSON, skipped", file=sys.stderr)
+    return rows
+
+
+def field(row: dict, key: str, default=None):
+    """A parameter of a row: the requested point first (sweep rows), else the top level."""
+    point = row.get("point") or {}
+    value = point.get(key)
+    return row.get(key, default) if value is None else value
+
+
+def ok_run_rows(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("status", "ok") == "ok" and isinstance(r.get("measured"), dict)]
+
+
+def machine(rows: list[dict]) -> str:
+    """The machines the rows were measured on, as 'CPU (cores), host' (several joined by ';')."""
+    seen = []
+    for r in rows:
+        prov = r.get("provenance") or {}
+        text = str(prov.get("cpu") or "unknown CPU")
+        if prov.get("cpu_cores"):
+            text += f" ({prov['cpu_cores']} cores)"
+        if prov.get("host"):
+            text += f", host {prov['host']}"
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen) if seen else "unknown machine"
+
+
+def memory_rows(rows: list[dict], workload: str, devices: int, microbatches: int,
+                schedules: list[str]) -> list[dict]:
+    """The ok run row of each schedule at (workload, D, N), in the order asked (last one wins)."""
+    found: dict[str, dict] = {}
+    for r in ok_run_rows(rows):
+        if (field(r, "workload") == workload and int(field(r, "devices", 0)) == devices
+                and int(field(r, "microbatches", 0)) == microbatches
+                and field(r, "schedule") in schedules and r.get("activation_bytes")):
+            found[field(r, "schedule")] = r
+    return [found[s] for s in schedules if s in found]
+
+
+def per_rank_bytes(row: dict) -> tuple[list[int], list[float], list[float]]:
+    entries = sorted((a for a in row.get("activation_bytes") or [] if isinstance(a, dict)),
+                     key=lambda a: int(a.get("rank", 0)))
+    return ([int(a.get("rank", 0)) for a in entries],
+            [float(a.get("measured_peak_bytes") or 0) for a in entries],
+            [float(a.get("model_peak_bytes") or 0) for a in entries])
+
+
+def plot_memory(rows: list[dict], out: Path, workload: str, devices: int, microbatches: int,
+                schedules: list[str], dpi: int = 110) -> list[str]:
+    """Write the grouped-bar figure; returns the schedules drawn (ValueError if none)."""
+    chosen = memory_rows(rows, workload, devices, microbatches, schedules)
+    if not chosen:
+        raise ValueError(f"no ok run rows with activation_bytes for {workload} at D={devices}, "
+                         f"N={microbatches} and schedules {', '.join(schedules)}")
+    cols = min(3, len(chosen))
+    nrows = (len(chosen) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows + 0.9), dpi=dpi,
+                             sharey=True, squeeze=False)
+    width = 0.38
+    for ax, row in zip(axes.flat, chosen):
+        ranks, measured, model = per_rank_bytes(row)
+        xs = list(range(len(ranks)))
+        ax.bar([x - width / 2 for x in xs], [m / MIB for m in measured], width,
+               color=MEASURED_COLOUR, label="measured (arena peak)")
+        ax.bar([x + width / 2 for x in xs], [m / MIB for m in model], width,
+               color=MODEL_COLOUR, label="modelled (activation model)")
+        ax.set_xticks(xs, [f"rank {r}" for r in ranks])
+        ax.set_title(f"{field(row, 'schedule')}  (peak {max(measured) / MIB:.3g} MiB measured)",
+                     fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    for ax in axes.flat[len(chosen):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("peak activation memory (MiB)")
+    flags = field(chosen[0], "workload_flags") or ""
+    fig.suptitle(f"Per-rank peak activation memory, {workload} ({flags}), "
+                 f"b={field(chosen[0], 'microbatch_size', '?')}, D={devices}, N={microbatches}\n"
+                 f"measured on {machine(chosen)}", fontsize=10)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=9)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return [field(r, "schedule") for r in chosen]
+
+
+def bubble_points(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """workload -> [(predicted, measured)] of every ok run row that has both."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    for r in ok_run_rows(rows):
+        measured = (r.get("measured") or {}).get("bubble_fraction")
+        predicted = (r.get("predicted") or {}).get("bubble_fraction")
+        if isinstance(measured, (int, float)) and isinstance(predicted, (int, float)):
+            points.setdefault(str(field(r, "workload", "?")), []).append(
+                (float(predicted), float(measured)))
+    return points
+
+
+def plot_bubble_fidelity(rows: list[dict], out: Path, dpi: int = 110) -> int:
+    """Write the measured-vs-predicted scatter; returns the number of points (ValueError if 0)."""
+    points = bubble_points(rows)
+    total = sum(len(v) for v in points.values())
+    if not total:
+        raise ValueError("no ok run rows with measured and predicted bubble_fraction")
+    fig, ax = plt.subplots(figsize=(6.4, 6.0), dpi=dpi)
+    top = max(max(max(p), max(m)) for v in points.values() for p, m in v)
+    top = min(1.0, max(0.05, top * 1.05))
+    ax.plot([0, top], [0, top], color="#444444", lw=1, ls="--", label="y = x", zorder=1)
+    for i, (workload, pts) in enumerate(sorted(points.items())):
+        gaps = [100 * (m - p) for p, m in pts]
+        ax.scatter([p for p, _ in pts], [m for _, m in pts], s=18, alpha=0.75,
+                   color=WORKLOAD_COLOURS[i % len(WORKLOAD_COLOURS)],
+                   marker=WORKLOAD_MARKERS[i % len(WORKLOAD_MARKERS)], zorder=2,
+                   label=f"{workload} ({len(pts)} runs, gap {min(gaps):+.1f} … "
+                         f"{max(gaps):+.1f} pp)")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_aspect("equal")
+    ax.set_xlabel("predicted bubble_fraction (simulator replaying measured op costs)")
+    ax.set_ylabel("measured bubble_fraction")
+    ax.set_title(f"Measured vs predicted bubble, {total} runs\nmeasured on {machine(ok_run_rows(rows))}",
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return total
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Per-rank activation memory (measured beside modelled) and measured-vs-"
+                    "predicted bubble figures from `ppbench run` sweep rows.",
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", type=Path, help="JSON Lines from scripts/sweep.py (run rows)")
+    parser.add_argument("--out-dir", type=Path, default=Path("plots"),
+                        help="output folder (default: %(default)s)")
+    parser.add_argument("--workload", default="transformer",
+                        help="workload of the memory figure (default: %(default)s)")
+    parser.add_argument("--devices", type=int, default=4, help="D of the memory figure (default: 4)")
+    parser.add_argument("--microbatches", type=int, default=8,
+                        help="N of the memory figure (default: 8)")
+    parser.add_argument("--schedules", default=",".join(DEFAULT_SCHEDULES),
+                        help="schedules of the memory figure (default: %(default)s)")
+    parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        rows = load_rows(args.results)
+    except OSError as e:
+        print(f"plot_memory: {e}", file=sys.stderr)
+        return 1
+    schedules = [s for s in args.schedules.split(",") if s]
+    memory_out = args.out_dir / f"memory_{args.workload}_D{args.devices}_N{args.microbatches}.png"
+    bubble_out = args.out_dir / "bubble_measured_vs_predicted.png"
+    failed = False
+    try:
+        drawn = plot_memory(rows, memory_out, args.workload, args.devices, args.microbatches,
+                            schedules, args.dpi)
+        missing = [s for s in schedules if s not in drawn]
+        print(f"wrote {memory_out}" + (f" (no ok rows for {', '.join(missing)})" if missing else ""))
+    except ValueError as e:
+        print(f"plot_memory: {e}", file=sys.stderr)
+        failed = True
+    try:
+        n = plot_bubble_fidelity(rows, bubble_out, args.dpi)
+        print(f"wrote {bubble_out} ({n} runs)")
+    except ValueError as e:
+        print(f"plot_memory: {e}", file=sys.stderr)
+        failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
