@@ -45,7 +45,7 @@ class BadInput(unittest.TestCase):
         (["-w", "mlp", "--microbatch-size", "0"], "--microbatch-size 0"),
         (["-w", "mlp", "--dtype", "f16"], "f16"),
         (["-w", "mlp", "--format", "xml"], "xml"),
-        (["-w", "mlp", "--layers", "4", "--stages", "6"], "--stages 6"),
+        (["-w", "mlp", "--layers", "4", "--stages", "6"], "6 stages"),
         (["-w", "mlp", "--layers", "4", "--stages", "6"], "4 layers"),
         (["-w", "mlp", "--layers", "4", "--stages", "2", "--partition", "1,2"], "sums to 3"),
         (["-w", "mlp", "--layers", "4", "--stages", "3", "--partition", "2,2"], "2 entries"),
