@@ -42,6 +42,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_context.h"
+
 #include "harness/executor/cpu_executor.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -185,38 +187,19 @@ void register_benchmarks() {
       }
 }
 
-// Google Benchmark's context has no CPU model; results from different CPUs are not comparable.
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        const auto start = line.find_first_not_of(' ', colon + 1);
-        return start == std::string::npos ? "unknown" : line.substr(start);
-      }
-    }
-  return "unknown";
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("cpu_model", cpu_model());
+  ppbench::add_benchmark_context();
   const unsigned cores = std::thread::hardware_concurrency();
   benchmark::AddCustomContext(
       "executor_threads_note",
       std::to_string(cores) +
           " hardware threads: rows with D above that oversubscribe (counter oversubscribed = 1); "
           "there us_per_rank_action is inflated by time-sharing and us_per_action is fairer");
-#ifdef NDEBUG
-  benchmark::AddCustomContext("ppbench_build_type", "release");
-#else
-  benchmark::AddCustomContext("ppbench_build_type", "debug (assertions on: not comparable)");
-#endif
   register_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -22,6 +22,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_context.h"
+
 #include "harness/cost_model.h"
 #include "harness/metrics.h"
 #include "harness/simulator.h"
@@ -209,33 +211,13 @@ void register_benchmarks() {
   }
 }
 
-// Google Benchmark's context has no CPU model; results from different CPUs
-// are not comparable, so record it (compare_perf.py prints and checks it).
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        const auto start = line.find_first_not_of(' ', colon + 1);
-        return start == std::string::npos ? "unknown" : line.substr(start);
-      }
-    }
-  return "unknown";
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("cpu_model", cpu_model());
-#ifdef NDEBUG
-  benchmark::AddCustomContext("ppbench_build_type", "release");
-#else
-  benchmark::AddCustomContext("ppbench_build_type", "debug (assertions on: not comparable)");
-#endif
+  ppbench::add_benchmark_context();
   register_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

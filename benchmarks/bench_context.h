@@ -1,0 +1,34 @@
+// What every ppbench benchmark records beside Google Benchmark's own context:
+// Google Benchmark has no CPU model, commit or load, and figures from other
+// machines, commits or a busy machine are not comparable (compare_perf.py
+// prints and checks them).
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <string>
+
+#include "harness/provenance.h"
+
+namespace ppbench {
+
+inline void add_benchmark_context() {
+  const nlohmann::json p = provenance();
+  benchmark::AddCustomContext("cpu_model", p["cpu"].get<std::string>());
+  benchmark::AddCustomContext("git_commit", p["git_commit"].get<std::string>());
+  benchmark::AddCustomContext("compiler", p["compiler"].get<std::string>());
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) == 3) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f %.2f %.2f", load[0], load[1], load[2]);
+    benchmark::AddCustomContext("load_average", buf);
+  }
+#ifdef NDEBUG
+  benchmark::AddCustomContext("ppbench_build_type", "release");
+#else
+  benchmark::AddCustomContext("ppbench_build_type", "debug (assertions on: not comparable)");
+#endif
+}
+
+}  // namespace ppbench
