@@ -209,7 +209,7 @@ TEST_P(AmoebaLayerTest, InterleavedMicroBatchesEqualSequentialAndWAccumulates) {
       layer->backward_weight(s);
       EXPECT_EQ(s.bytes(), 0);
     }
-    for (Param<double>* p : layer->params()) run.grads.push_back(p->grad.data);
+    for (Param<double>* p : layer->params()) run.grads.emplace_back(p->grad.data.begin(), p->grad.data.end());
     return run;
   };
   const Run r0 = sequential({&x0}), r1 = sequential({&x1}), r01 = sequential({&x0, &x1});

@@ -45,7 +45,7 @@ inline double dot(const Tensor<double>& a, const Tensor<double>& b) {
 
 // max |a - b| / max |b|: a norm-wise relative error that tiny entries cannot blow up.
 template <typename A, typename B>
-double rel_error(const std::vector<A>& a, const std::vector<B>& b) {
+double rel_error(const A& a, const B& b) {
   double diff = 0, scale = 1e-30;
   for (std::size_t i = 0; i < a.size(); ++i) {
     diff = std::max(diff, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));

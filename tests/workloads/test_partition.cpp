@@ -128,7 +128,7 @@ void expect_usage(const std::function<void()>& f, const std::string& needle) {
 TEST(Partition, BadInputsAreUsageErrors) {
   const WorkloadSpec spec = mlp(6);
   expect_usage([&] { partition(spec, 8, "balanced"); }, "6 layers");
-  expect_usage([&] { partition(spec, 8, "balanced"); }, "--stages 8");
+  expect_usage([&] { partition(spec, 8, "balanced"); }, "8 stages");
   expect_usage([&] { partition(spec, 3, "1,2"); }, "2 entries");
   expect_usage([&] { partition(spec, 3, "1,2,4"); }, "sums to 7");
   expect_usage([&] { partition(spec, 3, "1,0,5"); }, "entry 0");

@@ -6,17 +6,41 @@
 // Eigen GEMM. Nothing here includes Eigen, so the executor compiles without it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace ppbench::cpu {
 
+// Tensor storage aligned to 64 bytes (a cache line, an AVX-512 register).
+// Eigen's vectorised GEMM peels a different number of leading elements for
+// differently aligned buffers, which changes the rounding; with every buffer
+// aligned alike, the same computation gives the same bits wherever it runs,
+// which the bitwise-equality tests rely on.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  static constexpr std::size_t kAlignment = 64;
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kAlignment)));
+  }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t(kAlignment)); }
+  friend bool operator==(const AlignedAllocator&, const AlignedAllocator&) { return true; }
+};
+
+template <typename T>
+using AlignedVector = std::vector<T, AlignedAllocator<T>>;
+
 template <typename T>
 struct Tensor {
   std::vector<std::int64_t> shape;
-  std::vector<T> data;
+  AlignedVector<T> data;
 
   Tensor() = default;
   explicit Tensor(std::vector<std::int64_t> s, T fill = T(0))
@@ -37,7 +61,7 @@ struct Tensor {
   // Bytes actually held: what the activation arena counts.
   std::int64_t bytes() const { return static_cast<std::int64_t>(data.size() * sizeof(T)); }
   // Frees the buffer but keeps the shape.
-  void release() { std::vector<T>().swap(data); }
+  void release() { AlignedVector<T>().swap(data); }
 };
 
 // What one layer keeps for one micro-batch between its passes: F fills it, I shrinks it to what
