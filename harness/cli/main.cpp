@@ -4,17 +4,21 @@
 // one line on stderr naming the bad value and what is allowed; 1 an internal
 // error (a bug: please report it).
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <iostream>
 
 #include "harness/cli/commands.h"
 #include "schedules/error.h"
+#ifdef PPBENCH_HAVE_CUDA
+#include "workloads/cuda/device_info.h"
+#endif
 
 namespace {
 
 std::string version_text() {
   std::string v = "ppbench " PPBENCH_VERSION;
 #ifdef PPBENCH_HAVE_CUDA
-  v += " (CUDA support compiled in)";
+  v += " (CUDA support compiled in)\n" + ppbench::cuda::device_info_text();
 #else
   v += " (built without CUDA)";
 #endif
@@ -33,7 +37,8 @@ int main(int argc, char** argv) {
       "ppbench: generate, validate and simulate pipeline-parallel training schedules (GPipe, 1F1B, "
       "interleaved 1F1B, Chimera, Zero Bubble, DualPipe) and report their bubble and memory.",
       "ppbench"};
-  app.set_version_flag("--version", version_text());
+  // A callback: the GPU query (CUDA initialisation) runs only when --version is asked for.
+  app.set_version_flag("--version", std::function<std::string()>(version_text));
   app.require_subcommand(1);
   app.footer("Run `ppbench <command> --help` for a command's options. Start with `ppbench list`.");
 

@@ -243,7 +243,7 @@ TEST_P(AmoebaLayerTest, InterleavedMicroBatchesEqualSequentialAndWAccumulates) {
   }
   const std::vector<Param<double>*> ps = layer->params();
   for (std::size_t k = 0; k < ps.size(); ++k) {
-    EXPECT_EQ(ps[k]->grad.data, r01.grads[k]) << ps[k]->name;  // same order of sums: bitwise
+    EXPECT_EQ(std::vector<double>(ps[k]->grad.data.begin(), ps[k]->grad.data.end()), r01.grads[k]) << ps[k]->name;  // same order of sums: bitwise
     std::vector<double> sum(r0.grads[k].size());
     for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = r0.grads[k][i] + r1.grads[k][i];
     EXPECT_LE(rel_error(ps[k]->grad.data, sum), 1e-13) << ps[k]->name;

@@ -6,30 +6,21 @@
 // statistics are kept: ppbench only trains.
 #pragma once
 
-#include "workloads/cpu/layer.h"
+#include "workloads/cpu/normalize.h"
 
 namespace ppbench::cpu {
 
+// Norm's Saved layout and W (normalize.h), with the statistics taken down the columns.
 template <typename T>
-class BatchNorm final : public Layer<T> {
+class BatchNorm final : public Norm<T> {
  public:
   // gamma = 1, beta = 0.
   explicit BatchNorm(std::int64_t channels, double eps = 1e-5);
-  std::string name() const override { return "batchnorm"; }
 
   // F keeps xhat and rstd [C]. I needs dgamma and dbeta for dx anyway, keeps those two [C]
   // vectors for W and frees xhat.
   Tensor<T> forward(const Tensor<T>& x, Saved<T>& saved) override;
   Tensor<T> backward_input(const Tensor<T>& dy, Saved<T>& saved) override;
-  void backward_weight(Saved<T>& saved) override;
-  std::vector<Param<T>*> params() override { return {&gamma, &beta}; }
-
-  Param<T> gamma;
-  Param<T> beta;
-
- private:
-  std::int64_t c_;
-  double eps_;
 };
 
 }  // namespace ppbench::cpu

@@ -1,73 +1,10 @@
 #include "workloads/cpu/rmsnorm.h"
 
-#include <cmath>
-
-#include "workloads/cpu/eigen_util.h"
-
 namespace ppbench::cpu {
 
-namespace {
-enum Slot { kXhat, kRstd, kDGamma, kSlots };
-}
-
 template <typename T>
-RMSNorm<T>::RMSNorm(std::int64_t features, double eps) : c_(features), eps_(eps) {
-  check(features > 0, "rmsnorm: features must be positive");
-  gamma.init("gamma", {features});
-  std::fill(gamma.value.data.begin(), gamma.value.data.end(), T(1));
-}
-
-template <typename T>
-Tensor<T> RMSNorm<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
-  check(x.cols() == c_, "rmsnorm: bad feature size");
-  const std::int64_t n = x.rows();
-  Tensor<T> xhat(x.shape), rstd({n}), y(x.shape);
-  auto X = mat(x);
-  auto Xh = mat(xhat);
-  for (std::int64_t r = 0; r < n; ++r) {
-    const T rs =
-        T(1) / std::sqrt(X.row(r).squaredNorm() / static_cast<T>(c_) + static_cast<T>(eps_));
-    rstd.data[static_cast<std::size_t>(r)] = rs;
-    Xh.row(r) = X.row(r) * rs;
-  }
-  mat(y) = Xh.array().rowwise() * vec(gamma.value).array();
-  saved.clear();
-  saved.in_shape = x.shape;
-  saved.t.resize(kSlots);
-  saved.t[kXhat] = std::move(xhat);
-  saved.t[kRstd] = std::move(rstd);
-  return y;
-}
-
-template <typename T>
-Tensor<T> RMSNorm<T>::backward_input(const Tensor<T>& dy, Saved<T>& saved) {
-  Tensor<T>& xhat = saved.t[kXhat];
-  check(dy.shape == xhat.shape, "rmsnorm: bad output gradient");
-  const std::int64_t n = xhat.rows();
-  Tensor<T> dx(xhat.shape);
-  auto Xh = mat(xhat);
-  auto dY = mat(dy);
-  // dxhat = dy * gamma; dx = rstd * (dxhat - xhat * mean(dxhat * xhat)).
-  RowMat<T> dXh = dY.array().rowwise() * vec(gamma.value).array();
-  auto dX = mat(dx);
-  for (std::int64_t r = 0; r < n; ++r) {
-    const T m = dXh.row(r).cwiseProduct(Xh.row(r)).mean();
-    const T rs = saved.t[kRstd].data[static_cast<std::size_t>(r)];
-    dX.row(r) = rs * (dXh.row(r).array() - Xh.row(r).array() * m);
-  }
-  Tensor<T> dgamma({c_});
-  vec(dgamma) = dY.cwiseProduct(Xh).colwise().sum();
-  saved.t[kDGamma] = std::move(dgamma);
-  saved.t[kXhat].release();
-  saved.t[kRstd].release();
-  return dx;
-}
-
-template <typename T>
-void RMSNorm<T>::backward_weight(Saved<T>& saved) {
-  vec(gamma.grad) += vec(saved.t[kDGamma]);
-  saved.clear();
-}
+RMSNorm<T>::RMSNorm(std::int64_t features, double eps)
+    : RowNorm<T>("rmsnorm", features, eps, /*centered=*/false) {}
 
 template class RMSNorm<float>;
 template class RMSNorm<double>;

@@ -1,0 +1,104 @@
+#include "workloads/cuda/gemm.h"
+
+#include <string>
+
+#include "workloads/cuda/check.h"
+
+namespace ppbench::cuda {
+
+namespace {
+
+cudaDataType_t cuda_type(DType t) {
+  require(t != DType::kI32, "gemm: integer matrices are not supported");
+  return t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// RAII for the cuBLASLt descriptors, so an exception mid-way leaks nothing.
+struct Desc {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Desc() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+void set_batch(cublasLtMatrixLayout_t l, int count, std::int64_t stride) {
+  if (count <= 1) return;
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                sizeof(count)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                &stride, sizeof(stride)));
+}
+
+}  // namespace
+
+void gemm(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t k, const void* a, bool trans_a,
+          const void* b, bool trans_b, DType ab_type, void* c, DType c_type, float alpha,
+          float beta, const void* bias, GemmBatch batch) {
+  require(m > 0 && n > 0 && k > 0, "gemm: empty product");
+  require(c_type == ab_type || c_type == DType::kF32, "gemm: C must be the input type or f32");
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the column-major call takes
+  // B first, with the same transpose flags, and M = n, N = m.
+  const cudaDataType_t ab = cuda_type(ab_type), ct = cuda_type(c_type);
+  const cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const auto M = static_cast<std::uint64_t>(n), N = static_cast<std::uint64_t>(m),
+             K = static_cast<std::uint64_t>(k);
+  // Stored (pre-op) column-major shapes: first is [M, K] or [K, M]; second [K, N] or [N, K].
+  const std::uint64_t first_rows = trans_b ? K : M, first_cols = trans_b ? M : K;
+  const std::uint64_t second_rows = trans_a ? N : K, second_cols = trans_a ? K : N;
+
+  Desc d;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                              sizeof(op_first)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                              sizeof(op_second)));
+  if (bias != nullptr) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof(bias)));
+  }
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, ab, first_rows, first_cols,
+                                          static_cast<std::int64_t>(first_rows)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, ab, second_rows, second_cols,
+                                          static_cast<std::int64_t>(second_rows)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, ct, M, N, static_cast<std::int64_t>(M)));
+  set_batch(d.a, batch.count, batch.stride_b);
+  set_batch(d.b, batch.count, batch.stride_a);
+  set_batch(d.c, batch.count, batch.stride_c);
+
+  const std::string key = std::to_string(m) + "," + std::to_string(n) + "," + std::to_string(k) +
+                          "," + std::to_string(trans_a) + std::to_string(trans_b) + "," +
+                          dtype_name(ab_type) + dtype_name(c_type) + "," +
+                          std::to_string(bias != nullptr) + std::to_string(beta != 0.0f) + "," +
+                          std::to_string(batch.count) + "," + std::to_string(batch.stride_a) +
+                          "," + std::to_string(batch.stride_b) + "," +
+                          std::to_string(batch.stride_c);
+  auto found = ctx.algos.find(key);
+  if (found == ctx.algos.end()) {
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspace_bytes,
+        sizeof(ctx.workspace_bytes)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
+                                                &result, &returned));
+    if (returned == 0) {
+      throw CudaError("cuBLASLt has no algorithm for gemm " + key);
+    }
+    found = ctx.algos.emplace(key, result.algo).first;
+  }
+  CUBLAS_CHECK(cublasLtMatmul(ctx.lt, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
+                              &found->second, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+}
+
+}  // namespace ppbench::cuda

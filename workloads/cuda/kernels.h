@@ -1,0 +1,20 @@
+// Everything of the CUDA kernels in one include (for the executor and the tests).
+#pragma once
+
+#include "workloads/cuda/activations.h"
+#include "workloads/cuda/arena.h"
+#include "workloads/cuda/attention.h"
+#include "workloads/cuda/blocks.h"
+#include "workloads/cuda/check.h"
+#include "workloads/cuda/context.h"
+#include "workloads/cuda/cross_entropy.h"
+#include "workloads/cuda/device_info.h"
+#include "workloads/cuda/embedding.h"
+#include "workloads/cuda/gemm.h"
+#include "workloads/cuda/layer.h"
+#include "workloads/cuda/layernorm.h"
+#include "workloads/cuda/linear.h"
+#include "workloads/cuda/rmsnorm.h"
+#include "workloads/cuda/rope.h"
+#include "workloads/cuda/swiglu.h"
+#include "workloads/cuda/tensor.h"

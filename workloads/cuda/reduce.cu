@@ -1,0 +1,76 @@
+#include "workloads/cuda/reduce.h"
+
+#include "workloads/cuda/kernel_util.cuh"
+
+namespace ppbench::cuda {
+
+namespace {
+
+constexpr int kCols = 32;     // threads along the columns: coalesced row segments
+constexpr int kRowThreads = 8;
+constexpr int kRowsPerBlock = 256;
+
+// Block (32, 8) sums a [kRowsPerBlock, 32] tile, then one atomic per column: the grid covers the
+// rows in chunks so that tall inputs (every token of a micro-batch) keep all SMs busy.
+template <typename T, bool kDot>
+__global__ void col_reduce_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                                  std::int64_t rows, std::int64_t cols, float* __restrict__ out) {
+  __shared__ float part[kRowThreads][kCols];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kCols + threadIdx.x;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock;
+  float s = 0.0f;
+  if (c < cols) {
+    for (std::int64_t r = r0 + threadIdx.y; r < rows && r < r0 + kRowsPerBlock; r += kRowThreads) {
+      const float v = to_f(a[r * cols + c]);
+      s += kDot ? v * to_f(b[r * cols + c]) : v;
+    }
+  }
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int i = 1; i < kRowThreads; ++i) s += part[i][threadIdx.x];
+    atomicAdd(out + c, s);
+  }
+}
+
+template <bool kDot>
+void col_reduce(Context& ctx, const DTensor& a, const DTensor* b, float* out) {
+  const std::int64_t rows = a.rows(), cols = a.cols();
+  if (rows == 0 || cols == 0) return;
+  const dim3 grid(static_cast<unsigned>((cols + kCols - 1) / kCols),
+                  static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+  const dim3 block(kCols, kRowThreads);
+  dispatch_float(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    col_reduce_kernel<T, kDot><<<grid, block, 0, ctx.stream>>>(
+        a.as<T>(), b ? b->as<T>() : nullptr, rows, cols, out);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+__global__ void add_f32_kernel(float* __restrict__ dst, const float* __restrict__ src,
+                               std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] += src[i];
+  }
+}
+
+}  // namespace
+
+void col_sum_accumulate(Context& ctx, const DTensor& x, float* out) {
+  col_reduce<false>(ctx, x, nullptr, out);
+}
+
+void col_dot_accumulate(Context& ctx, const DTensor& a, const DTensor& b, float* out) {
+  require(a.shape() == b.shape() && a.dtype() == b.dtype(), "col_dot: operands differ");
+  col_reduce<true>(ctx, a, &b, out);
+}
+
+void add_f32(Context& ctx, float* dst, const float* src, std::int64_t n) {
+  if (n == 0) return;
+  add_f32_kernel<<<grid_for(n), 256, 0, ctx.stream>>>(dst, src, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ppbench::cuda
