@@ -2,11 +2,15 @@
 #pragma once
 
 #include "workloads/cuda/activations.h"
+#include "workloads/cuda/amoebanet_ops.h"
 #include "workloads/cuda/arena.h"
 #include "workloads/cuda/attention.h"
+#include "workloads/cuda/batchnorm.h"
 #include "workloads/cuda/blocks.h"
 #include "workloads/cuda/check.h"
+#include "workloads/cuda/concat.h"
 #include "workloads/cuda/context.h"
+#include "workloads/cuda/conv2d.h"
 #include "workloads/cuda/cross_entropy.h"
 #include "workloads/cuda/device_info.h"
 #include "workloads/cuda/embedding.h"
@@ -14,6 +18,7 @@
 #include "workloads/cuda/layer.h"
 #include "workloads/cuda/layernorm.h"
 #include "workloads/cuda/linear.h"
+#include "workloads/cuda/pool.h"
 #include "workloads/cuda/rmsnorm.h"
 #include "workloads/cuda/rope.h"
 #include "workloads/cuda/swiglu.h"
