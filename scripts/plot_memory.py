@@ -152,7 +152,7 @@ def plot_bubble_fidelity(rows: list[dict], out: Path, dpi: int = 110) -> int:
     if not total:
         raise ValueError("no ok run rows with measured and predicted bubble_fraction")
     fig, ax = plt.subplots(figsize=(6.4, 6.0), dpi=dpi)
-    top = max(max(max(p), max(m)) for v in points.values() for p, m in v)
+    top = max(max(p, m) for v in points.values() for p, m in v)
     top = min(1.0, max(0.05, top * 1.05))
     ax.plot([0, top], [0, top], color="#444444", lw=1, ls="--", label="y = x", zorder=1)
     for i, (workload, pts) in enumerate(sorted(points.items())):

@@ -6,7 +6,12 @@ Sections:
      ("0.2727 (0.2727)"), one set of tables per cost setting;
   2. the DualPipe paper's comparison table (1F1B, ZB1P, DualPipe, DualPipeV) at PP stages,
      the paper's formulas evaluated with the run's costs beside the simulated idle and peak;
-  3. the seeds' activation-memory example at D=4, N=8 (naive, GPipe, 1F1B).
+  3. the seeds' activation-memory example at D=4, N=8 (naive, GPipe, 1F1B);
+  4. with --measured RESULTS.jsonl (`ppbench run` rows, e.g. results/cpu.jsonl): per workload
+     and D, each schedule × N with the measured bubble_fraction, the simulator's prediction
+     from the same step's measured per-op costs, their gap in percentage points, the closed
+     form (uniform F=1,B=2 stages, where the theory has one), throughput, and peak activation
+     bytes measured vs modelled (max over ranks), under a line naming the machine.
 
 Only formulas and the papers' values are written here; every simulated number comes from
 the results file. The report is written atomically.
@@ -278,10 +283,121 @@ def activation_table(rows: list[dict], cost: str, devices: int = 4, n: int = 8) 
     return out + [""]
 
 
+# --- 4. measured runs ---------------------------------------------------------------------
+
+def run_rows(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if (field(r, "command") or "") == "run" or "measured" in r]
+
+
+def machine_lines(rows: list[dict]) -> list[str]:
+    provs = [r["provenance"] for r in rows if isinstance(r.get("provenance"), dict)]
+
+    def values(key: str) -> str:
+        seen = sorted({str(p[key]) for p in provs if p.get(key) is not None})
+        return ", ".join(seen) if seen else "unknown"
+
+    dates = sorted(str(p["date"]) for p in provs if p.get("date"))
+    date = f"{dates[0]} … {dates[-1]}" if dates and dates[0] != dates[-1] else (
+        dates[0] if dates else "unknown")
+    return [f"- machine: CPU {values('cpu')}, {values('cpu_cores')} cores, host "
+            f"{values('host')}; compiler {values('compiler')}",
+            f"- ppbench commit: {values('git_commit')}; run dates: {date}"]
+
+
+def max_bytes(row: dict, key: str) -> float | None:
+    values = [float(a[key]) for a in row.get("activation_bytes") or []
+              if isinstance(a, dict) and isinstance(a.get(key), (int, float))]
+    return max(values) if values else None
+
+
+def mib(x: float | None) -> str:
+    return DASH if x is None else f"{x / 2**20:.3g}"
+
+
+def measured_line(row: dict) -> str:
+    measured = (row.get("measured") or {}).get("bubble_fraction")
+    predicted = (row.get("predicted") or {}).get("bubble_fraction")
+    gap = None if measured is None or predicted is None else 100 * (measured - predicted)
+    closed = (row.get("closed_form") or {}).get("bubble_fraction")
+    rate = (row.get("throughput") or {}).get("samples_per_s")
+    step = row.get("step_time_s")
+    return (f"| {series_label(row)} | {field(row, 'microbatches')} | {fraction(measured)} | "
+            f"{fraction(predicted)} | {DASH if gap is None else f'{gap:+.1f}'} | "
+            f"{fraction(closed)} | {fmt(rate)} | {DASH if step is None else f'{1e3 * step:.4g}'} | "
+            f"{mib(max_bytes(row, 'measured_peak_bytes'))} / "
+            f"{mib(max_bytes(row, 'model_peak_bytes'))} |")
+
+
+def workload_title(row: dict) -> str:
+    flags = field(row, "workload_flags") or ""
+    parts = [str(field(row, "workload"))]
+    if flags:
+        parts.append(f"`{flags}`")
+    for key, sym in (("microbatch_size", "b"), ("dtype", "dtype"), ("steps", "steps"),
+                     ("warmup", "warm-up")):
+        value = field(row, key)
+        if value is not None:
+            parts.append(f"{sym} {value}")
+    if field(row, "recompute"):
+        parts.append("recompute")
+    return ", ".join(parts)
+
+
+def measured_sections(rows: list[dict], source: str) -> list[str]:
+    runs = run_rows(rows)
+    if not runs:
+        return []
+    ok = [r for r in runs if r.get("status", "ok") == "ok"]
+    counts = defaultdict(int)
+    for r in runs:
+        counts[r.get("status", "ok")] += 1
+    gaps = [100 * (r["measured"]["bubble_fraction"] - r["predicted"]["bubble_fraction"])
+            for r in ok if isinstance((r.get("measured") or {}).get("bubble_fraction"), (int, float))
+            and isinstance((r.get("predicted") or {}).get("bubble_fraction"), (int, float))]
+    out = ["## 4. Measured runs (real training steps)", "",
+           f"From `{source}` ({len(runs)} points: "
+           f"{', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}), one thread per rank.", ""]
+    out += machine_lines(ok or runs)
+    if gaps:
+        out.append(f"- measured − predicted bubble_fraction over all ok runs: "
+                   f"{min(gaps):+.1f} … {max(gaps):+.1f} percentage points")
+    out += ["",
+            "Columns: `measured`: the bubble_fraction ppbench records from the run's measured "
+            "trace (`measured.bubble_fraction`); `predicted`: the simulator replaying the same "
+            "step's measured per-op costs (`predicted.bubble_fraction`); `gap` = measured − predicted in "
+            "percentage points; `closed form`: the theory's bubble for uniform stages with "
+            f"F=1, B=2 ({DASH} where the schedule has none); samples/s and the step time "
+            "(`step_time_s`) as ppbench reports them over the measured steps; peak activation MiB is the max over ranks, "
+            "measured by the per-rank arena / predicted by the activation model. Points a "
+            "schedule does not allow are left out (counted as invalid above).", ""]
+    by_workload: dict[str, list[dict]] = defaultdict(list)
+    for r in ok:
+        by_workload[workload_title(r)].append(r)
+    for title in sorted(by_workload):
+        group = by_workload[title]
+        out += [f"### {title}", ""]
+        for d in sorted({int(field(r, "devices")) for r in group}):
+            out += [f"#### D = {d}", "",
+                    "| schedule | N | measured | predicted | gap (pp) | closed form | samples/s "
+                    "| step (ms) | peak act. MiB measured / model |",
+                    "|---|---|---|---|---|---|---|---|---|"]
+            rows_d = [r for r in group if int(field(r, "devices")) == d]
+            rows_d.sort(key=lambda r: (label_sort_key(series_label(r)),
+                                       int(field(r, "microbatches"))))
+            out += [measured_line(r) for r in rows_d] + [""]
+    invalid = [r for r in runs if r.get("status") not in (None, "ok")]
+    if invalid:
+        messages = sorted({str(r.get("error", "")) for r in invalid if r.get("status") == "error"})
+        if messages:
+            out += ["Errors:", ""] + [f"- {m}" for m in messages] + [""]
+    return out
+
+
 # --- output --------------------------------------------------------------------------------
 
 def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT_COST,
-                 dualpipe_n: tuple[int, ...] = (16, 32)) -> str:
+                 dualpipe_n: tuple[int, ...] = (16, 32), measured: list[dict] | None = None,
+                 measured_source: str = "") -> str:
     costs_present = {cost_of(r) for r in rows}
     if cost not in costs_present and costs_present:
         cost = max(costs_present, key=lambda c: sum(cost_of(r) == c for r in rows))
@@ -289,6 +405,8 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
     lines += bubble_tables(rows)
     lines += dualpipe_table(rows, pp, cost, list(dualpipe_n))
     lines += activation_table(rows, cost)
+    if measured:
+        lines += measured_sections(measured, measured_source)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -328,6 +446,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="pipeline stages PP of the DualPipe comparison (default: %(default)s)")
     parser.add_argument("--dualpipe-n", default="16,32",
                         help="micro-batch counts of the DualPipe comparison (default: %(default)s)")
+    parser.add_argument("--measured", type=Path,
+                        help="JSON Lines of `ppbench run` sweep rows (e.g. results/cpu.jsonl): "
+                             "adds the measured section")
     parser.add_argument("--cost", default=DEFAULT_COST,
                         help="cost setting of sections 2 and 3 (default: %(default)s)")
     return parser.parse_args(argv)
@@ -343,8 +464,16 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"report: no rows in {args.results}", file=sys.stderr)
         return 1
+    measured: list[dict] = []
+    if args.measured is not None:
+        try:
+            measured = load_rows(args.measured)
+        except OSError as e:
+            print(f"report: {e}", file=sys.stderr)
+            return 1
     ns = tuple(int(n) for n in args.dualpipe_n.split(","))
-    atomic_write(args.out, build_report(rows, str(args.results), args.pp, args.cost, ns))
+    atomic_write(args.out, build_report(rows, str(args.results), args.pp, args.cost, ns,
+                                        measured, str(args.measured or "")))
     print(f"wrote {args.out}")
     return 0
 

@@ -65,3 +65,35 @@ def result_row(schedule: str, d: int, n: int, bubble: float, closed: float | Non
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def run_row(schedule: str, d: int, n: int, measured: float, predicted: float,
+            workload: str = "transformer", flags: str = "--preset tiny-llama",
+            measured_bytes: list[float] | None = None, model_bytes: list[float] | None = None,
+            closed: float | None = None, status: str = "ok", **extra) -> dict:
+    """A `ppbench run` sweep row shaped like ppbench's JSON plus the fields sweep.py adds."""
+    point = {"command": "run", "backend": None, "workload": workload, "workload_flags": flags,
+             "schedule": schedule, "devices": d, "microbatches": n, "chunks": 1,
+             "group_size": None, "microbatch_size": 2, "dtype": "f32", "steps": 3, "warmup": 1,
+             "seed": None, "recompute": False}
+    if status != "ok":
+        return {**point, "sweep": "cpu", "point": point, "status": status,
+                "error": "ppbench: error: not allowed"}
+    measured_bytes = measured_bytes or [float(1 << 20) * (d - r) for r in range(d)]
+    model_bytes = model_bytes or list(measured_bytes)
+    row = {"command": "run", "backend": "cpu", "schedule": schedule, "devices": d,
+           "microbatches": n, "chunks": 1, "workload": workload, "microbatch_size": 2,
+           "dtype": "f32", "steps": 3, "warmup": 1, "step_time_s": 0.5,
+           "throughput": {"samples_per_s": 2 * n / 0.5},
+           "measured": {"makespan": 0.5, "bubble_fraction": measured},
+           "predicted": {"makespan": 0.45, "bubble_fraction": predicted},
+           "fidelity": {"bubble_fraction_gap": measured - predicted},
+           "activation_bytes": [{"rank": r, "measured_peak_bytes": measured_bytes[r],
+                                 "model_peak_bytes": model_bytes[r]} for r in range(d)],
+           "loss": 6.4, "grad_norm": 0.66,
+           "provenance": {"git_commit": "beef123", "host": "benchbox", "cpu": "EPYC 9999",
+                          "cpu_cores": 2, "compiler": "gcc 12", "date": "2026-11-21T06:00:00Z"},
+           "sweep": "cpu", "point": point, "status": "ok",
+           "closed_form": {"bubble_fraction": closed}, "closed_form_cost": "F=1,B=2"}
+    row.update(extra)
+    return row

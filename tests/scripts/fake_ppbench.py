@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
-"""A stand-in for `ppbench simulate` used by the tests of scripts/.
+"""A stand-in for `ppbench simulate` and `ppbench run` used by the tests of scripts/.
 
 It speaks the same contract as the real CLI: one JSON object on stdout, or exit 2 with a
 one-line message on stderr for parameters a schedule does not allow. GPipe and 1F1B are really
 scheduled and simulated (uniform costs), so their numbers and traces are the true ones; the other
 schedules report 1F1B's timing with their own name (enough to exercise the scripts).
+
+`run` answers with the record of a real run: "measured" is the simulation with every F taking
+10% longer on the last rank than predicted (so measured and predicted differ), "predicted" the
+plain simulation; times are seconds (1 cost unit = 1 ms); activation bytes are peak activations x
+the workload's bytes per activation (--width, or 1000), equal measured and modelled. Workload
+"broken" exits 2 like a workload that cannot run yet; schedule "slow" sleeps 30 s.
 
 Test hooks: schedule "crash" exits 1; "garbage" prints non-JSON; when FAKE_PPBENCH_LOG is set,
 every invocation's arguments are appended to that file as one JSON line.
@@ -16,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 CLOSED_FORMS = {
     "naive": "(D-1)/D",
@@ -42,7 +49,7 @@ def check(s: str, d: int, n: int, v: int) -> None:
         "chimera": (d % 2 == 0 and n % d == 0, "chimera needs D even and N a multiple of D"),
         "interleaved-1f1b": (v >= 2 and n >= d, "interleaved-1f1b needs --chunks >= 2 and N >= D"),
     }
-    if s not in CLOSED_FORMS and s not in rules and s not in ("crash", "garbage"):
+    if s not in CLOSED_FORMS and s not in rules and s not in ("crash", "garbage", "slow"):
         fail(f"unknown schedule '{s}'")
     ok, message = rules.get(s, (True, ""))
     if not ok:
@@ -125,6 +132,9 @@ def main() -> None:
     if os.environ.get("FAKE_PPBENCH_LOG"):
         with open(os.environ["FAKE_PPBENCH_LOG"], "a", encoding="utf-8") as log:
             log.write(json.dumps(sys.argv[1:]) + "\n")
+    if sys.argv[1:2] == ["run"]:
+        run_main()
+        return
     p = argparse.ArgumentParser()
     p.add_argument("command")
     p.add_argument("--schedule", required=True)
@@ -175,7 +185,109 @@ def main() -> None:
     print(json.dumps(result))
 
 
-def write_trace(path: str, events: list, result: dict) -> None:
+def metrics(events: list, d: int, makespan: float) -> dict:
+    busy = [sum(e[4] - e[3] for e in events if e[0] == r) for r in range(d)]
+    idle = [makespan - b for b in busy]
+    peaks = [peak_alive(events, r) for r in range(d)]
+    return {"makespan": makespan, "bubble_fraction": sum(idle) / (d * makespan),
+            "bubble_ratio": sum(idle) / sum(busy), "zb_bubble_rate": sum(idle) / (d * makespan),
+            "peak_activations": max(peaks),
+            "ranks": [{"rank": r, "busy": busy[r], "idle": idle[r], "span_idle": 0,
+                       "peak_activations": peaks[r]} for r in range(d)]}
+
+
+def run_main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("command")
+    p.add_argument("--backend", default="cpu")
+    p.add_argument("--workload", required=True)
+    p.add_argument("--width", type=int, default=1000)
+    p.add_argument("--schedule", required=True)
+    p.add_argument("--devices", type=int, required=True)
+    p.add_argument("--microbatches", type=int, required=True)
+    p.add_argument("--chunks", type=int, default=1)
+    p.add_argument("--group-size", type=int, default=0)
+    p.add_argument("--microbatch-size", type=int, default=1)
+    p.add_argument("--dtype", default="f32")
+    p.add_argument("--steps", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=0)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--recompute", action="store_true")
+    p.add_argument("--format", default="text")
+    p.add_argument("--trace-out")
+    a, extra = p.parse_known_args()  # other workload flags (--preset, --layers, ...) accepted
+    s, d, n, v = a.schedule, a.devices, a.microbatches, a.chunks
+    if a.workload == "broken":
+        fail("ppbench: error: the broken workload does not run on the CPU backend yet")
+    check(s, d, n, v)
+    if s == "crash":
+        fail("Segmentation fault (pretend)", 1)
+    if s == "slow":
+        time.sleep(30)
+    unit = 1e-3  # seconds per cost unit
+    kind = s if s in ("gpipe", "naive") else "1f1b"
+    predicted = simulate(kind, d, n, 1.0, 2.0)
+    measured = simulate_with(kind, d, n, lambda r, op: (1.1 if r == d - 1 else 1.0) if op == "F" else 2.0)
+    pred = metrics(predicted, d, max(e[4] for e in predicted))
+    meas = metrics(measured, d, max(e[4] for e in measured))
+    for m in (pred, meas):
+        m["makespan"] *= unit
+        for rank in m["ranks"]:
+            rank["busy"] *= unit
+            rank["idle"] *= unit
+    step = meas["makespan"]
+    samples = n * a.microbatch_size
+    act = [{"rank": r, "measured_peak_bytes": float(meas["ranks"][r]["peak_activations"] * a.width),
+            "model_peak_bytes": float(pred["ranks"][r]["peak_activations"] * a.width)}
+           for r in range(d)]
+    result = {
+        "command": "run", "backend": a.backend, "schedule": s, "devices": d, "microbatches": n,
+        "chunks": v, "group_size": a.group_size, "stages": d * v, "actions": 2 * d * n,
+        "workload": a.workload, "workload_config": {"extra": extra},
+        "microbatch_size": a.microbatch_size, "dtype": a.dtype, "steps": a.steps,
+        "warmup": a.warmup, "seed": a.seed, "recompute": a.recompute,
+        "partition": {"method": "balanced", "layer_counts": [1] * (d * v)}, "params": 4242,
+        "step_time_s": step, "step_times_s": [step] * a.steps,
+        "throughput": {"samples_per_s": samples / step},
+        "measured": meas, "predicted": pred,
+        "fidelity": {"bubble_fraction_gap": meas["bubble_fraction"] - pred["bubble_fraction"]},
+        "activation_bytes": act, "loss": 2.5, "grad_norm": 0.75,
+        "provenance": {"ppbench_version": "0.1.0", "git_commit": "fake123", "host": "testhost",
+                       "cpu": "Test CPU", "cpu_cores": 2, "compiler": "g++ 12",
+                       "date": "2026-11-21T10:00:00Z", "cuda": "not compiled"},
+    }
+    if a.trace_out:
+        events = [(r, op, m, t0 * 1000 * unit, t1 * 1000 * unit) for r, op, m, t0, t1 in measured]
+        write_trace(a.trace_out, events, result, time_unit="s")
+    print(json.dumps(result))
+
+
+def simulate_with(s: str, d: int, n: int, cost) -> list[tuple[int, str, int, float, float]]:
+    """simulate() with a per-(rank, op) cost function."""
+    orders = rank_orders(s, d, n)
+    done: dict[tuple[str, int, int], float] = {}
+    pos, clock, events = [0] * d, [0.0] * d, []
+    while any(pos[r] < len(orders[r]) for r in range(d)):
+        for r in range(d):
+            while pos[r] < len(orders[r]):
+                op, m = orders[r][pos[r]]
+                if op == "F":
+                    dep = ("F", r - 1, m) if r > 0 else (
+                        ("B", 0, m - 1) if s == "naive" and m > 0 else None)
+                else:
+                    dep = ("B", r + 1, m) if r < d - 1 else ("F", r, m)
+                if dep is not None and dep not in done:
+                    break
+                start = max(clock[r], done[dep] if dep else 0.0)
+                end = start + cost(r, op)
+                done[(op, r, m)] = end
+                clock[r] = end
+                events.append((r, op, m, start, end))
+                pos[r] += 1
+    return events
+
+
+def write_trace(path: str, events: list, result: dict, time_unit: str = "unit") -> None:
     trace = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}}
              for r in range(result["devices"])]
     for r, op, m, start, end in events:
@@ -184,7 +296,9 @@ def write_trace(path: str, events: list, result: dict) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": trace, "displayTimeUnit": "ms",
                    "otherData": {k: result[k] for k in ("schedule", "devices", "microbatches", "chunks")}
-                   | {"time_unit": "unit"}}, f)
+                   | {"time_unit": time_unit} | (
+                       {k: result["provenance"][k] for k in ("cpu", "cpu_cores", "host")}
+                       if time_unit == "s" else {})}, f)
 
 
 if __name__ == "__main__":

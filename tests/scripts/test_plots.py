@@ -131,3 +131,83 @@ def test_bubble_fails_without_ok_rows(tmp_path):
     results = write_jsonl(tmp_path / "r.jsonl",
                           [result_row("1f1b", 4, 2, 0, None, status="invalid")])
     assert plot_bubble.main([str(results), "--out-dir", str(tmp_path / "p")]) == 1
+
+
+# --- measured traces and plot_memory ---------------------------------------------------------
+
+import plot_memory  # noqa: E402
+from conftest import run_row  # noqa: E402
+
+
+def measured_trace() -> dict:
+    trace = small_trace()
+    trace["otherData"] = {"time_unit": "s", "cpu": "EPYC 9999", "cpu_cores": 2, "host": "vm",
+                          "source": "cpu"}
+    return trace
+
+
+def test_measured_trace_is_drawn_in_ms_and_names_the_machine(tmp_path, monkeypatch):
+    seen = {}
+    real_savefig = plot_timeline.plt.Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        ax = fig.axes[0]
+        seen["xlabel"], seen["title"] = ax.get_xlabel(), ax.get_title()
+        return real_savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(plot_timeline.plt.Figure, "savefig", spy)
+    out = tmp_path / "m.png"
+    plot_timeline.plot_timeline(measured_trace(), out, label="transformer 1f1b D=2 N=2")
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert seen["xlabel"] == "time (ms)"
+    assert seen["title"].startswith("transformer 1f1b D=2 N=2, measured on EPYC 9999 (2 cores)")
+    assert "makespan 8 ms" in seen["title"]  # 8000 us in the trace
+    plot_timeline.plot_timeline(small_trace(), tmp_path / "s.png")
+    assert seen["xlabel"] == "time (cost units)" and "measured" not in seen["title"]
+
+
+def memory_rows() -> list[dict]:
+    rows = [run_row(s, 4, 8, 0.3 + 0.01 * i, 0.28, closed=0.27,
+                    measured_bytes=[float(k + i) * 2**20 for k in range(4)])
+            for i, s in enumerate(["gpipe", "1f1b", "zb-h1", "dualpipev"])]
+    rows.append(run_row("1f1b", 2, 8, 0.1, 0.12, workload="mlp"))
+    rows.append(run_row("zb-h2", 4, 8, 0, 0, status="invalid"))
+    rows.append(run_row("1f1b", 4, 16, 0.2, 0.2))  # another N: not in the memory figure
+    return rows
+
+
+def test_memory_rows_pick_the_schedules_at_one_point_in_order():
+    chosen = plot_memory.memory_rows(memory_rows(), "transformer", 4, 8,
+                                     ["dualpipev", "zb-h2", "gpipe", "1f1b"])
+    assert [r["schedule"] for r in chosen] == ["dualpipev", "gpipe", "1f1b"]
+    assert all(r["microbatches"] == 8 for r in chosen)
+    ranks, measured, model = plot_memory.per_rank_bytes(chosen[0])
+    assert ranks == [0, 1, 2, 3] and measured == model and measured[3] == 6 * 2**20
+
+
+def test_bubble_points_group_by_workload_and_skip_failed_rows():
+    points = plot_memory.bubble_points(memory_rows())
+    assert sorted(points) == ["mlp", "transformer"]
+    assert len(points["transformer"]) == 5 and points["mlp"] == [(0.12, 0.1)]
+
+
+def test_plot_memory_cli_writes_both_figures(tmp_path):
+    results = write_jsonl(tmp_path / "cpu.jsonl", memory_rows())
+    run = subprocess.run([sys.executable, str(SCRIPTS / "plot_memory.py"), str(results),
+                          "--out-dir", str(tmp_path / "p"), "--workload", "transformer",
+                          "--devices", "4", "--microbatches", "8",
+                          "--schedules", "gpipe,1f1b,zb-h1,zb-h2,dualpipev"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "no ok rows for zb-h2" in run.stdout
+    names = sorted(p.name for p in (tmp_path / "p").iterdir())
+    assert names == ["bubble_measured_vs_predicted.png", "memory_transformer_D4_N8.png"]
+    for name in names:
+        assert (tmp_path / "p" / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_plot_memory_fails_without_matching_rows(tmp_path):
+    results = write_jsonl(tmp_path / "cpu.jsonl", [run_row("1f1b", 4, 2, 0, 0,
+                                                           status="invalid")])
+    assert plot_memory.main([str(results), "--out-dir", str(tmp_path / "p")]) == 1
+    assert not (tmp_path / "p").exists()

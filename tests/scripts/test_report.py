@@ -90,3 +90,59 @@ def test_cli_fails_on_empty_results(tmp_path):
     results = tmp_path / "empty.jsonl"
     results.write_text("")
     assert report.main([str(results), "--out", str(tmp_path / "R.md")]) == 1
+
+
+# --- 4. measured runs ------------------------------------------------------------------------
+
+from conftest import run_row  # noqa: E402
+
+
+def measured_rows() -> list[dict]:
+    return [
+        run_row("1f1b", 4, 8, 0.40, 0.385, closed=3 / 11,
+                measured_bytes=[8 * 2**20, 6 * 2**20, 4 * 2**20, 2 * 2**20],
+                model_bytes=[9 * 2**20, 6 * 2**20, 4 * 2**20, 2 * 2**20]),
+        run_row("gpipe", 4, 8, 0.30, 0.31, closed=3 / 11),
+        run_row("zb-h1", 2, 4, 0.2, 0.25, closed=None),
+        run_row("1f1b", 4, 2, 0, 0, status="invalid"),
+        run_row("1f1b", 2, 8, 0.1, 0.09, workload="mlp", flags="--layers 8 --width 512"),
+    ]
+
+
+def test_measured_section_has_gap_closed_form_throughput_and_bytes():
+    text = report.build_report(rows(), "results/theory.jsonl", measured=measured_rows(),
+                               measured_source="results/cpu.jsonl")
+    assert "## 4. Measured runs" in text and "results/cpu.jsonl" in text
+    assert "(5 points: 1 invalid, 4 ok)" in text
+    assert "### transformer, `--preset tiny-llama`, b 2, dtype f32, steps 3, warm-up 1" in text
+    assert "### mlp, `--layers 8 --width 512`" in text
+    line = next(l for l in text.splitlines() if l.startswith("| 1f1b | 8 | 0.4000 |"))
+    assert line == "| 1f1b | 8 | 0.4000 | 0.3850 | +1.5 | 0.2727 | 32 | 500 | 8 / 9 |"
+    zb = next(l for l in text.splitlines() if l.startswith("| zb-h1 | 4 |"))
+    assert "| -5.0 | — |" in zb
+    # schedules in the usual order within a D table
+    d4 = text[text.index("#### D = 4"):]
+    assert d4.index("| gpipe | 8 |") < d4.index("| 1f1b | 8 |")
+    assert "-5.0 … +1.5 percentage points" in text
+
+
+def test_measured_section_names_the_machine():
+    text = report.build_report(rows(), "r.jsonl", measured=measured_rows(),
+                               measured_source="cpu.jsonl")
+    section = text[text.index("## 4."):]
+    assert "CPU EPYC 9999, 2 cores, host benchbox" in section
+    assert "beef123" in section and "2026-11-21T06:00:00Z" in section
+
+
+def test_no_measured_section_without_measured_rows():
+    assert "## 4." not in report.build_report(rows(), "r.jsonl")
+
+
+def test_cli_measured_option(tmp_path):
+    theory = write_jsonl(tmp_path / "t.jsonl", rows())
+    cpu = write_jsonl(tmp_path / "cpu.jsonl", measured_rows())
+    out = tmp_path / "REPORT.md"
+    assert report.main([str(theory), "--measured", str(cpu), "--out", str(out)]) == 0
+    assert "## 4. Measured runs" in out.read_text()
+    assert report.main([str(theory), "--measured", str(tmp_path / "absent.jsonl"),
+                        "--out", str(out)]) == 1

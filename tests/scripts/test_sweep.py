@@ -181,3 +181,156 @@ def test_atomic_write_keeps_usual_permissions(tmp_path):
     target.chmod(0o640)
     sweep.atomic_write(target, "y\n")
     assert target.stat().st_mode & 0o777 == 0o640 and target.read_text() == "y\n"
+
+
+# --- run points (`ppbench run`) -------------------------------------------------------------
+
+RUN_GROUP = {"command": "run", "workload": ["mlp"], "workload_flags": ["--layers 4  --width 64"],
+             "schedule": ["gpipe", "1f1b"], "devices": [1, 2, 4], "microbatches": [2, 8],
+             "microbatch_size": 8, "steps": [3], "warmup": [1], "dtype": ["f32"]}
+
+
+def test_run_points_carry_workload_flags_and_run_options():
+    points = sweep.expand_spec({"runs": [RUN_GROUP]})
+    assert len(points) == 2 * 3 * 2
+    argv = points[0].argv()
+    assert argv[:5] == ["run", "--backend", "cpu", "--workload", "mlp"]
+    assert argv[5:9] == ["--layers", "4", "--width", "64"]
+    for flag, value in (("--microbatch-size", "8"), ("--steps", "3"), ("--warmup", "1"),
+                        ("--dtype", "f32")):
+        assert argv[argv.index(flag) + 1] == value
+    assert "--cost" not in argv and "--recompute" not in argv
+    assert points[0].label().startswith("mlp gpipe D=1 N=2")
+    # the closed form comes from `ppbench simulate` of the same schedule point
+    assert points[0].closed_form_argv()[:2] == ["simulate", "--schedule"]
+
+
+def test_run_key_includes_command_and_workload():
+    sim = sweep.make_point("1f1b", 2, 4)
+    mlp = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp",
+                           workload_flags="--width 64")
+    mlp_spaced = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp",
+                                  workload_flags=" --width  64 ")
+    wide = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp",
+                            workload_flags="--width 128")
+    llm = sweep.make_point("1f1b", 2, 4, command="run", workload="transformer")
+    assert len({sim.key(), mlp.key(), wide.key(), llm.key()}) == 4
+    assert mlp.key() == mlp_spaced.key()
+    # a recorded row maps back to its own key, a simulate row to the simulate key
+    assert sweep.row_key({"point": mlp.as_dict()}) == mlp.key()
+    assert sweep.row_key({"point": sim.as_dict()}) == sim.key()
+
+
+def test_run_groups_reject_simulate_keys_and_need_a_workload():
+    with pytest.raises(ValueError, match="unknown keys"):
+        sweep.expand_spec({"runs": [{**RUN_GROUP, "cost": "F=1,B=2"}]})
+    with pytest.raises(ValueError, match="workload"):
+        sweep.expand_spec({"runs": [{k: v for k, v in RUN_GROUP.items() if k != "workload"}]})
+    with pytest.raises(ValueError, match="unknown keys"):
+        sweep.expand_spec({"runs": [{"schedule": "gpipe", "devices": 2, "microbatches": 2,
+                                     "workload": "mlp"}]})  # a simulate group
+    with pytest.raises(ValueError, match="unknown command"):
+        sweep.expand_spec({"runs": [{**RUN_GROUP, "command": "train"}]})
+
+
+def test_run_sweep_records_measured_rows_and_run_csv(tmp_path, fake_ppbench):
+    binary, log = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [RUN_GROUP], name="cpu")
+    counts = sweep.run_sweep(spec, binary, tmp_path / "cpu")
+    # gpipe: all 6 ok; 1f1b: N=2 < D=4 invalid
+    assert counts == {"ok": 11, "invalid": 1, "error": 0, "skipped": 0}
+    rows = read_jsonl(tmp_path / "cpu.jsonl")
+    ok = next(r for r in rows if r["schedule"] == "1f1b" and r["devices"] == 4
+              and r["microbatches"] == 8)
+    assert ok["status"] == "ok" and ok["point"]["command"] == "run"
+    assert ok["point"]["workload_flags"] == "--layers 4 --width 64"
+    assert ok["closed_form"]["bubble_fraction"] == pytest.approx(3 / 11)
+    assert "cost" not in ok
+    with (tmp_path / "cpu.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 12
+    assert set(sweep.RUN_CSV_COLUMNS) == set(table[0])
+    row = next(r for r in table if r["schedule"] == "1f1b" and r["devices"] == "4"
+               and r["microbatches"] == "8")
+    measured = ok["measured"]["bubble_fraction"]
+    predicted = ok["predicted"]["bubble_fraction"]
+    assert measured != predicted
+    assert float(row["measured_bubble_fraction"]) == pytest.approx(measured)
+    assert float(row["predicted_bubble_fraction"]) == pytest.approx(predicted)
+    assert float(row["bubble_gap"]) == pytest.approx(measured - predicted)
+    assert float(row["samples_per_s"]) == pytest.approx(8 * 8 / ok["step_time_s"])
+    assert float(row["max_measured_peak_bytes"]) == 4 * 64  # rank 0 holds D activations
+    assert float(row["max_model_peak_bytes"]) == 4 * 64
+    assert row["workload"] == "mlp" and row["loss"] == "2.5" and row["cpu"] == "Test CPU"
+    invalid = next(r for r in table if r["status"] == "invalid")
+    assert "N >= D" in invalid["error"] and invalid["measured_bubble_fraction"] == ""
+    # run again: everything is recorded, nothing runs
+    before = len(calls(log))
+    assert sweep.run_sweep(spec, binary, tmp_path / "cpu")["skipped"] == 12
+    assert len(calls(log)) == before
+
+
+def test_run_workload_that_cannot_run_is_invalid(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{**RUN_GROUP, "workload": "broken",
+                                             "devices": 2, "microbatches": 2}])
+    counts = sweep.run_sweep(spec, binary, tmp_path / "out")
+    assert counts["invalid"] == 2 and counts["ok"] == 0
+    assert "does not run" in read_jsonl(tmp_path / "out.jsonl")[0]["error"]
+
+
+def test_run_timeout_is_an_error_row(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{**RUN_GROUP, "schedule": "slow", "devices": 1,
+                                             "microbatches": 1}])
+    spec_data = json.loads(spec.read_text())
+    spec_data["timeout"] = 0.5  # the spec's timeout applies when --timeout is not given
+    spec.write_text(json.dumps(spec_data))
+    counts = sweep.run_sweep(spec, binary, tmp_path / "out")
+    assert counts["error"] == 1
+    row = read_jsonl(tmp_path / "out.jsonl")[0]
+    assert row["status"] == "error" and "timed out after 0.5 s" in row["error"]
+    assert row["workload"] == "mlp" and row["point"]["command"] == "run"
+
+
+def test_mixed_spec_keeps_simulate_csv_and_writes_run_csv(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [
+        {"schedule": "1f1b", "devices": 4, "microbatches": 8, "cost": "F=1,B=2"},
+        {**RUN_GROUP, "schedule": "1f1b", "devices": 4, "microbatches": 8}])
+    counts = sweep.run_sweep(spec, binary, tmp_path / "mix")
+    assert counts["ok"] == 2
+    with (tmp_path / "mix.csv").open() as f:
+        sim = list(csv.DictReader(f))
+    with (tmp_path / "mix-run.csv").open() as f:
+        run = list(csv.DictReader(f))
+    assert list(sim[0]) == list(sweep.CSV_COLUMNS) and len(sim) == 1
+    assert list(run[0]) == list(sweep.RUN_CSV_COLUMNS) and len(run) == 1
+
+
+def test_run_progress_line(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{**RUN_GROUP, "schedule": "1f1b", "devices": 2,
+                                             "microbatches": 4}])
+    run = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
+                          binary, "--out", str(tmp_path / "res")], capture_output=True,
+                         text=True, check=True)
+    line = next(l for l in run.stdout.splitlines() if l.startswith("[1/1]"))
+    assert line.startswith("[1/1] mlp 1f1b D=2 N=4 b=8 ... bubble ")
+    assert "predicted 0.2000" in line and "samples/s" in line
+
+
+def test_cpu_spec_covers_every_schedule_device_and_microbatch_count():
+    spec = json.loads((SCRIPTS.parent / "benchmarks/sweeps/cpu.json").read_text())
+    points = sweep.expand_spec(spec)
+    assert all(p.command == "run" for p in points)
+    schedules = {"naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
+                 "zb-v", "dualpipe", "dualpipev"}
+    for workload in ("mlp", "transformer", "amoebanet"):
+        mine = [p for p in points if p.workload == workload]
+        assert {p.schedule for p in mine} == schedules
+        assert {(p.devices, p.microbatches) for p in mine} == {
+            (d, n) for d in (1, 2, 4) for n in (1, 2, 4, 8, 16, 32)}
+        assert {p.chunks for p in mine if p.schedule == "interleaved-1f1b"} == {2}
+        assert all(p.steps == 3 and p.warmup == 1 and p.dtype == "f32" for p in mine)
+    assert spec.get("timeout")
