@@ -224,7 +224,9 @@ def dualpipe_table(rows: list[dict], pp: int, cost: str, ns: list[int]) -> list[
            "(DualPipeV runs PP stages on PP/2 devices). Formula columns: the paper's formula, "
            "evaluated with the run's costs; simulated columns: ppbench. Simulated idle per rank "
            "is makespan − busy (min–max over ranks when they differ); simulated activation is "
-           "the peak number of (stage, micro-batch) activations alive on one rank.", ""]
+           "the peak number of (stage, micro-batch) activations alive on one rank; simulated "
+           "parameter is per-device parameter memory against 1F1B on PP devices, PP × model "
+           "copies / devices.", ""]
     for n in ns:
         out += [f"### PP = {pp}, N = {n}", "",
                 "| Method | Bubble (formula) | Bubble (simulated idle per rank) | Parameter "
@@ -243,7 +245,10 @@ def dualpipe_table(rows: list[dict], pp: int, cost: str, ns: list[int]) -> list[
                 bubble_value = fmt(float(bubble(costs, pp)))
             except (KeyError, TypeError):
                 bubble_value = "?"
-            sim_params = f"{row.get('param_copies', DASH)}×"
+            # The paper's Parameter column is per-device parameter memory against 1F1B on PP
+            # devices: PP x (model copies) / devices (DualPipeV: one copy on PP/2 devices).
+            copies = row.get("param_copies")
+            sim_params = f"{pp * copies / devices:g}×" if copies else DASH
             out.append(f"| {label} | {bubble_text} = {bubble_value} | {idle_per_rank(row)} | "
                        f"{params} (simulated {sim_params}) | {act_text} = {act(pp)} | "
                        f"{fmt(row.get('peak_activations'))} |")
