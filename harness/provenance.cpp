@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -55,11 +56,16 @@ nlohmann::json provenance() {
   else if (!run(git + "status --porcelain --untracked-files=no 2>/dev/null").empty()) commit += "-dirty";
   char host[256] = {};
   gethostname(host, sizeof host - 1);
+  // Timings taken while other work shares the cores are not comparable; say how busy it was.
+  double load[3] = {0, 0, 0};
+  nlohmann::json load_average = nlohmann::json::array();
+  if (getloadavg(load, 3) == 3) load_average = {load[0], load[1], load[2]};
   return {{"ppbench_version", PPBENCH_VERSION},
           {"git_commit", commit},
           {"host", host},
           {"cpu", cpu_model()},
           {"cpu_cores", sysconf(_SC_NPROCESSORS_ONLN)},
+          {"load_average", load_average},
           {"compiler", std::string("gcc ") + __VERSION__},
           {"date", utc_now()},
 #ifdef PPBENCH_HAVE_CUDA
