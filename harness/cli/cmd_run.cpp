@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "harness/atomic_file.h"
@@ -11,6 +12,9 @@
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
+#if PPBENCH_HAVE_CUDA
+#include "harness/gpu/cuda_run.h"
+#endif
 #include "harness/report_json.h"
 #include "schedules/error.h"
 #include "workloads/workload_options.h"
@@ -61,6 +65,14 @@ void append_record(const std::string& path, const nlohmann::json& record) {
 
 }  // namespace
 
+// The placement and link flags of --backend cuda, as typed (checked by run_cuda).
+struct CudaFlags {
+  std::optional<std::string> gpus;
+  std::optional<int> virtual_devices;
+  std::optional<double> link_bandwidth, link_latency;
+  bool graph = false;
+};
+
 Command add_run(CLI::App& parent) {
   auto* app = parent.add_subcommand(
       "run", "Run real pipelined training steps of a workload under a schedule (CPU threads)");
@@ -69,11 +81,12 @@ Command add_run(CLI::App& parent) {
     WorkloadFlags workload;
     ScheduleFlags schedule;
     RunOptions options;
+    CudaFlags cuda;
     std::string format = "text";
     std::string trace_out, results;
   };
   auto st = std::make_shared<State>();
-  app->add_option("--backend", st->backend, "cpu (threads, Eigen); cuda comes with the GPU executor")
+  app->add_option("--backend", st->backend, "cpu (threads, Eigen) or cuda (GPUs, see --gpus / --virtual-devices)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   st->workload.add_to(*app, "f32");
   st->schedule.add_to(*app);
@@ -91,6 +104,15 @@ Command add_run(CLI::App& parent) {
   app->add_option("--channel-capacity", st->options.executor.channel_capacity,
                   "Messages one rank-to-rank mailbox holds (default 4)")
       ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--gpus", st->cuda.gpus, "cuda: one rank per listed GPU, e.g. 0,1,2,3 (NCCL)");
+  app->add_option("--virtual-devices", st->cuda.virtual_devices,
+                  "cuda: split one GPU into D green-context partitions, one rank each")
+      ->check(CLI::Range(1, 1024));
+  app->add_option("--link-bandwidth", st->cuda.link_bandwidth,
+                  "cuda --virtual-devices: emulated link bandwidth between partitions, GB/s");
+  app->add_option("--link-latency", st->cuda.link_latency,
+                  "cuda --virtual-devices: emulated link latency, microseconds");
+  app->add_flag("--cuda-graph", st->cuda.graph, "cuda: capture each rank's step as a CUDA graph");
   app->add_flag("--progress", st->options.progress, "One line per step on stderr");
   app->add_option("--format", st->format, "text or json (the full record)")->check(CLI::IsMember({"text", "json"}));
   app->add_option("--trace-out", st->trace_out, "Write the last step's timeline as a Chrome/Perfetto trace");
@@ -99,8 +121,15 @@ Command add_run(CLI::App& parent) {
       "Example: ppbench run --workload transformer --preset tiny-llama --schedule 1f1b --devices 2 "
       "--microbatches 8 --steps 3 --warmup 1");
   return [st] {
+    const bool cuda_flags = st->cuda.gpus || st->cuda.virtual_devices || st->cuda.link_bandwidth ||
+                            st->cuda.link_latency || st->cuda.graph;
+    if (st->backend != "cuda" && cuda_flags)
+      throw UsageError("--gpus, --virtual-devices, --link-bandwidth, --link-latency and --cuda-graph "
+                       "need --backend cuda");
+#if !PPBENCH_HAVE_CUDA
     if (st->backend == "cuda")
-      throw UsageError("--backend cuda: the GPU executor is not built yet; use --backend cpu");
+      throw UsageError("--backend cuda: this ppbench was built without CUDA (no nvcc found)");
+#endif
     const WorkloadSpec spec = st->workload.build();
     // Refuse an unwritable output before spending the run on it.
     for (const std::string& path : {st->results, st->trace_out}) {
@@ -109,7 +138,23 @@ Command add_run(CLI::App& parent) {
         throw UsageError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
     }
     st->options.schedule = st->schedule.params();
-    RunOutput out = run_cpu(spec, st->options);
+    RunOutput out;
+#if PPBENCH_HAVE_CUDA
+    if (st->backend == "cuda") {
+      CudaRunOptions o;
+      o.run = st->options;
+      o.gpus = st->cuda.gpus;
+      o.virtual_devices = st->cuda.virtual_devices;
+      o.link_bandwidth_gb_per_s = st->cuda.link_bandwidth;
+      o.link_latency_us = st->cuda.link_latency;
+      o.cuda_graph = st->cuda.graph;
+      out = run_cuda(spec, o);
+    } else {
+      out = run_cpu(spec, st->options);
+    }
+#else
+    out = run_cpu(spec, st->options);
+#endif
     if (!st->trace_out.empty())
       write_file_atomically(st->trace_out, to_chrome_trace(out.trace, out.record["provenance"]).dump() + "\n");
     if (!st->results.empty()) append_record(st->results, out.record);

@@ -7,22 +7,22 @@
 
 namespace ppbench {
 
-std::size_t dtype_bytes(DType t) {
+std::size_t wire_dtype_bytes(WireDType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::BF16: return 2;
-    case DType::F16: return 2;
-    case DType::F64: return 8;
+    case WireDType::F32: return 4;
+    case WireDType::BF16: return 2;
+    case WireDType::F16: return 2;
+    case WireDType::F64: return 8;
   }
   return 0;
 }
 
-std::string_view nccl_dtype_name(DType t) {
+std::string_view nccl_dtype_name(WireDType t) {
   switch (t) {
-    case DType::F32: return "ncclFloat32";
-    case DType::BF16: return "ncclBfloat16";
-    case DType::F16: return "ncclFloat16";
-    case DType::F64: return "ncclFloat64";
+    case WireDType::F32: return "ncclFloat32";
+    case WireDType::BF16: return "ncclBfloat16";
+    case WireDType::F16: return "ncclFloat16";
+    case WireDType::F64: return "ncclFloat64";
   }
   return "?";
 }
@@ -38,7 +38,7 @@ NcclPlan build_nccl_plan(const Schedule& s, const Program& program, const NcclPl
   if (static_cast<int>(bytes.size()) != s.stages())
     throw UsageError("activation bytes: expected one entry per stage (" +
                      std::to_string(s.stages()) + "), got " + std::to_string(bytes.size()));
-  const std::size_t elem = dtype_bytes(o.dtype);
+  const std::size_t elem = wire_dtype_bytes(o.dtype);
   for (std::size_t st = 0; st < bytes.size(); ++st)
     if (bytes[st] == 0 || bytes[st] % elem != 0)
       throw UsageError("activation bytes of stage " + std::to_string(st) + " (" +

@@ -22,10 +22,10 @@
 namespace ppbench {
 
 // The element types a stage boundary carries; mirrors ncclDataType_t without including nccl.h.
-enum class DType : std::uint8_t { F32, BF16, F16, F64 };
+enum class WireDType : std::uint8_t { F32, BF16, F16, F64 };
 
-std::size_t dtype_bytes(DType t);
-std::string_view nccl_dtype_name(DType t);  // "ncclFloat32", "ncclBfloat16", ...
+std::size_t wire_dtype_bytes(WireDType t);
+std::string_view nccl_dtype_name(WireDType t);  // "ncclFloat32", "ncclBfloat16", ...
 
 // Sender and receiver compute the same tag for a payload, so a mismatch between the k-th send
 // and the k-th receive of a rank pair (the order NCCL matches them in) is caught before launch.
@@ -39,7 +39,7 @@ struct P2POp {
   int peer = -1;
   std::size_t bytes = 0;
   std::size_t count = 0;  // elements of `dtype`: what ncclSend / ncclRecv take
-  DType dtype = DType::F32;
+  WireDType dtype = WireDType::F32;
   std::uint64_t tag = 0;
   Task payload;             // for messages and traces
   std::size_t instr = 0;    // index of the lowered instruction this op comes from
@@ -63,7 +63,7 @@ struct NcclPlanOptions {
   // Bytes of the activation leaving stage s (its F output); the gradient sent back by B or I of
   // stage s is the size of what entered it, activation_bytes[s - 1]. One entry per stage.
   std::vector<std::size_t> activation_bytes;
-  DType dtype = DType::BF16;
+  WireDType dtype = WireDType::BF16;
   // false posts every op in its own group: only for showing why grouping is needed.
   bool group_consecutive = true;
   // false keeps every send where the lowering put it: only for showing why deferral is needed.

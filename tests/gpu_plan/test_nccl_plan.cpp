@@ -13,7 +13,7 @@ namespace ppbench {
 namespace {
 
 // Unequal boundaries, so a gradient sized by the wrong stage shows.
-NcclPlanOptions options_for(const Schedule& s, DType dtype = DType::BF16) {
+NcclPlanOptions options_for(const Schedule& s, WireDType dtype = WireDType::BF16) {
   NcclPlanOptions o;
   for (int st = 0; st < s.stages(); ++st)
     o.activation_bytes.push_back(static_cast<std::size_t>(st + 1) * 4096);
@@ -70,18 +70,18 @@ TEST(NcclPlan, GroupsTheOpsBetweenTwoComputes) {
 
 TEST(NcclPlan, BytesCountDtypeAndTagFollowThePayload) {
   const Schedule s = generate({"1f1b", 4, 8});
-  const NcclPlan plan = build_nccl_plan(s, lower(s), options_for(s, DType::F32));
+  const NcclPlan plan = build_nccl_plan(s, lower(s), options_for(s, WireDType::F32));
   for (const auto& rank : plan.ranks)
     for (const auto& step : rank)
       for (const P2POp& op : step.ops) {
         const int boundary = op.payload.op == Op::F ? op.payload.stage : op.payload.stage - 1;
         EXPECT_EQ(op.bytes, static_cast<std::size_t>(boundary + 1) * 4096) << to_string(op);
         EXPECT_EQ(op.count, op.bytes / 4);
-        EXPECT_EQ(op.dtype, DType::F32);
+        EXPECT_EQ(op.dtype, WireDType::F32);
         EXPECT_EQ(op.tag, p2p_tag(op.payload));
       }
-  EXPECT_EQ(nccl_dtype_name(DType::BF16), "ncclBfloat16");
-  EXPECT_EQ(dtype_bytes(DType::BF16), 2u);
+  EXPECT_EQ(nccl_dtype_name(WireDType::BF16), "ncclBfloat16");
+  EXPECT_EQ(wire_dtype_bytes(WireDType::BF16), 2u);
 }
 
 TEST(NcclPlan, GradientTagIgnoresBOrI) {
@@ -95,7 +95,7 @@ TEST(NcclPlan, RejectsBadBoundaryBytes) {
   NcclPlanOptions o = options_for(s);
   o.activation_bytes.pop_back();
   EXPECT_THROW(build_nccl_plan(s, lower(s), o), UsageError);
-  o = options_for(s, DType::F32);
+  o = options_for(s, WireDType::F32);
   o.activation_bytes[1] = 6;  // not a whole number of floats
   try {
     build_nccl_plan(s, lower(s), o);
@@ -209,7 +209,7 @@ TEST(P2PDeadlock, CatchesADeadlockingOrder) {
 TEST(P2PDeadlock, CatchesHandWrittenCycle) {
   // Each rank receives before it sends, with a compute in between: a cycle NCCL cannot break.
   auto op = [](P2POp::Dir dir, int peer, Task t) {
-    return P2POp{dir, peer, 64, 32, DType::BF16, p2p_tag(t), t, 0};
+    return P2POp{dir, peer, 64, 32, WireDType::BF16, p2p_tag(t), t, 0};
   };
   const Task a{Op::F, 0, 0}, b{Op::F, 1, 0};
   NcclPlan plan;

@@ -1,0 +1,285 @@
+#include "harness/gpu/cuda_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <latch>
+#include <thread>
+#include <unordered_map>
+
+#include "harness/executor/cpu_executor.h"
+#include "harness/gpu/gpu_transport.h"
+#include "harness/gpu/nvtx.h"
+#include "harness/gpu/p2p_deadlock_check.h"
+#include "harness/gpu/trace_align.h"
+#include "schedules/error.h"
+#include "workloads/cuda/check.h"
+
+namespace ppbench::gpu {
+
+namespace {
+
+// As the CPU executor: F carries an activation, B or I a gradient, named alike on both sides.
+std::uint64_t message_name(const Task& t) {
+  const std::uint64_t grad = t.op == Op::F ? 0 : 1;
+  return (static_cast<std::uint64_t>(t.stage) << 33) | (static_cast<std::uint64_t>(t.mb) << 1) | grad;
+}
+
+double host_seconds() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+float elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
+  return ms;
+}
+
+}  // namespace
+
+namespace {
+
+NcclPlan plan_transfers(const Schedule& s, const Program& program,
+                        const std::vector<cuda::Shape>& stage_output_shapes, cuda::DType dtype) {
+  NcclPlanOptions o;
+  o.dtype = plan_dtype(dtype);
+  const std::size_t elem = cuda::dtype_size(dtype);
+  for (int st = 0; st < s.stages(); ++st) {
+    const cuda::Shape& shape = stage_output_shapes.at(static_cast<std::size_t>(st));
+    // The last stage of a chain sends nothing; the plan still wants a positive size there.
+    const std::int64_t n = shape.empty() ? 1 : cuda::shape_numel(shape);
+    o.activation_bytes.push_back(static_cast<std::size_t>(n) * elem);
+  }
+  NcclPlan plan = build_nccl_plan(s, program, o);
+  check_p2p_deadlock_free(plan);
+  return plan;
+}
+
+}  // namespace
+
+void check_transfer_plan(const Schedule& s, const std::vector<cuda::Shape>& stage_output_shapes,
+                         cuda::DType dtype) {
+  plan_transfers(s, lower(s), stage_output_shapes, dtype);
+}
+
+CudaExecutor::~CudaExecutor() = default;
+int CudaExecutor::hoisted_receives() const { return plan_->hoisted_receives; }
+int CudaExecutor::deferred_sends() const { return plan_->deferred_sends; }
+
+CudaExecutor::CudaExecutor(const Schedule& s, const GpuDevices& devices, std::vector<Work*> work,
+                           std::vector<cuda::DeviceArena*> arenas, GpuTransport& transport,
+                           std::vector<cuda::Shape> stage_output_shapes, cuda::DType dtype,
+                           CudaExecutorOptions options)
+    : schedule_(s), devices_(devices), program_(lower(s)), work_(std::move(work)),
+      arenas_(std::move(arenas)), transport_(transport), shapes_(std::move(stage_output_shapes)),
+      dtype_(dtype), options_(options) {
+  const int ranks = s.placement.ranks;
+  if (devices.ranks() != ranks || static_cast<int>(work_.size()) != ranks ||
+      static_cast<int>(arenas_.size()) != ranks)
+    throw UsageError("the schedule has " + std::to_string(ranks) + " ranks but the GPU placement " +
+                     std::to_string(devices.ranks()));
+  plan_ = std::make_unique<NcclPlan>(plan_transfers(s, program_, shapes_, dtype_));
+  stages_of_rank_.resize(static_cast<std::size_t>(ranks));
+  for (int st = 0; st < s.stages(); ++st)
+    stages_of_rank_[static_cast<std::size_t>(s.placement.stage_rank[st])].push_back(st);
+  for (int r = 0; r < ranks; ++r) {
+    devices.rank(r).make_current();
+    events_.push_back(std::make_unique<EventPool>());
+  }
+}
+
+void CudaExecutor::fail(const std::string& message) {
+  {
+    std::lock_guard lock(error_mutex_);
+    if (error_.empty()) error_ = message;
+  }
+  transport_.abort();
+}
+
+CudaStepRecord CudaExecutor::run_step() {
+  const int ranks = schedule_.placement.ranks;
+  std::vector<RankResult> results(static_cast<std::size_t>(ranks));
+  error_.clear();
+  transport_.begin_step();
+  for (int r = 0; r < ranks; ++r) arenas_[static_cast<std::size_t>(r)]->reset_peak();
+  {
+    std::latch start(ranks);
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        start.arrive_and_wait();
+        run_rank(r, results[static_cast<std::size_t>(r)]);
+      });
+  }
+  // Tensors a receiver handed back after its sender's last reclaim: the ranks are joined, so
+  // releasing them here cannot race an arena.
+  for (int r = 0; r < ranks; ++r) {
+    devices_.rank(r).make_current();
+    try {
+      transport_.reclaim(r, true);
+    } catch (const std::exception& e) {
+      if (error_.empty()) error_ = "rank " + std::to_string(r) + ": " + e.what();
+    }
+  }
+  if (!error_.empty()) throw ExecutionError(error_);
+
+  std::vector<RankStart> starts;
+  std::vector<GpuComputeTiming> compute;
+  std::vector<GpuCommTiming> comm;
+  for (const RankResult& res : results) {
+    starts.push_back(res.start);
+    compute.insert(compute.end(), res.compute.begin(), res.compute.end());
+    comm.insert(comm.end(), res.comm.begin(), res.comm.end());
+  }
+  CudaStepRecord record;
+  record.trace = align_gpu_trace(ranks, starts, compute, comm);
+  // Memory samples at the end of the compute event that changed the kept bytes.
+  std::vector<std::vector<const ComputeEvent*>> by_rank(static_cast<std::size_t>(ranks));
+  for (const ComputeEvent& e : record.trace.compute) by_rank[static_cast<std::size_t>(e.rank)].push_back(&e);
+  for (int r = 0; r < ranks; ++r) {
+    record.arenas.emplace_back(r);
+    for (auto [index, bytes] : results[static_cast<std::size_t>(r)].memory)
+      record.arenas.back().set_live(by_rank[static_cast<std::size_t>(r)].at(index)->end, bytes);
+    const auto& samples = record.arenas.back().samples();
+    record.trace.memory.insert(record.trace.memory.end(), samples.begin(), samples.end());
+    record.device_peak_bytes.push_back(static_cast<double>(arenas_[static_cast<std::size_t>(r)]->peak()));
+  }
+  return record;
+}
+
+void CudaExecutor::run_rank(int r, RankResult& out) {
+  const RankDevice& dev = devices_.rank(r);
+  const Placement& p = schedule_.placement;
+  Work& work = *work_[static_cast<std::size_t>(r)];
+  cuda::DeviceArena& arena = *arenas_[static_cast<std::size_t>(r)];
+  EventPool& events = *events_[static_cast<std::size_t>(r)];
+  std::vector<TransferTiming> timings;
+  std::vector<PendingTransfer> pending;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> compute_events;
+  std::vector<Action> compute_actions;
+  const auto patience = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.watchdog_seconds));
+  const std::vector<Instr>& instrs = program_.ranks[static_cast<std::size_t>(r)];
+  auto watchdog = [&](std::size_t instr, int peer, const std::string& why) {
+    fail("watchdog: rank " + std::to_string(r) + " waited " +
+         std::to_string(options_.watchdog_seconds) + " s at " +
+         (instr < instrs.size() ? to_string(instrs[instr]) : std::string("?")) + " (" + why +
+         (why.find("rank") == std::string::npos ? ", peer rank " + std::to_string(peer) : "") + ")");
+  };
+
+  try {
+    dev.make_current();
+    events.reset();
+    cudaEvent_t start = events.next();
+    CUDA_CHECK(cudaEventRecord(start, dev.compute));
+    CUDA_CHECK(cudaEventSynchronize(start));
+    out.start = {r, host_seconds()};
+
+    std::unordered_map<std::uint64_t, cuda::DTensor> ready;
+    auto take = [&ready](std::uint64_t name) {
+      auto it = ready.find(name);
+      if (it == ready.end()) return cuda::DTensor{};
+      cuda::DTensor t = std::move(it->second);
+      ready.erase(it);
+      return t;
+    };
+    auto run_task = [&](const Task& t) {
+      arena.set_scope("rank " + std::to_string(r) + " " + to_string(t));
+      switch (t.op) {
+        case Op::F: {
+          cuda::DTensor in = p.is_first(t.stage) ? cuda::DTensor{} : take(message_name({Op::F, t.stage - 1, t.mb}));
+          cuda::DTensor y = work.forward(t.stage, t.mb, std::move(in));
+          if (!p.is_last(t.stage)) ready.emplace(message_name(t), std::move(y));
+          break;
+        }
+        case Op::B:
+        case Op::I: {
+          cuda::DTensor g = p.is_last(t.stage) ? cuda::DTensor{} : take(message_name({Op::B, t.stage + 1, t.mb}));
+          cuda::DTensor dx = work.backward(t.stage, t.mb, std::move(g), t.op == Op::I);
+          if (!p.is_first(t.stage)) ready.emplace(message_name(t), std::move(dx));
+          break;
+        }
+        case Op::W:
+          work.backward_weight(t.stage, t.mb);
+          break;
+      }
+    };
+    auto saved_bytes = [&] {
+      double total = 0;
+      for (int st : stages_of_rank_[static_cast<std::size_t>(r)]) total += static_cast<double>(work.saved_bytes(st));
+      return total;
+    };
+    RankIo io;
+    io.rank = r;
+    io.compute = dev.compute;
+    io.comm = dev.comm;
+    io.arena = &arena;
+    io.events = &events;
+    io.timings = &timings;
+    io.pending = &pending;
+    io.dtype = dtype_;
+    io.shape_of = [this](const Task& t) {
+      return shapes_.at(static_cast<std::size_t>(t.op == Op::F ? t.stage : t.stage - 1));
+    };
+
+    for (const P2PStep& step : plan_->ranks[static_cast<std::size_t>(r)]) {
+      transport_.reclaim(r, false);
+      if (!step.is_group) {
+        NvtxRange range(to_string(step.action));
+        cudaEvent_t b = events.next(), e = events.next();
+        CUDA_CHECK(cudaEventRecord(b, dev.compute));
+        run_task(step.action.task);
+        if (step.action.paired) run_task(step.action.partner);
+        CUDA_CHECK(cudaEventRecord(e, dev.compute));
+        compute_events.emplace_back(b, e);
+        compute_actions.push_back(step.action);
+        out.memory.emplace_back(compute_actions.size() - 1, saved_bytes());
+        continue;
+      }
+      std::vector<cuda::DTensor> tensors(step.ops.size());
+      for (std::size_t i = 0; i < step.ops.size(); ++i)
+        if (step.ops[i].dir == P2POp::Dir::Send) {
+          tensors[i] = take(message_name(step.ops[i].payload));
+          if (tensors[i].empty())
+            throw std::logic_error(to_string(step.ops[i]) + ": nothing was produced to send");
+        }
+      io.deadline = Clock::now() + patience;
+      try {
+        transport_.run_group(io, step.ops, tensors);
+      } catch (const TransportTimeout& t) {
+        if (std::string(t.what()) != "aborted") watchdog(t.instr, t.peer, t.what());
+        return;
+      }
+      for (std::size_t i = 0; i < step.ops.size(); ++i)
+        if (step.ops[i].dir == P2POp::Dir::Recv)
+          ready.emplace(message_name(step.ops[i].payload), std::move(tensors[i]));
+    }
+
+    // The end of the step: every transfer must complete within the watchdog's limit; the first
+    // that does not names the instruction the rank is stuck at.
+    const auto deadline = Clock::now() + patience;
+    for (const PendingTransfer& t : pending) {
+      for (;;) {
+        const cudaError_t q = cudaEventQuery(t.done);
+        if (q == cudaSuccess) break;
+        if (q != cudaErrorNotReady) CUDA_CHECK(q);
+        if (Clock::now() > deadline)
+          return watchdog(t.instr, t.peer, std::string(t.send ? "the send to" : "the receive from") +
+                                               " rank " + std::to_string(t.peer) + " never completes");
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    CUDA_CHECK(cudaStreamSynchronize(dev.compute));
+    CUDA_CHECK(cudaStreamSynchronize(dev.comm));
+    transport_.reclaim(r, true);
+
+    for (std::size_t i = 0; i < compute_events.size(); ++i)
+      out.compute.push_back({r, elapsed_ms(start, compute_events[i].first),
+                             elapsed_ms(start, compute_events[i].second), compute_actions[i]});
+    for (const TransferTiming& t : timings)
+      out.comm.push_back({t.src, t.dst, t.timed_on, elapsed_ms(start, t.begin), elapsed_ms(start, t.end), t.task});
+  } catch (const std::exception& e) {
+    fail("rank " + std::to_string(r) + ": " + e.what());
+  }
+}
+
+}  // namespace ppbench::gpu

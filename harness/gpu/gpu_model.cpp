@@ -1,0 +1,272 @@
+#include "harness/gpu/gpu_model.h"
+
+#include "harness/backends/cpu/model_builder.h"
+#include "schedules/error.h"
+#include "workloads/cpu/tensor.h"
+#include "workloads/cuda/blocks.h"
+#include "workloads/cuda/embedding.h"
+#include "workloads/cuda/layernorm.h"
+#include "workloads/cuda/linear.h"
+#include "workloads/cuda/rmsnorm.h"
+
+namespace ppbench::gpu {
+
+namespace {
+
+std::int64_t attr(const LayerSpec& l, const char* name) {
+  auto it = l.attrs.find(name);
+  if (it == l.attrs.end()) throw std::logic_error("layer '" + l.name + "' has no attribute '" + name + "'");
+  return it->second;
+}
+
+int total_microbatches(const Placement& p) {
+  int n = 0;
+  for (int m : p.chain_microbatches) n += m;
+  return n;
+}
+
+int part_of(const Placement& p, int stage) { return stage - p.chain_begin[p.stage_chain[stage]]; }
+
+}  // namespace
+
+void require_gpu_workload(const WorkloadSpec& spec) {
+  if (spec.workload != "mlp" && spec.workload != "transformer")
+    throw UsageError("--backend cuda runs --workload mlp or transformer; " + spec.workload +
+                     " has no GPU kernels in workloads/cuda yet (use --backend cpu)");
+  gpu_dtype(spec);
+}
+
+cuda::DType gpu_dtype(const WorkloadSpec& spec) {
+  switch (spec.dtype) {
+    case DType::kBF16: return cuda::DType::kBF16;
+    case DType::kF32: return cuda::DType::kF32;
+    case DType::kF64: break;
+  }
+  throw UsageError("--dtype f64 is for the CPU backend; the CUDA backend runs bf16 or f32");
+}
+
+std::vector<cuda::Shape> stage_output_shapes(const WorkloadSpec& spec, const PartitionPlan& plan,
+                                             const Placement& p) {
+  std::vector<cuda::Shape> out;
+  for (int st = 0; st < p.stages(); ++st) {
+    const StageSpec& part = plan.stages[static_cast<std::size_t>(part_of(p, st))];
+    const LayerSpec& last = spec.layers[static_cast<std::size_t>(part.first_layer + part.num_layers - 1)];
+    if (p.is_last(st) || last.boundary_out.empty()) out.emplace_back();
+    else out.push_back(last.boundary_out.front().shape);
+  }
+  return out;
+}
+
+std::size_t rank_static_bytes(const WorkloadSpec& spec, const PartitionPlan& plan,
+                              const Placement& p, int rank) {
+  const std::size_t elem = cuda::dtype_size(gpu_dtype(spec));
+  std::size_t bytes = std::size_t{16} << 20;
+  for (int st = 0; st < p.stages(); ++st) {
+    if (p.stage_rank[st] != rank) continue;
+    const StageSpec& part = plan.stages[static_cast<std::size_t>(part_of(p, st))];
+    for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l) {
+      // value + f32 gradient, and each tensor rounded up to the arena's alignment
+      bytes += static_cast<std::size_t>(spec.layers[static_cast<std::size_t>(l)].params) * (elem + 4);
+      bytes += std::size_t{64} << 10;
+    }
+    const std::size_t n = static_cast<std::size_t>(p.microbatches_of(st));
+    bytes += n * (static_cast<std::size_t>(cuda::shape_numel(spec.input.shape)) * 4 + 4096);
+    bytes += n * (static_cast<std::size_t>(cuda::shape_numel(spec.input.shape)) * 4 + 4096);
+  }
+  return bytes;
+}
+
+GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& plan,
+                                 const Placement& p, int rank, std::uint64_t seed,
+                                 cudaStream_t compute, std::size_t activation_arena_bytes)
+    : p_(p), microbatches_(total_microbatches(p)) {
+  require_gpu_workload(spec);
+  const cuda::DType dt = gpu_dtype(spec);
+  const std::string who = "rank " + std::to_string(rank);
+  params_ = std::make_unique<cuda::DeviceArena>(who + " parameters and data",
+                                                rank_static_bytes(spec, plan, p, rank));
+  acts_ = std::make_unique<cuda::DeviceArena>(who + " activations", activation_arena_bytes);
+  ctx_ = std::make_unique<cuda::Context>(*acts_, compute);
+  int base = 0;
+  std::vector<int> chain_base;
+  for (int m : p.chain_microbatches) chain_base.push_back(base), base += m;
+
+  for (int st = 0; st < p.stages(); ++st) {
+    if (p.stage_rank[st] != rank) continue;
+    Stage stage;
+    stage.id = st;
+    stage.part = part_of(p, st);
+    const StageSpec& part = plan.stages[static_cast<std::size_t>(stage.part)];
+    for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l) {
+      const std::size_t index = static_cast<std::size_t>(l);
+      const LayerSpec& ls = spec.layers[index];
+      const std::uint64_t s = cpu::derive_seed(seed, index);
+      StageLayer sl;
+      sl.reads_data = index == 0;
+      switch (ls.kind) {
+        case LayerKind::kMlpBlock:
+          sl.body = cuda::make_mlp_block(*params_, attr(ls, "in"), attr(ls, "out"), dt, s);
+          break;
+        case LayerKind::kClassifierLoss:
+          sl.body = std::make_unique<cuda::Linear>(*params_, attr(ls, "in"), attr(ls, "out"), true, dt, s);
+          sl.loss = true;
+          break;
+        case LayerKind::kEmbedding:
+          sl.body = std::make_unique<cuda::Embedding>(*params_, attr(ls, "vocab"), attr(ls, "hidden"), dt, s);
+          sl.reads_data = true;
+          break;
+        case LayerKind::kLlamaLayer:
+          sl.body = cuda::make_decoder_layer(
+              *params_, cuda::DecoderConfig::llama(attr(ls, "hidden"), attr(ls, "heads"), attr(ls, "kv_heads"), attr(ls, "ffn")),
+              dt, s);
+          break;
+        case LayerKind::kGptLayer:
+          sl.body = cuda::make_decoder_layer(
+              *params_, cuda::DecoderConfig::gpipe(attr(ls, "hidden"), attr(ls, "heads"), attr(ls, "ffn")), dt, s);
+          break;
+        case LayerKind::kLmHead: {
+          const std::int64_t h = attr(ls, "hidden");
+          auto head = std::make_unique<cuda::Sequential>("final norm + lm head");
+          if (spec.layers[index - 1].kind == LayerKind::kGptLayer)
+            head->add(std::make_unique<cuda::LayerNorm>(*params_, h, dt));
+          else
+            head->add(std::make_unique<cuda::RMSNorm>(*params_, h, dt));
+          head->add(std::make_unique<cuda::Linear>(*params_, h, attr(ls, "vocab"), false, dt, s));
+          sl.body = std::move(head);
+          sl.loss = true;
+          break;
+        }
+        default:
+          throw UsageError("layer '" + ls.name + "' has no GPU kernel (use --backend cpu)");
+      }
+      stage.layers.push_back(std::move(sl));
+    }
+    const int n = p.microbatches_of(st);
+    stage.saved.assign(static_cast<std::size_t>(n), std::vector<cuda::Saved>(stage.layers.size()));
+    stage.logits_shape.assign(static_cast<std::size_t>(n), std::vector<cuda::Shape>(stage.layers.size()));
+    stage.bytes.assign(static_cast<std::size_t>(n), 0);
+    // The data of the chain's micro-batches this stage reads: synthetic, drawn on the host by
+    // the CPU builder (same seed, same values), uploaded once.
+    const bool first = p.is_first(st), last = p.is_last(st);
+    for (int mb = 0; mb < n && (first || last); ++mb) {
+      const int g = chain_base[static_cast<std::size_t>(p.stage_chain[st])] + mb;
+      const cpu::MicroBatch<float> d = cpu::make_microbatch<float>(spec, seed, g);
+      if (first && !inputs_.count(g)) {
+        const bool ids = spec.workload == "transformer";
+        cuda::DTensor x(*params_, d.inputs.front().shape, ids ? cuda::DType::kI32 : dt, "input data");
+        cuda::upload(x, std::vector<float>(d.inputs.front().data.begin(), d.inputs.front().data.end()));
+        inputs_.emplace(g, std::move(x));
+      }
+      if (last && !targets_.count(g)) {
+        cuda::DTensor t(*params_, {static_cast<std::int64_t>(d.targets.size())}, cuda::DType::kI32, "targets");
+        cuda::upload(t, std::vector<float>(d.targets.begin(), d.targets.end()));
+        targets_.emplace(g, std::move(t));
+      }
+    }
+    stages_.push_back(std::move(stage));
+  }
+}
+
+GpuPipelineRank::Stage& GpuPipelineRank::find(int stage) {
+  for (Stage& s : stages_)
+    if (s.id == stage) return s;
+  throw std::logic_error("stage " + std::to_string(stage) + " is not on this rank");
+}
+
+int GpuPipelineRank::global_mb(int stage, int mb) const {
+  int base = 0;
+  for (int c = 0; c < p_.stage_chain[stage]; ++c) base += p_.chain_microbatches[static_cast<std::size_t>(c)];
+  return base + mb;
+}
+
+void GpuPipelineRank::account(Stage& s, int mb) {
+  std::size_t b = 0;
+  for (const cuda::Saved& sv : s.saved[static_cast<std::size_t>(mb)]) b += static_cast<std::size_t>(sv.bytes());
+  s.live = s.live - s.bytes[static_cast<std::size_t>(mb)] + b;
+  s.bytes[static_cast<std::size_t>(mb)] = b;
+}
+
+cuda::DTensor GpuPipelineRank::forward(int stage, int mb, cuda::DTensor x) {
+  Stage& s = find(stage);
+  const int g = global_mb(stage, mb);
+  auto& saved = s.saved[static_cast<std::size_t>(mb)];
+  for (std::size_t l = 0; l < s.layers.size(); ++l) {
+    StageLayer& layer = s.layers[l];
+    if (layer.reads_data) x = inputs_.at(g);
+    if (!layer.loss) {
+      x = layer.body->forward(*ctx_, x, saved[l]);
+      continue;
+    }
+    saved[l].sub.resize(2);
+    const cuda::DTensor logits = layer.body->forward(*ctx_, x, saved[l].sub[0]);
+    s.logits_shape[static_cast<std::size_t>(mb)][l] = logits.shape();
+    x = ce_.forward(*ctx_, logits.reshaped({logits.rows(), logits.cols()}), targets_.at(g), saved[l].sub[1]);
+  }
+  if (p_.is_last(stage)) losses_[g] = x;
+  account(s, mb);
+  return x;
+}
+
+cuda::DTensor GpuPipelineRank::backward(int stage, int mb, cuda::DTensor grad, bool split) {
+  Stage& s = find(stage);
+  auto& saved = s.saved[static_cast<std::size_t>(mb)];
+  const float scale = 1.0f / static_cast<float>(microbatches_);
+  for (std::size_t l = s.layers.size(); l-- > 0;) {
+    StageLayer& layer = s.layers[l];
+    cuda::Saved& body_saved = layer.loss ? saved[l].sub[0] : saved[l];
+    if (layer.loss)
+      grad = ce_.backward_input(*ctx_, saved[l].sub[1], scale).reshaped(s.logits_shape[static_cast<std::size_t>(mb)][l]);
+    grad = layer.body->backward_input(*ctx_, grad, body_saved);
+    if (!split) {
+      layer.body->backward_weight(*ctx_, body_saved);
+      saved[l].clear();
+    }
+  }
+  account(s, mb);
+  return grad;
+}
+
+void GpuPipelineRank::backward_weight(int stage, int mb) {
+  Stage& s = find(stage);
+  auto& saved = s.saved[static_cast<std::size_t>(mb)];
+  for (std::size_t l = 0; l < s.layers.size(); ++l) {
+    StageLayer& layer = s.layers[l];
+    layer.body->backward_weight(*ctx_, layer.loss ? saved[l].sub[0] : saved[l]);
+    saved[l].clear();
+  }
+  account(s, mb);
+}
+
+std::size_t GpuPipelineRank::saved_bytes(int stage) const {
+  for (const Stage& s : stages_)
+    if (s.id == stage) return s.live;
+  return 0;
+}
+
+void GpuPipelineRank::zero_grad() {
+  for (Stage& s : stages_)
+    for (StageLayer& l : s.layers) l.body->zero_grad(*ctx_);
+  losses_.clear();
+}
+
+std::map<int, double> GpuPipelineRank::losses() const {
+  std::map<int, double> out;
+  for (const auto& [g, t] : losses_) out[g] = static_cast<double>(cuda::download(t).at(0));
+  return out;
+}
+
+std::vector<std::pair<int, std::vector<float>>> GpuPipelineRank::grads_by_part() {
+  std::vector<std::pair<int, std::vector<float>>> out;
+  for (Stage& s : stages_) {
+    std::vector<float> g;
+    for (StageLayer& l : s.layers)
+      for (cuda::Param* prm : l.body->params()) {
+        const std::vector<float> v = cuda::download(prm->grad);
+        g.insert(g.end(), v.begin(), v.end());
+      }
+    out.emplace_back(s.part, std::move(g));
+  }
+  return out;
+}
+
+}  // namespace ppbench::gpu

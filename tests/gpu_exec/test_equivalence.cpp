@@ -1,0 +1,109 @@
+// On a GPU split into D in {2, 4} virtual devices, every schedule's pipelined step computes the
+// loss and gradient norm of the CPU backend's single-device float64 step, within fp32 (1e-4) or
+// bf16 (2e-2) relative tolerance: the GPU executor moves the right tensors to the right
+// partitions in the right order. Skips with a message without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ostream>
+#include <string>
+
+#include "harness/gpu/cuda_run.h"
+#include "schedules/error.h"
+#include "schedules/registry.h"
+#include "workloads/cuda/device_info.h"
+#include "workloads/mlp.h"
+#include "workloads/transformer.h"
+
+namespace ppbench {
+namespace {
+
+WorkloadSpec tiny_mlp(DType dtype) {
+  MlpConfig c;
+  c.layers = 8, c.width = 32, c.input_dim = 16, c.classes = 5;
+  return build_mlp(c, 4, dtype);
+}
+
+WorkloadSpec tiny_transformer(DType dtype) {
+  TransformerConfig c = transformer_preset("tiny-llama");
+  c.layers = 6, c.hidden = 64, c.ffn = 96, c.heads = 4, c.kv_heads = 2, c.vocab = 61, c.seq = 13;
+  return build_transformer(c, 2, dtype);
+}
+
+void PrintTo(const struct Case& c, std::ostream* os);
+
+double tolerance(DType d) { return d == DType::kBF16 ? 2e-2 : 1e-4; }
+
+struct Case {
+  std::string workload;
+  DType dtype;
+  int devices;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.workload << " " << dtype_name(c.dtype) << " D=" << c.devices;
+}
+
+class VirtualDeviceEquivalence : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::has_gpu(&why)) GTEST_SKIP() << "no CUDA device visible: " << why;
+  }
+};
+
+TEST_P(VirtualDeviceEquivalence, EveryScheduleMatchesTheSingleDeviceStep) {
+  const Case c = GetParam();
+  const WorkloadSpec spec = c.workload == "mlp" ? tiny_mlp(c.dtype) : tiny_transformer(c.dtype);
+  const int d = c.devices;
+  int ran = 0;
+  for (const auto& info : all_schedules()) {
+    // The smallest micro-batch count each schedule allows at this D.
+    for (int n : {d, 2 * d, 4 * d}) {
+      ScheduleParams p{std::string(info.name), d, n, info.uses_chunks ? 2 : 0, 0};
+      try {
+        generate(p);
+      } catch (const UsageError&) {
+        continue;
+      }
+      const std::string label = p.name + " D=" + std::to_string(d) + " N=" + std::to_string(n);
+      CudaRunOptions o;
+      o.run.schedule = p;
+      o.run.seed = 77;
+      o.run.executor.watchdog_seconds = 30;
+      o.virtual_devices = d;
+      o.activation_arena_bytes = std::size_t{256} << 20;
+      RunOutput out;
+      try {
+        out = run_cuda(spec, o);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << label << ": " << e.what();
+        break;
+      }
+      const StepValues ref = single_device_step(spec, n, o.run.seed);
+      EXPECT_LE(std::abs(out.values.loss - ref.loss) / std::abs(ref.loss), tolerance(c.dtype))
+          << label << ": loss gpu " << out.values.loss << " cpu " << ref.loss;
+      EXPECT_LE(std::abs(out.values.grad_norm() - ref.grad_norm()) / ref.grad_norm(), tolerance(c.dtype))
+          << label << ": gradient norm gpu " << out.values.grad_norm() << " cpu " << ref.grad_norm();
+      EXPECT_EQ(out.values.grads.size(), ref.grads.size()) << label;
+      EXPECT_EQ(out.trace.ranks, d) << label;
+      ++ran;
+      break;
+    }
+  }
+  EXPECT_GT(ran, 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, VirtualDeviceEquivalence,
+    ::testing::Values(Case{"mlp", DType::kF32, 2}, Case{"mlp", DType::kF32, 4},
+                      Case{"mlp", DType::kBF16, 2}, Case{"mlp", DType::kBF16, 4},
+                      Case{"transformer", DType::kF32, 2}, Case{"transformer", DType::kF32, 4},
+                      Case{"transformer", DType::kBF16, 2}, Case{"transformer", DType::kBF16, 4}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      return i.param.workload + "_" + std::string(dtype_name(i.param.dtype)) + "_D" +
+             std::to_string(i.param.devices);
+    });
+
+}  // namespace
+}  // namespace ppbench
