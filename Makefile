@@ -65,7 +65,7 @@ CXX_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.cpp' 
 MAKEFLAGS += --no-print-directory
 
 .DEFAULT_GOAL := build
-.PHONY: perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu sweep plots \
+.PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu sweep plots \
         timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help
 
 help:  ## list the targets
@@ -177,6 +177,19 @@ perf-cpu: build  ## the CPU backend's benchmarks: layer GFLOP/s, executor overhe
 	  echo "== $$b"; \
 	  $(BUILD_DIR)/benchmarks/$$b --benchmark_out=$(PERF_DIR)/$$b.json --benchmark_out_format=json; \
 	done
+
+# A short pipelined step on the GPU under Nsight Systems (NVTX ranges on every action/transfer).
+PROFILE_ARGS ?= --backend cuda --virtual-devices 2 --workload transformer --preset tiny-llama \
+                --schedule 1f1b --devices 2 --microbatches 8 --dtype bf16 --steps 2 --warmup 1
+PROFILE_OUT  ?= results/profile/ppbench-$(shell date +%Y%m%d-%H%M%S)
+
+profile: build  ## nsys profile of a short GPU step (needs nsys and a GPU)
+	@command -v nsys >/dev/null 2>&1 || { echo "make profile needs Nsight Systems: install the \
+	nsight-systems package from NVIDIA's CUDA repository (it provides 'nsys'), then re-run"; exit 2; }
+	@mkdir -p $(dir $(PROFILE_OUT))
+	nsys profile --trace=cuda,nvtx --output $(PROFILE_OUT) --force-overwrite true \
+	  $(PPBENCH) run $(PROFILE_ARGS)
+	@echo "report: $(PROFILE_OUT).nsys-rep (open it in Nsight Systems; NVTX domain 'ppbench')"
 
 format:  ## clang-format -i every C++/CUDA source
 	clang-format -i $(CXX_SOURCES)

@@ -38,6 +38,10 @@ class ExecutionError : public std::runtime_error {
 struct ExecutorOptions {
   int channel_capacity = 4;       // messages one (src, dst) mailbox holds
   double watchdog_seconds = 60;   // longest a rank may wait on the transport
+  // How long a waiting rank spins before it sleeps, used only when every
+  // rank has a hardware thread of its own (spinning on a shared core only
+  // delays the thread it waits for).
+  double spin_microseconds = 50;
 };
 
 struct StepRecord {
@@ -59,7 +63,10 @@ class CpuExecutor {
 
   StepRecord run_step() {
     const int ranks = schedule_.placement.ranks;
-    InProcessTransport<Envelope> transport(ranks, options_.channel_capacity);
+    const bool own_cores = ranks <= static_cast<int>(std::thread::hardware_concurrency());
+    const auto spin = std::chrono::microseconds(
+        own_cores ? static_cast<long>(options_.spin_microseconds) : 0);
+    InProcessTransport<Envelope> transport(ranks, options_.channel_capacity, spin);
     StepRecord record;
     record.trace.source = "cpu";
     record.trace.time_unit = "s";

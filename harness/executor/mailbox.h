@@ -6,8 +6,13 @@
 // mailbox already holds `capacity` messages, which is what the validator's
 // check_deadlock_free(capacity) models. Every wait gives up at a deadline so
 // that a stuck rank becomes an error, never a hang.
+//
+// Waking a sleeping thread costs several microseconds, more than most hand-
+// overs take: when every rank has a core of its own, a waiter first spins for
+// a short while on the mailbox's version counter and sleeps only after that.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,16 +31,24 @@ class Mailbox {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit Mailbox(int capacity) : capacity_(capacity) {}
+  // `spin`: how long a waiter polls before it sleeps (zero: sleep at once).
+  explicit Mailbox(int capacity, std::chrono::microseconds spin = std::chrono::microseconds(0))
+      : capacity_(capacity), spin_(spin) {}
 
   WaitResult send(std::uint64_t name, Payload payload, Clock::time_point deadline) {
     std::unique_lock lock(mutex_);
+    if (capacity_ > 0 && static_cast<int>(queue_.size()) >= capacity_ && spin_.count() > 0) {
+      lock.unlock();
+      spin_while_unchanged();
+      lock.lock();
+    }
     if (!changed_.wait_until(lock, deadline, [&] {
           return aborted_ || capacity_ <= 0 || static_cast<int>(queue_.size()) < capacity_;
         }))
       return WaitResult::kTimedOut;
     if (aborted_) return WaitResult::kAborted;
     queue_.emplace_back(name, std::move(payload));
+    version_.fetch_add(1, std::memory_order_release);
     changed_.notify_all();
     return WaitResult::kDone;
   }
@@ -49,10 +62,16 @@ class Mailbox {
         if (it->first == name) return true;
       return false;
     };
+    if (!arrived() && spin_.count() > 0) {
+      lock.unlock();
+      spin_while_unchanged();
+      lock.lock();
+    }
     if (!changed_.wait_until(lock, deadline, arrived)) return WaitResult::kTimedOut;
     if (aborted_) return WaitResult::kAborted;
     out = std::move(it->second);
     queue_.erase(it);
+    version_.fetch_add(1, std::memory_order_release);
     changed_.notify_all();
     return WaitResult::kDone;
   }
@@ -60,14 +79,26 @@ class Mailbox {
   void abort() {
     std::lock_guard lock(mutex_);
     aborted_ = true;
+    version_.fetch_add(1, std::memory_order_release);
     changed_.notify_all();
   }
 
  private:
+  // Polls until the mailbox changes or the spin budget is spent; the caller
+  // then re-checks under the lock and sleeps if it still has to wait.
+  void spin_while_unchanged() const {
+    const std::uint64_t seen = version_.load(std::memory_order_acquire);
+    const auto until = Clock::now() + spin_;
+    while (version_.load(std::memory_order_acquire) == seen && Clock::now() < until) {
+    }
+  }
+
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::pair<std::uint64_t, Payload>> queue_;
   int capacity_;
+  std::chrono::microseconds spin_;
+  std::atomic<std::uint64_t> version_{0};
   bool aborted_ = false;
 };
 
@@ -75,9 +106,12 @@ class Mailbox {
 template <class Payload>
 class InProcessTransport {
  public:
-  InProcessTransport(int ranks, int capacity) : ranks_(ranks) {
+  InProcessTransport(int ranks, int capacity,
+                     std::chrono::microseconds spin = std::chrono::microseconds(0))
+      : ranks_(ranks) {
     boxes_.reserve(static_cast<std::size_t>(ranks) * ranks);
-    for (int i = 0; i < ranks * ranks; ++i) boxes_.push_back(std::make_unique<Mailbox<Payload>>(capacity));
+    for (int i = 0; i < ranks * ranks; ++i)
+      boxes_.push_back(std::make_unique<Mailbox<Payload>>(capacity, spin));
   }
   Mailbox<Payload>& mailbox(int src, int dst) { return *boxes_[static_cast<std::size_t>(src) * ranks_ + dst]; }
   void abort() {
