@@ -53,7 +53,11 @@ nlohmann::json provenance() {
   const std::string git = "git -C '" PPBENCH_SOURCE_DIR "' ";
   std::string commit = run(git + "rev-parse --short=12 HEAD 2>/dev/null");
   if (commit.empty()) commit = "unknown";
-  else if (!run(git + "status --porcelain --untracked-files=no 2>/dev/null").empty()) commit += "-dirty";
+  // Sources changed since the commit make it "-dirty"; results/ and plots/ do not: a sweep
+  // rewrites its own records there while it runs.
+  else if (!run(git + "status --porcelain --untracked-files=no -- . ':!results' ':!plots' "
+                      "2>/dev/null").empty())
+    commit += "-dirty";
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   // Timings taken while other work shares the cores are not comparable; say how busy it was.

@@ -1,5 +1,7 @@
 #include "harness/gpu/cuda_run.h"
 
+#include "harness/backends/run_record.h"
+
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -25,39 +27,6 @@ namespace ppbench {
 namespace {
 
 using gpu::GpuPipelineRank;
-
-// As run_cpu's memory model (harness/backends/cpu/cpu_run.cpp): per rank, M_B kept from F to
-// the backward and M_W from I to W, from the workload spec.
-std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan& plan) {
-  const Placement& p = s.placement;
-  auto part = [&](int stage) { return plan.stages[stage - p.chain_begin[p.stage_chain[stage]]]; };
-  std::vector<double> peak(p.ranks, 0);
-  for (int r = 0; r < p.ranks; ++r) {
-    double live = 0;
-    auto apply = [&](const Task& t) {
-      const StageSpec& st = part(t.stage);
-      const double mb = static_cast<double>(st.activation.b), mw = static_cast<double>(st.activation.w);
-      switch (t.op) {
-        case Op::F: live += mb; break;
-        case Op::B: live -= mb; break;
-        case Op::I: live += mw - mb; break;
-        case Op::W: live -= mw; break;
-      }
-    };
-    for (const Action& a : s.ranks[r]) {
-      apply(a.task);
-      if (a.paired) apply(a.partner);
-      peak[r] = std::max(peak[r], live);
-    }
-  }
-  return peak;
-}
-
-double makespan_of(const Trace& t) {
-  double t0 = 1e300, t1 = -1e300;
-  for (const auto& e : t.compute) t0 = std::min(t0, e.start), t1 = std::max(t1, e.end);
-  return t.compute.empty() ? 0 : t1 - t0;
-}
 
 GpuPlacement placement_of(const CudaRunOptions& o, int ranks, int visible) {
   GpuPlacementFlags f;
@@ -163,37 +132,10 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   RunOutput out;
   out.trace = last.trace;
   out.values = values;
-  const Metrics measured = compute_metrics(out.trace, s.placement);
-  const Trace replay = simulate(s, costs_from_trace(out.trace, s.placement), {.record_comm = false});
-  const Metrics predicted = compute_metrics(replay, s.placement);
-  const std::vector<double> model_peak = predicted_peak_bytes(s, plan);
-  double mean_step = 0;
-  for (double t : step_times) mean_step += t;
-  mean_step /= static_cast<double>(step_times.size());
-  const double samples = static_cast<double>(s.params.microbatches * spec.microbatch_size);
-
-  nlohmann::json r = schedule_json(s);
-  r["command"] = "run";
-  r["backend"] = "cuda";
-  r["workload"] = spec.workload;
-  r["workload_config"] = spec.config;
-  r["microbatch_size"] = spec.microbatch_size;
-  r["dtype"] = std::string(dtype_name(spec.dtype));
-  r["steps"] = o.run.steps;
-  r["warmup"] = o.run.warmup;
-  r["seed"] = o.run.seed;
-  r["recompute"] = false;
-  r["partition"] = {{"method", plan.method}, {"layer_counts", plan.layer_counts}};
-  r["params"] = spec.params();
-  r["step_time_s"] = mean_step;
-  r["step_times_s"] = step_times;
-  r["throughput"] = {{"samples_per_s", samples / mean_step}};
-  if (spec.workload == "transformer")
-    r["throughput"]["tokens_per_s"] = samples * static_cast<double>(spec.input.shape.at(1)) / mean_step;
-  r["measured"] = to_json(measured);
-  r["predicted"] = to_json(predicted);
-  r["predicted"]["note"] = "the simulator replaying this step's measured per-op costs";
-  r["fidelity"] = {{"bubble_fraction_gap", measured.bubble_fraction - predicted.bubble_fraction}};
+  const std::vector<double> model_peak = predicted_peak_bytes(s, plan, false);
+  nlohmann::json r = run_record({&spec, &s, &plan, o.run.steps, o.run.warmup, o.run.seed, false,
+                                 step_times, &out.trace, values.loss, values.grad_norm()},
+                                "cuda");
   nlohmann::json mem = nlohmann::json::array();
   for (int k = 0; k < s.placement.ranks; ++k)
     mem.push_back({{"rank", k},
@@ -201,8 +143,6 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
                    {"device_arena_peak_bytes", last.device_peak_bytes[static_cast<std::size_t>(k)]},
                    {"model_peak_bytes", model_peak[static_cast<std::size_t>(k)]}});
   r["activation_bytes"] = mem;
-  r["loss"] = values.loss;
-  r["grad_norm"] = values.grad_norm();
   nlohmann::json g;
   g["placement"] = describe(gp);
   g["gpu_names"] = devices->gpu_names;
@@ -227,7 +167,6 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   }
   g["link"] = link ? nlohmann::json(link->describe()) : nlohmann::json(nullptr);
   r["gpu"] = g;
-  r["provenance"] = provenance();
   out.record = std::move(r);
   return out;
 }

@@ -6,11 +6,7 @@
 #include <memory>
 
 #include "harness/backends/cpu/pipeline_rank.h"
-#include "harness/metrics.h"
-#include "harness/provenance.h"
-#include "harness/replay.h"
-#include "harness/report_json.h"
-#include "harness/simulator.h"
+#include "harness/backends/run_record.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
@@ -25,38 +21,6 @@ double StepValues::grad_norm() const {
 }
 
 namespace {
-
-// The memory model: per rank, walk its actions and add each stage's bytes
-// from the workload spec (M_B kept from F to the backward, M_W from I to W).
-// With recompute F keeps only the stage input (the previous stage's
-// boundary); the backward rebuilds M_B, and a split one still leaves M_W for W.
-std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan& plan, bool recompute) {
-  const Placement& p = s.placement;
-  auto part = [&](int stage) { return plan.stages[stage - p.chain_begin[p.stage_chain[stage]]]; };
-  std::vector<double> peak(p.ranks, 0);
-  for (int r = 0; r < p.ranks; ++r) {
-    double live = 0;
-    auto apply = [&](const Task& t) {
-      const StageSpec& st = part(t.stage);
-      const bool first = p.is_first(t.stage);
-      const double input = first ? 0 : static_cast<double>(part(t.stage - 1).boundary_bytes_out);
-      const double mb = recompute ? input : static_cast<double>(st.activation.b);
-      const double mw = static_cast<double>(st.activation.w);
-      switch (t.op) {
-        case Op::F: live += mb; break;
-        case Op::B: live -= mb; break;
-        case Op::I: live += mw - mb; break;
-        case Op::W: live -= mw; break;
-      }
-    };
-    for (const Action& a : s.ranks[r]) {
-      apply(a.task);
-      if (a.paired) apply(a.partner);
-      peak[r] = std::max(peak[r], live);
-    }
-  }
-  return peak;
-}
 
 template <typename T>
 struct Step {
@@ -112,12 +76,6 @@ class CpuRun {
   int parts_ = 0;
 };
 
-double makespan_of(const Trace& t) {
-  double t0 = 1e300, t1 = -1e300;
-  for (const auto& e : t.compute) t0 = std::min(t0, e.start), t1 = std::max(t1, e.end);
-  return t.compute.empty() ? 0 : t1 - t0;
-}
-
 template <typename T>
 RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
                     const RunOptions& o) {
@@ -136,47 +94,16 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
   out.trace = last.record.trace;
   out.values = last.values;
 
-  const Metrics measured = compute_metrics(out.trace, s.placement);
-  const Trace replay = simulate(s, costs_from_trace(out.trace, s.placement), {.record_comm = false});
-  const Metrics predicted = compute_metrics(replay, s.placement);
   const std::vector<double> model_peak = predicted_peak_bytes(s, plan, o.recompute);
-
-  double mean_step = 0;
-  for (double t : step_times) mean_step += t;
-  mean_step /= static_cast<double>(step_times.size());
-  const double samples = static_cast<double>(s.params.microbatches * spec.microbatch_size);
-
-  nlohmann::json r = schedule_json(s);
-  r["command"] = "run";
-  r["backend"] = "cpu";
-  r["workload"] = spec.workload;
-  r["workload_config"] = spec.config;
-  r["microbatch_size"] = spec.microbatch_size;
-  r["dtype"] = std::string(dtype_name(spec.dtype));
-  r["steps"] = o.steps;
-  r["warmup"] = o.warmup;
-  r["seed"] = o.seed;
-  r["recompute"] = o.recompute;
-  r["partition"] = {{"method", plan.method}, {"layer_counts", plan.layer_counts}};
-  r["params"] = spec.params();
-  r["step_time_s"] = mean_step;
-  r["step_times_s"] = step_times;
-  r["throughput"] = {{"samples_per_s", samples / mean_step}};
-  if (spec.workload == "transformer")
-    r["throughput"]["tokens_per_s"] = samples * static_cast<double>(spec.input.shape.at(1)) / mean_step;
-  r["measured"] = to_json(measured);
-  r["predicted"] = to_json(predicted);
-  r["predicted"]["note"] = "the simulator replaying this step's measured per-op costs";
-  r["fidelity"] = {{"bubble_fraction_gap", measured.bubble_fraction - predicted.bubble_fraction}};
+  nlohmann::json r = run_record({&spec, &s, &plan, o.steps, o.warmup, o.seed, o.recompute, step_times,
+                                 &out.trace, out.values.loss, out.values.grad_norm()},
+                                "cpu");
   nlohmann::json mem = nlohmann::json::array();
   for (int k = 0; k < s.placement.ranks; ++k)
     mem.push_back({{"rank", k},
                    {"measured_peak_bytes", last.record.arenas[k].peak()},
                    {"model_peak_bytes", model_peak[k]}});
   r["activation_bytes"] = mem;
-  r["loss"] = out.values.loss;
-  r["grad_norm"] = out.values.grad_norm();
-  r["provenance"] = provenance();
   out.record = std::move(r);
   return out;
 }

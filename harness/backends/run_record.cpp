@@ -1,0 +1,85 @@
+#include "harness/backends/run_record.h"
+
+#include <algorithm>
+
+#include "harness/metrics.h"
+#include "harness/provenance.h"
+#include "harness/replay.h"
+#include "harness/report_json.h"
+#include "harness/simulator.h"
+
+namespace ppbench {
+
+double makespan_of(const Trace& t) {
+  double t0 = 1e300, t1 = -1e300;
+  for (const auto& e : t.compute) t0 = std::min(t0, e.start), t1 = std::max(t1, e.end);
+  return t.compute.empty() ? 0 : t1 - t0;
+}
+
+std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan& plan, bool recompute) {
+  const Placement& p = s.placement;
+  auto part = [&](int stage) { return plan.stages[stage - p.chain_begin[p.stage_chain[stage]]]; };
+  std::vector<double> peak(p.ranks, 0);
+  for (int r = 0; r < p.ranks; ++r) {
+    double live = 0;
+    auto apply = [&](const Task& t) {
+      const StageSpec& st = part(t.stage);
+      const double input = p.is_first(t.stage) ? 0 : static_cast<double>(part(t.stage - 1).boundary_bytes_out);
+      const double mb = recompute ? input : static_cast<double>(st.activation.b);
+      const double mw = static_cast<double>(st.activation.w);
+      switch (t.op) {
+        case Op::F: live += mb; break;
+        case Op::B: live -= mb; break;
+        case Op::I: live += mw - mb; break;
+        case Op::W: live -= mw; break;
+      }
+    };
+    for (const Action& a : s.ranks[r]) {
+      apply(a.task);
+      if (a.paired) apply(a.partner);
+      peak[r] = std::max(peak[r], live);
+    }
+  }
+  return peak;
+}
+
+nlohmann::json run_record(const StepSummary& in, const char* backend) {
+  const WorkloadSpec& spec = *in.spec;
+  const Schedule& s = *in.schedule;
+  const Metrics measured = compute_metrics(*in.trace, s.placement);
+  const Trace replay = simulate(s, costs_from_trace(*in.trace, s.placement), {.record_comm = false});
+  const Metrics predicted = compute_metrics(replay, s.placement);
+  double mean_step = 0;
+  for (double t : in.step_times_s) mean_step += t;
+  mean_step /= static_cast<double>(std::max<std::size_t>(in.step_times_s.size(), 1));
+  const double samples = static_cast<double>(s.params.microbatches * spec.microbatch_size);
+
+  nlohmann::json r = schedule_json(s);
+  r["command"] = "run";
+  r["backend"] = backend;
+  r["workload"] = spec.workload;
+  r["workload_config"] = spec.config;
+  r["microbatch_size"] = spec.microbatch_size;
+  r["dtype"] = std::string(dtype_name(spec.dtype));
+  r["steps"] = in.steps;
+  r["warmup"] = in.warmup;
+  r["seed"] = in.seed;
+  r["recompute"] = in.recompute;
+  r["partition"] = {{"method", in.plan->method}, {"layer_counts", in.plan->layer_counts}};
+  r["params"] = spec.params();
+  r["step_time_s"] = mean_step;
+  r["step_times_s"] = in.step_times_s;
+  r["throughput"] = {{"samples_per_s", samples / mean_step}};
+  if (spec.workload == "transformer")
+    r["throughput"]["tokens_per_s"] = samples * static_cast<double>(spec.input.shape.at(1)) / mean_step;
+  r["measured"] = to_json(measured);
+  r["predicted"] = to_json(predicted);
+  r["predicted"]["note"] = "the simulator replaying this step's measured per-op costs";
+  r["fidelity"] = {{"bubble_fraction_gap", measured.bubble_fraction - predicted.bubble_fraction}};
+  r["loss"] = in.loss;
+  r["grad_norm"] = in.grad_norm;
+  r["provenance"] = provenance();
+  return r;
+}
+
+}  // namespace ppbench

@@ -1,0 +1,43 @@
+// What every backend's `ppbench run` record shares: the step time, the
+// activation-memory model, and the measured metrics beside the simulator's
+// replay of the same step (DESIGN.md: the gap is the simulator's fidelity).
+#pragma once
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/trace.h"
+#include "schedules/schedule.h"
+#include "workloads/layer_spec.h"
+#include "workloads/partition.h"
+
+namespace ppbench {
+
+// First action start to last action end of a measured step, in seconds.
+double makespan_of(const Trace& t);
+
+// Per rank, the most activation bytes alive at an action boundary: each
+// stage adds its spec's M_B after F, keeps M_W from I to W, frees it after B
+// or W. With recompute F keeps only the stage input (the previous stage's
+// boundary); the backward rebuilds M_B, and a split one leaves M_W for W.
+std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan& plan, bool recompute);
+
+struct StepSummary {
+  const WorkloadSpec* spec;
+  const Schedule* schedule;
+  const PartitionPlan* plan;
+  int steps, warmup;
+  unsigned long long seed;
+  bool recompute;
+  std::vector<double> step_times_s;  // measured steps only
+  const Trace* trace;                // the last step
+  double loss, grad_norm;
+};
+
+// The record's common fields: identity and config, throughput, measured and
+// replayed metrics with their gap, loss, grad_norm and provenance. The caller
+// adds its backend's own fields (arena peaks, devices, transport).
+nlohmann::json run_record(const StepSummary& s, const char* backend);
+
+}  // namespace ppbench
