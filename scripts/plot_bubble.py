@@ -13,7 +13,6 @@ Output: OUT_DIR/bubble_<cost>.png, e.g. plots/bubble_F1_B2.png.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections import defaultdict
@@ -25,6 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
+from results_io import load_rows
+
 # Okabe-Ito colours plus black, cycled with markers so 12+ series stay distinguishable.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
            "#F0E442"]
@@ -32,18 +33,6 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
 SCHEDULE_ORDER = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
                   "zb-v", "dualpipe", "dualpipev"]
 DEFINITION = "bubble_fraction = Σ idle / (ranks × makespan)"
-
-
-def load_rows(path: Path) -> list[dict]:
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            print(f"warning: {path}:{n}: not JSON, skipped", file=sys.stderr)
-    return rows
 
 
 def cost_of(row: dict) -> str:

@@ -16,7 +16,6 @@ recomputed: every number comes from the results file.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -25,24 +24,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from results_io import load_rows
+
 MEASURED_COLOUR = "#0072B2"
 MODEL_COLOUR = "#E69F00"
 WORKLOAD_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
 WORKLOAD_MARKERS = ["o", "s", "^", "D", "v", "P"]
 DEFAULT_SCHEDULES = ("gpipe", "1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev")
 MIB = 1024.0 * 1024.0
-
-
-def load_rows(path: Path) -> list[dict]:
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            print(f"warning: {path}:{n}: not JSON, skipped", file=sys.stderr)
-    return rows
 
 
 def field(row: dict, key: str, default=None):

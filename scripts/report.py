@@ -20,14 +20,13 @@ the results file. The report is written atomically.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from results_io import atomic_write, load_rows
 
 SCHEDULE_ORDER = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
                   "zb-v", "dualpipe", "dualpipev"]
@@ -36,16 +35,6 @@ DASH = "—"
 
 
 # --- loading -------------------------------------------------------------------------------
-
-def load_rows(path: Path) -> list[dict]:
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                print(f"warning: {path}:{n}: not JSON, skipped", file=sys.stderr)
-    return rows
 
 
 def field(row: dict, key: str, default: Any = None) -> Any:
@@ -413,30 +402,6 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
     if measured:
         lines += measured_sections(measured, measured_source)
     return "\n".join(lines).rstrip() + "\n"
-
-
-def file_mode(path: Path) -> int:
-    """The mode of the existing file, else what a plain open() would give under the umask."""
-    try:
-        return path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, file_mode(path))  # mkstemp makes 0600; keep the usual permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -50,10 +50,11 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
+
+from results_io import atomic_write
 
 # Schedules that take --chunks / --group-size (see `ppbench list`).
 CHUNKED_SCHEDULES = frozenset({"interleaved-1f1b"})
@@ -309,33 +310,6 @@ def failed_row(point: Point, base: dict, status: str, error: str) -> dict:
     row.update(base)
     row.update({"status": status, "error": error})
     return row
-
-
-def file_mode(path: Path) -> int:
-    """The mode of the existing file, else what a plain open() would give under the umask."""
-    try:
-        return path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write text to path so that readers see either the old or the new file, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, file_mode(path))  # mkstemp makes 0600; keep the usual permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class Records:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import results_io
 import sweep
 from conftest import SCRIPTS, calls
 
@@ -127,7 +128,7 @@ def test_atomic_write_leaves_old_file_when_replace_fails(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk on fire"):
-        sweep.atomic_write(target, "new\n")
+        results_io.atomic_write(target, "new\n")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]
 
@@ -176,10 +177,10 @@ def test_theory_spec_is_valid_and_covers_the_reference_points():
 
 def test_atomic_write_keeps_usual_permissions(tmp_path):
     target = tmp_path / "new.txt"
-    sweep.atomic_write(target, "x\n")
-    assert target.stat().st_mode & 0o777 == sweep.file_mode(tmp_path / "absent")
+    results_io.atomic_write(target, "x\n")
+    assert target.stat().st_mode & 0o777 == results_io.file_mode(tmp_path / "absent")
     target.chmod(0o640)
-    sweep.atomic_write(target, "y\n")
+    results_io.atomic_write(target, "y\n")
     assert target.stat().st_mode & 0o777 == 0o640 and target.read_text() == "y\n"
 
 
