@@ -1,12 +1,13 @@
 #include "workloads/cuda/batchnorm.h"
 #include "workloads/cuda/kernel_util.cuh"
+#include "workloads/cuda/norm_saved.h"
 #include "workloads/cuda/reduce.h"
 
 namespace ppbench::cuda {
 
 namespace {
 
-enum Slot { kXhat, kRstd, kDGamma, kDBeta, kSlots };
+using namespace norm;  // the shared slot layout
 constexpr int kCols = 32;  // channels per block: each row segment is one coalesced load
 constexpr int kRowThreads = 8;
 constexpr int kRowsPerBlock = 256;
@@ -115,11 +116,7 @@ DTensor BatchNorm::forward(Context& ctx, const DTensor& x, Saved& saved) {
         xhat.as<T>(), y.as<T>(), x.numel(), cols);
     CUDA_CHECK_LAUNCH();
   });
-  saved.clear();
-  saved.in_shape = x.shape();
-  saved.t.resize(kSlots);
-  saved.t[kXhat] = std::move(xhat);
-  saved.t[kRstd] = std::move(rstd);
+  save_stats(saved, x.shape(), std::move(xhat), std::move(rstd));
   return y;
 }
 
@@ -141,17 +138,12 @@ DTensor BatchNorm::backward_input(Context& ctx, const DTensor& dy, Saved& saved)
         static_cast<float>(xhat.rows()));
   });
   CUDA_CHECK_LAUNCH();
-  saved.t[kDGamma] = std::move(dgamma);
-  saved.t[kDBeta] = std::move(dbeta);
-  saved.t[kXhat].release();
-  saved.t[kRstd].release();
+  keep_param_grads(saved, std::move(dgamma), std::move(dbeta));
   return dx;
 }
 
 void BatchNorm::backward_weight(Context& ctx, Saved& saved) {
-  add_f32(ctx, gamma.grad.as<float>(), saved.t[kDGamma].as<float>(), c_);
-  add_f32(ctx, beta.grad.as<float>(), saved.t[kDBeta].as<float>(), c_);
-  saved.clear();
+  add_param_grads(ctx, saved, gamma, &beta, c_);
 }
 
 }  // namespace ppbench::cuda

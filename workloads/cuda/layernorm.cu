@@ -1,13 +1,14 @@
 #include "workloads/cuda/layernorm.h"
 
 #include "workloads/cuda/kernel_util.cuh"
+#include "workloads/cuda/norm_saved.h"
 #include "workloads/cuda/reduce.h"
 
 namespace ppbench::cuda {
 
 namespace {
 
-enum Slot { kXhat, kRstd, kDGamma, kDBeta, kSlots };
+using namespace norm;  // the shared slot layout
 constexpr int kThreads = 256;
 
 // One block per row; two passes over the row (mean, then centred variance) for accuracy.
@@ -83,11 +84,7 @@ DTensor LayerNorm::forward(Context& ctx, const DTensor& x, Saved& saved) {
     });
     CUDA_CHECK_LAUNCH();
   }
-  saved.clear();
-  saved.in_shape = x.shape();
-  saved.t.resize(kSlots);
-  saved.t[kXhat] = std::move(xhat);
-  saved.t[kRstd] = std::move(rstd);
+  save_stats(saved, x.shape(), std::move(xhat), std::move(rstd));
   return y;
 }
 
@@ -111,17 +108,12 @@ DTensor LayerNorm::backward_input(Context& ctx, const DTensor& dy, Saved& saved)
     col_dot_accumulate(ctx, dy, xhat, dgamma.as<float>());
     col_sum_accumulate(ctx, dy, dbeta.as<float>());
   }
-  saved.t[kDGamma] = std::move(dgamma);
-  saved.t[kDBeta] = std::move(dbeta);
-  saved.t[kXhat].release();
-  saved.t[kRstd].release();
+  keep_param_grads(saved, std::move(dgamma), std::move(dbeta));
   return dx;
 }
 
 void LayerNorm::backward_weight(Context& ctx, Saved& saved) {
-  add_f32(ctx, gamma.grad.as<float>(), saved.t[kDGamma].as<float>(), c_);
-  add_f32(ctx, beta.grad.as<float>(), saved.t[kDBeta].as<float>(), c_);
-  saved.clear();
+  add_param_grads(ctx, saved, gamma, &beta, c_);
 }
 
 }  // namespace ppbench::cuda

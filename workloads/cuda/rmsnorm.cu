@@ -1,13 +1,14 @@
 #include "workloads/cuda/rmsnorm.h"
 
 #include "workloads/cuda/kernel_util.cuh"
+#include "workloads/cuda/norm_saved.h"
 #include "workloads/cuda/reduce.h"
 
 namespace ppbench::cuda {
 
 namespace {
 
-enum Slot { kXhat, kRstd, kDGamma, kSlots };
+using namespace norm;  // the shared slot layout
 constexpr int kThreads = 256;
 
 // One block per token row: the row's statistics need a reduction over all C features.
@@ -72,11 +73,7 @@ DTensor RMSNorm::forward(Context& ctx, const DTensor& x, Saved& saved) {
     });
     CUDA_CHECK_LAUNCH();
   }
-  saved.clear();
-  saved.in_shape = x.shape();
-  saved.t.resize(kSlots);
-  saved.t[kXhat] = std::move(xhat);
-  saved.t[kRstd] = std::move(rstd);
+  save_stats(saved, x.shape(), std::move(xhat), std::move(rstd));
   return y;
 }
 
@@ -97,15 +94,12 @@ DTensor RMSNorm::backward_input(Context& ctx, const DTensor& dy, Saved& saved) {
     CUDA_CHECK_LAUNCH();
     col_dot_accumulate(ctx, dy, xhat, dgamma.as<float>());
   }
-  saved.t[kDGamma] = std::move(dgamma);
-  saved.t[kXhat].release();
-  saved.t[kRstd].release();
+  keep_param_grads(saved, std::move(dgamma));
   return dx;
 }
 
 void RMSNorm::backward_weight(Context& ctx, Saved& saved) {
-  add_f32(ctx, gamma.grad.as<float>(), saved.t[kDGamma].as<float>(), c_);
-  saved.clear();
+  add_param_grads(ctx, saved, gamma, nullptr, c_);
 }
 
 }  // namespace ppbench::cuda
