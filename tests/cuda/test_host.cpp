@@ -131,8 +131,11 @@ TEST(CheckMacros, FormatCarriesFileLineCallAndLibraryText) {
 
 TEST(DType, Bf16RoundsToNearestEven) {
   EXPECT_EQ(round_to_bf16(1.0f), 1.0f);
-  EXPECT_EQ(round_to_bf16(1.0f + 1.0f / 512), 1.0f);              // tie -> even (down)
-  EXPECT_EQ(round_to_bf16(1.0f + 3.0f / 512), 1.0f + 4.0f / 512);  // tie -> even (up)
+  // bf16 steps by 1/128 at 1.0: 1/256 above a value is a tie.
+  EXPECT_EQ(round_to_bf16(1.0f + 1.0f / 256), 1.0f);              // tie -> even (down)
+  EXPECT_EQ(round_to_bf16(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);  // tie -> even (up)
+  EXPECT_EQ(round_to_bf16(1.0f + 1.0f / 512), 1.0f);              // below half a step
+  EXPECT_EQ(round_to_bf16(1.0f + 3.0f / 512), 1.0f + 2.0f / 256);  // above half a step
   EXPECT_EQ(round_to_bf16(-2.5f), -2.5f);
   EXPECT_EQ(dtype_size(DType::kBF16), 2u);
   EXPECT_EQ(dtype_name(DType::kF32), "f32");
@@ -149,7 +152,39 @@ TEST(DeviceInfo, AnswersWithOrWithoutAGpu) {
     EXPECT_NE(text.find("no GPU visible ("), std::string::npos) << text;
   }
   EXPECT_NE(text.find("CUDA runtime"), std::string::npos) << text;
-  EXPECT_TRUE(kMaterialisesScores);  // flip with the fused kernel, and update kAttentionNote
+}
+
+// The fused attention picks its tiles from the shared memory a block may have; H100/H200 allow
+// 227 KiB (232448 bytes) per block, older parts 48 KiB without opting in.
+TEST(FlashTiles, LargestTilesThatFit) {
+  constexpr std::size_t kHopper = 232448;
+  const FlashTiles f = flash_forward_tiles(128, 2, kHopper);
+  EXPECT_EQ(f.query_rows, 64);
+  EXPECT_EQ(f.key_rows, 64);
+  EXPECT_LE(f.shared_bytes, kHopper);
+  EXPECT_GT(f.shared_bytes, std::size_t{64} * 128 * 2 * 3);  // at least Q, K, V tiles in bf16
+
+  const FlashTiles b = flash_backward_tiles(128, 2, kHopper);
+  EXPECT_GT(b.query_rows, 0);
+  EXPECT_LE(b.shared_bytes, kHopper);
+  // f32 tiles are twice the bytes: the same head_dim gets tiles no larger.
+  const FlashTiles b32 = flash_backward_tiles(128, 4, kHopper);
+  EXPECT_GT(b32.query_rows, 0);
+  EXPECT_LE(b32.query_rows * b32.key_rows, b.query_rows * b.key_rows);
+  // Odd head_dim is padded to a multiple of 16, never rejected for being odd.
+  EXPECT_GT(flash_forward_tiles(6, 4, 48 * 1024).query_rows, 0);
+  // Within 48 KiB a head_dim of 128 needs smaller tiles; a huge head_dim fits none.
+  const FlashTiles small = flash_forward_tiles(128, 2, 48 * 1024);
+  EXPECT_GT(small.query_rows, 0);
+  EXPECT_LT(small.query_rows, 64);
+  EXPECT_EQ(flash_forward_tiles(4096, 4, kHopper).query_rows, 0);
+  EXPECT_EQ(flash_backward_tiles(4096, 4, kHopper).shared_bytes, 0u);
+}
+
+TEST(AttentionNote, SaysWhichKernelIsBuilt) {
+  EXPECT_NE(std::string(kAttentionNote).find("fused"), std::string::npos);
+  EXPECT_STREQ(attention_kernel_name(AttentionKernel::kFused), "fused");
+  EXPECT_STREQ(attention_kernel_name(AttentionKernel::kMaterialised), "materialised");
 }
 
 }  // namespace

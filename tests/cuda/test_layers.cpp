@@ -140,6 +140,40 @@ TEST_P(Layers, MultiHeadAttentionWithBiasNoRope) {
   check(g, c, {1, 33, 48}, 11);
 }
 
+// The materialised core on the same case: two implementations, one reference.
+TEST_P(Layers, GroupedQueryAttentionMaterialised) {
+  AttentionConfig ac;
+  ac.hidden = 64;
+  ac.heads = 8;
+  ac.kv_heads = 2;
+  Attention g(*params_, ac, dtype(), 10, AttentionKernel::kMaterialised);
+  cpu::Attention<double> c(ac, 10);
+  check(g, c, {2, 19, 64}, 10);
+}
+
+// The fused kernels' edges: a sequence that spans several query and key tiles and ends inside
+// one (tiles hold 16 to 64 rows), a head_dim that is not a multiple of 16 (padded in shared
+// memory) and, in the next case, not a multiple of the 16-byte vector loads either.
+TEST_P(Layers, FusedAttentionAcrossTiles) {
+  AttentionConfig ac;
+  ac.hidden = 96;
+  ac.heads = 4;
+  ac.kv_heads = 2;  // head_dim 24
+  Attention g(*params_, ac, dtype(), 13);
+  cpu::Attention<double> c(ac, 13);
+  check(g, c, {2, 150, 96}, 13);
+}
+
+TEST_P(Layers, FusedAttentionOddHeadDim) {
+  AttentionConfig ac;
+  ac.hidden = 18;
+  ac.heads = 3;  // head_dim 6, plain multi-head
+  ac.rope = false;
+  Attention g(*params_, ac, dtype(), 14);
+  cpu::Attention<double> c(ac, 14);
+  check(g, c, {3, 67, 18}, 14);
+}
+
 TEST_P(Layers, LlamaDecoderLayer) {
   const DecoderConfig dc = DecoderConfig::llama(64, 4, 2, 96);
   LayerPtr g = make_decoder_layer(*params_, dc, dtype(), 12);

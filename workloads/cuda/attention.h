@@ -1,13 +1,10 @@
 // Causal grouped-query self-attention on [batch, seq, hidden], as cpu::Attention (same config,
 // same fused q | k | v projection, rotate-half RoPE, W stored [out, in]).
 //
-// FIRST-STEP IMPLEMENTATION: the s x s scores are materialised. Per (batch, kv group) one strided
-// batched cuBLASLt GEMM computes the scores of the group's heads against their shared k (the
-// heads of a group are adjacent in the head-major layout, so GQA needs no copy of k or v), a
-// causal softmax kernel turns them into probabilities, and GEMMs do P v and the backward. This
-// costs O(s^2) memory per head ([batch, heads, seq, seq] f32 scores transiently, P kept in the
-// layer dtype until I) and does the masked half of the work; a fused FlashAttention-style tiled
-// kernel is the goal. kMaterialisesScores says which one is built, for `ppbench model` output.
+// The projections are cuBLASLt GEMMs (Linear); q, k and v move to the head-major layout
+// [batch, heads, seq, head_dim] (RoPE applied on the way), and the s x s part runs in one of the
+// two cores of attention_core.h: the fused FlashAttention-style kernels (the default: O(s)
+// memory, masked tiles skipped) or the materialised scores (O(s^2) memory, a second opinion).
 #pragma once
 
 #include <memory>
@@ -18,33 +15,41 @@
 
 namespace ppbench::cuda {
 
-inline constexpr bool kMaterialisesScores = true;
+enum class AttentionKernel { kFused, kMaterialised };
+
 inline constexpr const char* kAttentionNote =
-    "CUDA attention materialises the s x s scores (batched cuBLASLt GEMMs + causal softmax "
-    "kernel, O(s^2) memory per head); a fused FlashAttention-style kernel is not built yet";
+    "CUDA attention: fused FlashAttention-style kernels (tiled online softmax, causal tiles "
+    "skipped, bf16 tile products on tensor cores via WMMA, P recomputed in the backward from "
+    "the saved log-sum-exp; O(s) memory per head)";
+
+const char* attention_kernel_name(AttentionKernel k);
 
 using cpu::AttentionConfig;
 
 class Attention final : public Layer {
  public:
-  Attention(DeviceArena& params, const AttentionConfig& config, DType dtype, std::uint64_t seed);
+  Attention(DeviceArena& params, const AttentionConfig& config, DType dtype, std::uint64_t seed,
+            AttentionKernel kernel = AttentionKernel::kFused);
   std::string name() const override { return "attention"; }
 
-  // F keeps x (in the qkv projection), q and k after RoPE, v (head-major [batch, heads, seq,
-  // head_dim]), the probabilities P [batch, heads, seq, seq] and o (in the output projection).
-  // I frees q, k, v and P and keeps only the projections' (input, output gradient) pairs.
+  // F keeps x (in the qkv projection), q and k after RoPE, v (head-major), o (in the output
+  // projection) and, fused, the log-sum-exp [batch, heads, seq] f32 per query (materialised:
+  // the probabilities [batch, heads, seq, seq] instead). I frees all but the projections'
+  // (input, output gradient) pairs.
   DTensor forward(Context& ctx, const DTensor& x, Saved& saved) override;
   DTensor backward_input(Context& ctx, const DTensor& dy, Saved& saved) override;
   void backward_weight(Context& ctx, Saved& saved) override;
   std::vector<Param*> params() override;
 
   const AttentionConfig& config() const { return cfg_; }
+  AttentionKernel kernel() const { return kernel_; }
   Linear& qkv() { return *qkv_; }
   Linear& out() { return *out_; }
 
  private:
   AttentionConfig cfg_;
   DType dtype_;
+  AttentionKernel kernel_;
   std::unique_ptr<Linear> qkv_;
   std::unique_ptr<Linear> out_;
 };

@@ -5,6 +5,7 @@
 #include "workloads/cuda/amoebanet_ops.h"
 #include "workloads/cuda/arena.h"
 #include "workloads/cuda/attention.h"
+#include "workloads/cuda/attention_core.h"
 #include "workloads/cuda/batchnorm.h"
 #include "workloads/cuda/blocks.h"
 #include "workloads/cuda/check.h"

@@ -12,8 +12,8 @@ namespace {
 enum Slot { kX, kDY, kSlots };
 }
 
-Linear::Linear(DeviceArena& params, std::int64_t in, std::int64_t out, bool with_bias,
-               DType dtype, std::uint64_t seed)
+Linear::Linear(DeviceArena& params, std::int64_t in, std::int64_t out, bool with_bias, DType dtype,
+               std::uint64_t seed)
     : in_(in), out_(out), has_bias_(with_bias), dtype_(dtype) {
   require(in > 0 && out > 0, "linear: sizes must be positive");
   require(dtype != DType::kI32, "linear: dtype must be bf16 or f32");
@@ -36,10 +36,10 @@ Linear::Linear(DeviceArena& params, std::int64_t in, std::int64_t out, bool with
 }
 
 DTensor Linear::forward(Context& ctx, const DTensor& x, Saved& saved) {
-  require(x.cols() == in_, "linear: input features " + std::to_string(x.cols()) + " != " +
-                               std::to_string(in_));
-  require(x.dtype() == dtype_, "linear: input is " + dtype_name(x.dtype()) + ", layer is " +
-                                   dtype_name(dtype_));
+  require(x.cols() == in_,
+          "linear: input features " + std::to_string(x.cols()) + " != " + std::to_string(in_));
+  require(x.dtype() == dtype_,
+          "linear: input is " + dtype_name(x.dtype()) + ", layer is " + dtype_name(dtype_));
   Shape shape = x.shape();
   shape.back() = out_;
   DTensor y(ctx.arena, shape, dtype_, "linear output");
@@ -54,13 +54,18 @@ DTensor Linear::forward(Context& ctx, const DTensor& x, Saved& saved) {
   return y;
 }
 
+const DTensor& Linear::saved_input(const Saved& saved) {
+  require(saved.t.size() == kSlots, "linear: nothing saved (forward not run, or W already ran)");
+  return saved.t[kX];
+}
+
 DTensor Linear::backward_input(Context& ctx, const DTensor& dy, Saved& saved) {
   require(dy.cols() == out_ && dy.rows() == saved.t[kX].rows() && dy.dtype() == dtype_,
           "linear: bad output gradient " + shape_text(dy.shape()));
   DTensor dx(ctx.arena, saved.in_shape, dtype_, "linear input gradient");
   if (dy.rows() > 0) {
-    gemm(ctx, dy.rows(), in_, out_, dy.data(), false, weight.value.data(), false, dtype_,
-         dx.data(), dtype_);
+    gemm(ctx, dy.rows(), in_, out_, dy.data(), false, weight.value.data(), false, dtype_, dx.data(),
+         dtype_);
   }
   saved.t[kDY] = dy;
   return dx;

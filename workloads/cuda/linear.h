@@ -20,6 +20,9 @@ class Linear final : public Layer {
   DTensor backward_input(Context& ctx, const DTensor& dy, Saved& saved) override;
   void backward_weight(Context& ctx, Saved& saved) override;
   std::vector<Param*> params() override;
+  // The input x a forward kept in `saved` (until W), for layers that need it again in their own
+  // backward without keeping a second reference (fused attention's rowsum(dO * O)).
+  static const DTensor& saved_input(const Saved& saved);
 
   std::int64_t in_features() const { return in_; }
   std::int64_t out_features() const { return out_; }
