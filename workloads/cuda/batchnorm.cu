@@ -22,13 +22,17 @@ __global__ void bn_centered_sq_kernel(const T* __restrict__ x, std::int64_t rows
                                       const float* __restrict__ sum, float* __restrict__ sq) {
   __shared__ float part[kRowThreads][kCols];
   const int c = blockIdx.x * kCols + threadIdx.x;
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock;
   float q = 0.0f;
   if (c < cols) {
     const float mean = sum[c] / static_cast<float>(rows);
-    for (std::int64_t r = r0 + threadIdx.y; r < rows && r < r0 + kRowsPerBlock; r += kRowThreads) {
-      const float d = to_f(x[r * cols + c]) - mean;
-      q += d * d;
+    // Chunks blockIdx.y, + gridDim.y, ...: gridDim.y is capped at 65535 (grid_y_for).
+    for (std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock; r0 < rows;
+         r0 += static_cast<std::int64_t>(gridDim.y) * kRowsPerBlock) {
+      for (std::int64_t r = r0 + threadIdx.y; r < rows && r < r0 + kRowsPerBlock;
+           r += kRowThreads) {
+        const float d = to_f(x[r * cols + c]) - mean;
+        q += d * d;
+      }
     }
   }
   part[threadIdx.y][threadIdx.x] = q;
@@ -84,8 +88,7 @@ BatchNorm::BatchNorm(DeviceArena& params, std::int64_t channels, DType dtype, do
   require(channels > 0, "batchnorm: channels must be positive");
   gamma = make_param(params, "gamma", {channels}, dtype);
   upload(gamma.value, std::vector<float>(static_cast<std::size_t>(channels), 1.0f));
-  beta = make_param(params, "beta", {channels}, dtype);
-  zero(beta.value);
+  beta = make_param(params, "beta", {channels}, dtype);  // zeroed by make_param
 }
 
 DTensor BatchNorm::forward(Context& ctx, const DTensor& x, Saved& saved) {
@@ -102,7 +105,7 @@ DTensor BatchNorm::forward(Context& ctx, const DTensor& x, Saved& saved) {
   zero(rstd, ctx.stream);
   col_sum_accumulate(ctx, x, mean.as<float>());
   const dim3 grid(static_cast<unsigned>((c_ + kCols - 1) / kCols),
-                  static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+                  grid_y_for((rows + kRowsPerBlock - 1) / kRowsPerBlock));
   dispatch_float(dtype_, [&](auto tag) {
     using T = decltype(tag);
     bn_centered_sq_kernel<T><<<grid, dim3(kCols, kRowThreads), 0, ctx.stream>>>(

@@ -83,6 +83,15 @@ DTensor Residual::forward(Context& ctx, const DTensor& x, Saved& saved) {
 
 DTensor Residual::backward_input(Context& ctx, const DTensor& dy, Saved& saved) {
   DTensor dx = inner_->backward_input(ctx, dy, saved.sub[0]);
+  // As in F: an inner I that hands back a buffer someone else holds (an identity returns dy
+  // itself) must not be added into in place.
+  if (dx.shared()) {
+    DTensor out(ctx.arena, dx.shape(), dx.dtype(), "residual input gradient");
+    CUDA_CHECK(cudaMemcpyAsync(out.data(), dx.data(), static_cast<std::size_t>(dx.bytes()),
+                               cudaMemcpyDeviceToDevice, ctx.stream));
+    add_into(ctx, out, dy);
+    return out;
+  }
   add_into(ctx, dx, dy);
   return dx;
 }

@@ -75,6 +75,12 @@ inline unsigned int grid_for(std::int64_t n, int threads = 256) {
   return static_cast<unsigned int>(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
 }
 
+// gridDim.y (and .z) may not exceed 65535: a kernel tiling a long dimension over blockIdx.y loops
+// over its tiles blockIdx.y, blockIdx.y + gridDim.y, ... when there are more.
+inline unsigned int grid_y_for(std::int64_t tiles) {
+  return static_cast<unsigned int>(tiles < 65535 ? (tiles > 0 ? tiles : 1) : 65535);
+}
+
 // Calls f(T{}) with T the C++ type of a floating dtype: one instantiation per dtype, no more.
 template <typename F>
 void dispatch_float(DType t, F&& f) {

@@ -9,6 +9,8 @@ Param make_param(DeviceArena& arena, std::string name, Shape shape, DType dtype)
   p.grad = DTensor(arena, std::move(shape), DType::kF32, "parameter gradient");
   zero(p.value);
   zero(p.grad);
+  // The zeroing ran on the default stream, which the ranks' non-blocking streams do not wait for.
+  CUDA_CHECK(cudaStreamSynchronize(nullptr));
   return p;
 }
 

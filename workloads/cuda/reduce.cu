@@ -17,12 +17,16 @@ __global__ void col_reduce_kernel(const T* __restrict__ a, const T* __restrict__
                                   std::int64_t rows, std::int64_t cols, float* __restrict__ out) {
   __shared__ float part[kRowThreads][kCols];
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kCols + threadIdx.x;
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock;
   float s = 0.0f;
   if (c < cols) {
-    for (std::int64_t r = r0 + threadIdx.y; r < rows && r < r0 + kRowsPerBlock; r += kRowThreads) {
-      const float v = to_f(a[r * cols + c]);
-      s += kDot ? v * to_f(b[r * cols + c]) : v;
+    // Chunks blockIdx.y, + gridDim.y, ...: gridDim.y is capped at 65535 (grid_y_for).
+    for (std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock; r0 < rows;
+         r0 += static_cast<std::int64_t>(gridDim.y) * kRowsPerBlock) {
+      for (std::int64_t r = r0 + threadIdx.y; r < rows && r < r0 + kRowsPerBlock;
+           r += kRowThreads) {
+        const float v = to_f(a[r * cols + c]);
+        s += kDot ? v * to_f(b[r * cols + c]) : v;
+      }
     }
   }
   part[threadIdx.y][threadIdx.x] = s;
@@ -38,7 +42,7 @@ void col_reduce(Context& ctx, const DTensor& a, const DTensor* b, float* out) {
   const std::int64_t rows = a.rows(), cols = a.cols();
   if (rows == 0 || cols == 0) return;
   const dim3 grid(static_cast<unsigned>((cols + kCols - 1) / kCols),
-                  static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+                  grid_y_for((rows + kRowsPerBlock - 1) / kRowsPerBlock));
   const dim3 block(kCols, kRowThreads);
   dispatch_float(a.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -57,6 +57,10 @@ void upload(const DTensor& dst, const std::vector<float>& host) {
       break;
     }
   }
+  // A pageable host-to-device cudaMemcpy may return before its DMA lands, and the ranks' streams
+  // are non-blocking (no implicit order with the default stream the copy ran on): wait for it,
+  // so that a kernel on any stream sees the values.
+  CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 std::vector<float> download(const DTensor& src) {
