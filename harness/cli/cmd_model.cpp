@@ -8,6 +8,7 @@
 
 #include "harness/cli/commands.h"
 #include "schedules/error.h"
+#include "workloads/cuda/attention_note.h"
 #include "workloads/partition.h"
 #include "workloads/spec_json.h"
 #include "workloads/workload_options.h"
@@ -15,6 +16,18 @@
 namespace ppbench::cli {
 
 namespace {
+
+// How each backend computes the s x s part of attention: it decides the activation memory of a
+// real run, so the model says it beside the byte counts (the issue asks for it on the GPU side).
+constexpr const char* kCpuAttention =
+    "materialises the s x s probabilities per (batch, head) and keeps them until I";
+std::string cuda_attention() {
+#if PPBENCH_HAVE_CUDA
+  return cuda::kAttentionNote;
+#else
+  return std::string("not compiled in (would be: ") + cuda::kAttentionNote + ")";
+#endif
+}
 
 // 8030261248 -> "8.03 B"; three significant digits, thousands-based units.
 std::string count_text(double v) {
@@ -140,6 +153,10 @@ void print_text(const WorkloadSpec& spec, const PartitionPlan* plan) {
                "the workload has dropout), in the same unit.\n"
                "out: bytes sent to the next layer/stage. FLOPs count matrix products only "
                "(Zero Bubble's convention).\n";
+  if (spec.workload == "transformer") {
+    std::cout << "\nattention, --backend cpu: " << kCpuAttention
+              << "\nattention, --backend cuda: " << cuda_attention() << "\n";
+  }
 }
 
 }  // namespace
@@ -185,6 +202,8 @@ Command add_model(CLI::App& parent) {
 
     if (st->format == "json") {
       nlohmann::json out = to_json(spec);
+      if (spec.workload == "transformer")
+        out["attention"] = {{"cpu", kCpuAttention}, {"cuda", cuda_attention()}};
       if (partitioned) {
         const nlohmann::json p = to_json(plan, spec);
         out["partition"] = {{"method", p["method"]},

@@ -135,6 +135,20 @@ class Contract(unittest.TestCase):
         self.assertIn("partition balanced into 4 stages", r.stdout)
         self.assertEqual(run("model", "--help").returncode, 0)
 
+    def test_attention_kernels_are_named(self):
+        # The s x s part decides a run's activation memory: the model says how each backend
+        # computes it, for transformers only.
+        r = run("model", "-w", "transformer", "--preset", "tiny-llama")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("attention, --backend cpu: materialises", r.stdout)
+        self.assertIn("attention, --backend cuda:", r.stdout)
+        self.assertIn("FlashAttention-style", r.stdout)
+        spec = model_json("-w", "transformer", "--preset", "tiny-llama")
+        self.assertIn("fused", spec["attention"]["cuda"])
+        self.assertIn("materialises", spec["attention"]["cpu"])
+        self.assertNotIn("attention", model_json("-w", "mlp"))
+        self.assertNotIn("attention, --backend", run("model", "-w", "mlp").stdout)
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]], verbosity=1)

@@ -10,17 +10,13 @@
 #include <memory>
 
 #include "workloads/cpu/attention.h"
+#include "workloads/cuda/attention_note.h"
 #include "workloads/cuda/layer.h"
 #include "workloads/cuda/linear.h"
 
 namespace ppbench::cuda {
 
 enum class AttentionKernel { kFused, kMaterialised };
-
-inline constexpr const char* kAttentionNote =
-    "CUDA attention: fused FlashAttention-style kernels (tiled online softmax, causal tiles "
-    "skipped, bf16 tile products on tensor cores via WMMA, P recomputed in the backward from "
-    "the saved log-sum-exp; O(s) memory per head)";
 
 const char* attention_kernel_name(AttentionKernel k);
 
