@@ -4,9 +4,8 @@
 //   conv3x3      ReLU-conv-BN three times: 1x1 c -> c/4, 3x3 (strided), 1x1 back to c
 //   conv1x7-7x1  ReLU-conv-BN four times: 1x1 c -> c/4, 1x7, 7x1, 1x1 back to c
 //   max-pool 3x3 (pad 1), max-pool 2x2 (pad 0), avg-pool 3x3 (pad 1, padding not counted)
-//   none         identity at stride 1
-// Not yet here: the strided "none" (FactorizedReduce) and the cells; make_amoeba_op rejects the
-// former with an error rather than building something that differs from the CPU.
+//   none         identity; at stride 2 a factorized reduce c -> c
+// The cells, stem and classifier built from them are in amoebanet_cells.h.
 #pragma once
 
 #include "workloads/cpu/amoebanet_ops.h"
@@ -38,6 +37,26 @@ class Identity final : public Layer {
     saved.clear();
     return dy;
   }
+};
+
+// As cpu::FactorizedReduce: ReLU, two 1x1 convs to cout/2 channels each on the even pixels
+// (0, 0), (0, 2) ... and on the pixels shifted by one (1, 1), (1, 3) ... (zero past the border),
+// concatenated, BatchNorm; output ceil(H/2) x ceil(W/2). The convs run pointwise on the two
+// quarter-size picks (pick_pixels.h), so each keeps its pick for W, not the full-size input.
+// Saved.sub = {relu, conv_even, conv_odd, bn}; the convs' seeds are derive_seed(seed, 0 / 1).
+class FactorizedReduce final : public Layer {
+ public:
+  FactorizedReduce(DeviceArena& params, std::int64_t cin, std::int64_t cout, DType dtype,
+                   std::uint64_t seed);
+  std::string name() const override { return "factorized_reduce"; }
+  DTensor forward(Context& ctx, const DTensor& x, Saved& saved) override;
+  DTensor backward_input(Context& ctx, const DTensor& dy, Saved& saved) override;
+  void backward_weight(Context& ctx, Saved& saved) override;
+  std::vector<Param*> params() override;
+
+ private:
+  std::int64_t half_;
+  LayerPtr relu_, conv_even_, conv_odd_, bn_;
 };
 
 }  // namespace ppbench::cuda

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "workloads/cuda/activations.h"
+#include "workloads/cuda/amoebanet_cells.h"
 #include "workloads/cuda/amoebanet_ops.h"
 #include "workloads/cuda/arena.h"
 #include "workloads/cuda/attention.h"
@@ -19,6 +20,7 @@
 #include "workloads/cuda/layer.h"
 #include "workloads/cuda/layernorm.h"
 #include "workloads/cuda/linear.h"
+#include "workloads/cuda/pick_pixels.h"
 #include "workloads/cuda/pool.h"
 #include "workloads/cuda/rmsnorm.h"
 #include "workloads/cuda/rope.h"

@@ -1,0 +1,521 @@
+// AmoebaNet-D on the GPU against the CPU float64 implementation, in f32 (relative error <= 1e-4)
+// and bf16 (<= 2e-2):
+//   - the factorized reduce (the strided "none") and its pixel picks, odd sizes included;
+//   - the stem, both cell kinds (one or two inputs, with and without `skip`, every kind of s2
+//     preprocessing, the reduction cell's strided ops) and the pool classifier with its loss,
+//     each through F, I and W on random inputs, with the Saved contract;
+//   - a whole small AmoebaNet step over several micro-batches, layer by layer, and through the
+//     CUDA backend (run_cuda: one GPU, and virtual devices with one- and two-tensor stage
+//     boundaries) against the CPU backend's single-device step: loss and gradient norm.
+// The GPU tests skip without a device; the host-side ones (the backend accepts amoebanet, two-
+// tensor boundaries travel packed) always run.
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "harness/backends/cpu/cpu_run.h"
+#include "harness/gpu/cuda_executor.h"
+#include "harness/gpu/cuda_run.h"
+#include "harness/gpu/gpu_model.h"
+#include "schedules/error.h"
+#include "schedules/registry.h"
+#include "tests/cuda/gpu_test_util.h"
+#include "workloads/amoebanet.h"
+#include "workloads/cpu/amoebanet_cells.h"
+#include "workloads/cuda/amoebanet_cells.h"
+#include "workloads/cuda/pick_pixels.h"
+#include "workloads/partition.h"
+
+namespace ppbench::cuda::testing {
+namespace {
+
+// A GPU layer seen through the CPU PipelineLayer's interface (lists of tensors), so that one
+// check covers one-tensor layers, the stem and the cells.
+struct GpuUnit {
+  std::function<DTensors(DTensors, Saved&)> forward, backward_input;
+  std::function<void(Saved&)> backward_weight;
+  std::vector<Param*> params;
+};
+
+// The CPU layer gets exactly the GPU layer's (rounded) parameters, in the same order.
+void copy_to_cpu(const std::vector<Param*>& gp, const std::vector<cpu::Param<double>*>& cp) {
+  ASSERT_EQ(gp.size(), cp.size());
+  for (std::size_t i = 0; i < gp.size(); ++i) {
+    const std::vector<float> v =
+        to_cpu_layout(download(gp[i]->value), gp[i]->name, gp[i]->value.shape());
+    ASSERT_EQ(static_cast<std::int64_t>(v.size()), cp[i]->value.numel()) << gp[i]->name;
+    for (std::size_t j = 0; j < v.size(); ++j) cp[i]->value.data[j] = v[j];
+  }
+}
+
+double grad_error(const Param& g, const cpu::Param<double>& c) {
+  return rel_error(to_cpu_layout(download(g.grad), g.name, g.grad.shape()), c.grad.data);
+}
+
+AmoebaNetConfig small_amoebanet() {
+  // stem 64 -> 32 px, reductions to 16, 8 (normal), 4 (normal), 2 (normal): every BatchNorm sees
+  // at least 8 values per channel at micro-batch 2.
+  AmoebaNetConfig c;
+  c.layers = 3, c.filters = 16, c.image_size = 64, c.classes = 5;
+  return c;
+}
+
+class Amoeba : public GpuTest {
+ protected:
+  GpuUnit unit(Layer& l) {
+    return {[this, &l](DTensors x, Saved& s) { return DTensors{l.forward(*ctx_, x.at(0), s)}; },
+            [this, &l](DTensors dy, Saved& s) {
+              return DTensors{l.backward_input(*ctx_, dy.at(0), s)};
+            },
+            [this, &l](Saved& s) { l.backward_weight(*ctx_, s); }, l.params()};
+  }
+  GpuUnit unit(AmoebaCell& c) {
+    return {[this, &c](DTensors x, Saved& s) { return c.forward(*ctx_, std::move(x), s); },
+            [this, &c](DTensors dy, Saved& s) { return c.backward_input(*ctx_, std::move(dy), s); },
+            [this, &c](Saved& s) { c.backward_weight(*ctx_, s); }, c.params()};
+  }
+
+  // F on random inputs, I on random output gradients, then W, on both backends (parameters
+  // copied GPU -> CPU, so both see the same rounded values): compares every output, input
+  // gradient and parameter gradient, and the Saved contract (I keeps no more than F plus the
+  // output gradients; W empties it). The inputs double as the micro-batch data (the stem's).
+  void check(const GpuUnit& g, cpu::PipelineLayer<double>& c, const std::vector<Shape>& in_shapes,
+             std::uint64_t seed) {
+    copy_to_cpu(g.params, c.params());
+    DTensors xg;
+    cpu::Tensors<double> xc;
+    for (std::size_t k = 0; k < in_shapes.size(); ++k) {
+      const std::vector<float> v = random(shape_numel(in_shapes[k]), seed + 100 * k);
+      xg.push_back(device(v, in_shapes[k], dtype()));
+      xc.push_back(host(v, in_shapes[k]));
+    }
+    const cpu::Tensors<double> data = xc;
+    cpu::MicroBatchData<double> md;
+    md.inputs = &data;
+
+    Saved sg;
+    cpu::Saved<double> sc;
+    DTensors yg = g.forward(xg, sg);
+    const cpu::Tensors<double> yc = c.forward(std::move(xc), sc, md);
+    ASSERT_EQ(yg.size(), yc.size());
+    for (std::size_t i = 0; i < yg.size(); ++i) {
+      ASSERT_EQ(yg[i].shape(), yc[i].shape) << "output " << i;
+      EXPECT_LE(rel_error(download(yg[i]), yc[i].data), tol()) << "F, output " << i;
+    }
+    const std::int64_t after_f = sg.bytes();
+
+    DTensors dyg;
+    cpu::Tensors<double> dyc;
+    std::int64_t dy_bytes = 0;
+    for (std::size_t i = 0; i < yg.size(); ++i) {
+      const std::vector<float> v = random(yg[i].numel(), seed + 1 + 100 * i);
+      dyg.push_back(device(v, yg[i].shape(), dtype()));
+      dyc.push_back(host(v, yg[i].shape()));
+      dy_bytes += dyg.back().bytes();
+    }
+    yg.clear();
+    const DTensors dxg = g.backward_input(dyg, sg);
+    const cpu::Tensors<double> dxc = c.backward_input(std::move(dyc), sc, md);
+    ASSERT_EQ(dxg.size(), dxc.size());
+    for (std::size_t i = 0; i < dxg.size(); ++i) {
+      ASSERT_EQ(dxg[i].shape(), dxc[i].shape) << "input gradient " << i;
+      EXPECT_LE(rel_error(download(dxg[i]), dxc[i].data), tol()) << "I, input gradient " << i;
+    }
+    dyg.clear();
+    EXPECT_LE(sg.bytes(), after_f + dy_bytes) << "I keeps more than F plus the output gradients";
+
+    g.backward_weight(sg);
+    c.backward_weight(sc);
+    EXPECT_EQ(sg.bytes(), 0) << "W must empty Saved";
+    const std::vector<cpu::Param<double>*> cp = c.params();
+    ASSERT_EQ(g.params.size(), cp.size());
+    for (std::size_t i = 0; i < cp.size(); ++i)
+      EXPECT_LE(grad_error(*g.params[i], *cp[i]), tol())
+          << "W, parameter " << i << " " << g.params[i]->name;
+  }
+
+  void cell(const AmoebaCellConfig& config, const std::vector<Shape>& in_shapes,
+            std::uint64_t seed) {
+    AmoebaCell g(*params_, config, dtype(), seed);
+    cpu::AmoebaCell<double> c(config, seed);
+    ASSERT_EQ(g.out_channels(), c.out_channels());
+    check(unit(g), c, in_shapes, seed);
+  }
+};
+
+// ---- the factorized reduce ----
+
+TEST_P(Amoeba, PickPixelsAndTheirBackwardAreExact) {
+  const Shape full{2, 7, 5, 3}, half{2, 4, 3, 3};
+  const std::vector<float> xv = random(shape_numel(full), 1);
+  const DTensor x = device(xv, full, dtype());
+  auto at = [](const Shape& s, std::int64_t b, std::int64_t y, std::int64_t x_, std::int64_t ch) {
+    return static_cast<std::size_t>(((b * s[1] + y) * s[2] + x_) * s[3] + ch);
+  };
+  for (std::int64_t offset : {0, 1}) {
+    std::vector<float> want(static_cast<std::size_t>(shape_numel(half)), 0.0f);
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t i = 0; i < half[1]; ++i)
+        for (std::int64_t j = 0; j < half[2]; ++j)
+          for (std::int64_t ch = 0; ch < 3; ++ch) {
+            const std::int64_t iy = 2 * i + offset, ix = 2 * j + offset;
+            if (iy < full[1] && ix < full[2])
+              want[at(half, b, i, j, ch)] = xv[at(full, b, iy, ix, ch)];
+          }
+    const DTensor y = pick_pixels(*ctx_, x, offset);
+    ASSERT_EQ(y.shape(), half);
+    EXPECT_EQ(download(y), want) << "offset " << offset;
+  }
+  const std::vector<float> ev = random(shape_numel(half), 2), ov = random(shape_numel(half), 3);
+  std::vector<float> want(static_cast<std::size_t>(shape_numel(full)), 0.0f);
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t i = 0; i < half[1]; ++i)
+      for (std::int64_t j = 0; j < half[2]; ++j)
+        for (std::int64_t ch = 0; ch < 3; ++ch) {
+          want[at(full, b, 2 * i, 2 * j, ch)] += ev[at(half, b, i, j, ch)];
+          if (2 * i + 1 < full[1] && 2 * j + 1 < full[2])
+            want[at(full, b, 2 * i + 1, 2 * j + 1, ch)] += ov[at(half, b, i, j, ch)];
+        }
+  const DTensor dx =
+      unpick_pixels(*ctx_, device(ev, half, dtype()), device(ov, half, dtype()), full);
+  EXPECT_EQ(download(dx), want);
+}
+
+TEST_P(Amoeba, FactorizedReduceOddImage) {
+  FactorizedReduce g(*params_, 10, 12, dtype(), 3);
+  cpu::SingleTensorLayer<double> c(std::make_unique<cpu::FactorizedReduce<double>>(10, 12, 3));
+  check(unit(g), c, {{2, 7, 5, 10}}, 3);
+}
+
+TEST_P(Amoeba, FactorizedReduceEvenImage) {
+  FactorizedReduce g(*params_, 12, 12, dtype(), 4);
+  cpu::SingleTensorLayer<double> c(std::make_unique<cpu::FactorizedReduce<double>>(12, 12, 4));
+  check(unit(g), c, {{3, 6, 8, 12}}, 4);
+}
+
+TEST_P(Amoeba, StridedNoneIsAFactorizedReduce) {
+  LayerPtr g = make_amoeba_op(*params_, AmoebaOp::kNone, 20, 2, dtype(), 5);
+  cpu::SingleTensorLayer<double> c(cpu::make_amoeba_op<double>(AmoebaOp::kNone, 20, 2, 5));
+  EXPECT_EQ(g->name(), "factorized_reduce");
+  check(unit(*g), c, {{2, 5, 9, 20}}, 5);
+}
+
+TEST_P(Amoeba, FactorizedReduceRefusesOddChannels) {
+  EXPECT_THROW((void)FactorizedReduce(*params_, 8, 7, dtype(), 6), std::invalid_argument);
+}
+
+// ---- stem, cells, classifier ----
+
+TEST_P(Amoeba, StemOddImage) {
+  LayerPtr g = make_amoeba_stem(*params_, 3, 12, dtype(), 7);
+  cpu::AmoebaStem<double> c(3, 12, 7);
+  check(unit(*g), c, {{2, 9, 11, 3}}, 7);
+}
+
+// s2 as wide as s1 and of another width (ReLU-1x1 conv-BN), odd image, channels not a power of
+// two, passing {out, skip} on.
+TEST_P(Amoeba, NormalCellOddImage) {
+  AmoebaCellConfig k;
+  k.channels = 12, k.in_channels = 20, k.skip_channels = 16;
+  cell(k, {{2, 5, 7, 20}, {2, 5, 7, 16}}, 8);
+}
+
+// After a reduction cell: s2 is twice s1's size (odd here) and goes through a factorized reduce;
+// the last cell, so no skip.
+TEST_P(Amoeba, NormalCellAfterAReductionLastCell) {
+  AmoebaCellConfig k;
+  k.channels = 8, k.in_channels = 24, k.skip_channels = 12, k.reduction_prev = true;
+  k.emits_skip = false;
+  cell(k, {{2, 4, 3, 24}, {2, 7, 5, 12}}, 9);
+}
+
+// One input standing for s1 and s2 with s2's preprocessing the identity: the identity ops and
+// state sums share buffers in both directions, and the two input gradients add up.
+TEST_P(Amoeba, NormalCellOneInputIdentityPreprocessing) {
+  AmoebaCellConfig k;
+  k.channels = 12, k.in_channels = 12, k.skip_channels = 12;
+  cell(k, {{2, 5, 5, 12}}, 10);
+}
+
+// The first cell after the stem: one input, strided ops on states 0 and 1 (max-pools 2x2 and 3x3,
+// the bottleneck 3x3 conv).
+TEST_P(Amoeba, ReductionCellReadingTheStem) {
+  AmoebaCellConfig k;
+  k.reduction = true, k.channels = 8, k.in_channels = 4, k.skip_channels = 4;
+  cell(k, {{2, 6, 10, 4}}, 11);
+}
+
+// A reduction right after a reduction (s2 through a factorized reduce), channels not a power of
+// two.
+TEST_P(Amoeba, ReductionCellAfterAReduction) {
+  AmoebaCellConfig k;
+  k.reduction = true, k.channels = 12, k.in_channels = 24, k.skip_channels = 4;
+  k.reduction_prev = true;
+  cell(k, {{2, 4, 6, 24}, {2, 8, 12, 4}}, 12);
+}
+
+TEST_P(Amoeba, PoolClassifierWithItsLoss) {
+  const Shape in{3, 3, 5, 24};
+  constexpr std::int64_t kClasses = 7;
+  LayerPtr g = make_amoeba_classifier_head(*params_, 24, kClasses, dtype(), 13);
+  cpu::AmoebaPoolClassifier<double> c(24, kClasses, 13);
+  copy_to_cpu(g->params(), c.params());
+  const std::vector<float> xv = random(shape_numel(in), 13);
+  cpu::Rng rng(14);
+  std::vector<float> tv;
+  for (int i = 0; i < 3; ++i)
+    tv.push_back(std::floor(static_cast<float>(rng.uniform() * kClasses)));
+  const std::vector<std::int32_t> targets(tv.begin(), tv.end());
+  cpu::MicroBatchData<double> md;
+  md.targets = &targets;
+  md.loss_scale = 0.5;
+
+  SoftmaxCrossEntropy ce;
+  Saved sg, sl;
+  cpu::Saved<double> sc;
+  const DTensor logits = g->forward(*ctx_, device(xv, in, dtype()), sg);
+  const DTensor loss = ce.forward(*ctx_, logits, device(tv, {3}, DType::kI32), sl);
+  cpu::Tensors<double> xc;
+  xc.push_back(host(xv, in));
+  const cpu::Tensors<double> lc = c.forward(std::move(xc), sc, md);
+  EXPECT_LE(rel_error(download(loss), lc.at(0).data), tol()) << "loss";
+
+  const DTensor dx = g->backward_input(*ctx_, ce.backward_input(*ctx_, sl, 0.5f), sg);
+  const cpu::Tensors<double> dxc = c.backward_input({}, sc, md);
+  ASSERT_EQ(dx.shape(), dxc.at(0).shape);
+  EXPECT_LE(rel_error(download(dx), dxc.at(0).data), tol()) << "I";
+  g->backward_weight(*ctx_, sg);
+  c.backward_weight(sc);
+  EXPECT_EQ(sg.bytes(), 0);
+  const std::vector<Param*> gp = g->params();
+  const std::vector<cpu::Param<double>*> cp = c.params();
+  ASSERT_EQ(gp.size(), cp.size());
+  for (std::size_t i = 0; i < cp.size(); ++i)
+    EXPECT_LE(grad_error(*gp[i], *cp[i]), tol()) << "W " << gp[i]->name;
+}
+
+TEST_P(Amoeba, CellsFromTheSpecMatchTheCpuBuilder) {
+  const WorkloadSpec spec = build_amoebanet(small_amoebanet(), 2, ppbench::DType::kF32);
+  for (std::size_t l = 1; l + 1 < spec.layers.size(); ++l) {
+    const std::uint64_t seed = cpu::derive_seed(15, l);
+    std::unique_ptr<AmoebaCell> g = make_amoeba_cell(*params_, spec.layers[l], dtype(), seed);
+    cpu::PipelineLayerPtr<double> c = cpu::make_amoebanet_layer<double>(spec.layers[l], seed);
+    EXPECT_EQ(g->name(), c->name()) << spec.layers[l].name;
+    EXPECT_EQ(g->config().emits_skip, spec.layers[l].boundary_out.size() == 2);
+    std::int64_t n = 0;
+    for (Param* p : g->params()) n += p->value.numel();
+    EXPECT_EQ(n, spec.layers[l].params) << spec.layers[l].name;
+    EXPECT_EQ(g->params().size(), c->params().size()) << spec.layers[l].name;
+  }
+}
+
+// ---- a whole model ----
+
+// Every layer of a small AmoebaNet, F over each micro-batch, then I and W in reverse per
+// micro-batch, the CPU layers holding the GPU's (rounded) parameters: mean loss and global
+// gradient norm within the layer tolerances.
+TEST_P(Amoeba, WholeModelStepMatchesTheCpu) {
+  constexpr int kMicroBatches = 2;
+  constexpr std::uint64_t kSeed = 2025;
+  const WorkloadSpec spec = build_amoebanet(small_amoebanet(), 2, ppbench::DType::kF32);
+  const std::size_t layers = spec.layers.size();
+  std::vector<LayerPtr> owned;
+  std::vector<std::unique_ptr<AmoebaCell>> cells;
+  std::vector<GpuUnit> g;  // the head last, giving logits
+  std::vector<cpu::PipelineLayerPtr<double>> c;
+  for (std::size_t l = 0; l < layers; ++l) {
+    const LayerSpec& ls = spec.layers[l];
+    const std::uint64_t seed = cpu::derive_seed(kSeed, l);
+    if (ls.kind == LayerKind::kAmoebaStem) {
+      owned.push_back(make_amoeba_stem(*params_, ls.attrs.at("in_channels"),
+                                       ls.attrs.at("out_channels"), dtype(), seed));
+      g.push_back(unit(*owned.back()));
+    } else if (ls.kind == LayerKind::kPoolClassifier) {
+      owned.push_back(make_amoeba_classifier_head(*params_, ls.attrs.at("in_channels"),
+                                                  ls.attrs.at("classes"), dtype(), seed));
+      g.push_back(unit(*owned.back()));
+    } else {
+      cells.push_back(make_amoeba_cell(*params_, ls, dtype(), seed));
+      g.push_back(unit(*cells.back()));
+    }
+    c.push_back(cpu::make_amoebanet_layer<double>(ls, seed));
+    copy_to_cpu(g.back().params, c.back()->params());
+  }
+
+  // Images (NHWC) rounded to the dtype, so both sides see the same input, and class targets.
+  const Shape image{2, spec.input.shape[2], spec.input.shape[3], spec.input.shape[1]};
+  cpu::Rng rng(kSeed + 1);
+  std::vector<std::vector<float>> images, targets;
+  for (int m = 0; m < kMicroBatches; ++m) {
+    images.push_back(random(shape_numel(image), kSeed + 10 + static_cast<std::uint64_t>(m)));
+    std::vector<float> t;
+    for (int i = 0; i < 2; ++i)
+      t.push_back(std::floor(static_cast<float>(
+          rng.uniform() * static_cast<double>(spec.layers.back().attrs.at("classes")))));
+    targets.push_back(t);
+  }
+
+  SoftmaxCrossEntropy ce;
+  std::vector<std::vector<Saved>> sg(kMicroBatches, std::vector<Saved>(layers));
+  std::vector<std::vector<cpu::Saved<double>>> sc(kMicroBatches,
+                                                  std::vector<cpu::Saved<double>>(layers));
+  std::vector<Saved> loss_saved(kMicroBatches);
+  std::vector<cpu::Tensors<double>> data(kMicroBatches);
+  std::vector<std::vector<std::int32_t>> targets_c(kMicroBatches);
+  std::vector<cpu::MicroBatchData<double>> md(kMicroBatches);
+  std::vector<DTensor> losses;
+  double loss_c = 0;
+  for (int m = 0; m < kMicroBatches; ++m) {
+    data[m].push_back(host(images[m], image));
+    targets_c[m].assign(targets[m].begin(), targets[m].end());
+    md[m] = {&data[m], &targets_c[m], 1.0 / kMicroBatches};
+    DTensors x{device(images[m], image, dtype())};
+    cpu::Tensors<double> xc;
+    for (std::size_t l = 0; l < layers; ++l) {
+      x = g[l].forward(std::move(x), sg[m][l]);
+      xc = c[l]->forward(std::move(xc), sc[m][l], md[m]);
+    }
+    losses.push_back(
+        ce.forward(*ctx_, x.at(0), device(targets[m], {2}, DType::kI32), loss_saved[m]));
+    loss_c += xc.at(0).data.at(0) / kMicroBatches;
+  }
+  for (int m = 0; m < kMicroBatches; ++m) {
+    DTensors dy{ce.backward_input(*ctx_, loss_saved[m], 1.0f / kMicroBatches)};
+    cpu::Tensors<double> dyc;
+    for (std::size_t l = layers; l-- > 0;) {
+      dy = g[l].backward_input(std::move(dy), sg[m][l]);
+      g[l].backward_weight(sg[m][l]);
+      dyc = c[l]->backward_input(std::move(dyc), sc[m][l], md[m]);
+      c[l]->backward_weight(sc[m][l]);
+      EXPECT_EQ(sg[m][l].bytes(), 0) << spec.layers[l].name << ": Saved not emptied";
+    }
+  }
+
+  double loss_g = 0;
+  for (const DTensor& l : losses) loss_g += download(l)[0] / kMicroBatches;
+  double norm_g = 0, norm_c = 0;
+  for (std::size_t l = 0; l < layers; ++l) {
+    for (Param* p : g[l].params)
+      for (float v : download(p->grad)) norm_g += static_cast<double>(v) * v;
+    for (cpu::Param<double>* p : c[l]->params())
+      for (double v : p->grad.data) norm_c += v * v;
+  }
+  norm_g = std::sqrt(norm_g);
+  norm_c = std::sqrt(norm_c);
+  ASSERT_GT(norm_c, 0.0);
+  EXPECT_LE(std::abs(loss_g - loss_c) / std::abs(loss_c), tol())
+      << "loss gpu " << loss_g << " cpu " << loss_c;
+  EXPECT_LE(std::abs(norm_g - norm_c) / norm_c, tol())
+      << "gradient norm gpu " << norm_g << " cpu " << norm_c;
+}
+
+// The same small model through the CUDA backend (gpu_model.h: layers built from the spec, stage
+// boundaries of one or two tensors packed and unpacked, the loss head) against the CPU backend's
+// float64 single-device step from the same seed: one GPU, then virtual devices with explicit
+// partitions whose boundaries fall after the stem (one tensor) and after cells ({out, skip}),
+// with B and with split I / W.
+class AmoebaRun : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!has_gpu(&why)) GTEST_SKIP() << "no CUDA device visible: " << why;
+  }
+  // run_cuda leaves current the last rank's context, a green context it has destroyed with its
+  // virtual devices: the primary context goes back, so later tests in this binary find a live one.
+  void TearDown() override {
+    if (has_gpu()) CUDA_CHECK(cudaSetDevice(0));
+  }
+  DType dtype() const { return GetParam(); }
+  double tol() const { return tolerance(GetParam()); }
+};
+
+TEST_P(AmoebaRun, CudaBackendStepMatchesTheCpuBackend) {
+  const WorkloadSpec spec = build_amoebanet(
+      small_amoebanet(), 2, dtype() == DType::kBF16 ? ppbench::DType::kBF16 : ppbench::DType::kF32);
+  struct Case {
+    const char* schedule;
+    int devices, microbatches;
+    const char* partition;
+  };
+  constexpr Case kCases[] = {{"gpipe", 1, 2, "balanced"},
+                             {"1f1b", 2, 4, "4,5"},
+                             {"zb-h1", 4, 8, "1,3,3,2"},
+                             {"dualpipev", 2, 4, "1,3,3,2"}};
+  int ran = 0;
+  for (const Case& k : kCases) {
+    const std::string label =
+        std::string(k.schedule) + " D=" + std::to_string(k.devices) + " partition " + k.partition;
+    CudaRunOptions o;
+    o.run.schedule = {k.schedule, k.devices, k.microbatches, 0, 0};
+    o.run.partition = k.partition;
+    o.run.seed = 77;
+    o.run.executor.watchdog_seconds = 30;
+    if (k.devices > 1) o.virtual_devices = k.devices;
+    o.activation_arena_bytes = std::size_t{256} << 20;
+    RunOutput out;
+    try {
+      out = run_cuda(spec, o);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << label << ": " << e.what();
+      continue;
+    }
+    const StepValues ref = single_device_step(spec, k.microbatches, o.run.seed);
+    EXPECT_LE(std::abs(out.values.loss - ref.loss) / std::abs(ref.loss), tol())
+        << label << ": loss gpu " << out.values.loss << " cpu " << ref.loss;
+    EXPECT_LE(std::abs(out.values.grad_norm() - ref.grad_norm()) / ref.grad_norm(), tol())
+        << label << ": gradient norm gpu " << out.values.grad_norm() << " cpu " << ref.grad_norm();
+    EXPECT_EQ(out.values.grads.size(), ref.grads.size()) << label;
+    ++ran;
+  }
+  EXPECT_EQ(ran, 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Amoeba, ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const ::testing::TestParamInfo<DType>& i) {
+                           return dtype_name(i.param);
+                         });
+INSTANTIATE_TEST_SUITE_P(Dtypes, AmoebaRun, ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const ::testing::TestParamInfo<DType>& i) {
+                           return dtype_name(i.param);
+                         });
+
+// ---- host side (no GPU needed) ----
+
+TEST(AmoebaHost, TheCudaBackendAcceptsAmoebaNet) {
+  CudaRunOptions o;
+  o.run.schedule = {"1f1b", 2, 4, 0, 0};
+  EXPECT_NO_THROW(
+      check_cuda_run_options(build_amoebanet(small_amoebanet(), 2, ppbench::DType::kBF16), o));
+  EXPECT_THROW(
+      check_cuda_run_options(build_amoebanet(small_amoebanet(), 2, ppbench::DType::kF64), o),
+      UsageError);
+}
+
+// After the stem the boundary is one image; after a cell that feeds another cell it is {out,
+// skip}, sent as one flat tensor of both sizes; the last stage sends nothing. The transfer plan
+// built on those sizes is deadlock-free.
+TEST(AmoebaHost, TwoTensorBoundariesTravelPacked) {
+  const WorkloadSpec spec = build_amoebanet(small_amoebanet(), 2, ppbench::DType::kF32);
+  const Schedule s = generate({"1f1b", 4, 8, 0, 0});
+  const PartitionPlan plan = partition(spec, 4, "1,3,3,2");
+  const std::vector<Shape> shapes = gpu::stage_output_shapes(spec, plan, s.placement);
+  ASSERT_EQ(shapes.size(), 4u);
+  EXPECT_EQ(shapes[0], spec.layers[0].boundary_out.at(0).shape);
+  for (int st : {1, 2}) {
+    const LayerSpec& last = spec.layers[static_cast<std::size_t>(
+        plan.stages[static_cast<std::size_t>(st)].first_layer +
+        plan.stages[static_cast<std::size_t>(st)].num_layers - 1)];
+    ASSERT_EQ(last.boundary_out.size(), 2u) << last.name;
+    EXPECT_EQ(
+        shapes[static_cast<std::size_t>(st)],
+        (Shape{shape_numel(last.boundary_out[0].shape) + shape_numel(last.boundary_out[1].shape)}))
+        << "stage " << st;
+  }
+  EXPECT_TRUE(shapes[3].empty());
+  EXPECT_NO_THROW(gpu::check_transfer_plan(s, shapes, DType::kF32));
+}
+
+}  // namespace
+}  // namespace ppbench::cuda::testing
