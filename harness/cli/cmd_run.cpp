@@ -112,7 +112,9 @@ Command add_run(CLI::App& parent) {
                   "cuda --virtual-devices: emulated link bandwidth between partitions, GB/s");
   app->add_option("--link-latency", st->cuda.link_latency,
                   "cuda --virtual-devices: emulated link latency, microseconds");
-  app->add_flag("--cuda-graph", st->cuda.graph, "cuda: capture each rank's step as a CUDA graph");
+  app->add_flag("--cuda-graph", st->cuda.graph,
+                "cuda --gpus: capture each rank's step once as a CUDA graph and launch it for every "
+                "measured step (docs/cuda-graphs.md)");
   app->add_flag("--progress", st->options.progress, "One line per step on stderr");
   app->add_option("--format", st->format, "text or json (the full record)")->check(CLI::IsMember({"text", "json"}));
   app->add_option("--trace-out", st->trace_out, "Write the last step's timeline as a Chrome/Perfetto trace");

@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <latch>
 #include <thread>
 #include <unordered_map>
 
 #include "harness/executor/cpu_executor.h"
 #include "harness/gpu/gpu_transport.h"
+#include "harness/gpu/graph_record.h"
 #include "harness/gpu/nvtx.h"
 #include "harness/gpu/p2p_deadlock_check.h"
+#include "harness/gpu/step_graph.h"
 #include "harness/gpu/trace_align.h"
 #include "schedules/error.h"
 #include "workloads/cuda/check.h"
@@ -32,6 +35,15 @@ float elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
   return ms;
+}
+
+// cudaEventElapsedTime on an event a graph node recorded: false (and the error cleared) where
+// the driver refuses, or answers a time before the launch, so the step falls back to its total
+// time instead of failing.
+bool try_elapsed_ms(cudaEvent_t from, cudaEvent_t to, float& ms) {
+  if (cudaEventElapsedTime(&ms, from, to) == cudaSuccess) return std::isfinite(ms) && ms >= 0;
+  cudaGetLastError();
+  return false;
 }
 
 }  // namespace
@@ -61,7 +73,15 @@ void check_transfer_plan(const Schedule& s, const std::vector<cuda::Shape>& stag
   plan_transfers(s, lower(s), stage_output_shapes, dtype);
 }
 
-CudaExecutor::~CudaExecutor() = default;
+CudaExecutor::~CudaExecutor() {
+  for (std::size_t r = 0; r < graphs_.size(); ++r) {
+    try {
+      devices_.rank(static_cast<int>(r)).make_current();
+    } catch (...) {
+    }
+    graphs_[r].graph.reset();
+  }
+}
 int CudaExecutor::hoisted_receives() const { return plan_->hoisted_receives; }
 int CudaExecutor::deferred_sends() const { return plan_->deferred_sends; }
 
@@ -85,6 +105,8 @@ CudaExecutor::CudaExecutor(const Schedule& s, const GpuDevices& devices, std::ve
     devices.rank(r).make_current();
     events_.push_back(std::make_unique<EventPool>());
   }
+  std::string why;
+  if (options_.cuda_graph && !transport_.capturable(&why)) throw UsageError(why);
 }
 
 void CudaExecutor::fail(const std::string& message) {
@@ -95,11 +117,47 @@ void CudaExecutor::fail(const std::string& message) {
   transport_.abort();
 }
 
-CudaStepRecord CudaExecutor::run_step() {
+CudaStepRecord CudaExecutor::run_step(StepMode mode) {
   const int ranks = schedule_.placement.ranks;
+  if (mode == StepMode::kGraph && !options_.cuda_graph)
+    throw std::logic_error("run_step(kGraph) on an executor built without cuda_graph");
+  if (mode == StepMode::kEager && captured_)
+    throw std::logic_error("eager steps must come before the capture: its graphs own the events");
   std::vector<RankResult> results(static_cast<std::size_t>(ranks));
   error_.clear();
   transport_.begin_step();
+  if (mode == StepMode::kGraph) {
+    if (!captured_) capture_all();
+    std::vector<char> per_action(static_cast<std::size_t>(ranks), 1);
+    std::vector<double> launch_to_done(static_cast<std::size_t>(ranks), 0);
+    {
+      std::latch start(ranks);
+      std::vector<std::jthread> threads;
+      for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+          start.arrive_and_wait();
+          bool timed = true;
+          replay_rank(r, results[static_cast<std::size_t>(r)], timed,
+                      launch_to_done[static_cast<std::size_t>(r)]);
+          per_action[static_cast<std::size_t>(r)] = timed;
+        });
+    }
+    if (!error_.empty()) throw ExecutionError(error_);
+    GraphStepInfo info;
+    info.per_action_timing =
+        std::all_of(per_action.begin(), per_action.end(), [](char c) { return c != 0; });
+    info.launch_to_done_s = launch_to_done;
+    std::vector<double> launches;
+    for (const RankResult& res : results) launches.push_back(res.start.host_seconds);
+    info.step_seconds = graph_step_seconds(launches, launch_to_done);
+    CudaStepRecord record = assemble(results, info.per_action_timing);
+    for (int r = 0; r < ranks; ++r)
+      record.device_peak_bytes[static_cast<std::size_t>(r)] =
+          graphs_[static_cast<std::size_t>(r)].device_peak_bytes;
+    record.graph = std::move(info);
+    return record;
+  }
+
   for (int r = 0; r < ranks; ++r) arenas_[static_cast<std::size_t>(r)]->reset_peak();
   {
     std::latch start(ranks);
@@ -107,7 +165,7 @@ CudaStepRecord CudaExecutor::run_step() {
     for (int r = 0; r < ranks; ++r)
       threads.emplace_back([&, r] {
         start.arrive_and_wait();
-        run_rank(r, results[static_cast<std::size_t>(r)]);
+        run_rank(r, results[static_cast<std::size_t>(r)], nullptr);
       });
   }
   // Tensors a receiver handed back after its sender's last reclaim: the ranks are joined, so
@@ -121,32 +179,137 @@ CudaStepRecord CudaExecutor::run_step() {
     }
   }
   if (!error_.empty()) throw ExecutionError(error_);
+  return assemble(results, true);
+}
 
-  std::vector<RankStart> starts;
-  std::vector<GpuComputeTiming> compute;
-  std::vector<GpuCommTiming> comm;
-  for (const RankResult& res : results) {
-    starts.push_back(res.start);
-    compute.insert(compute.end(), res.compute.begin(), res.compute.end());
-    comm.insert(comm.end(), res.comm.begin(), res.comm.end());
+void CudaExecutor::capture_all() {
+  const int ranks = schedule_.placement.ranks;
+  graphs_.clear();
+  graphs_.resize(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) arenas_[static_cast<std::size_t>(r)]->reset_peak();
+  std::vector<RankResult> unused(static_cast<std::size_t>(ranks));
+  {
+    std::latch start(ranks);
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        start.arrive_and_wait();
+        run_rank(r, unused[static_cast<std::size_t>(r)], &graphs_[static_cast<std::size_t>(r)]);
+      });
   }
+  if (!error_.empty()) {
+    for (int r = 0; r < ranks; ++r) {
+      devices_.rank(r).make_current();
+      graphs_[static_cast<std::size_t>(r)].graph.reset();
+    }
+    graphs_.clear();
+    throw ExecutionError("capturing the step as CUDA graphs: " + error_);
+  }
+  capture_info_ = {};
+  for (int r = 0; r < ranks; ++r) {
+    RankGraph& g = graphs_[static_cast<std::size_t>(r)];
+    g.arena_in_use = arenas_[static_cast<std::size_t>(r)]->in_use();
+    g.device_peak_bytes = static_cast<double>(arenas_[static_cast<std::size_t>(r)]->peak());
+    capture_info_.capture_seconds.push_back(g.capture_seconds);
+    capture_info_.nodes.push_back(g.graph->nodes());
+    capture_info_.event_record_nodes.push_back(g.graph->event_record_nodes());
+  }
+  captured_ = true;
+}
+
+CudaStepRecord CudaExecutor::assemble(const std::vector<RankResult>& results, bool with_trace) {
+  const int ranks = schedule_.placement.ranks;
   CudaStepRecord record;
-  record.trace = align_gpu_trace(ranks, starts, compute, comm);
+  if (with_trace) {
+    std::vector<RankStart> starts;
+    std::vector<GpuComputeTiming> compute;
+    std::vector<GpuCommTiming> comm;
+    for (const RankResult& res : results) {
+      starts.push_back(res.start);
+      compute.insert(compute.end(), res.compute.begin(), res.compute.end());
+      comm.insert(comm.end(), res.comm.begin(), res.comm.end());
+    }
+    record.trace = align_gpu_trace(ranks, starts, compute, comm);
+  } else {
+    record.trace.source = "cuda";
+    record.trace.time_unit = "s";
+    record.trace.ranks = ranks;
+  }
   // Memory samples at the end of the compute event that changed the kept bytes.
   std::vector<std::vector<const ComputeEvent*>> by_rank(static_cast<std::size_t>(ranks));
   for (const ComputeEvent& e : record.trace.compute) by_rank[static_cast<std::size_t>(e.rank)].push_back(&e);
   for (int r = 0; r < ranks; ++r) {
     record.arenas.emplace_back(r);
-    for (auto [index, bytes] : results[static_cast<std::size_t>(r)].memory)
-      record.arenas.back().set_live(by_rank[static_cast<std::size_t>(r)].at(index)->end, bytes);
-    const auto& samples = record.arenas.back().samples();
-    record.trace.memory.insert(record.trace.memory.end(), samples.begin(), samples.end());
+    if (with_trace) {
+      for (auto [index, bytes] : results[static_cast<std::size_t>(r)].memory)
+        record.arenas.back().set_live(by_rank[static_cast<std::size_t>(r)].at(index)->end, bytes);
+      const auto& samples = record.arenas.back().samples();
+      record.trace.memory.insert(record.trace.memory.end(), samples.begin(), samples.end());
+    }
     record.device_peak_bytes.push_back(static_cast<double>(arenas_[static_cast<std::size_t>(r)]->peak()));
   }
   return record;
 }
 
-void CudaExecutor::run_rank(int r, RankResult& out) {
+void CudaExecutor::replay_rank(int r, RankResult& out, bool& per_action, double& launch_to_done) {
+  const RankDevice& dev = devices_.rank(r);
+  RankGraph& g = graphs_[static_cast<std::size_t>(r)];
+  const cuda::DeviceArena& arena = *arenas_[static_cast<std::size_t>(r)];
+  try {
+    dev.make_current();
+    if (arena.in_use() != g.arena_in_use)
+      throw std::logic_error("its activation arena holds " + std::to_string(arena.in_use()) +
+                             " bytes but the graph was captured with " +
+                             std::to_string(g.arena_in_use) +
+                             ": something allocated or freed there since the capture, and the "
+                             "graph's buffers could overlap it");
+    NvtxRange range("rank " + std::to_string(r) + " step (CUDA graph)");
+    CUDA_CHECK(cudaEventRecord(g.launched, dev.compute));
+    CUDA_CHECK(cudaEventSynchronize(g.launched));
+    out.start = {r, host_seconds()};
+    g.graph->launch();
+    CUDA_CHECK(cudaEventRecord(g.done, dev.compute));
+    // The watchdog sees the whole step: a graph runs its transfers out of the host's sight.
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(options_.watchdog_seconds));
+    for (;;) {
+      const cudaError_t q = cudaEventQuery(g.done);
+      if (q == cudaSuccess) break;
+      if (q != cudaErrorNotReady) CUDA_CHECK(q);
+      if (Clock::now() > deadline)
+        return fail("watchdog: rank " + std::to_string(r) + "'s step, launched as a CUDA graph, " +
+                    "did not complete within " + std::to_string(options_.watchdog_seconds) +
+                    " s (a graph hides which transfer hangs: rerun without --cuda-graph to have " +
+                    "it named)");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    launch_to_done = static_cast<double>(elapsed_ms(g.launched, g.done)) * 1e-3;
+    per_action = true;
+    float b = 0, e = 0;
+    for (std::size_t i = 0; per_action && i < g.compute_events.size(); ++i) {
+      per_action = try_elapsed_ms(g.launched, g.compute_events[i].first, b) &&
+                   try_elapsed_ms(g.launched, g.compute_events[i].second, e);
+      out.compute.push_back({r, b, e, g.compute_actions[i]});
+    }
+    for (std::size_t i = 0; per_action && i < g.comm.size(); ++i) {
+      per_action = try_elapsed_ms(g.launched, g.comm_events[i].first, b) &&
+                   try_elapsed_ms(g.launched, g.comm_events[i].second, e);
+      out.comm.push_back(g.comm[i]);
+      out.comm.back().start_ms = b;
+      out.comm.back().end_ms = e;
+    }
+    if (!per_action) {
+      out.compute.clear();
+      out.comm.clear();
+    }
+    out.memory = g.memory;
+  } catch (const std::exception& e) {
+    fail("rank " + std::to_string(r) + ": " + e.what());
+  }
+}
+
+void CudaExecutor::run_rank(int r, RankResult& out, RankGraph* capture) {
   const RankDevice& dev = devices_.rank(r);
   const Placement& p = schedule_.placement;
   Work& work = *work_[static_cast<std::size_t>(r)];
@@ -166,13 +329,27 @@ void CudaExecutor::run_rank(int r, RankResult& out) {
          (why.find("rank") == std::string::npos ? ", peer rank " + std::to_string(peer) : "") + ")");
   };
 
+  const bool capturing = capture != nullptr;
   try {
     dev.make_current();
     events.reset();
-    cudaEvent_t start = events.next();
-    CUDA_CHECK(cudaEventRecord(start, dev.compute));
-    CUDA_CHECK(cudaEventSynchronize(start));
-    out.start = {r, host_seconds()};
+    cudaEvent_t start = nullptr;
+    const auto capture_began = Clock::now();
+    if (capturing) {
+      // Fork and join, two per compute, and a bound on what a transport takes per group (the
+      // NCCL transport takes four).
+      std::size_t needed = 2;
+      for (const P2PStep& step : plan_->ranks[static_cast<std::size_t>(r)])
+        needed += step.is_group ? 8 : 2;
+      events.reserve(needed);
+      capture->graph = std::make_unique<StepGraph>();
+      capture->graph->begin(dev.compute, dev.comm, events.next(), events.next());
+    } else {
+      start = events.next();
+      CUDA_CHECK(cudaEventRecord(start, dev.compute));
+      CUDA_CHECK(cudaEventSynchronize(start));
+      out.start = {r, host_seconds()};
+    }
 
     std::unordered_map<std::uint64_t, cuda::DTensor> ready;
     auto take = [&ready](std::uint64_t name) {
@@ -220,16 +397,18 @@ void CudaExecutor::run_rank(int r, RankResult& out) {
     io.shape_of = [this](const Task& t) {
       return shapes_.at(static_cast<std::size_t>(t.op == Op::F ? t.stage : t.stage - 1));
     };
+    io.capturing = capturing;
 
     for (const P2PStep& step : plan_->ranks[static_cast<std::size_t>(r)]) {
-      transport_.reclaim(r, false);
+      // Inside a capture nothing has run: sent tensors are all released after it.
+      if (!capturing) transport_.reclaim(r, false);
       if (!step.is_group) {
         NvtxRange range(to_string(step.action));
         cudaEvent_t b = events.next(), e = events.next();
-        CUDA_CHECK(cudaEventRecord(b, dev.compute));
+        record_timing_event(b, dev.compute, capturing);
         run_task(step.action.task);
         if (step.action.paired) run_task(step.action.partner);
-        CUDA_CHECK(cudaEventRecord(e, dev.compute));
+        record_timing_event(e, dev.compute, capturing);
         compute_events.emplace_back(b, e);
         compute_actions.push_back(step.action);
         out.memory.emplace_back(compute_actions.size() - 1, saved_bytes());
@@ -246,12 +425,31 @@ void CudaExecutor::run_rank(int r, RankResult& out) {
       try {
         transport_.run_group(io, step.ops, tensors);
       } catch (const TransportTimeout& t) {
+        if (capturing) capture->graph->abandon();
         if (std::string(t.what()) != "aborted") watchdog(t.instr, t.peer, t.what());
         return;
       }
       for (std::size_t i = 0; i < step.ops.size(); ++i)
         if (step.ops[i].dir == P2POp::Dir::Recv)
           ready.emplace(message_name(step.ops[i].payload), std::move(tensors[i]));
+    }
+
+    if (capturing) {
+      capture->graph->end();
+      capture->capture_seconds =
+          std::chrono::duration<double>(Clock::now() - capture_began).count();
+      transport_.release_sent(r);
+      capture->compute_events = std::move(compute_events);
+      capture->compute_actions = std::move(compute_actions);
+      capture->memory = std::move(out.memory);
+      for (const TransferTiming& t : timings) {
+        capture->comm.push_back({t.src, t.dst, t.timed_on, 0, 0, t.task});
+        capture->comm_events.emplace_back(t.begin, t.end);
+      }
+      // Taken after the capture: never recorded by its graph, so plain events around launches.
+      capture->launched = events.next();
+      capture->done = events.next();
+      return;
     }
 
     // The end of the step: every transfer must complete within the watchdog's limit; the first
@@ -278,6 +476,7 @@ void CudaExecutor::run_rank(int r, RankResult& out) {
     for (const TransferTiming& t : timings)
       out.comm.push_back({t.src, t.dst, t.timed_on, elapsed_ms(start, t.begin), elapsed_ms(start, t.end), t.task});
   } catch (const std::exception& e) {
+    if (capturing && capture->graph) capture->graph->abandon();
     fail("rank " + std::to_string(r) + ": " + e.what());
   }
 }

@@ -9,6 +9,7 @@
 
 #include "harness/gpu/gpu_devices.h"
 #include "harness/gpu/gpu_model.h"
+#include "harness/gpu/graph_record.h"
 #include "harness/gpu/transport_factory.h"
 #include "harness/gpu/link_model.h"
 #include "harness/metrics.h"
@@ -45,11 +46,9 @@ void check_cuda_run_options(const WorkloadSpec& spec, const CudaRunOptions& o) {
   require(o.run.warmup >= 0, "--warmup must be >= 0, got " + std::to_string(o.run.warmup));
   gpu::require_gpu_workload(spec);
   require(!o.run.recompute, "--recompute is not implemented on the CUDA backend yet (use --backend cpu)");
-  // Capturing a rank's step needs every cross-rank dependency inside the graph; the copy
-  // transport's host-side hand-over cannot be captured, and graph replay of NCCL plans has not
-  // been validated on a GPU yet, so the flag is refused rather than silently ignored.
-  require(!o.cuda_graph, "--cuda-graph is not available yet: per-rank CUDA-graph capture is not "
-                         "implemented in this executor (run without it)");
+  // Each rank's graph must stand alone: NCCL synchronises peers on the devices, the copy
+  // transport's host-side hand-over cannot be captured robustly (gpu_transport.h).
+  require(!o.cuda_graph || !o.virtual_devices.has_value(), gpu::kCudaGraphNeedsGpus);
   const bool link = o.link_bandwidth_gb_per_s || o.link_latency_us;
   require(!link || o.virtual_devices.has_value(),
           "--link-bandwidth / --link-latency emulate a link between virtual devices; "
@@ -69,6 +68,9 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   const GpuPlacement gp = placement_of(o, s.placement.ranks, visible);
   const std::optional<LinkModel> link = make_link_model(o.link_bandwidth_gb_per_s, o.link_latency_us);
   std::unique_ptr<gpu::GpuDevices> devices = gpu::GpuDevices::open(gp, o.partition_sms);
+  // Declared before the transport so that they outlive it: after a failed step the transport may
+  // still hold tensors (sends never received) whose blocks go back to the ranks' arenas.
+  std::vector<std::unique_ptr<GpuPipelineRank>> ranks;
   std::shared_ptr<gpu::GpuTransport> transport =
       gp.kind == GpuPlacement::Kind::Gpus ? gpu::make_nccl_transport(gp.gpus)
                                           : gpu::make_copy_transport(gp.ranks(), link);
@@ -76,7 +78,6 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
 
   // Ranks and their arenas, each built with its context current. Without an explicit size,
   // each rank's activation arena gets an equal share of what its GPU has free.
-  std::vector<std::unique_ptr<GpuPipelineRank>> ranks;
   for (int r = 0; r < gp.ranks(); ++r) {
     devices->rank(r).make_current();
     std::size_t act = o.activation_arena_bytes;
@@ -93,21 +94,26 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   std::vector<StageWork<cuda::DTensor>*> work;
   std::vector<cuda::DeviceArena*> arenas;
   for (auto& r : ranks) work.push_back(r.get()), arenas.push_back(&r->activations());
-  gpu::CudaExecutor executor(s, *devices, work, arenas, *transport,
-                             gpu::stage_output_shapes(spec, plan, s.placement), dt,
-                             {.watchdog_seconds = o.run.executor.watchdog_seconds});
+  gpu::CudaExecutor executor(
+      s, *devices, work, arenas, *transport, gpu::stage_output_shapes(spec, plan, s.placement), dt,
+      {.watchdog_seconds = o.run.executor.watchdog_seconds, .cuda_graph = o.cuda_graph});
 
+  // With --cuda-graph the warm-up (at least one step) runs eagerly, the first measured step
+  // captures every rank's step and launches it, and each later one launches it again.
+  const int warmup = o.cuda_graph ? gpu::eager_steps_before_capture(o.run.warmup) : o.run.warmup;
   const int parts = static_cast<int>(plan.stages.size());
   std::vector<double> step_times;
-  gpu::CudaStepRecord last;
+  gpu::CudaStepRecord last, last_eager;
   StepValues values;
-  for (int k = 0; k < o.run.warmup + o.run.steps; ++k) {
+  for (int k = 0; k < warmup + o.run.steps; ++k) {
+    const bool graph_step = o.cuda_graph && k >= warmup;
     for (int r = 0; r < gp.ranks(); ++r) {
       devices->rank(r).make_current();
-      ranks[static_cast<std::size_t>(r)]->zero_grad();
+      ranks[static_cast<std::size_t>(r)]->zero_grad(graph_step && executor.graph_captured());
       CUDA_CHECK(cudaStreamSynchronize(devices->rank(r).compute));
     }
-    last = executor.run_step();
+    last = executor.run_step(graph_step ? gpu::StepMode::kGraph : gpu::StepMode::kEager);
+    if (!graph_step) last_eager = last;
     values = {};
     std::size_t mbs = 0;
     std::vector<std::vector<double>> by_part(static_cast<std::size_t>(parts));
@@ -122,18 +128,30 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
     }
     values.loss /= static_cast<double>(std::max<std::size_t>(mbs, 1));
     for (auto& g : by_part) values.grads.insert(values.grads.end(), g.begin(), g.end());
-    const double t = makespan_of(last.trace);
-    if (k >= o.run.warmup) step_times.push_back(t);
-    if (o.run.progress)
-      std::cerr << "step " << k + 1 << "/" << o.run.warmup + o.run.steps << (k < o.run.warmup ? " (warm-up)" : "")
-                << ": " << t * 1e3 << " ms, loss " << values.loss << "\n";
+    // A replay whose timing events the driver would not time has only its total time; its
+    // per-action metrics and memory samples then come from the last eager step.
+    const bool total_only = last.graph && !last.graph->per_action_timing;
+    const double t = total_only ? last.graph->step_seconds : makespan_of(last.trace);
+    if (total_only) {
+      std::vector<double> device_peak = last.device_peak_bytes;
+      std::optional<gpu::GraphStepInfo> info = last.graph;
+      last = last_eager;
+      last.device_peak_bytes = device_peak;
+      last.graph = info;
+    }
+    if (k >= warmup) step_times.push_back(t);
+    if (o.run.progress) {
+      const char* kind = k < warmup ? " (warm-up)" : graph_step ? " (CUDA graph)" : "";
+      std::cerr << "step " << k + 1 << "/" << warmup + o.run.steps << kind << ": " << t * 1e3
+                << " ms, loss " << values.loss << "\n";
+    }
   }
 
   RunOutput out;
   out.trace = last.trace;
   out.values = values;
   const std::vector<double> model_peak = predicted_peak_bytes(s, plan, false);
-  nlohmann::json r = run_record({&spec, &s, &plan, o.run.steps, o.run.warmup, o.run.seed, false,
+  nlohmann::json r = run_record({&spec, &s, &plan, o.run.steps, warmup, o.run.seed, false,
                                  step_times, &out.trace, values.loss, values.grad_norm()},
                                 "cuda");
   nlohmann::json mem = nlohmann::json::array();
@@ -147,7 +165,19 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   g["placement"] = describe(gp);
   g["gpu_names"] = devices->gpu_names;
   g["transport"] = gpu::transport_name(*transport);
-  g["cuda_graph"] = o.cuda_graph;
+  gpu::CudaGraphSummary graph;
+  graph.enabled = o.cuda_graph;
+  if (o.cuda_graph) {
+    const gpu::GraphCaptureInfo& c = executor.capture_info();
+    graph.eager_steps = warmup;
+    graph.capture_seconds = c.capture_seconds;
+    graph.nodes = c.nodes;
+    graph.event_record_nodes = c.event_record_nodes;
+    graph.timing = last.graph && !last.graph->per_action_timing ? gpu::GraphTiming::kEagerTrace
+                                                                : gpu::GraphTiming::kEventNodes;
+    if (last.graph) graph.launch_to_done_s = last.graph->launch_to_done_s;
+  }
+  g["cuda_graph"] = gpu::to_json(graph);
   g["nccl_version"] = gpu::nccl_version_text();
   g["nccl_plan"] = {{"hoisted_receives", executor.hoisted_receives()},
                     {"deferred_sends", executor.deferred_sends()}};

@@ -6,6 +6,12 @@
 // into D green-context partitions, device-to-device copies, optional link model); with neither,
 // and one rank, GPU 0. A step is F and backward of N micro-batches with gradients accumulated,
 // as on the CPU, so loss and gradient norm must equal the CPU's single-device step.
+//
+// `--cuda-graph` (docs/cuda-graphs.md): the warm-up runs eagerly (at least one step, which the
+// record counts as warm-up), then each rank's step is captured once as a CUDA graph and every
+// measured step launches the graphs; gradients are zeroed outside the graph before each launch.
+// --gpus (and the single-rank default) only: with --virtual-devices it is a UsageError.
+// The record's `gpu.cuda_graph` says how the step was captured and where its timings come from.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +31,7 @@ struct CudaRunOptions {
   int partition_sms = 0;                  // SMs per partition (0: as many as fit)
   std::optional<double> link_bandwidth_gb_per_s;  // --link-bandwidth (virtual devices only)
   std::optional<double> link_latency_us;          // --link-latency (virtual devices only)
-  bool cuda_graph = false;                // --cuda-graph
+  bool cuda_graph = false;                 // --cuda-graph: replay each rank's step as a graph
   std::size_t activation_arena_bytes = 0;  // per rank; 0: a share of the free device memory
 };
 

@@ -1,5 +1,7 @@
 #include "harness/gpu/gpu_model.h"
 
+#include <cuda_runtime_api.h>
+
 #include "harness/backends/cpu/model_builder.h"
 #include "schedules/error.h"
 #include "workloads/cpu/tensor.h"
@@ -27,11 +29,23 @@ int total_microbatches(const Placement& p) {
 
 int part_of(const Placement& p, int stage) { return stage - p.chain_begin[p.stage_chain[stage]]; }
 
+// The spec writes images [b, c, h, w]; the AmoebaNet kernels hold them NHWC.
+std::vector<cuda::Shape> nhwc_shapes(const std::vector<TensorSpec>& boundary) {
+  std::vector<cuda::Shape> out;
+  for (const TensorSpec& t : boundary) {
+    if (t.shape.size() != 4)
+      throw std::logic_error("boundary tensor '" + t.name + "' is not an image");
+    out.push_back({t.shape[0], t.shape[2], t.shape[3], t.shape[1]});
+  }
+  return out;
+}
+
 }  // namespace
 
 void require_gpu_workload(const WorkloadSpec& spec) {
-  if (spec.workload != "mlp" && spec.workload != "transformer")
-    throw UsageError("--backend cuda runs --workload mlp or transformer; " + spec.workload +
+  if (spec.workload != "mlp" && spec.workload != "transformer" && spec.workload != "amoebanet")
+    throw UsageError("--backend cuda runs --workload mlp, transformer or amoebanet; " +
+                     spec.workload +
                      " has no GPU kernels in workloads/cuda yet (use --backend cpu)");
   gpu_dtype(spec);
 }
@@ -51,8 +65,15 @@ std::vector<cuda::Shape> stage_output_shapes(const WorkloadSpec& spec, const Par
   for (int st = 0; st < p.stages(); ++st) {
     const StageSpec& part = plan.stages[static_cast<std::size_t>(part_of(p, st))];
     const LayerSpec& last = spec.layers[static_cast<std::size_t>(part.first_layer + part.num_layers - 1)];
-    if (p.is_last(st) || last.boundary_out.empty()) out.emplace_back();
-    else out.push_back(last.boundary_out.front().shape);
+    if (p.is_last(st) || last.boundary_out.empty()) {
+      out.emplace_back();
+    } else if (last.boundary_out.size() == 1) {
+      out.push_back(last.boundary_out.front().shape);
+    } else {  // packed into one flat tensor (gpu_model.h)
+      std::int64_t n = 0;
+      for (const TensorSpec& t : last.boundary_out) n += cuda::shape_numel(t.shape);
+      out.push_back({n});
+    }
   }
   return out;
 }
@@ -65,7 +86,9 @@ std::size_t rank_static_bytes(const WorkloadSpec& spec, const PartitionPlan& pla
     if (p.stage_rank[st] != rank) continue;
     const StageSpec& part = plan.stages[static_cast<std::size_t>(part_of(p, st))];
     for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l) {
-      // value + f32 gradient, and each tensor rounded up to the arena's alignment
+      // value + f32 gradient (spec params is the kernels' exact count, AmoebaNet's convolutions
+      // and BatchNorm gain/shift included), and each tensor rounded up to the arena's 256-byte
+      // alignment: 64 KiB covers 128 parameter tensors a layer; an AmoebaNet cell has at most 40.
       bytes += static_cast<std::size_t>(spec.layers[static_cast<std::size_t>(l)].params) * (elem + 4);
       bytes += std::size_t{64} << 10;
     }
@@ -124,6 +147,20 @@ GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& 
           sl.body = cuda::make_decoder_layer(
               *params_, cuda::DecoderConfig::gpipe(attr(ls, "hidden"), attr(ls, "heads"), attr(ls, "ffn")), dt, s);
           break;
+        case LayerKind::kAmoebaStem:
+          sl.body = cuda::make_amoeba_stem(*params_, attr(ls, "in_channels"),
+                                           attr(ls, "out_channels"), dt, s);
+          sl.reads_data = true;
+          break;
+        case LayerKind::kAmoebaNormalCell:
+        case LayerKind::kAmoebaReductionCell:
+          sl.cell = cuda::make_amoeba_cell(*params_, ls, dt, s);
+          break;
+        case LayerKind::kPoolClassifier:
+          sl.body = cuda::make_amoeba_classifier_head(*params_, attr(ls, "in_channels"),
+                                                      attr(ls, "classes"), dt, s);
+          sl.loss = true;
+          break;
         case LayerKind::kLmHead: {
           const std::int64_t h = attr(ls, "hidden");
           auto head = std::make_unique<cuda::Sequential>("final norm + lm head");
@@ -140,6 +177,13 @@ GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& 
           throw UsageError("layer '" + ls.name + "' has no GPU kernel (use --backend cpu)");
       }
       stage.layers.push_back(std::move(sl));
+    }
+    if (spec.workload == "amoebanet") {
+      const int last = part.first_layer + part.num_layers - 1;
+      if (part.first_layer > 0)
+        stage.in_shapes =
+            nhwc_shapes(spec.layers[static_cast<std::size_t>(part.first_layer - 1)].boundary_out);
+      stage.out_shapes = nhwc_shapes(spec.layers[static_cast<std::size_t>(last)].boundary_out);
     }
     const int n = p.microbatches_of(st);
     stage.saved.assign(static_cast<std::size_t>(n), std::vector<cuda::Saved>(stage.layers.size()));
@@ -186,44 +230,123 @@ void GpuPipelineRank::account(Stage& s, int mb) {
   s.bytes[static_cast<std::size_t>(mb)] = b;
 }
 
-cuda::DTensor GpuPipelineRank::forward(int stage, int mb, cuda::DTensor x) {
+std::vector<cuda::Param*> GpuPipelineRank::StageLayer::params() const {
+  return cell ? cell->params() : body->params();
+}
+
+std::vector<cuda::DTensor> GpuPipelineRank::unpack(const cuda::DTensor& x,
+                                                   const std::vector<cuda::Shape>& shapes) {
+  if (x.empty()) return {};  // a chain's first stage reads its data, its last seeds from the loss
+  if (shapes.empty()) return {x};
+  if (shapes.size() == 1) return {x.reshaped(shapes.front())};
+  std::int64_t total = 0;
+  for (const cuda::Shape& sh : shapes) total += cuda::shape_numel(sh);
+  if (x.numel() != total)
+    throw std::logic_error("stage boundary: received " + std::to_string(x.numel()) +
+                           " elements for " + std::to_string(shapes.size()) + " tensors of " +
+                           std::to_string(total));
+  // Copies rather than views (a DTensor is a whole arena block): the received buffer goes back to
+  // the arena as soon as this returns, so the boundary is held once either way.
+  std::vector<cuda::DTensor> out;
+  std::size_t offset = 0;
+  for (const cuda::Shape& sh : shapes) {
+    cuda::DTensor t(*acts_, sh, x.dtype(), "unpacked boundary tensor");
+    CUDA_CHECK(cudaMemcpyAsync(t.data(), static_cast<const char*>(x.data()) + offset,
+                               static_cast<std::size_t>(t.bytes()), cudaMemcpyDeviceToDevice,
+                               ctx_->stream));
+    offset += static_cast<std::size_t>(t.bytes());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+cuda::DTensor GpuPipelineRank::pack(std::vector<cuda::DTensor> xs) {
+  if (xs.empty()) return {};
+  if (xs.size() == 1) return std::move(xs.front());
+  std::int64_t total = 0;
+  for (const cuda::DTensor& x : xs) {
+    if (x.dtype() != xs.front().dtype())
+      throw std::logic_error("stage boundary: tensors of two dtypes");
+    total += x.numel();
+  }
+  cuda::DTensor out(*acts_, {total}, xs.front().dtype(), "packed boundary tensors");
+  std::size_t offset = 0;
+  for (const cuda::DTensor& x : xs) {
+    CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(out.data()) + offset, x.data(),
+                               static_cast<std::size_t>(x.bytes()), cudaMemcpyDeviceToDevice,
+                               ctx_->stream));
+    offset += static_cast<std::size_t>(x.bytes());
+  }
+  return out;
+}
+
+namespace {
+
+// The tensor of a one-tensor boundary (every layer but an AmoebaNet cell reads and returns one).
+const cuda::DTensor& only(const std::vector<cuda::DTensor>& xs, const char* what) {
+  if (xs.size() != 1)
+    throw std::logic_error(std::string(what) + ": expected one tensor, got " +
+                           std::to_string(xs.size()));
+  return xs.front();
+}
+
+}  // namespace
+
+cuda::DTensor GpuPipelineRank::forward(int stage, int mb, cuda::DTensor input) {
   Stage& s = find(stage);
   const int g = global_mb(stage, mb);
   auto& saved = s.saved[static_cast<std::size_t>(mb)];
+  std::vector<cuda::DTensor> xs = unpack(input, s.in_shapes);
+  input = {};
   for (std::size_t l = 0; l < s.layers.size(); ++l) {
     StageLayer& layer = s.layers[l];
-    if (layer.reads_data) x = inputs_.at(g);
+    if (layer.reads_data) xs = {inputs_.at(g)};
+    if (layer.cell) {
+      xs = layer.cell->forward(*ctx_, std::move(xs), saved[l]);
+      continue;
+    }
+    const cuda::DTensor x = only(xs, "layer input");
     if (!layer.loss) {
-      x = layer.body->forward(*ctx_, x, saved[l]);
+      xs = {layer.body->forward(*ctx_, x, saved[l])};
       continue;
     }
     saved[l].sub.resize(2);
     const cuda::DTensor logits = layer.body->forward(*ctx_, x, saved[l].sub[0]);
     s.logits_shape[static_cast<std::size_t>(mb)][l] = logits.shape();
-    x = ce_.forward(*ctx_, logits.reshaped({logits.rows(), logits.cols()}), targets_.at(g), saved[l].sub[1]);
+    xs = {ce_.forward(*ctx_, logits.reshaped({logits.rows(), logits.cols()}), targets_.at(g),
+                      saved[l].sub[1])};
   }
-  if (p_.is_last(stage)) losses_[g] = x;
+  if (p_.is_last(stage)) losses_[g] = only(xs, "loss");
   account(s, mb);
-  return x;
+  return pack(std::move(xs));
 }
 
 cuda::DTensor GpuPipelineRank::backward(int stage, int mb, cuda::DTensor grad, bool split) {
   Stage& s = find(stage);
   auto& saved = s.saved[static_cast<std::size_t>(mb)];
   const float scale = 1.0f / static_cast<float>(microbatches_);
+  std::vector<cuda::DTensor> gs = unpack(grad, s.out_shapes);
+  grad = {};
   for (std::size_t l = s.layers.size(); l-- > 0;) {
     StageLayer& layer = s.layers[l];
+    if (layer.cell) {
+      gs = layer.cell->backward_input(*ctx_, std::move(gs), saved[l]);
+      if (!split) layer.cell->backward_weight(*ctx_, saved[l]);
+      continue;
+    }
     cuda::Saved& body_saved = layer.loss ? saved[l].sub[0] : saved[l];
-    if (layer.loss)
-      grad = ce_.backward_input(*ctx_, saved[l].sub[1], scale).reshaped(s.logits_shape[static_cast<std::size_t>(mb)][l]);
-    grad = layer.body->backward_input(*ctx_, grad, body_saved);
+    const cuda::DTensor g = layer.loss
+                                ? ce_.backward_input(*ctx_, saved[l].sub[1], scale)
+                                      .reshaped(s.logits_shape[static_cast<std::size_t>(mb)][l])
+                                : only(gs, "layer output gradient");
+    gs = {layer.body->backward_input(*ctx_, g, body_saved)};
     if (!split) {
       layer.body->backward_weight(*ctx_, body_saved);
       saved[l].clear();
     }
   }
   account(s, mb);
-  return grad;
+  return pack(std::move(gs));
 }
 
 void GpuPipelineRank::backward_weight(int stage, int mb) {
@@ -231,7 +354,10 @@ void GpuPipelineRank::backward_weight(int stage, int mb) {
   auto& saved = s.saved[static_cast<std::size_t>(mb)];
   for (std::size_t l = 0; l < s.layers.size(); ++l) {
     StageLayer& layer = s.layers[l];
-    layer.body->backward_weight(*ctx_, layer.loss ? saved[l].sub[0] : saved[l]);
+    if (layer.cell)
+      layer.cell->backward_weight(*ctx_, saved[l]);
+    else
+      layer.body->backward_weight(*ctx_, layer.loss ? saved[l].sub[0] : saved[l]);
     saved[l].clear();
   }
   account(s, mb);
@@ -243,10 +369,11 @@ std::size_t GpuPipelineRank::saved_bytes(int stage) const {
   return 0;
 }
 
-void GpuPipelineRank::zero_grad() {
+void GpuPipelineRank::zero_grad(bool keep_losses) {
   for (Stage& s : stages_)
-    for (StageLayer& l : s.layers) l.body->zero_grad(*ctx_);
-  losses_.clear();
+    for (StageLayer& l : s.layers)
+      for (cuda::Param* prm : l.params()) cuda::zero(prm->grad, ctx_->stream);
+  if (!keep_losses) losses_.clear();
 }
 
 std::map<int, double> GpuPipelineRank::losses() const {
@@ -260,7 +387,7 @@ std::vector<std::pair<int, std::vector<float>>> GpuPipelineRank::grads_by_part()
   for (Stage& s : stages_) {
     std::vector<float> g;
     for (StageLayer& l : s.layers)
-      for (cuda::Param* prm : l.body->params()) {
+      for (cuda::Param* prm : l.params()) {
         const std::vector<float> v = cuda::download(prm->grad);
         g.insert(g.end(), v.begin(), v.end());
       }

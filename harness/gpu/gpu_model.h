@@ -3,8 +3,12 @@
 // same parameters up to rounding), its micro-batches' data on its device, and the F, B, I and W
 // passes the executor asks for. The GPU mirror of harness/backends/cpu/pipeline_rank.h.
 //
-// mlp and transformer only: AmoebaNet's GPU cells are not in workloads/cuda yet, and asking for
-// them is a UsageError rather than a missing-kernel failure halfway through a step.
+// mlp, transformer and amoebanet; any other workload is a UsageError before anything is built.
+// An AmoebaNet boundary after a cell is two tensors ({out, skip}, workloads/cpu/amoebanet_cells.h)
+// but the executor moves one tensor per transfer: such a boundary travels packed into one flat
+// buffer (out's elements, then skip's), activation and gradient alike, and the receiving stage
+// unpacks it; stage_output_shapes gives the packed size. Single-tensor AmoebaNet boundaries
+// arrive in the spec's [b, c, h, w] shape and are viewed as the kernels' NHWC.
 #pragma once
 
 #include <map>
@@ -13,6 +17,7 @@
 
 #include "harness/executor/stage_work.h"
 #include "schedules/placement.h"
+#include "workloads/cuda/amoebanet_cells.h"
 #include "workloads/cuda/context.h"
 #include "workloads/cuda/cross_entropy.h"
 #include "workloads/cuda/layer.h"
@@ -21,11 +26,13 @@
 
 namespace ppbench::gpu {
 
-// The dtype the GPU layers run a spec in; f64 and AmoebaNet are UsageErrors naming the flag.
+// The dtype the GPU layers run a spec in; f64 is a UsageError naming the flag, and so is a
+// workload without GPU layers.
 cuda::DType gpu_dtype(const WorkloadSpec& spec);
 void require_gpu_workload(const WorkloadSpec& spec);
 
-// What stage s sends on: the output shape of its last layer (empty for a chain's last stage).
+// What stage s sends on: the output shape of its last layer, or [total elements] when that is
+// several tensors (empty for a chain's last stage).
 std::vector<cuda::Shape> stage_output_shapes(const WorkloadSpec& spec, const PartitionPlan& plan,
                                              const Placement& p);
 
@@ -47,8 +54,10 @@ class GpuPipelineRank final : public StageWork<cuda::DTensor> {
   std::size_t saved_bytes(int stage) const override;
 
   cuda::DeviceArena& activations() { return *acts_; }
-  // Zeroes every gradient on the compute stream and drops the last step's losses.
-  void zero_grad();
+  // Zeroes every gradient on the compute stream and drops the last step's losses, unless
+  // `keep_losses`: a CUDA graph replays into the loss buffers it was captured with, so between
+  // replays they must stay allocated (and losses() then reads the latest replay's values).
+  void zero_grad(bool keep_losses = false);
   // After the step (streams synchronised): global micro-batch -> loss, and each stage's
   // gradients by model part, downloaded.
   std::map<int, double> losses() const;
@@ -56,13 +65,18 @@ class GpuPipelineRank final : public StageWork<cuda::DTensor> {
 
  private:
   struct StageLayer {
-    cuda::LayerPtr body;  // for the loss layer: the head producing logits
+    cuda::LayerPtr body;                     // for the loss layer: the head producing logits
+    std::unique_ptr<cuda::AmoebaCell> cell;  // instead of body: a layer of several tensors
     bool loss = false;
     bool reads_data = false;
+    std::vector<cuda::Param*> params() const;
   };
   struct Stage {
     int id = 0, part = 0;
     std::vector<StageLayer> layers;
+    // The kernels' shapes of the tensors crossing into and out of the stage, when a boundary may
+    // be more than one tensor (AmoebaNet); empty: the one tensor passes as it is.
+    std::vector<cuda::Shape> in_shapes, out_shapes;
     std::vector<std::vector<cuda::Saved>> saved;  // [mb][layer]
     std::vector<std::vector<cuda::Shape>> logits_shape;  // [mb][layer], loss layers only
     std::size_t live = 0;
@@ -71,6 +85,9 @@ class GpuPipelineRank final : public StageWork<cuda::DTensor> {
   Stage& find(int stage);
   int global_mb(int stage, int mb) const;
   void account(Stage& s, int mb);
+  // One received tensor -> the boundary's tensors, and back (see the top of this file).
+  std::vector<cuda::DTensor> unpack(const cuda::DTensor& x, const std::vector<cuda::Shape>& shapes);
+  cuda::DTensor pack(std::vector<cuda::DTensor> xs);
 
   const Placement& p_;
   int microbatches_;

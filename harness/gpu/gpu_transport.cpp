@@ -6,7 +6,9 @@
 #include <set>
 #include <thread>
 
+#include "harness/gpu/graph_record.h"
 #include "harness/gpu/nvtx.h"
+#include "harness/gpu/step_graph.h"
 #include "schedules/error.h"
 #include "workloads/cuda/check.h"
 
@@ -27,6 +29,14 @@ cudaEvent_t EventPool::next() {
     events_.push_back(e);
   }
   return events_[used_++];
+}
+
+void EventPool::reserve(std::size_t n) {
+  while (events_.size() < n) {
+    cudaEvent_t e{};
+    CUDA_CHECK(cudaEventCreate(&e));
+    events_.push_back(e);
+  }
 }
 
 WireDType plan_dtype(cuda::DType t) {
@@ -57,6 +67,8 @@ class CopyTransport final : public GpuTransport {
 
   void run_group(const RankIo& io, const std::vector<P2POp>& ops,
                  std::vector<cuda::DTensor>& tensors) override {
+    if (io.capturing)
+      throw std::logic_error("the copy transport cannot be captured into a CUDA graph");
     // Sends first: they never wait, so a group whose receive needs the peer's send from the
     // same group position cannot stall on this rank's own send.
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -135,6 +147,13 @@ class CopyTransport final : public GpuTransport {
   }
 
   void begin_step() override { aborted_ = false; }
+
+  bool capturable(std::string* why) const override {
+    if (why) *why = kCudaGraphNeedsGpus;
+    return false;
+  }
+
+  void release_sent(int) override {}  // never captured: reclaim() releases every sent tensor
 
  private:
   struct Message {
@@ -234,7 +253,7 @@ class NcclTransport final : public GpuTransport {
       if (ops[i].dir == P2POp::Dir::Recv)
         tensors[i] = cuda::DTensor(*io.arena, io.shape_of(ops[i].payload), io.dtype, "received tensor");
     cudaEvent_t begin = io.events->next(), end = io.events->next();
-    CUDA_CHECK(cudaEventRecord(begin, io.comm));
+    record_timing_event(begin, io.comm, io.capturing);
     ncclComm_t comm = comms_[static_cast<std::size_t>(io.rank)];
     NCCL_CHECK(ncclGroupStart());
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -248,12 +267,19 @@ class NcclTransport final : public GpuTransport {
         NCCL_CHECK(ncclRecv(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
     }
     NCCL_CHECK(ncclGroupEnd());
-    CUDA_CHECK(cudaEventRecord(end, io.comm));
-    CUDA_CHECK(cudaStreamWaitEvent(io.compute, end, 0));
+    record_timing_event(end, io.comm, io.capturing);
+    // In a capture the timing event is a graph node and cannot also order the streams.
+    cudaEvent_t arrived = end;
+    if (io.capturing) {
+      arrived = io.events->next();
+      CUDA_CHECK(cudaEventRecord(arrived, io.comm));
+    }
+    CUDA_CHECK(cudaStreamWaitEvent(io.compute, arrived, 0));
     auto& flight = in_flight_[static_cast<std::size_t>(io.rank)];
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const P2POp& op = ops[i];
-      io.pending->push_back({end, op.instr, op.peer, op.dir == P2POp::Dir::Send});
+      if (!io.capturing)
+        io.pending->push_back({end, op.instr, op.peer, op.dir == P2POp::Dir::Send});
       if (op.dir == P2POp::Dir::Send) {
         // The group is timed on the sender: NCCL runs its ops together, so each send of the
         // group gets the group's span.
@@ -271,6 +297,17 @@ class NcclTransport final : public GpuTransport {
       else ++it;
     }
   }
+
+  bool capturable(std::string* why) const override {
+    int v = 0;
+    if (ncclGetVersion(&v) == ncclSuccess && v >= 20900) return true;
+    if (why)
+      *why = "--cuda-graph needs NCCL 2.9 or newer to capture point-to-point calls; this build "
+             "runs NCCL " + nccl_version_text() + " (run without --cuda-graph)";
+    return false;
+  }
+
+  void release_sent(int rank) override { in_flight_[static_cast<std::size_t>(rank)].clear(); }
 
   void abort() override {
     // A rank stuck in a transfer that will never complete: aborting the communicators makes

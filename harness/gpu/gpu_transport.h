@@ -11,6 +11,19 @@
 // placements replay one proven-deadlock-free order. Buffers: a received tensor is allocated
 // from the receiver's arena; a sent tensor stays referenced until its transfer's event has
 // completed, and is released on the SENDER's thread (DeviceArena is not thread-safe).
+//
+// CUDA graphs (`--cuda-graph`, step_graph.h): only NcclTransport can be captured. NCCL
+// point-to-point calls are capturable (NCCL >= 2.9) and NCCL synchronises the peers on the
+// devices, so each rank's graph stands alone. The copy transport learns its sender's buffer and
+// event on the host; across two separately launched graphs that order could only be kept by
+// stream memory operations (cuStreamWaitValue32 / cuStreamWriteValue32), whose ordering CUDA
+// cannot see and which the driver's own documentation warns may deadlock when the scheduler
+// serialises the graphs in another order, so it refuses (capturable() says why). While a
+// group is captured (RankIo::capturing) the timing events become event-record nodes, a
+// separate event carries the cross-stream wait, no transfer is left for the watchdog (the host
+// cannot observe one inside a graph), and every sent tensor stays referenced until the executor
+// calls release_sent() after the capture: its block is never reused within the step, whatever
+// the timing of a replay.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -42,6 +55,9 @@ class EventPool {
   EventPool& operator=(const EventPool&) = delete;
   cudaEvent_t next();
   void reset() { used_ = 0; }
+  // Creates events until `n` exist, so that a capture hands out only existing ones (creating
+  // an event is not a call to make while a stream of this thread is being captured).
+  void reserve(std::size_t n);
 
  private:
   std::vector<cudaEvent_t> events_;
@@ -76,6 +92,7 @@ struct RankIo {
   // Shape of the tensor a payload carries (F: the stage's output; B/I: its input).
   std::function<cuda::Shape(const Task&)> shape_of;
   cuda::DType dtype = cuda::DType::kF32;
+  bool capturing = false;  // the streams are being captured into the rank's CUDA graph
 };
 
 // Thrown when a wait passes the watchdog's limit; the executor names the rank and instruction.
@@ -101,6 +118,12 @@ class GpuTransport {
   // Makes every blocked host wait return (another rank failed).
   virtual void abort() = 0;
   virtual void begin_step() {}
+  // Whether a rank's groups can be captured into a CUDA graph; if not, `why` says why in one
+  // line naming the flag to use instead.
+  virtual bool capturable(std::string* why) const = 0;
+  // Drops every sent tensor still held for `rank` without waiting for its transfer: only after
+  // a capture, when nothing captured has run and the blocks stay untouched between replays.
+  virtual void release_sent(int rank) = 0;
 };
 
 // The nccl_plan dtype of a layer dtype (ids never cross a stage boundary).

@@ -35,6 +35,7 @@ class BadRunInput(unittest.TestCase):
         (["run", "--workload", "transformer", "--preset", "tiny-gpipe", "--kv-heads", "2", "-s", "1f1b",
           "-d", "2", "-n", "4"], "--kv-heads 2"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--microbatch-size", "0"], "--microbatch-size"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--cuda-graph"], "--backend cuda"),
     ]
 
     def test_exit_2_with_one_line(self):
@@ -46,6 +47,33 @@ class BadRunInput(unittest.TestCase):
                 lines = r.stderr.strip().splitlines()
                 self.assertEqual(len(lines), 1, r.stderr)
                 self.assertIn(needle, lines[0])
+
+    def test_cuda_graph_takes_gpus_but_not_virtual_devices(self):
+        # Both are decided before any GPU is opened, so they run on a machine without one.
+        cuda = MLP + ["--backend", "cuda", "-s", "1f1b", "-d", "2", "-n", "4", "--cuda-graph"]
+        r = run(*cuda, "--virtual-devices", "2")
+        if "built without CUDA" in r.stderr:
+            self.skipTest("this ppbench was built without CUDA")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("--cuda-graph needs --gpus", r.stderr)
+        r = run(*cuda, "--gpus", "0,1", "--format", "json")
+        if r.returncode != 0:  # no GPU, one GPU, or no NCCL here: refused for that, not the flag
+            self.assertNotIn("--cuda-graph", r.stderr)
+        else:
+            self.assertTrue(json.loads(r.stdout)["gpu"]["cuda_graph"]["enabled"])
+
+    def test_cuda_backend_takes_amoebanet(self):
+        # AmoebaNet has GPU layers: without a GPU the run is refused for that, not for the workload.
+        r = run("run", "--backend", "cuda", "--workload", "amoebanet", "--layers", "3", "--filters", "16",
+                "--image-size", "64", "-s", "1f1b", "-d", "2", "-n", "4", "--virtual-devices", "2")
+        self.assertNotIn("GPU kernel", r.stderr)
+        if "no CUDA device visible" in r.stderr or "built without CUDA" in r.stderr:
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(r.stdout, "")
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        else:
+            self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_unwritable_results_are_refused_up_front(self):
         r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4", "--results", "/nonexistent-dir/x.jsonl")
