@@ -107,10 +107,18 @@ rm -f "$STAGE/.bench-targets"
 if [ "$TORCH" = 1 ]; then
   PY="$ROOT/.venv/bin/python"; [ -x "$PY" ] || PY=python3
   if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    step torch-reference "$PY" "$ROOT/scripts/torch_reference.py" --out "$STAGE/torch_reference.json"
+    step torch-reference "$PY" "$ROOT/scripts/torch_reference.py" --parts \
+      --out "$STAGE/torch_reference.json"
   else
     log "PyTorch with CUDA not importable by $PY: torch reference skipped"
   fi
+fi
+# ppbench's layer and its parts beside PyTorch's, when both ran: layer_vs_torch.json, and the
+# table in compare-torch.log (shown here too).
+if [ -s "$STAGE/cuda_layer_bench.json" ] && [ -s "$STAGE/torch_reference.json" ]; then
+  step compare-torch python3 "$ROOT/scripts/compare_torch.py" "$STAGE/cuda_layer_bench.json" \
+    "$STAGE/torch_reference.json" --out "$STAGE/layer_vs_torch.json"
+  sed 's/^/    /' "$STAGE/compare-torch.log"
 fi
 
 python3 - "$STAGE/summary.json" <<PYEOF

@@ -7,6 +7,10 @@ micro-batch 1, bf16. The layer is built as ppbench builds it (pre-norm RMSNorm, 
 projection without bias, rotate-half RoPE, causal GQA through scaled_dot_product_attention,
 SwiGLU with a fused gate|up projection, residuals), so the FLOPs are the same.
 
+With --parts it also times the layer's parts alone, forward + backward each, under the names
+benchmarks/cuda_layer_bench.cpp gives its BM_LlamaPart rows (see PARTS), in "parts" of the JSON;
+scripts/compare_torch.py matches the two by those names.
+
 Prints one JSON object (and writes it to --out atomically when given). Exit 2 with a one-line
 message when torch or a CUDA GPU is missing.
 """
@@ -14,13 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+from results_io import atomic_write
+
+# The parts, as cuda_layer_bench names them, and how often one layer runs each.
+PARTS = {"rmsnorm": 2, "qkv_proj": 1, "attention_core": 1, "out_proj": 1, "swiglu_mlp": 1}
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--heads", type=int, default=32)
@@ -31,8 +40,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--parts", action="store_true",
+                   help="also time each part of the layer alone (JSON key 'parts')")
     p.add_argument("--out", help="also write the JSON here (atomically)")
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 def fail(msg: str) -> None:
@@ -49,21 +60,29 @@ def layer_flops(a: argparse.Namespace) -> float:
     return 3.0 * (proj + mlp + attn)
 
 
-def main() -> int:
-    a = parse_args()
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError as e:
-        fail(f"PyTorch is not installed ({e}); install torch with CUDA to time the reference")
-    if not torch.cuda.is_available():
-        fail("no CUDA GPU visible to PyTorch (torch.cuda.is_available() is False)")
-    if a.hidden % a.heads or a.heads % a.kv_heads:
-        fail("heads must divide hidden and kv-heads must divide heads")
+def part_flops(a: argparse.Namespace) -> dict[str, float | None]:
+    """F + B FLOPs of each part as cuda_layer_bench counts them: a bias-free linear is three
+    GEMMs (forward, input and weight gradient); causal attention forward is 4 b h s^2 d / 2 and
+    its backward 2.5x that; RMSNorm has no GEMM (None)."""
+    t, h, d = a.micro_batch * a.seq, a.hidden, a.hidden // a.heads
 
-    dev = torch.device("cuda")
-    dt = torch.bfloat16 if a.dtype == "bf16" else torch.float32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    def linear(n_in: int, n_out: int) -> float:
+        return 3 * 2.0 * t * n_in * n_out
+
+    attn_forward = 4.0 * a.micro_batch * a.heads * a.seq * a.seq * d / 2
+    return {"rmsnorm": None, "qkv_proj": linear(h, (a.heads + 2 * a.kv_heads) * d),
+            "attention_core": 3.5 * attn_forward, "out_proj": linear(a.heads * d, h),
+            "swiglu_mlp": linear(h, 2 * a.ffn) + linear(a.ffn, h)}
+
+
+def build(a: argparse.Namespace, torch, dev, dt) -> SimpleNamespace:
+    """The layer and its parts as functions over one set of parameters.
+
+    Returns layer (x -> y), params (the layer's parameters) and parts: name -> (fn, inputs,
+    leaves), where fn(*inputs) is the part alone, inputs are fresh tensors of its input shape
+    that require grad, and leaves are every tensor whose gradient its backward makes.
+    """
+    F = torch.nn.functional
     d = a.hidden // a.heads
     g = torch.Generator(device="cpu").manual_seed(0)
 
@@ -94,6 +113,17 @@ def main() -> int:
 
     gqa_native = "enable_gqa" in (F.scaled_dot_product_attention.__doc__ or "")
 
+    def attention_core(q, k, v):  # q [b, heads, s, d], k and v [b, kv_heads, s, d]
+        if gqa_native:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        rep = a.heads // a.kv_heads
+        return F.scaled_dot_product_attention(
+            q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), is_causal=True)
+
+    def swiglu(x):
+        gate, up = (x @ w_gu.t()).chunk(2, -1)
+        return (F.silu(gate) * up) @ w_down.t()
+
     def layer(x):
         b, s, _ = x.shape
         qkv = rmsnorm(x, g1) @ w_qkv.t()
@@ -101,56 +131,113 @@ def main() -> int:
         q = rope(q.view(b, s, a.heads, d).transpose(1, 2))
         k = rope(k.view(b, s, a.kv_heads, d).transpose(1, 2))
         v = v.view(b, s, a.kv_heads, d).transpose(1, 2)
-        if gqa_native:
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        else:
-            rep = a.heads // a.kv_heads
-            o = F.scaled_dot_product_attention(
-                q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), is_causal=True)
+        o = attention_core(q, k, v)
         h = x + o.transpose(1, 2).reshape(b, s, a.heads * d) @ w_o.t()
-        gate, up = (rmsnorm(h, g2) @ w_gu.t()).chunk(2, -1)
-        return h + (F.silu(gate) * up) @ w_down.t()
+        return h + swiglu(rmsnorm(h, g2))
 
-    x = torch.randn(a.micro_batch, a.seq, a.hidden, device=dev, dtype=dt, requires_grad=True)
-    dy = torch.randn_like(x)
-    params = [w_qkv, w_o, w_gu, w_down, g1, g2]
+    def fresh(*shape):
+        return torch.randn(*shape, device=dev, dtype=dt, requires_grad=True)
 
-    def step():
-        y = layer(x)
+    b, s = a.micro_batch, a.seq
+    x, xo = fresh(b, s, a.hidden), fresh(b, s, a.heads * d)
+    q, k, v = fresh(b, a.heads, s, d), fresh(b, a.kv_heads, s, d), fresh(b, a.kv_heads, s, d)
+    parts = {
+        "rmsnorm": (lambda t: rmsnorm(t, g1), [x], [x, g1]),
+        "qkv_proj": (lambda t: t @ w_qkv.t(), [x], [x, w_qkv]),
+        "attention_core": (attention_core, [q, k, v], [q, k, v]),
+        "out_proj": (lambda t: t @ w_o.t(), [xo], [xo, w_o]),
+        "swiglu_mlp": (swiglu, [x], [x, w_gu, w_down]),
+    }
+    assert set(parts) == set(PARTS)
+    return SimpleNamespace(layer=layer, params=[w_qkv, w_o, w_gu, w_down, g1, g2], parts=parts,
+                           gqa_native=gqa_native)
+
+
+def time_fwd_bwd(torch, fn, inputs, leaves, warmup: int, iters: int) -> dict:
+    """Median forward, backward and total milliseconds of y = fn(*inputs); y.backward(dy), timed
+    with CUDA events; gradients are dropped after each step, as an optimizer step would."""
+    with torch.no_grad():
+        dy = torch.randn_like(fn(*inputs))
+
+    def step(events=None):
+        if events:
+            events[0].record()
+        y = fn(*inputs)
+        if events:
+            events[1].record()
         y.backward(dy)
-        for p in params + [x]:
-            p.grad = None
+        if events:
+            events[2].record()
+        for t in leaves:
+            t.grad = None
 
-    for _ in range(a.warmup):
+    for _ in range(warmup):
         step()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(a.iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
+    fwd, bwd, total = [], [], []
+    for _ in range(iters):
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        step(ev)
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    ms = statistics.median(times)
+        fwd.append(ev[0].elapsed_time(ev[1]))
+        bwd.append(ev[1].elapsed_time(ev[2]))
+        total.append(ev[0].elapsed_time(ev[2]))
+    return {"median_ms": statistics.median(total), "min_ms": min(total), "max_ms": max(total),
+            "fwd_median_ms": statistics.median(fwd), "bwd_median_ms": statistics.median(bwd)}
+
+
+def sdpa_backends(torch) -> dict:
+    """Which scaled-dot-product-attention backends this torch may pick (enabled, not chosen)."""
+    out = {}
+    for name in ("flash", "mem_efficient", "cudnn", "math"):
+        enabled = getattr(torch.backends.cuda, f"{name}_sdp_enabled", None)
+        if enabled is not None:
+            out[name] = bool(enabled())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    try:
+        import torch
+    except ImportError as e:
+        fail(f"PyTorch is not installed ({e}); install torch with CUDA to time the reference")
+    if not torch.cuda.is_available():
+        fail("no CUDA GPU visible to PyTorch (torch.cuda.is_available() is False)")
+    if a.hidden % a.heads or a.heads % a.kv_heads:
+        fail("heads must divide hidden and kv-heads must divide heads")
+
+    dev = torch.device("cuda")
+    dt = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m = build(a, torch, dev, dt)
+
+    x = torch.randn(a.micro_batch, a.seq, a.hidden, device=dev, dtype=dt, requires_grad=True)
+    layer = time_fwd_bwd(torch, m.layer, [x], m.params + [x], a.warmup, a.iters)
+    ms = layer["median_ms"]
     result = {
         "what": "llama decoder layer forward+backward, PyTorch reference",
         "hidden": a.hidden, "heads": a.heads, "kv_heads": a.kv_heads, "ffn": a.ffn,
         "seq": a.seq, "micro_batch": a.micro_batch, "dtype": a.dtype,
-        "sdpa_gqa_native": gqa_native, "iters": a.iters,
-        "median_ms": ms, "min_ms": min(times), "max_ms": max(times),
+        "sdpa_gqa_native": m.gqa_native, "sdpa_backends": sdpa_backends(torch),
+        "iters": a.iters, **layer,
         "tflops": layer_flops(a) / (ms * 1e-3) / 1e12,
         "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
         "cuda": torch.version.cuda,
     }
+    if a.parts:
+        flops = part_flops(a)
+        result["parts"] = {}
+        for name, (fn, inputs, leaves) in m.parts.items():
+            r = time_fwd_bwd(torch, fn, inputs, leaves, a.warmup, a.iters)
+            f = flops[name]
+            r.update(per_layer=PARTS[name],
+                     tflops=f / (r["median_ms"] * 1e-3) / 1e12 if f else None)
+            result["parts"][name] = r
     text = json.dumps(result)
     print(text)
     if a.out:
-        directory = os.path.dirname(os.path.abspath(a.out))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".torch_reference.")
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, a.out)
+        atomic_write(Path(a.out), text + "\n")
     return 0
 
 

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Put ppbench's Llama layer and its parts beside PyTorch's, measured in the same gpu-check run.
+
+    scripts/compare_torch.py CUDA_LAYER_BENCH.json TORCH_REFERENCE.json [--out FILE] [--goal 1.25]
+
+Inputs: the Google Benchmark JSON of benchmarks/cuda_layer_bench (BM_LlamaLayer/<model>/seq<S>/
+mb<M>/<dtype> with counters F_ms, I_ms, W_ms, FIW_ms; BM_LlamaPart/<model>/<part>/seq<S>/mb<M>/
+<dtype> with total_ms, per_layer and the pass times) and the JSON of scripts/torch_reference.py
+(median_ms of the layer forward + backward; with --parts, parts.<part>.median_ms). The ppbench
+rows compared are those at the PyTorch run's sequence, micro-batch and dtype.
+
+Output: FILE (default layer_vs_torch.json beside the PyTorch JSON), written atomically, and a table:
+  - the whole layer: ppbench F + I + W ms against PyTorch forward + backward ms, the ratio
+    ppbench / PyTorch and whether it meets the goal (ratio <= --goal, default 1.25);
+  - each part matched by name: both sides' ms, ratio, and its gap in the layer (its gap times how
+    often the layer runs it, per_layer), sorted by the absolute gap, so the rows explain the
+    layer's gap per kernel. "rest" is the layer minus its matched parts on each side (RoPE and
+    head permutes, residual adds, gaps between kernels): with it the gaps add up to the layer's;
+  - parts found on one side only, or whose ppbench row failed, as missing; ppbench rows with
+    per_layer 0 (alternatives the layer does not run, e.g. the materialised attention core) beside
+    the PyTorch part whose name they extend, outside the sum.
+
+Exit 0 when the comparison was written (met goal or not: see goal_met); 2 with a one-line message
+when an input is missing or not what is expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compare_perf import normalize_name
+from results_io import atomic_write
+
+# The layer shapes cuda_layer_bench names, to check that PyTorch ran the same one.
+MODELS = {"llama3-8b": {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336}}
+# torch_reference's dtype names -> cuda_layer_bench's.
+DTYPES = {"fp32": "f32"}
+_SHAPE = r"seq(?P<seq>\d+)/mb(?P<mb>\d+)/(?P<dtype>[^/]+)$"
+LAYER_RE = re.compile(r"^BM_LlamaLayer/(?P<model>[^/]+)/" + _SHAPE)
+PART_RE = re.compile(r"^BM_LlamaPart/(?P<model>[^/]+)/(?P<part>[^/]+)/" + _SHAPE)
+_MS_PER_UNIT = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+class InputError(Exception):
+    """An input that cannot be compared; the message names the file and what is wrong."""
+
+
+@dataclass
+class Bench:
+    """One benchmark of the ppbench file: numeric fields (medians over its rows) or its error."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    def ms(self, counter: str) -> float | None:
+        v = self.values.get(counter, self.values.get("real_time_ms"))
+        return v if v is not None and math.isfinite(v) and v > 0 else None
+
+
+def read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    except ValueError as e:
+        raise InputError(f"{path}: not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return data
+
+
+def is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def load_bench(path: Path) -> tuple[dict, dict[str, Bench]]:
+    """The run's context and its benchmarks by name without option suffixes. Repetitions reduce
+    to their median; aggregate rows are ignored (as scripts/compare_perf.py does)."""
+    data = read_json(path)
+    rows = data.get("benchmarks")
+    if not isinstance(rows, list):
+        raise InputError(f"{path}: no 'benchmarks' list (not Google Benchmark JSON)")
+    runs: dict[str, list[dict]] = {}
+    for b in rows:
+        if not isinstance(b, dict) or not isinstance(b.get("name"), str):
+            raise InputError(f"{path}: a benchmark entry without a name")
+        if b.get("run_type", "iteration") == "iteration":
+            runs.setdefault(normalize_name(b.get("run_name") or b["name"]), []).append(b)
+    out: dict[str, Bench] = {}
+    for name, rs in runs.items():
+        failed = [r for r in rs if r.get("error_occurred")]
+        if failed:
+            out[name] = Bench(error=str(failed[0].get("error_message") or "error"))
+            continue
+        per_row = []
+        for r in rs:
+            v = {k: float(x) for k, x in r.items() if is_number(x)}
+            if is_number(r.get("real_time")) and r.get("time_unit", "ns") in _MS_PER_UNIT:
+                v["real_time_ms"] = r["real_time"] * _MS_PER_UNIT[r.get("time_unit", "ns")]
+            per_row.append(v)
+        common = set.intersection(*(set(v) for v in per_row))
+        out[name] = Bench({k: statistics.median(v[k] for v in per_row) for k in common})
+    return data.get("context") or {}, out
+
+
+def positive(v) -> bool:
+    return is_number(v) and math.isfinite(v) and v > 0
+
+
+def load_torch(path: Path) -> dict:
+    data = read_json(path)
+    for key in ("seq", "micro_batch", "dtype", "median_ms"):
+        if key not in data:
+            raise InputError(f"{path}: no '{key}' (not torch_reference.py output)")
+    if not positive(data["median_ms"]):
+        raise InputError(f"{path}: median_ms is not a positive number: {data['median_ms']!r}")
+    parts = data.get("parts", {})
+    if not isinstance(parts, dict):
+        raise InputError(f"{path}: 'parts' is not an object")
+    for name, p in parts.items():
+        if not isinstance(p, dict) or not positive(p.get("median_ms")):
+            raise InputError(f"{path}: part '{name}' has no positive median_ms")
+    return data
+
+
+def select(bench: dict[str, Bench], torch: dict, bench_path: Path):
+    """(model, layer row, {part: row}) of the ppbench rows at PyTorch's shape."""
+    want = (str(torch["seq"]), str(torch["micro_batch"]),
+            DTYPES.get(str(torch["dtype"]), str(torch["dtype"])))
+    layers, parts = [], {}
+    for name, b in bench.items():
+        m = LAYER_RE.match(name)
+        if m and (m["seq"], m["mb"], m["dtype"]) == want:
+            layers.append((m["model"], b))
+        m = PART_RE.match(name)
+        if m and (m["seq"], m["mb"], m["dtype"]) == want:
+            parts.setdefault(m["model"], {})[m["part"]] = b
+    shape = f"seq {want[0]}, micro-batch {want[1]}, {want[2]}"
+    # Where the file has several models at this shape, keep the one PyTorch ran.
+    if len(layers) > 1:
+        layers = [(m, b) for m, b in layers if m in MODELS and same_dims(MODELS[m], torch)]
+    if len(layers) != 1:
+        what = "no" if not layers else "more than one"
+        raise InputError(f"{bench_path}: {what} BM_LlamaLayer row at {shape} (the PyTorch run's)")
+    model, layer = layers[0]
+    if layer.error is not None:
+        raise InputError(f"{bench_path}: the layer row failed: {layer.error}")
+    if layer.ms("FIW_ms") is None:
+        raise InputError(f"{bench_path}: the layer row has no positive FIW_ms or real_time")
+    dims = MODELS.get(model)
+    if dims and not same_dims(dims, torch):
+        ran = ", ".join(f"{k} {torch.get(k)}" for k in dims)
+        raise InputError(f"shape mismatch: ppbench's {model} is "
+                         + ", ".join(f"{k} {v}" for k, v in dims.items())
+                         + f"; the PyTorch run had {ran}")
+    return model, layer, parts.get(model, {})
+
+
+def same_dims(dims: dict, torch: dict) -> bool:
+    return all(torch.get(k, v) == v for k, v in dims.items())
+
+
+def count(v: float) -> int | float:
+    """Google Benchmark writes every counter as a float: per_layer 2.0 reads better as 2."""
+    return int(v) if float(v).is_integer() else v
+
+
+def ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def compare(bench: dict[str, Bench], context: dict, torch: dict, bench_path: Path,
+            goal: float) -> dict:
+    model, layer, pparts = select(bench, torch, bench_path)
+    tparts = torch.get("parts", {})
+    layer_p, layer_t = layer.ms("FIW_ms"), float(torch["median_ms"])
+    layer_gap = layer_p - layer_t
+
+    rows, alternatives, failed = [], [], {}
+    missing_torch = []
+    for name in sorted(pparts):
+        b = pparts[name]
+        if b.error is not None:
+            failed[name] = b.error
+        elif b.values.get("per_layer", 1) == 0:
+            alternatives.append(name)
+        elif name not in tparts:
+            missing_torch.append(name)
+    # A part whose ppbench row failed is missing there too (its error is in ppbench_failed).
+    missing_ppbench = [n for n in sorted(tparts) if n not in pparts or n in failed]
+
+    def side_by_side(name: str, p: Bench, t: dict, per_layer: float) -> dict:
+        pm, tm = p.ms("total_ms"), float(t["median_ms"])
+        return {"part": name, "per_layer": per_layer, "ppbench_ms": pm, "torch_ms": tm,
+                "ratio": ratio(pm, tm), "gap_ms": pm - tm, "layer_gap_ms": per_layer * (pm - tm),
+                "ppbench_passes": {k: p.values[k] for k in ("F_ms", "I_ms", "W_ms", "B_ms")
+                                   if k in p.values},
+                "torch_passes": {k: t[k] for k in ("fwd_median_ms", "bwd_median_ms") if k in t},
+                "ppbench_tflops": p.values.get("TFLOP/s"), "torch_tflops": t.get("tflops")}
+
+    sum_p = sum_t = 0.0
+    for name in sorted(set(pparts) & set(tparts)):
+        p = pparts[name]
+        if p.error is not None or name in alternatives:
+            continue
+        if p.ms("total_ms") is None:
+            raise InputError(f"{bench_path}: part '{name}' has no positive total_ms or real_time")
+        per_layer = count(p.values.get("per_layer", tparts[name].get("per_layer", 1)))
+        row = side_by_side(name, p, tparts[name], per_layer)
+        sum_p += per_layer * row["ppbench_ms"]
+        sum_t += per_layer * row["torch_ms"]
+        rows.append(row)
+    if rows:
+        rest_p, rest_t = layer_p - sum_p, layer_t - sum_t
+        rows.append({"part": "rest", "per_layer": 1, "ppbench_ms": rest_p, "torch_ms": rest_t,
+                     "ratio": ratio(rest_p, rest_t), "gap_ms": rest_p - rest_t,
+                     "layer_gap_ms": rest_p - rest_t,
+                     "what": "layer minus its matched parts: RoPE and head permutes, residual "
+                             "adds, gaps between kernels"})
+    for row in rows:
+        row["share_of_layer_gap"] = row["layer_gap_ms"] / layer_gap if layer_gap else None
+    rows.sort(key=lambda r: -abs(r["layer_gap_ms"]))
+
+    alt_rows = []
+    for name in alternatives:
+        base = max((t for t in tparts if name.startswith(t + "_")), key=len, default=None)
+        p = pparts[name]
+        row = {"part": name, "ppbench_ms": p.ms("total_ms"), "compared_with": base}
+        if base is not None and p.ms("total_ms") is not None:
+            row.update(torch_ms=float(tparts[base]["median_ms"]),
+                       ratio=ratio(p.ms("total_ms"), float(tparts[base]["median_ms"])))
+        alt_rows.append(row)
+
+    r = ratio(layer_p, layer_t)
+    return {
+        "what": "ppbench Llama layer F+I+W and its parts against PyTorch forward+backward",
+        "model": model, "seq": torch["seq"], "micro_batch": torch["micro_batch"],
+        "dtype": torch["dtype"],
+        "gpu": {"ppbench": context.get("gpu"), "torch": torch.get("gpu")},
+        "torch_version": torch.get("torch"), "goal_ratio": goal,
+        "layer": {"ppbench_ms": layer_p, "torch_ms": layer_t, "ratio": r,
+                  "gap_ms": layer_gap, "goal_met": r is not None and r <= goal,
+                  "ppbench_passes": {k: layer.values[k] for k in ("F_ms", "I_ms", "W_ms")
+                                     if k in layer.values},
+                  "torch_passes": {k: torch[k] for k in ("fwd_median_ms", "bwd_median_ms")
+                                   if k in torch}},
+        "parts": rows, "alternatives": alt_rows,
+        "missing": {"torch": missing_torch, "ppbench": missing_ppbench},
+        "ppbench_failed": failed,
+        "torch_parts_timed": "parts" in torch,
+    }
+
+
+def fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(c: dict, out=sys.stdout) -> None:
+    L = c["layer"]
+    gpu = c["gpu"]["torch"] or c["gpu"]["ppbench"] or "unknown GPU"
+    print(f"ppbench vs PyTorch: {c['model']} layer, seq {c['seq']}, micro-batch "
+          f"{c['micro_batch']}, {c['dtype']}, on {gpu}", file=out)
+    verdict = "met" if L["goal_met"] else "NOT met"
+    print(f"layer F+I+W: ppbench {L['ppbench_ms']:.3f} ms, PyTorch {L['torch_ms']:.3f} ms, ratio "
+          f"{fmt(L['ratio'], '.3f')} (goal <= {c['goal_ratio']:g}: {verdict})", file=out)
+    if c["parts"]:
+        print(f"{'part':<28} {'n':>2} {'ppbench ms':>11} {'torch ms':>9} {'ratio':>7} "
+              f"{'layer gap ms':>13} {'share':>6}", file=out)
+        for r in c["parts"]:
+            share = r["share_of_layer_gap"]
+            share = "-" if share is None else f"{share * 100:.0f}%"
+            name = "rest (layer - parts)" if r["part"] == "rest" else r["part"]
+            print(f"{name:<28} {r['per_layer']:>2g} {r['ppbench_ms']:>11.3f} "
+                  f"{r['torch_ms']:>9.3f} {fmt(r['ratio'], '.3f'):>7} "
+                  f"{r['layer_gap_ms']:>+13.3f} {share:>6}", file=out)
+    for r in c["alternatives"]:
+        beside = (f"PyTorch {r['compared_with']} {r['torch_ms']:.3f} ms, ratio "
+                  f"{fmt(r['ratio'], '.3f')}" if "torch_ms" in r else "nothing to compare with")
+        print(f"not in the layer: {r['part']} {fmt(r['ppbench_ms'], '.3f')} ms ({beside})",
+              file=out)
+    if not c["torch_parts_timed"]:
+        print("PyTorch parts not timed (torch_reference.py ran without --parts)", file=out)
+    for side, names in c["missing"].items():
+        if names and (side != "torch" or c["torch_parts_timed"]):
+            label = "PyTorch" if side == "torch" else "ppbench"
+            print(f"missing on the {label} side: {', '.join(names)}", file=out)
+    for name, err in c["ppbench_failed"].items():
+        print(f"ppbench part {name} failed: {err}", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("bench", type=Path, help="cuda_layer_bench's Google Benchmark JSON")
+    p.add_argument("torch", type=Path, help="torch_reference.py's JSON (ideally with --parts)")
+    p.add_argument("--out", type=Path,
+                   help="where to write the comparison (default: layer_vs_torch.json beside the "
+                        "PyTorch JSON)")
+    p.add_argument("--goal", type=float, default=1.25,
+                   help="the layer's ppbench / PyTorch time ratio to meet (default 1.25)")
+    a = p.parse_args(argv)
+    out = a.out or a.torch.parent / "layer_vs_torch.json"
+    try:
+        context, bench = load_bench(a.bench)
+        torch = load_torch(a.torch)
+        result = compare(bench, context, torch, a.bench, a.goal)
+        atomic_write(out, json.dumps(result, indent=2) + "\n")
+    except InputError as e:
+        print(f"compare_torch: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"compare_torch: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print_table(result)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
