@@ -7,10 +7,14 @@
 #                   SANITIZE_TESTS= skips them.
 #   SWEEP_FLAGS     extra flags for scripts/sweep.py, e.g. SWEEP_FLAGS=--force to re-run
 #                   points already recorded (needed after a schedule or simulator change).
-#   BENCH_BACKEND   which measured sweep `make bench` runs after the theory sweep: cpu (the
-#                   default; benchmarks/sweeps/cpu.json into results/cpu.jsonl/.csv). This is
-#                   the hook for the GPU sweep: a bench-<backend> target plus an entry in
-#                   BENCH_BACKENDS (and, later, a default chosen from the machine).
+#   BENCH_BACKEND   which measured sweep `make bench` runs after the theory sweep: gpu
+#                   (benchmarks/sweeps/gpu.json, `ppbench run --backend cuda --virtual-devices D`,
+#                   into results/gpu.jsonl/.csv) or cpu (benchmarks/sweeps/cpu.json into
+#                   results/cpu.jsonl/.csv). Unset (the default), scripts/choose_bench_backend.sh
+#                   chooses gpu when nvidia-smi lists a device and the built ppbench has CUDA and
+#                   sees a GPU, else cpu; `make bench` prints which it chose and why.
+#   POINT_TIMEOUT, GPU_POINT_TIMEOUT  seconds one CPU / GPU sweep point may take before it is
+#                   recorded as an error row.
 
 BUILD_DIR      ?= build
 BUILD_TYPE     ?= Release
@@ -32,10 +36,14 @@ THEORY         := $(RESULTS_DIR)/theory
 PERF_DIR       := $(RESULTS_DIR)/perf
 CPU_SPEC       := benchmarks/sweeps/cpu.json
 CPU_RESULTS    := $(RESULTS_DIR)/cpu
-BENCH_BACKENDS := cpu
-BENCH_BACKEND  ?= cpu
-# Seconds one measured point may take before it is recorded as an error row.
+GPU_SPEC       := benchmarks/sweeps/gpu.json
+GPU_RESULTS    := $(RESULTS_DIR)/gpu
+# Empty: chosen from the machine (scripts/choose_bench_backend.sh).
+BENCH_BACKEND  ?=
+# Seconds one measured point may take before it is recorded as an error row. A GPU point
+# also draws billions of parameters on the host before its first step.
 POINT_TIMEOUT  ?= 300
+GPU_POINT_TIMEOUT ?= 900
 
 # Measured timelines (plots/timeline_measured_<name>.png) and the memory figure: real
 # `ppbench run` steps of the CPU sweep's transformer, at D=4, N=8.
@@ -65,7 +73,7 @@ CXX_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.cpp' 
 MAKEFLAGS += --no-print-directory
 
 .DEFAULT_GOAL := build
-.PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu sweep plots \
+.PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-gpu sweep plots \
         timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help
 
 help:  ## list the targets
@@ -100,11 +108,11 @@ sanitize-tests:  ## build and ctest each PPBENCH_SANITIZE value in SANITIZE_TEST
 	  ctest --test-dir "$$dir" --output-on-failure -j$(CTEST_JOBS) -R '$(SANITIZE_TEST_REGEX)'; \
 	done
 
-bench: build  ## theory sweep + the BENCH_BACKEND sweep (cpu), then `make plots` and `make report`
-	@case " $(BENCH_BACKENDS) " in *" $(BENCH_BACKEND) "*) ;; \
-	  *) echo "make bench: no measured sweep for BENCH_BACKEND=$(BENCH_BACKEND) (known: $(BENCH_BACKENDS))"; exit 2;; esac
-	@echo "make bench: theory sweep, then the $(BENCH_BACKEND) sweep (BENCH_BACKEND=$(BENCH_BACKEND))"
-	@$(MAKE) bench-theory bench-$(BENCH_BACKEND)
+bench: build  ## theory sweep + GPU sweep if a GPU is usable, else CPU (BENCH_BACKEND=cpu|gpu forces); plots, report
+	@choice=$$(BENCH_BACKEND='$(BENCH_BACKEND)' scripts/choose_bench_backend.sh '$(PPBENCH)') || exit 2; \
+	backend=$${choice%%:*}; \
+	echo "make bench: theory sweep, then the $$backend sweep: $${choice#*: }"; \
+	$(MAKE) bench-theory bench-$$backend
 	@$(MAKE) plots report
 
 bench-theory: build  ## the theory sweep (ppbench simulate) into results/theory.jsonl/.csv
@@ -113,6 +121,13 @@ bench-theory: build  ## the theory sweep (ppbench simulate) into results/theory.
 bench-cpu: build  ## the CPU sweep (real runs, benchmarks/sweeps/cpu.json) into results/cpu.jsonl/.csv
 	$(PYTHON) scripts/sweep.py $(CPU_SPEC) --ppbench $(PPBENCH) --out $(CPU_RESULTS) \
 	  --timeout $(POINT_TIMEOUT) $(SWEEP_FLAGS)
+
+# Refuses (exit 2, one line) where ppbench cannot run on a GPU, rather than recording every
+# point as a failure.
+bench-gpu: build  ## the GPU sweep (--backend cuda --virtual-devices D, sweeps/gpu.json) into results/gpu.jsonl/.csv
+	@BENCH_BACKEND=gpu scripts/choose_bench_backend.sh '$(PPBENCH)' >/dev/null
+	$(PYTHON) scripts/sweep.py $(GPU_SPEC) --ppbench $(PPBENCH) --out $(GPU_RESULTS) \
+	  --timeout $(GPU_POINT_TIMEOUT) $(SWEEP_FLAGS)
 
 sweep: bench-theory  ## only the theory sweep (skips points already in results/theory.jsonl)
 
@@ -147,18 +162,27 @@ bubble-plots: deps  ## plots/bubble_*.png from results/theory.jsonl
 	  $(PYTHON) scripts/plot_bubble.py $(THEORY).jsonl --out-dir $(PLOTS_DIR); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; fi
 
-memory-plots: deps  ## plots/memory_*.png and plots/bubble_measured_vs_predicted.png from results/cpu.jsonl
+memory-plots: deps  ## plots/memory_*.png, plots/bubble_measured_vs_predicted.png from results/cpu.jsonl (gpu.jsonl: plots/gpu/)
 	@if [ -f $(CPU_RESULTS).jsonl ]; then \
 	  $(PYTHON) scripts/plot_memory.py $(CPU_RESULTS).jsonl --out-dir $(PLOTS_DIR) \
 	    --workload transformer --devices $(MEASURED_DEVICES) --microbatches $(MEASURED_MICROBATCHES) \
 	    --schedules $(MEASURED_MEMORY_SCHEDULES); \
 	else echo "no $(CPU_RESULTS).jsonl yet: run 'make bench' (or 'make bench-cpu') first"; fi
+	@if [ -f $(GPU_RESULTS).jsonl ]; then \
+	  $(PYTHON) scripts/plot_memory.py $(GPU_RESULTS).jsonl --out-dir $(PLOTS_DIR)/gpu \
+	    --workload transformer --devices $(MEASURED_DEVICES) --microbatches $(MEASURED_MICROBATCHES) \
+	    --schedules $(MEASURED_MEMORY_SCHEDULES); \
+	fi
 
-report: deps  ## results/REPORT.md from results/theory.jsonl (+ measured sections from results/cpu.jsonl)
+report: deps  ## results/REPORT.md from theory.jsonl + cpu.jsonl (and REPORT-gpu.md with gpu.jsonl)
 	@if [ -f $(THEORY).jsonl ]; then \
 	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(RESULTS_DIR)/REPORT.md \
 	    $$( [ -f $(CPU_RESULTS).jsonl ] && echo --measured $(CPU_RESULTS).jsonl ); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; exit 1; fi
+	@if [ -f $(GPU_RESULTS).jsonl ]; then \
+	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(RESULTS_DIR)/REPORT-gpu.md \
+	    --measured $(GPU_RESULTS).jsonl; \
+	fi
 
 # Single runs on a shared 2-core machine vary by up to ~30% (results/perf/README.md), so a
 # regression is flagged past PERF_THRESHOLD; tighten it on a quiet, dedicated machine.

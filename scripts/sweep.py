@@ -15,9 +15,12 @@ SPEC is a JSON file:
 Each group of "runs" is expanded to the cartesian product of its lists (a scalar counts as a
 one-element list; a missing key means ppbench's default). "command" is "simulate" (the default:
 keys schedule, devices, microbatches, chunks, group_size, cost, comm) or "run" (real training
-steps on the CPU backend: keys schedule, devices, microbatches, chunks, group_size, workload,
-workload_flags, microbatch_size, dtype, steps, warmup, seed, recompute, backend).
+steps: keys schedule, devices, microbatches, chunks, group_size, workload, workload_flags,
+microbatch_size, dtype, steps, warmup, seed, recompute, backend, virtual_devices).
 "workload_flags" is one string of workload options per value ("--preset tiny-llama --seq 64").
+"backend" is ppbench's --backend (cpu when not given); "virtual_devices": true (cuda only) runs
+each point on one GPU split into D green-context partitions (`--virtual-devices D`, D the point's
+devices), which is how benchmarks/sweeps/gpu.json puts D ranks on one GPU.
 "chunks" and "group_size" are passed only to schedules that take them (interleaved-1f1b); for the
 others they are recorded as 1 and 0. The spec's optional "timeout" is the seconds allowed per
 point (--timeout overrides it).
@@ -28,6 +31,9 @@ Every point becomes one line of PREFIX.jsonl:
     schedule, D, N, v from `ppbench simulate --cost F=1,B=2`, null where none applies)
   - exit 2: {"status": "invalid", "error": <ppbench's one-line message>, ...point}
   - else:   {"status": "error", "error": ..., ...point}  (crash, timeout, unparseable output)
+An exit 2 that blames the machine rather than the point (no CUDA device visible, a ppbench
+built without CUDA) is an "error" too: the point itself may be valid, and must be retried on a
+machine that can run it.
 
 Points already recorded in PREFIX.jsonl with status ok or invalid are skipped (key: command and
 every spec key above, e.g. schedule, devices, microbatches, chunks, group_size, cost, comm,
@@ -35,8 +41,12 @@ workload, workload_flags, ...); "error" rows are retried and replaced, and --for
 everything. PREFIX.jsonl is rewritten atomically after every point (temp file in the same
 directory, then os.replace), and PREFIX.csv is regenerated from it the same way: simulate rows
 in the simulate columns, run rows in the run columns (step time, throughput, measured and
-predicted bubble, gap, loss, grad norm, peak bytes). When one file holds both kinds, the run rows
-go to PREFIX-run.csv.
+predicted bubble, gap, loss, grad norm, peak bytes, and for GPU runs the GPU, the placement,
+the SMs of each rank's partition, whether the driver granted them as requested, and the
+transport). When one file holds both kinds, the run rows go to PREFIX-run.csv.
+
+Progress: one line per point, "[i/n] <point> ... <outcome> (<seconds> s)"; GPU rows also name
+the partitions they ran on ("4x32 SMs").
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -60,15 +71,17 @@ from results_io import atomic_write
 CHUNKED_SCHEDULES = frozenset({"interleaved-1f1b"})
 
 SPEC_KEYS = ("schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm")
-RUN_KEYS = ("command", "backend", "workload", "workload_flags", "schedule", "devices",
-            "microbatches", "chunks", "group_size", "microbatch_size", "dtype", "steps", "warmup",
-            "seed", "recompute")
+RUN_KEYS = ("command", "backend", "virtual_devices", "workload", "workload_flags", "schedule",
+            "devices", "microbatches", "chunks", "group_size", "microbatch_size", "dtype", "steps",
+            "warmup", "seed", "recompute")
 COMMANDS = ("simulate", "run")
 # Simulate keys a run point does not take, and run keys a simulate point does not take.
 SIMULATE_ONLY = frozenset({"cost", "comm"})
 RUN_ONLY = frozenset(RUN_KEYS) - frozenset(SPEC_KEYS) - {"command"}
 # The closed form recorded beside run points: the theory's uniform per-stage costs.
 CLOSED_FORM_COST = "F=1,B=2"
+# ppbench's exit-2 messages that describe the machine, not the point (see the module doc).
+MACHINE_ERRORS = ("no CUDA device visible", "built without CUDA")
 
 CSV_COLUMNS = (
     "schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm", "status",
@@ -77,14 +90,19 @@ CSV_COLUMNS = (
     "git_commit", "date",
 )
 
-RUN_CSV_COLUMNS = (
+# The requested point's columns of a run row, then its results.
+RUN_POINT_COLUMNS = (
     "workload", "workload_flags", "schedule", "devices", "microbatches", "chunks", "group_size",
-    "microbatch_size", "dtype", "steps", "warmup", "seed", "recompute", "status", "error",
+    "microbatch_size", "dtype", "steps", "warmup", "seed", "recompute", "backend",
+    "virtual_devices",
+)
+RUN_CSV_COLUMNS = RUN_POINT_COLUMNS + (
+    "status", "error",
     "params", "step_time_s", "samples_per_s", "tokens_per_s", "measured_makespan",
     "measured_bubble_fraction", "predicted_bubble_fraction", "bubble_gap",
     "measured_zb_bubble_rate", "closed_form_bubble_fraction", "loss", "grad_norm",
-    "max_measured_peak_bytes", "max_model_peak_bytes", "cpu", "cpu_cores", "host",
-    "git_commit", "date",
+    "max_measured_peak_bytes", "max_model_peak_bytes", "gpu", "placement", "sms_per_rank",
+    "partitions_as_requested", "transport", "cpu", "cpu_cores", "host", "git_commit", "date",
 )
 
 
@@ -101,6 +119,7 @@ class Point:
     comm: float | None = None
     command: str = "simulate"
     backend: str | None = None
+    virtual_devices: bool = False
     workload: str = ""
     workload_flags: str = ""
     microbatch_size: int | None = None
@@ -116,9 +135,9 @@ class Point:
 
     def key(self) -> tuple:
         return (self.command, self.schedule, self.devices, self.microbatches, self.chunks,
-                self.group_size, self.cost, self.comm, self.backend, self.workload,
-                self.workload_flags, self.microbatch_size, self.dtype, self.steps, self.warmup,
-                self.seed, self.recompute)
+                self.group_size, self.cost, self.comm, self.backend, self.virtual_devices,
+                self.workload, self.workload_flags, self.microbatch_size, self.dtype, self.steps,
+                self.warmup, self.seed, self.recompute)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (RUN_KEYS if self.is_run else SPEC_KEYS)}
@@ -146,6 +165,8 @@ class Point:
     def run_argv(self) -> list[str]:
         args = ["run", "--backend", self.backend or "cpu", "--workload", self.workload,
                 *shlex.split(self.workload_flags), *self.schedule_args()]
+        if self.virtual_devices:
+            args += ["--virtual-devices", str(self.devices)]  # one partition per rank
         for flag, value in (("--microbatch-size", self.microbatch_size), ("--dtype", self.dtype),
                             ("--steps", self.steps), ("--warmup", self.warmup),
                             ("--seed", self.seed)):
@@ -177,6 +198,10 @@ class Point:
                 text += f" b={self.microbatch_size}"
             if self.recompute:
                 text += " recompute"
+            if self.backend not in (None, "cpu"):
+                text += f" on {self.backend}"
+            if self.virtual_devices:
+                text += f" ({self.devices} partition{'' if self.devices == 1 else 's'})"
         return text
 
 
@@ -191,7 +216,8 @@ def optional_int(value: Any) -> int | None:
 def make_point(schedule: str, devices: int, microbatches: int, chunks: int | None = None,
                group_size: int | None = None, cost: str | None = None,
                comm: float | None = None, command: str | None = None,
-               backend: str | None = None, workload: str | None = None,
+               backend: str | None = None, virtual_devices: bool | None = None,
+               workload: str | None = None,
                workload_flags: str | None = None, microbatch_size: int | None = None,
                dtype: str | None = None, steps: int | None = None, warmup: int | None = None,
                seed: int | None = None, recompute: bool | None = None) -> Point:
@@ -209,7 +235,11 @@ def make_point(schedule: str, devices: int, microbatches: int, chunks: int | Non
         return Point(**common, cost=cost or "", comm=None if comm is None else float(comm))
     if not workload:
         raise ValueError("a run point needs a 'workload'")
-    return Point(**common, command="run", backend=backend or None, workload=str(workload),
+    if virtual_devices and backend != "cuda":
+        raise ValueError("'virtual_devices' splits a GPU: it needs \"backend\": \"cuda\", got "
+                         f"{backend or 'cpu'}")
+    return Point(**common, command="run", backend=backend or None,
+                 virtual_devices=bool(virtual_devices), workload=str(workload),
                  workload_flags=" ".join(shlex.split(str(workload_flags or ""))),
                  microbatch_size=optional_int(microbatch_size),
                  dtype=None if dtype is None else str(dtype), steps=optional_int(steps),
@@ -272,7 +302,9 @@ def run_point(ppbench: str, point: Point, sweep: str, timeout: float) -> dict:
         return failed_row(point, base, "error", f"cannot run {ppbench}: {e}")
     stderr = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
     if proc.returncode == 2:
-        return failed_row(point, base, "invalid", stderr[0] if stderr else "invalid parameters")
+        message = stderr[0] if stderr else "invalid parameters"
+        machine = any(m in message for m in MACHINE_ERRORS)
+        return failed_row(point, base, "error" if machine else "invalid", message)
     if proc.returncode != 0:
         message = stderr[-1] if stderr else ""
         return failed_row(point, base, "error", f"exit {proc.returncode}: {message}".strip())
@@ -391,7 +423,7 @@ def run_csv_row(row: dict) -> dict[str, Any]:
     closed = row.get("closed_form") or {}
     act = [a for a in row.get("activation_bytes") or [] if isinstance(a, dict)]
     out: dict[str, Any] = {}
-    for k in RUN_CSV_COLUMNS[:13]:
+    for k in RUN_POINT_COLUMNS:
         value = point.get(k, row.get(k))
         out[k] = "" if value is None else value
     out["status"] = row.get("status", "")
@@ -416,9 +448,32 @@ def run_csv_row(row: dict) -> dict[str, Any]:
     model_bytes = numbers(a.get("model_peak_bytes") for a in act)
     out["max_measured_peak_bytes"] = max(measured_bytes) if measured_bytes else None
     out["max_model_peak_bytes"] = max(model_bytes) if model_bytes else None
+    out.update(gpu_columns(row))
     for k in ("cpu", "cpu_cores", "host", "git_commit", "date"):
         out[k] = prov.get(k, "")
     return {k: ("" if v is None else v) for k, v in out.items()}
+
+
+def gpu_columns(row: dict) -> dict[str, Any]:
+    """What a GPU run record says about where it ran ("gpu" in ppbench's JSON); empty on CPU."""
+    gpu = row.get("gpu") if isinstance(row.get("gpu"), dict) else {}
+    names = [n for n in gpu.get("gpu_names") or [] if isinstance(n, str)]
+    sms = [str(n) for n in gpu.get("sms_per_rank") or []]
+    partitions = gpu.get("partitions") if isinstance(gpu.get("partitions"), dict) else {}
+    granted = partitions.get("as_requested")
+    return {"gpu": ", ".join(dict.fromkeys(names)), "placement": gpu.get("placement"),
+            "sms_per_rank": "/".join(sms), "transport": gpu.get("transport"),
+            "partitions_as_requested": "" if granted is None else str(bool(granted)).lower()}
+
+
+def partition_text(row: dict) -> str:
+    """The ranks' SM partitions of a GPU run record: 4x32 SMs, or 64/32 SMs; "" otherwise."""
+    sms = (row.get("gpu") or {}).get("sms_per_rank") if isinstance(row.get("gpu"), dict) else None
+    if not sms:
+        return ""
+    if len(set(sms)) == 1:
+        return f"{len(sms)}x{sms[0]} SMs"
+    return "/".join(str(n) for n in sms) + " SMs"
 
 
 def csv_text(columns: tuple[str, ...], make_row, rows: Iterable[dict]) -> str:
@@ -458,6 +513,8 @@ def describe(row: dict) -> str:
             parts.append(f"predicted {predicted:.4f}")
         if isinstance(rate, (int, float)):
             parts.append(f"{rate:.4g} samples/s")
+        if partition_text(row):
+            parts.append(partition_text(row))
         return ", ".join(parts) or "ok"
     if row["status"] == "ok":
         bubble = row.get("bubble_fraction")
@@ -481,10 +538,12 @@ def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
     print(f"sweep '{name}': {len(points)} points, {counts['skipped']} already recorded in "
           f"{records.path}, {len(todo)} to run", flush=True)
     for i, point in enumerate(todo, 1):
+        start = time.monotonic()
         row = run_point(ppbench, point, name, timeout)
         records.put(point, row)
         counts[row["status"]] += 1
-        print(f"[{i}/{len(todo)}] {point.label()} ... {describe(row)}", flush=True)
+        print(f"[{i}/{len(todo)}] {point.label()} ... {describe(row)} "
+              f"({time.monotonic() - start:.1f} s)", flush=True)
     write_csv(prefix.with_name(prefix.name + ".csv"), records.rows())
     print(f"sweep '{name}': {counts['ok']} ok, {counts['invalid']} invalid, {counts['error']} "
           f"error, {counts['skipped']} skipped -> {records.path}", flush=True)

@@ -12,6 +12,10 @@ plain simulation; times are seconds (1 cost unit = 1 ms); activation bytes are p
 the workload's bytes per activation (--width, or 1000), equal measured and modelled. Workload
 "broken" exits 2 like a workload that cannot run yet; schedule "slow" sleeps 30 s.
 
+`run --backend cuda --virtual-devices D` answers like a GPU run on a 132-SM GPU split into D
+partitions of 128/D SMs (the record's "gpu" object); with FAKE_PPBENCH_NO_GPU set, --backend cuda
+exits 2 as ppbench does on a machine without a GPU.
+
 Test hooks: schedule "crash" exits 1; "garbage" prints non-JSON; when FAKE_PPBENCH_LOG is set,
 every invocation's arguments are appended to that file as one JSON line.
 """
@@ -215,11 +219,18 @@ def run_main() -> None:
     p.add_argument("--recompute", action="store_true")
     p.add_argument("--format", default="text")
     p.add_argument("--trace-out")
+    p.add_argument("--virtual-devices", type=int)
     a, extra = p.parse_known_args()  # other workload flags (--preset, --layers, ...) accepted
     s, d, n, v = a.schedule, a.devices, a.microbatches, a.chunks
     if a.workload == "broken":
         fail("ppbench: error: the broken workload does not run on the CPU backend yet")
+    if a.virtual_devices is not None and a.backend != "cuda":
+        fail("ppbench: error: --gpus, --virtual-devices, ... need --backend cuda")
+    if a.virtual_devices is not None and a.virtual_devices != d:
+        fail(f"ppbench: error: --virtual-devices {a.virtual_devices} differs from --devices {d}")
     check(s, d, n, v)
+    if a.backend == "cuda" and os.environ.get("FAKE_PPBENCH_NO_GPU"):
+        fail("ppbench: error: --backend cuda: no CUDA device visible (cudaErrorNoDevice)")
     if s == "crash":
         fail("Segmentation fault (pretend)", 1)
     if s == "slow":
@@ -256,6 +267,15 @@ def run_main() -> None:
                        "cpu": "Test CPU", "cpu_cores": 2, "compiler": "g++ 12",
                        "date": "2026-11-21T10:00:00Z", "cuda": "not compiled"},
     }
+    if a.backend == "cuda" and a.virtual_devices:
+        k = 128 // d // 8 * 8
+        result["gpu"] = {"placement": f"GPU 0 split into {d} virtual devices (green contexts)",
+                         "gpu_names": ["Fake H100"] * d, "transport": "device-to-device copies",
+                         "sms_per_rank": [k] * d,
+                         "partitions": {"requested": {"total_sms": 132, "partitions": d,
+                                                      "sms_per_partition": k,
+                                                      "idle_sms": 132 - d * k},
+                                        "granted_sms": [k] * d, "as_requested": True}}
     if a.trace_out:
         events = [(r, op, m, t0 * 1000 * unit, t1 * 1000 * unit) for r, op, m, t0, t1 in measured]
         write_trace(a.trace_out, events, result, time_unit="s")

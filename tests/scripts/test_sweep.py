@@ -335,3 +335,132 @@ def test_cpu_spec_covers_every_schedule_device_and_microbatch_count():
         assert {p.chunks for p in mine if p.schedule == "interleaved-1f1b"} == {2}
         assert all(p.steps == 3 and p.warmup == 1 and p.dtype == "f32" for p in mine)
     assert spec.get("timeout")
+
+
+# --- the GPU sweep (`ppbench run --backend cuda --virtual-devices D`) ----------------------
+
+SCHEDULES = {"naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2", "zb-v",
+             "dualpipe", "dualpipev"}
+GPU_GROUP = {**RUN_GROUP, "backend": "cuda", "virtual_devices": True, "dtype": "bf16",
+             "schedule": ["1f1b", "dualpipe"], "devices": [2, 4], "microbatches": [4, 8]}
+
+
+def gpu_spec() -> dict:
+    return json.loads((SCRIPTS.parent / "benchmarks/sweeps/gpu.json").read_text())
+
+
+def test_gpu_spec_covers_every_schedule_partition_count_and_microbatch_count():
+    spec = gpu_spec()
+    points = sweep.expand_spec(spec)
+    assert len(points) == 10 * 4 * 5 * 3
+    for workload in ("mlp", "transformer", "amoebanet"):
+        mine = [p for p in points if p.workload == workload]
+        assert {p.schedule for p in mine} == SCHEDULES
+        assert {(p.schedule, p.devices, p.microbatches) for p in mine} == {
+            (s, d, n) for s in SCHEDULES for d in (1, 2, 4, 8) for n in (1, 4, 8, 16, 32)}
+        assert {p.chunks for p in mine if p.schedule == "interleaved-1f1b"} == {2}
+        assert all(p.steps == 3 and p.warmup == 1 and p.dtype == "bf16" for p in mine)
+    for p in points:
+        argv = p.argv()
+        assert argv[:3] == ["run", "--backend", "cuda"]
+        # every D, 1 included, is D green-context partitions of one GPU, one rank each
+        assert argv[argv.index("--virtual-devices") + 1] == str(p.devices)
+        assert argv[argv.index("--devices") + 1] == str(p.devices)
+    transformer = next(p for p in points if p.workload == "transformer")
+    assert "--preset llama3-8b" in transformer.workload_flags
+    assert spec["timeout"] >= 600
+
+
+def test_gpu_spec_records_the_points_a_schedule_does_not_allow_as_invalid(tmp_path, fake_ppbench):
+    binary, log = fake_ppbench
+    # The spec's transformer group on the corners of its grid (every point would take minutes
+    # of fake runs; the full grid's coverage is checked above).
+    spec = gpu_spec()
+    group = next(g for g in spec["runs"] if g["workload"] == "transformer")
+    spec["runs"] = [{**group, "devices": [1, 8], "microbatches": [4, 16]}]
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(spec))
+    counts = sweep.run_sweep(path, binary, tmp_path / "gpu")
+    assert counts["error"] == 0 and counts["ok"] + counts["invalid"] == 10 * 2 * 2
+    rows = read_jsonl(tmp_path / "gpu.jsonl")
+    status = {(r["point"]["schedule"], r["point"]["devices"], r["point"]["microbatches"]):
+              r["status"] for r in rows}
+    # what the schedules' definitions rule out, as in the CPU sweep
+    for invalid in [("dualpipe", 1, 4), ("chimera", 1, 16), ("1f1b", 8, 4), ("zb-v", 8, 4),
+                    ("dualpipe", 8, 4), ("chimera", 8, 4), ("zb-h2", 8, 4)]:
+        assert status[invalid] == "invalid", invalid
+    for ok in [("naive", 1, 4), ("gpipe", 8, 16), ("1f1b", 1, 4), ("1f1b", 8, 16),
+               ("dualpipe", 8, 16), ("chimera", 8, 16), ("zb-v", 8, 16), ("dualpipev", 1, 4)]:
+        assert status[ok] == "ok", ok
+    ok_row = next(r for r in rows if r["status"] == "ok" and r["point"]["devices"] == 8)
+    assert ok_row["point"]["virtual_devices"] is True and ok_row["point"]["backend"] == "cuda"
+    # a second run skips every recorded point, invalid ones included
+    before = len(calls(log))
+    assert sweep.run_sweep(path, binary, tmp_path / "gpu")["skipped"] == 40
+    assert len(calls(log)) == before
+
+
+def test_gpu_rows_carry_the_gpu_and_its_partitions_into_the_csv(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [GPU_GROUP], name="gpu")
+    counts = sweep.run_sweep(spec, binary, tmp_path / "gpu")
+    assert counts["error"] == 0 and counts["ok"] > 0
+    with (tmp_path / "gpu.csv").open() as f:
+        table = list(csv.DictReader(f))
+    row = next(r for r in table if r["schedule"] == "1f1b" and r["devices"] == "4"
+               and r["microbatches"] == "8")
+    assert row["backend"] == "cuda" and row["virtual_devices"] == "True"
+    assert row["gpu"] == "Fake H100" and row["sms_per_rank"] == "32/32/32/32"
+    assert row["placement"].startswith("GPU 0 split into 4 virtual devices")
+    assert row["partitions_as_requested"] == "true"
+    assert row["transport"] == "device-to-device copies"
+    invalid = next(r for r in table if r["status"] == "invalid")
+    assert invalid["gpu"] == "" and invalid["backend"] == "cuda"
+
+
+def test_cpu_rows_have_empty_gpu_columns(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{**RUN_GROUP, "devices": 2, "microbatches": 4}])
+    sweep.run_sweep(spec, binary, tmp_path / "cpu")
+    with (tmp_path / "cpu.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert all(r["gpu"] == "" and r["sms_per_rank"] == "" and r["backend"] == "" for r in table)
+
+
+def test_gpu_progress_line_names_the_partitions(tmp_path, fake_ppbench):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{**GPU_GROUP, "schedule": "1f1b", "devices": 4,
+                                             "microbatches": 8}])
+    run = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
+                          binary, "--out", str(tmp_path / "res")], capture_output=True,
+                         text=True, check=True)
+    line = next(l for l in run.stdout.splitlines() if l.startswith("[1/1]"))
+    assert line.startswith("[1/1] mlp 1f1b D=4 N=8 b=8 on cuda (4 partitions) ... bubble ")
+    assert "4x32 SMs" in line and line.endswith(" s)")
+
+
+def test_no_gpu_is_an_error_row_that_is_retried_not_an_invalid_point(tmp_path, fake_ppbench,
+                                                                        monkeypatch):
+    binary, log = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{**GPU_GROUP, "schedule": "1f1b", "devices": 2,
+                                             "microbatches": [1, 4]}])
+    monkeypatch.setenv("FAKE_PPBENCH_NO_GPU", "1")
+    counts = sweep.run_sweep(spec, binary, tmp_path / "gpu")
+    # N=1 < D=2 is the point's fault; "no CUDA device visible" is the machine's
+    assert counts == {"ok": 0, "invalid": 1, "error": 1, "skipped": 0}
+    rows = {r["point"]["microbatches"]: r for r in read_jsonl(tmp_path / "gpu.jsonl")}
+    assert rows[4]["status"] == "error" and "no CUDA device visible" in rows[4]["error"]
+    monkeypatch.delenv("FAKE_PPBENCH_NO_GPU")
+    assert sweep.run_sweep(spec, binary, tmp_path / "gpu") == {
+        "ok": 1, "invalid": 0, "error": 0, "skipped": 1}
+
+
+def test_virtual_devices_need_the_cuda_backend():
+    with pytest.raises(ValueError, match="virtual_devices"):
+        sweep.expand_spec({"runs": [{**RUN_GROUP, "virtual_devices": True}]})
+    # CPU points keep their key: rows recorded before the key existed are still found
+    old = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp")
+    point = old.as_dict()
+    del point["virtual_devices"]
+    assert sweep.row_key({"point": point}) == old.key()
+    assert "--virtual-devices" not in old.argv()
