@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "workloads/cpu/amoebanet_genotype.h"
 #include "workloads/cpu/concat.h"
 #include "workloads/cpu/cross_entropy.h"
 #include "workloads/cpu/eigen_util.h"
@@ -14,21 +15,6 @@
 namespace ppbench::cpu {
 
 namespace {
-
-// AmoebaNet-D's genotype, (input state, op); ops 2k and 2k+1 are summed into state 2 + k.
-// States 0 and 1 are the preprocessed s1 and s2.
-constexpr std::pair<int, AmoebaOp> kNormalOps[] = {
-    {1, AmoebaOp::kConv1x1},     {1, AmoebaOp::kMaxPool3x3}, {1, AmoebaOp::kNone},
-    {0, AmoebaOp::kConv1x7_7x1}, {0, AmoebaOp::kConv1x1},    {0, AmoebaOp::kConv1x7_7x1},
-    {2, AmoebaOp::kMaxPool3x3},  {2, AmoebaOp::kNone},       {1, AmoebaOp::kAvgPool3x3},
-    {5, AmoebaOp::kConv1x1}};
-constexpr int kNormalConcat[] = {0, 3, 4, 6};
-constexpr std::pair<int, AmoebaOp> kReductionOps[] = {
-    {0, AmoebaOp::kMaxPool2x2}, {0, AmoebaOp::kMaxPool3x3},  {2, AmoebaOp::kNone},
-    {1, AmoebaOp::kConv3x3},    {2, AmoebaOp::kConv1x7_7x1}, {2, AmoebaOp::kMaxPool3x3},
-    {3, AmoebaOp::kNone},       {1, AmoebaOp::kMaxPool2x2},  {2, AmoebaOp::kAvgPool3x3},
-    {3, AmoebaOp::kConv1x1}};
-constexpr int kReductionConcat[] = {4, 5, 6};
 
 enum CellSub { kPre1, kPre2, kFirstOp };
 enum ClassifierSub { kPool, kLinear, kLoss, kClassifierSubs };

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "workloads/cpu/amoebanet_genotype.h"
 #include "workloads/cpu/tensor.h"
 #include "workloads/cuda/blocks.h"
 #include "workloads/cuda/check.h"
@@ -17,22 +18,10 @@ namespace ppbench::cuda {
 
 namespace {
 
-// AmoebaNet-D's genotype exactly as workloads/cpu/amoebanet_cells.cpp spells it (the tests build
-// both cells from one seed and compare every output and gradient, so a difference shows there):
-// (input state, op); ops 2k and 2k+1 are summed into state 2 + k; states 0 and 1 are the
-// preprocessed s1 and s2.
-constexpr std::pair<int, AmoebaOp> kNormalOps[] = {
-    {1, AmoebaOp::kConv1x1},     {1, AmoebaOp::kMaxPool3x3}, {1, AmoebaOp::kNone},
-    {0, AmoebaOp::kConv1x7_7x1}, {0, AmoebaOp::kConv1x1},    {0, AmoebaOp::kConv1x7_7x1},
-    {2, AmoebaOp::kMaxPool3x3},  {2, AmoebaOp::kNone},       {1, AmoebaOp::kAvgPool3x3},
-    {5, AmoebaOp::kConv1x1}};
-constexpr int kNormalConcat[] = {0, 3, 4, 6};
-constexpr std::pair<int, AmoebaOp> kReductionOps[] = {
-    {0, AmoebaOp::kMaxPool2x2}, {0, AmoebaOp::kMaxPool3x3},  {2, AmoebaOp::kNone},
-    {1, AmoebaOp::kConv3x3},    {2, AmoebaOp::kConv1x7_7x1}, {2, AmoebaOp::kMaxPool3x3},
-    {3, AmoebaOp::kNone},       {1, AmoebaOp::kMaxPool2x2},  {2, AmoebaOp::kAvgPool3x3},
-    {3, AmoebaOp::kConv1x1}};
-constexpr int kReductionConcat[] = {4, 5, 6};
+using cpu::kNormalConcat;
+using cpu::kNormalOps;
+using cpu::kReductionConcat;
+using cpu::kReductionOps;
 
 enum CellSub { kPre1, kPre2, kFirstOp };
 
