@@ -26,8 +26,10 @@ namespace {
 void print_text(const nlohmann::json& r) {
   const auto& m = r["measured"];
   const auto& p = r["predicted"];
-  std::printf("run %s on cpu: %s D=%d N=%d b=%d %s, %d step(s) after %d warm-up\n",
-              r["schedule"].get<std::string>().c_str(), r["workload"].get<std::string>().c_str(),
+  std::printf("run %s on %s: %s D=%d N=%d b=%d %s, %d step(s) after %d warm-up\n",
+              r["schedule"].get<std::string>().c_str(),
+              r.value("backend", std::string("cpu")).c_str(),
+              r["workload"].get<std::string>().c_str(),
               r["devices"].get<int>(), r["microbatches"].get<int>(), r["microbatch_size"].get<int>(),
               r["dtype"].get<std::string>().c_str(), r["steps"].get<int>(), r["warmup"].get<int>());
   std::printf("loss %.10g  grad_norm %.10g\n", r["loss"].get<double>(), r["grad_norm"].get<double>());

@@ -94,6 +94,12 @@ class GoodRun(unittest.TestCase):
             self.assertAlmostEqual(rec["loss"], ref["loss"], delta=1e-10 * abs(ref["loss"]))
             self.assertAlmostEqual(rec["grad_norm"], ref["grad_norm"], delta=1e-10 * ref["grad_norm"])
 
+    def test_text_summary_names_the_backend(self):
+        r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("run 1f1b on cpu: mlp D=2 N=4"), r.stdout)
+        self.assertIn("bubble_fraction", r.stdout)
+
     def test_results_file_gets_one_line_per_run(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "runs.jsonl")
