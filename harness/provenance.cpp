@@ -52,7 +52,12 @@ nlohmann::json provenance() {
   // from, so a rebuilt-but-not-reconfigured binary still names its commit.
   const std::string git = "git -C '" PPBENCH_SOURCE_DIR "' ";
   std::string commit = run(git + "rev-parse --short=12 HEAD 2>/dev/null");
-  if (commit.empty()) commit = "unknown";
+  if (commit.empty()) {
+    // A copy of the tree without .git (a lent GPU machine gets the working tree only): the
+    // commit can be handed over in PPBENCH_GIT_COMMIT by whoever made the copy.
+    const char* given = std::getenv("PPBENCH_GIT_COMMIT");
+    commit = given != nullptr && *given != '\0' ? given : "unknown";
+  }
   // Sources changed since the commit make it "-dirty"; results/ and plots/ do not: a sweep
   // rewrites its own records there while it runs.
   else if (!run(git + "status --porcelain --untracked-files=no -- . ':!results' ':!plots' "

@@ -84,6 +84,18 @@ class Contract(unittest.TestCase):
         self.assertAlmostEqual(rec["bubble_fraction"], 3 / 11, places=12)
         self.assertEqual(rec["makespan"], 33)
 
+    def test_commit_of_a_tree_copied_without_git(self):
+        # A lent GPU machine gets the working tree without .git: the commit is handed over in
+        # PPBENCH_GIT_COMMIT and lands in the provenance instead of "unknown".
+        env = {**os.environ, "GIT_DIR": "/nonexistent-ppbench-git", "PPBENCH_GIT_COMMIT": "abc123def456"}
+        args = ["simulate", "-s", "1f1b", "-d", "2", "-n", "4", "--format", "json"]
+        r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["provenance"]["git_commit"], "abc123def456")
+        del env["PPBENCH_GIT_COMMIT"]
+        r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(json.loads(r.stdout)["provenance"]["git_commit"], "unknown")
+
     def test_cost_derivation_rules(self):
         def costs(spec):
             r = run("simulate", "-s", "gpipe", "-d", "2", "-n", "2", "--cost", spec, "--format", "json")
