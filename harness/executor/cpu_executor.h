@@ -23,6 +23,7 @@
 
 #include "harness/executor/activation_arena.h"
 #include "harness/executor/mailbox.h"
+#include "harness/executor/rank_passes.h"
 #include "harness/executor/stage_work.h"
 #include "harness/trace.h"
 #include "schedules/deps.h"
@@ -105,12 +106,6 @@ class CpuExecutor {
 
   double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
-  static std::uint64_t message_name(const Task& t) {
-    // F carries an activation, B or I a gradient; the receiver names both
-    // backward ops "B" (it cannot know which the sender ran).
-    const std::uint64_t grad = t.op == Op::F ? 0 : 1;
-    return (static_cast<std::uint64_t>(t.stage) << 33) | (static_cast<std::uint64_t>(t.mb) << 1) | grad;
-  }
 
   void fail(const std::string& message, InProcessTransport<Envelope>& transport) {
     {
@@ -124,37 +119,7 @@ class CpuExecutor {
                 std::vector<ComputeEvent>& compute, std::vector<CommEvent>& comm) {
     const Placement& p = schedule_.placement;
     StageWork<Payload>& work = *work_[r];
-    // Tensors ready for their consumer: received from another rank, produced
-    // here for a stage on this rank (V shapes, interleaving with D = 1), or
-    // produced here and waiting for the send that follows.
-    std::unordered_map<std::uint64_t, Payload> ready;
-    auto take = [&ready](std::uint64_t name) {
-      auto it = ready.find(name);
-      if (it == ready.end()) return Payload{};
-      Payload out = std::move(it->second);
-      ready.erase(it);
-      return out;
-    };
-    auto run_task = [&](const Task& t) {
-      switch (t.op) {
-        case Op::F: {
-          Payload in = p.is_first(t.stage) ? Payload{} : take(message_name({Op::F, t.stage - 1, t.mb}));
-          Payload out = work.forward(t.stage, t.mb, std::move(in));
-          if (!p.is_last(t.stage)) ready.emplace(message_name(t), std::move(out));
-          break;
-        }
-        case Op::B:
-        case Op::I: {
-          Payload grad = p.is_last(t.stage) ? Payload{} : take(message_name({Op::B, t.stage + 1, t.mb}));
-          Payload out = work.backward(t.stage, t.mb, std::move(grad), t.op == Op::I);
-          if (!p.is_first(t.stage)) ready.emplace(message_name(t), std::move(out));
-          break;
-        }
-        case Op::W:
-          work.backward_weight(t.stage, t.mb);
-          break;
-      }
-    };
+    RankPasses<Payload> passes(work, p);
     auto saved_bytes = [&] {
       double total = 0;
       for (int st : stages_of_rank_[r]) total += static_cast<double>(work.saved_bytes(st));
@@ -167,8 +132,8 @@ class CpuExecutor {
       for (const Instr& in : program_.ranks[r]) {
         if (in.kind == Instr::Kind::Compute) {
           const double begin = now();
-          run_task(in.action.task);
-          if (in.action.paired) run_task(in.action.partner);
+          passes.run(in.action.task);
+          if (in.action.paired) passes.run(in.action.partner);
           const double end = now();
           compute.push_back({r, begin, end, in.action});
           arena.set_live(end, saved_bytes());
@@ -178,7 +143,7 @@ class CpuExecutor {
         const bool sending = in.kind == Instr::Kind::Send;
         WaitResult result;
         if (sending) {
-          Envelope e{take(name), now()};
+          Envelope e{passes.take(name), now()};
           result = transport.mailbox(r, in.peer).send(name, std::move(e), Clock::now() + patience);
         } else {
           Envelope e;
@@ -188,7 +153,7 @@ class CpuExecutor {
             // The hand-over latency: from when both sides were ready to
             // when the tensor was in hand, not the receiver's own lateness.
             comm.push_back({in.peer, r, std::max(posted, e.sent_at), now(), in.payload});
-            ready.emplace(name, std::move(e.payload));
+            passes.put(name, std::move(e.payload));
           }
         }
         if (result == WaitResult::kAborted) return;

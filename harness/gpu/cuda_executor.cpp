@@ -21,12 +21,6 @@ namespace ppbench::gpu {
 
 namespace {
 
-// As the CPU executor: F carries an activation, B or I a gradient, named alike on both sides.
-std::uint64_t message_name(const Task& t) {
-  const std::uint64_t grad = t.op == Op::F ? 0 : 1;
-  return (static_cast<std::uint64_t>(t.stage) << 33) | (static_cast<std::uint64_t>(t.mb) << 1) | grad;
-}
-
 double host_seconds() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
@@ -351,34 +345,10 @@ void CudaExecutor::run_rank(int r, RankResult& out, RankGraph* capture) {
       out.start = {r, host_seconds()};
     }
 
-    std::unordered_map<std::uint64_t, cuda::DTensor> ready;
-    auto take = [&ready](std::uint64_t name) {
-      auto it = ready.find(name);
-      if (it == ready.end()) return cuda::DTensor{};
-      cuda::DTensor t = std::move(it->second);
-      ready.erase(it);
-      return t;
-    };
+    RankPasses<cuda::DTensor> passes(work, p);
     auto run_task = [&](const Task& t) {
       arena.set_scope("rank " + std::to_string(r) + " " + to_string(t));
-      switch (t.op) {
-        case Op::F: {
-          cuda::DTensor in = p.is_first(t.stage) ? cuda::DTensor{} : take(message_name({Op::F, t.stage - 1, t.mb}));
-          cuda::DTensor y = work.forward(t.stage, t.mb, std::move(in));
-          if (!p.is_last(t.stage)) ready.emplace(message_name(t), std::move(y));
-          break;
-        }
-        case Op::B:
-        case Op::I: {
-          cuda::DTensor g = p.is_last(t.stage) ? cuda::DTensor{} : take(message_name({Op::B, t.stage + 1, t.mb}));
-          cuda::DTensor dx = work.backward(t.stage, t.mb, std::move(g), t.op == Op::I);
-          if (!p.is_first(t.stage)) ready.emplace(message_name(t), std::move(dx));
-          break;
-        }
-        case Op::W:
-          work.backward_weight(t.stage, t.mb);
-          break;
-      }
+      passes.run(t);
     };
     auto saved_bytes = [&] {
       double total = 0;
@@ -417,7 +387,7 @@ void CudaExecutor::run_rank(int r, RankResult& out, RankGraph* capture) {
       std::vector<cuda::DTensor> tensors(step.ops.size());
       for (std::size_t i = 0; i < step.ops.size(); ++i)
         if (step.ops[i].dir == P2POp::Dir::Send) {
-          tensors[i] = take(message_name(step.ops[i].payload));
+          tensors[i] = passes.take(message_name(step.ops[i].payload));
           if (tensors[i].empty())
             throw std::logic_error(to_string(step.ops[i]) + ": nothing was produced to send");
         }
@@ -431,7 +401,7 @@ void CudaExecutor::run_rank(int r, RankResult& out, RankGraph* capture) {
       }
       for (std::size_t i = 0; i < step.ops.size(); ++i)
         if (step.ops[i].dir == P2POp::Dir::Recv)
-          ready.emplace(message_name(step.ops[i].payload), std::move(tensors[i]));
+          passes.put(message_name(step.ops[i].payload), std::move(tensors[i]));
     }
 
     if (capturing) {

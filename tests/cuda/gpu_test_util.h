@@ -3,13 +3,13 @@
 // out]), and the norm-wise relative error max|a - b| / max|b| of the CPU kernel tests.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "workloads/cpu/kernels.h"
 #include "workloads/cuda/kernels.h"
@@ -55,6 +55,12 @@ class GpuTest : public ::testing::TestWithParam<DType> {
     return t;
   }
 
+  // F, then I with a random dy, then W, on both backends (the parameters copied GPU -> CPU, so
+  // both see the same rounded values); compares y, dx and every gradient, and the saved-bytes
+  // contract (I keeps no more than F plus dy; W empties). `vocab` > 0: token ids as input.
+  void check_layer(Layer& g, cpu::Layer<double>& c, const Shape& in_shape, std::uint64_t seed,
+                   std::int64_t vocab = 0);
+
   std::unique_ptr<DeviceArena> params_;
   std::unique_ptr<DeviceArena> acts_;
   std::unique_ptr<Context> ctx_;
@@ -93,6 +99,79 @@ inline void copy_params(Layer& g, cpu::Layer<double>& c) {
     std::vector<float> v = to_cpu_layout(download(gp[i]->value), gp[i]->name, gp[i]->value.shape());
     ASSERT_EQ(static_cast<std::int64_t>(v.size()), cp[i]->value.numel()) << gp[i]->name;
     for (std::size_t j = 0; j < v.size(); ++j) cp[i]->value.data[j] = v[j];
+  }
+}
+
+// Sum of squares of the parameter gradients, GPU (f32) and CPU (float64) side.
+inline double grad_square_sum(const std::vector<Param*>& ps) {
+  double s = 0;
+  for (Param* p : ps)
+    for (float v : download(p->grad)) s += static_cast<double>(v) * v;
+  return s;
+}
+inline double grad_square_sum(const std::vector<cpu::Param<double>*>& ps) {
+  double s = 0;
+  for (cpu::Param<double>* p : ps)
+    for (double v : p->grad.data) s += v * v;
+  return s;
+}
+
+// A whole-model step's loss and gradient norm (from the sums of squares) on both backends.
+inline void expect_same_step(double loss_g, double square_sum_g, double loss_c, double square_sum_c,
+                             double tol) {
+  const double norm_g = std::sqrt(square_sum_g), norm_c = std::sqrt(square_sum_c);
+  ASSERT_GT(norm_c, 0.0);
+  EXPECT_LE(std::abs(loss_g - loss_c) / std::abs(loss_c), tol)
+      << "loss gpu " << loss_g << " cpu " << loss_c;
+  EXPECT_LE(std::abs(norm_g - norm_c) / norm_c, tol)
+      << "gradient norm gpu " << norm_g << " cpu " << norm_c;
+}
+
+inline void GpuTest::check_layer(Layer& g, cpu::Layer<double>& c, const Shape& in_shape,
+                                 std::uint64_t seed, std::int64_t vocab) {
+  copy_params(g, c);
+  const std::int64_t n = shape_numel(in_shape);
+  std::vector<float> xv;
+  if (vocab > 0) {
+    cpu::Rng rng(seed);
+    for (std::int64_t i = 0; i < n; ++i)
+      xv.push_back(static_cast<float>(std::floor(rng.uniform() * static_cast<double>(vocab))));
+  } else {
+    xv = random(n, seed);
+  }
+  DTensor x = device(xv, in_shape, vocab > 0 ? DType::kI32 : dtype());
+  cpu::Tensor<double> xc = host(xv, in_shape);
+
+  Saved sg;
+  cpu::Saved<double> sc;
+  DTensor y = g.forward(*ctx_, x, sg);
+  cpu::Tensor<double> yc = c.forward(xc, sc);
+  ASSERT_EQ(y.shape(), yc.shape) << g.name();
+  EXPECT_LE(rel_error(download(y), yc.data), tol()) << g.name() << " F";
+  const std::int64_t after_f = sg.bytes();
+
+  std::vector<float> dyv = random(y.numel(), seed + 1);
+  DTensor dy = device(dyv, y.shape(), dtype());
+  DTensor dx = g.backward_input(*ctx_, dy, sg);
+  cpu::Tensor<double> dxc = c.backward_input(host(dyv, y.shape()), sc);
+  ASSERT_EQ(dx.shape(), dxc.shape) << g.name();
+  if (vocab == 0) {
+    EXPECT_LE(rel_error(download(dx), dxc.data), tol()) << g.name() << " I";
+  }
+  dy.release();
+  EXPECT_LE(sg.bytes(), after_f + static_cast<std::int64_t>(dyv.size() * dtype_size(dtype())))
+      << g.name() << ": I keeps more than F plus dy";
+
+  g.backward_weight(*ctx_, sg);
+  c.backward_weight(sc);
+  EXPECT_EQ(sg.bytes(), 0) << g.name() << ": W must empty Saved";
+  std::vector<Param*> gp = g.params();
+  std::vector<cpu::Param<double>*> cp = c.params();
+  ASSERT_EQ(gp.size(), cp.size());
+  for (std::size_t i = 0; i < gp.size(); ++i) {
+    const std::vector<float> grad =
+        to_cpu_layout(download(gp[i]->grad), gp[i]->name, gp[i]->grad.shape());
+    EXPECT_LE(rel_error(grad, cp[i]->grad.data), tol()) << g.name() << " W " << gp[i]->name;
   }
 }
 

@@ -22,6 +22,7 @@
 #include "schedules/error.h"
 #include "schedules/registry.h"
 #include "tests/cuda/gpu_test_util.h"
+#include "tests/gpu_exec/run_matches_cpu.h"
 #include "workloads/amoebanet.h"
 #include "workloads/cpu/amoebanet_cells.h"
 #include "workloads/cuda/amoebanet_cells.h"
@@ -395,20 +396,12 @@ TEST_P(Amoeba, WholeModelStepMatchesTheCpu) {
 
   double loss_g = 0;
   for (const DTensor& l : losses) loss_g += download(l)[0] / kMicroBatches;
-  double norm_g = 0, norm_c = 0;
+  double square_g = 0, square_c = 0;
   for (std::size_t l = 0; l < layers; ++l) {
-    for (Param* p : g[l].params)
-      for (float v : download(p->grad)) norm_g += static_cast<double>(v) * v;
-    for (cpu::Param<double>* p : c[l]->params())
-      for (double v : p->grad.data) norm_c += v * v;
+    square_g += grad_square_sum(g[l].params);
+    square_c += grad_square_sum(c[l]->params());
   }
-  norm_g = std::sqrt(norm_g);
-  norm_c = std::sqrt(norm_c);
-  ASSERT_GT(norm_c, 0.0);
-  EXPECT_LE(std::abs(loss_g - loss_c) / std::abs(loss_c), tol())
-      << "loss gpu " << loss_g << " cpu " << loss_c;
-  EXPECT_LE(std::abs(norm_g - norm_c) / norm_c, tol())
-      << "gradient norm gpu " << norm_g << " cpu " << norm_c;
+  expect_same_step(loss_g, square_g, loss_c, square_c, tol());
 }
 
 // The same small model through the CUDA backend (gpu_model.h: layers built from the spec, stage
@@ -454,19 +447,7 @@ TEST_P(AmoebaRun, CudaBackendStepMatchesTheCpuBackend) {
     o.run.executor.watchdog_seconds = 30;
     if (k.devices > 1) o.virtual_devices = k.devices;
     o.activation_arena_bytes = std::size_t{256} << 20;
-    RunOutput out;
-    try {
-      out = run_cuda(spec, o);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << label << ": " << e.what();
-      continue;
-    }
-    const StepValues ref = single_device_step(spec, k.microbatches, o.run.seed);
-    EXPECT_LE(std::abs(out.values.loss - ref.loss) / std::abs(ref.loss), tol())
-        << label << ": loss gpu " << out.values.loss << " cpu " << ref.loss;
-    EXPECT_LE(std::abs(out.values.grad_norm() - ref.grad_norm()) / ref.grad_norm(), tol())
-        << label << ": gradient norm gpu " << out.values.grad_norm() << " cpu " << ref.grad_norm();
-    EXPECT_EQ(out.values.grads.size(), ref.grads.size()) << label;
+    if (!run_and_compare_with_cpu(spec, o, tol(), label)) continue;
     ++ran;
   }
   EXPECT_EQ(ran, 4);

@@ -13,49 +13,13 @@ namespace {
 
 class ConvPool : public GpuTest {
  protected:
-  // F, then I with a random dy, then W, on both backends (the parameters copied GPU -> CPU, so
-  // both see the same rounded values); compares y, dx, every gradient, and the Saved contract.
-  void check(Layer& g, cpu::Layer<double>& c, const Shape& in_shape, std::uint64_t seed) {
-    copy_params(g, c);
-    const std::vector<float> xv = random(shape_numel(in_shape), seed);
-    DTensor x = device(xv, in_shape, dtype());
-    Saved sg;
-    cpu::Saved<double> sc;
-    DTensor y = g.forward(*ctx_, x, sg);
-    cpu::Tensor<double> yc = c.forward(host(xv, in_shape), sc);
-    ASSERT_EQ(y.shape(), yc.shape) << g.name();
-    EXPECT_LE(rel_error(download(y), yc.data), tol()) << g.name() << " F";
-    const std::int64_t after_f = sg.bytes();
-
-    const std::vector<float> dyv = random(y.numel(), seed + 1);
-    DTensor dy = device(dyv, y.shape(), dtype());
-    DTensor dx = g.backward_input(*ctx_, dy, sg);
-    cpu::Tensor<double> dxc = c.backward_input(host(dyv, y.shape()), sc);
-    ASSERT_EQ(dx.shape(), dxc.shape) << g.name();
-    EXPECT_LE(rel_error(download(dx), dxc.data), tol()) << g.name() << " I";
-    dy.release();
-    EXPECT_LE(sg.bytes(), after_f + static_cast<std::int64_t>(dyv.size() * dtype_size(dtype())))
-        << g.name() << ": I keeps more than F plus dy";
-
-    g.backward_weight(*ctx_, sg);
-    c.backward_weight(sc);
-    EXPECT_EQ(sg.bytes(), 0) << g.name() << ": W must empty Saved";
-    std::vector<Param*> gp = g.params();
-    std::vector<cpu::Param<double>*> cp = c.params();
-    ASSERT_EQ(gp.size(), cp.size());
-    for (std::size_t i = 0; i < gp.size(); ++i) {
-      const std::vector<float> grad =
-          to_cpu_layout(download(gp[i]->grad), gp[i]->name, gp[i]->grad.shape());
-      EXPECT_LE(rel_error(grad, cp[i]->grad.data), tol()) << g.name() << " W " << gp[i]->name;
-    }
-  }
   void conv(std::int64_t cin, std::int64_t cout, std::int64_t kh, std::int64_t kw,
             std::int64_t stride, const Shape& in, std::uint64_t seed) {
     Conv2d g(*params_, cin, cout, kh, kw, stride, dtype(), seed);
     cpu::Conv2d<double> c(cin, cout, kh, kw, stride, seed);
     SCOPED_TRACE(std::to_string(kh) + "x" + std::to_string(kw) + " stride " +
                  std::to_string(stride));
-    check(g, c, in, seed);
+    check_layer(g, c, in, seed);
   }
 };
 
@@ -82,56 +46,56 @@ TEST_P(ConvPool, BatchNormPerMicroBatchStatistics) {
   cpu::BatchNorm<double> c(19);
   upload(g.gamma.value, random(19, 70, 0.5, 1.5));
   upload(g.beta.value, random(19, 71, -0.5, 0.5));
-  check(g, c, {3, 5, 7, 19}, 8);
+  check_layer(g, c, {3, 5, 7, 19}, 8);
 }
 
 TEST_P(ConvPool, BatchNormManyChannels) {
   BatchNorm g(*params_, 97, dtype());
   cpu::BatchNorm<double> c(97);
   upload(g.gamma.value, random(97, 72, 0.5, 1.5));
-  check(g, c, {2, 3, 3, 97}, 9);
+  check_layer(g, c, {2, 3, 3, 97}, 9);
 }
 
 TEST_P(ConvPool, MaxPool3x3) {
   MaxPool2d g(3, 1, 1);
   cpu::MaxPool2d<double> c(3, 1, 1);
-  check(g, c, {2, 7, 5, 6}, 10);
+  check_layer(g, c, {2, 7, 5, 6}, 10);
 }
 
 TEST_P(ConvPool, MaxPool3x3Strided) {
   MaxPool2d g(3, 2, 1);
   cpu::MaxPool2d<double> c(3, 2, 1);
-  check(g, c, {2, 9, 7, 5}, 11);
+  check_layer(g, c, {2, 9, 7, 5}, 11);
 }
 
 TEST_P(ConvPool, MaxPool2x2OddImage) {
   MaxPool2d g(2, 2, 0);
   cpu::MaxPool2d<double> c(2, 2, 0);
-  check(g, c, {3, 7, 5, 4}, 12);
+  check_layer(g, c, {3, 7, 5, 4}, 12);
 }
 
 TEST_P(ConvPool, AvgPool3x3CountsOnlyTheImage) {
   AvgPool2d g(3, 1, 1);
   cpu::AvgPool2d<double> c(3, 1, 1);
-  check(g, c, {2, 6, 5, 7}, 13);
+  check_layer(g, c, {2, 6, 5, 7}, 13);
 }
 
 TEST_P(ConvPool, AvgPool3x3Strided) {
   AvgPool2d g(3, 2, 1);
   cpu::AvgPool2d<double> c(3, 2, 1);
-  check(g, c, {2, 7, 9, 3}, 14);
+  check_layer(g, c, {2, 7, 9, 3}, 14);
 }
 
 TEST_P(ConvPool, GlobalAvgPool) {
   GlobalAvgPool g;
   cpu::GlobalAvgPool<double> c;
-  check(g, c, {3, 5, 7, 11}, 15);
+  check_layer(g, c, {3, 5, 7, 11}, 15);
 }
 
 TEST_P(ConvPool, ReluConvBnUnit) {
   LayerPtr g = make_relu_conv_bn(*params_, 8, 12, 3, 3, 2, dtype(), 16);
   cpu::LayerPtr<double> c = cpu::make_relu_conv_bn<double>(8, 12, 3, 3, 2, 16);
-  check(*g, *c, {2, 7, 6, 8}, 16);
+  check_layer(*g, *c, {2, 7, 6, 8}, 16);
 }
 
 TEST_P(ConvPool, AmoebaOps) {
@@ -146,7 +110,7 @@ TEST_P(ConvPool, AmoebaOps) {
     SCOPED_TRACE(std::string(cpu::amoeba_op_name(k.op)) + " stride " + std::to_string(k.stride));
     LayerPtr g = make_amoeba_op(*params_, k.op, 16, k.stride, dtype(), seed);
     cpu::LayerPtr<double> c = cpu::make_amoeba_op<double>(k.op, 16, k.stride, seed);
-    check(*g, *c, {2, 7, 5, 16}, seed++);
+    check_layer(*g, *c, {2, 7, 5, 16}, seed++);
   }
 }
 

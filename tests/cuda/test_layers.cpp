@@ -7,87 +7,36 @@
 namespace ppbench::cuda::testing {
 namespace {
 
-class Layers : public GpuTest {
- protected:
-  // F, then I with a random dy, then W, on both backends; compares y, dx and every gradient, and
-  // the saved-bytes contract (I keeps no more than F; W empties).
-  void check(Layer& g, cpu::Layer<double>& c, const Shape& in_shape, std::uint64_t seed,
-             std::int64_t vocab = 0) {
-    copy_params(g, c);
-    const std::int64_t n = shape_numel(in_shape);
-    std::vector<float> xv;
-    if (vocab > 0) {
-      cpu::Rng rng(seed);
-      for (std::int64_t i = 0; i < n; ++i)
-        xv.push_back(static_cast<float>(std::floor(rng.uniform() * static_cast<double>(vocab))));
-    } else {
-      xv = random(n, seed);
-    }
-    DTensor x = device(xv, in_shape, vocab > 0 ? DType::kI32 : dtype());
-    cpu::Tensor<double> xc = host(xv, in_shape);
-
-    Saved sg;
-    cpu::Saved<double> sc;
-    DTensor y = g.forward(*ctx_, x, sg);
-    cpu::Tensor<double> yc = c.forward(xc, sc);
-    ASSERT_EQ(y.shape(), yc.shape);
-    EXPECT_LE(rel_error(download(y), yc.data), tol()) << g.name() << " F";
-    const std::int64_t after_f = sg.bytes();
-
-    std::vector<float> dyv = random(y.numel(), seed + 1);
-    DTensor dy = device(dyv, y.shape(), dtype());
-    DTensor dx = g.backward_input(*ctx_, dy, sg);
-    cpu::Tensor<double> dxc = c.backward_input(host(dyv, y.shape()), sc);
-    ASSERT_EQ(dx.shape(), dxc.shape);
-    if (vocab == 0) {
-      EXPECT_LE(rel_error(download(dx), dxc.data), tol()) << g.name() << " I";
-    }
-    dy.release();
-    EXPECT_LE(sg.bytes(), after_f + static_cast<std::int64_t>(dyv.size() * dtype_size(dtype())))
-        << g.name() << ": I keeps more than F plus dy";
-
-    g.backward_weight(*ctx_, sg);
-    c.backward_weight(sc);
-    EXPECT_EQ(sg.bytes(), 0) << g.name() << ": W must empty Saved";
-    std::vector<Param*> gp = g.params();
-    std::vector<cpu::Param<double>*> cp = c.params();
-    ASSERT_EQ(gp.size(), cp.size());
-    for (std::size_t i = 0; i < gp.size(); ++i) {
-      const std::vector<float> grad =
-          to_cpu_layout(download(gp[i]->grad), gp[i]->name, gp[i]->grad.shape());
-      EXPECT_LE(rel_error(grad, cp[i]->grad.data), tol()) << g.name() << " W " << gp[i]->name;
-    }
-  }
-};
+class Layers : public GpuTest {};
 
 TEST_P(Layers, LinearWithBiasOddShape) {
   Linear g(*params_, 37, 19, true, dtype(), 11);
   cpu::Linear<double> c(37, 19, true, 11);
-  check(g, c, {3, 5, 37}, 1);
+  check_layer(g, c, {3, 5, 37}, 1);
 }
 
 TEST_P(Layers, LinearWithoutBias) {
   Linear g(*params_, 64, 96, false, dtype(), 12);
   cpu::Linear<double> c(64, 96, false, 12);
-  check(g, c, {2, 7, 64}, 2);
+  check_layer(g, c, {2, 7, 64}, 2);
 }
 
 TEST_P(Layers, GeLU) {
   GeLU g;
   cpu::GeLU<double> c;
-  check(g, c, {3, 333}, 3);
+  check_layer(g, c, {3, 333}, 3);
 }
 
 TEST_P(Layers, ReLU) {
   ReLU g;
   cpu::ReLU<double> c;
-  check(g, c, {5, 77}, 4);
+  check_layer(g, c, {5, 77}, 4);
 }
 
 TEST_P(Layers, SwiGLU) {
   SwiGLU g(*params_, 48, 72, dtype(), 5);
   cpu::SwiGLU<double> c(48, 72, 5);
-  check(g, c, {2, 9, 48}, 5);
+  check_layer(g, c, {2, 9, 48}, 5);
 }
 
 TEST_P(Layers, RMSNormOddWidth) {
@@ -96,7 +45,7 @@ TEST_P(Layers, RMSNormOddWidth) {
   // Non-trivial gamma so that its gradient and dx depend on it.
   std::vector<float> gamma = random(1001, 77, 0.5, 1.5);
   upload(g.gamma.value, gamma);
-  check(g, c, {3, 11, 1001}, 6);
+  check_layer(g, c, {3, 11, 1001}, 6);
 }
 
 TEST_P(Layers, LayerNormOddWidth) {
@@ -104,19 +53,19 @@ TEST_P(Layers, LayerNormOddWidth) {
   cpu::LayerNorm<double> c(257);
   upload(g.gamma.value, random(257, 78, 0.5, 1.5));
   upload(g.beta.value, random(257, 79, -0.5, 0.5));
-  check(g, c, {13, 257}, 7);
+  check_layer(g, c, {13, 257}, 7);
 }
 
 TEST_P(Layers, RotaryEmbedding) {
   RotaryEmbedding g(3, 10);
   cpu::RotaryEmbedding<double> c(3, 10);
-  check(g, c, {2, 37, 30}, 8);
+  check_layer(g, c, {2, 37, 30}, 8);
 }
 
 TEST_P(Layers, EmbeddingWithRepeatedTokens) {
   Embedding g(*params_, 23, 40, dtype(), 9);
   cpu::Embedding<double> c(23, 40, 9);
-  check(g, c, {4, 31}, 9, /*vocab=*/23);  // 124 tokens of 23: many repeats
+  check_layer(g, c, {4, 31}, 9, /*vocab=*/23);  // 124 tokens of 23: many repeats
 }
 
 TEST_P(Layers, GroupedQueryAttentionWithRope) {
@@ -126,7 +75,7 @@ TEST_P(Layers, GroupedQueryAttentionWithRope) {
   ac.kv_heads = 2;
   Attention g(*params_, ac, dtype(), 10);
   cpu::Attention<double> c(ac, 10);
-  check(g, c, {2, 19, 64}, 10);
+  check_layer(g, c, {2, 19, 64}, 10);
 }
 
 TEST_P(Layers, MultiHeadAttentionWithBiasNoRope) {
@@ -137,7 +86,7 @@ TEST_P(Layers, MultiHeadAttentionWithBiasNoRope) {
   ac.rope = false;
   Attention g(*params_, ac, dtype(), 11);
   cpu::Attention<double> c(ac, 11);
-  check(g, c, {1, 33, 48}, 11);
+  check_layer(g, c, {1, 33, 48}, 11);
 }
 
 // The materialised core on the same case: two implementations, one reference.
@@ -148,7 +97,7 @@ TEST_P(Layers, GroupedQueryAttentionMaterialised) {
   ac.kv_heads = 2;
   Attention g(*params_, ac, dtype(), 10, AttentionKernel::kMaterialised);
   cpu::Attention<double> c(ac, 10);
-  check(g, c, {2, 19, 64}, 10);
+  check_layer(g, c, {2, 19, 64}, 10);
 }
 
 // The fused kernels' edges: a sequence that spans several query and key tiles and ends inside
@@ -161,7 +110,7 @@ TEST_P(Layers, FusedAttentionAcrossTiles) {
   ac.kv_heads = 2;  // head_dim 24
   Attention g(*params_, ac, dtype(), 13);
   cpu::Attention<double> c(ac, 13);
-  check(g, c, {2, 150, 96}, 13);
+  check_layer(g, c, {2, 150, 96}, 13);
 }
 
 TEST_P(Layers, FusedAttentionOddHeadDim) {
@@ -171,27 +120,27 @@ TEST_P(Layers, FusedAttentionOddHeadDim) {
   ac.rope = false;
   Attention g(*params_, ac, dtype(), 14);
   cpu::Attention<double> c(ac, 14);
-  check(g, c, {3, 67, 18}, 14);
+  check_layer(g, c, {3, 67, 18}, 14);
 }
 
 TEST_P(Layers, LlamaDecoderLayer) {
   const DecoderConfig dc = DecoderConfig::llama(64, 4, 2, 96);
   LayerPtr g = make_decoder_layer(*params_, dc, dtype(), 12);
   cpu::LayerPtr<double> c = cpu::make_decoder_layer<double>(dc, 12);
-  check(*g, *c, {2, 17, 64}, 12);
+  check_layer(*g, *c, {2, 17, 64}, 12);
 }
 
 TEST_P(Layers, GPipeDecoderLayer) {
   const DecoderConfig dc = DecoderConfig::gpipe(48, 4, 80);
   LayerPtr g = make_decoder_layer(*params_, dc, dtype(), 13);
   cpu::LayerPtr<double> c = cpu::make_decoder_layer<double>(dc, 13);
-  check(*g, *c, {3, 9, 48}, 13);
+  check_layer(*g, *c, {3, 9, 48}, 13);
 }
 
 TEST_P(Layers, MlpBlock) {
   LayerPtr g = make_mlp_block(*params_, 30, 50, dtype(), 14);
   cpu::LayerPtr<double> c = cpu::make_mlp_block<double>(30, 50, 14);
-  check(*g, *c, {7, 30}, 14);
+  check_layer(*g, *c, {7, 30}, 14);
 }
 
 TEST_P(Layers, CrossEntropyLossAndGradient) {

@@ -1,0 +1,39 @@
+// One check shared by the GPU executor's equivalence tests: run a step on the CUDA backend and
+// compare its loss and gradient norm with the CPU backend's float64 single-device step of the
+// same seed, within `tol` (relative). Used by tests/gpu_exec and tests/cuda (AmoebaNet).
+#pragma once
+
+#include <cmath>
+#include <exception>
+#include <optional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "harness/backends/cpu/cpu_run.h"
+#include "harness/gpu/cuda_run.h"
+
+namespace ppbench {
+
+// The run's output when it ran (whatever the comparison found), nullopt after a failure that
+// threw (recorded with ADD_FAILURE, naming `label`).
+inline std::optional<RunOutput> run_and_compare_with_cpu(const WorkloadSpec& spec,
+                                                         const CudaRunOptions& o, double tol,
+                                                         const std::string& label) {
+  RunOutput out;
+  try {
+    out = run_cuda(spec, o);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << label << ": " << e.what();
+    return std::nullopt;
+  }
+  const StepValues ref = single_device_step(spec, o.run.schedule.microbatches, o.run.seed);
+  EXPECT_LE(std::abs(out.values.loss - ref.loss) / std::abs(ref.loss), tol)
+      << label << ": loss gpu " << out.values.loss << " cpu " << ref.loss;
+  EXPECT_LE(std::abs(out.values.grad_norm() - ref.grad_norm()) / ref.grad_norm(), tol)
+      << label << ": gradient norm gpu " << out.values.grad_norm() << " cpu " << ref.grad_norm();
+  EXPECT_EQ(out.values.grads.size(), ref.grads.size()) << label;
+  return out;
+}
+
+}  // namespace ppbench
