@@ -29,19 +29,8 @@ enum CellSub { kPre1, kPre2, kFirstOp };
 // way round); when both are held (two identity ops, or a state that is also its own input's
 // gradient) the sum goes to a fresh buffer.
 DTensor sum(Context& ctx, DTensor a, DTensor b) {
-  if (!a.shared()) {
-    add_into(ctx, a, b);
-    return a;
-  }
-  if (!b.shared()) {
-    add_into(ctx, b, a);
-    return b;
-  }
-  DTensor out(ctx.arena, a.shape(), a.dtype(), "amoeba cell sum");
-  CUDA_CHECK(cudaMemcpyAsync(out.data(), a.data(), static_cast<std::size_t>(a.bytes()),
-                             cudaMemcpyDeviceToDevice, ctx.stream));
-  add_into(ctx, out, b);
-  return out;
+  if (a.shared() && !b.shared()) std::swap(a, b);
+  return add_unshared(ctx, std::move(a), b, "amoeba cell sum");
 }
 
 // Gradients of a state read by several ops (or also concatenated) add up.

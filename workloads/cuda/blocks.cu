@@ -34,6 +34,17 @@ void add_into(Context& ctx, const DTensor& y, const DTensor& x) {
   CUDA_CHECK_LAUNCH();
 }
 
+DTensor add_unshared(Context& ctx, DTensor a, const DTensor& b, const char* what) {
+  if (a.shared()) {
+    DTensor copy(ctx.arena, a.shape(), a.dtype(), what);
+    CUDA_CHECK(cudaMemcpyAsync(copy.data(), a.data(), static_cast<std::size_t>(a.bytes()),
+                               cudaMemcpyDeviceToDevice, ctx.stream));
+    a = std::move(copy);
+  }
+  add_into(ctx, a, b);
+  return a;
+}
+
 DTensor Sequential::forward(Context& ctx, const DTensor& x, Saved& saved) {
   saved.clear();
   saved.in_shape = x.shape();
@@ -68,32 +79,14 @@ DTensor Residual::forward(Context& ctx, const DTensor& x, Saved& saved) {
   saved.in_shape = x.shape();
   saved.sub.resize(1);
   DTensor y = inner_->forward(ctx, x, saved.sub[0]);
-  // Adding in place would change what the inner layer may have saved of its output (ReLU keeps
-  // y): then the sum goes to a new buffer.
-  if (y.shared()) {
-    DTensor out(ctx.arena, y.shape(), y.dtype(), "residual output");
-    CUDA_CHECK(cudaMemcpyAsync(out.data(), y.data(), static_cast<std::size_t>(y.bytes()),
-                               cudaMemcpyDeviceToDevice, ctx.stream));
-    add_into(ctx, out, x);
-    return out;
-  }
-  add_into(ctx, y, x);
-  return y;
+  // Not in place when the inner layer saved its output (ReLU keeps y).
+  return add_unshared(ctx, std::move(y), x, "residual output");
 }
 
 DTensor Residual::backward_input(Context& ctx, const DTensor& dy, Saved& saved) {
   DTensor dx = inner_->backward_input(ctx, dy, saved.sub[0]);
-  // As in F: an inner I that hands back a buffer someone else holds (an identity returns dy
-  // itself) must not be added into in place.
-  if (dx.shared()) {
-    DTensor out(ctx.arena, dx.shape(), dx.dtype(), "residual input gradient");
-    CUDA_CHECK(cudaMemcpyAsync(out.data(), dx.data(), static_cast<std::size_t>(dx.bytes()),
-                               cudaMemcpyDeviceToDevice, ctx.stream));
-    add_into(ctx, out, dy);
-    return out;
-  }
-  add_into(ctx, dx, dy);
-  return dx;
+  // Not in place when the inner I handed dy back as is (an identity).
+  return add_unshared(ctx, std::move(dx), dy, "residual input gradient");
 }
 
 void Residual::backward_weight(Context& ctx, Saved& saved) {

@@ -52,6 +52,10 @@ class Residual final : public Layer {
 
 // y += x elementwise (same shape and dtype), on ctx.stream.
 void add_into(Context& ctx, const DTensor& y, const DTensor& x);
+// a + b, in a's buffer when nothing else holds it, else in a fresh one named `what`: a layer must
+// not add into a tensor that another layer saved (ReLU keeps its output) or handed back as is
+// (an identity returns its input).
+DTensor add_unshared(Context& ctx, DTensor a, const DTensor& b, const char* what);
 
 LayerPtr make_mlp_block(DeviceArena& params, std::int64_t in, std::int64_t out, DType dtype,
                         std::uint64_t seed);
