@@ -74,7 +74,8 @@ MAKEFLAGS += --no-print-directory
 
 .DEFAULT_GOAL := build
 .PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-gpu sweep plots \
-        timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help
+        timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help \
+        gpu-bundle
 
 help:  ## list the targets
 	@echo "ppbench make targets (BUILD_DIR=$(BUILD_DIR), BUILD_TYPE=$(BUILD_TYPE), JOBS=$(JOBS)):"
@@ -201,6 +202,15 @@ perf-cpu: build  ## the CPU backend's benchmarks: layer GFLOP/s, executor overhe
 	  echo "== $$b"; \
 	  $(BUILD_DIR)/benchmarks/$$b --benchmark_out=$(PERF_DIR)/$$b.json --benchmark_out_format=json; \
 	done
+
+# Portable GPU binaries for a machine that can build nothing: built here (nvcc, no GPU needed) in
+# $(BUNDLE_BUILD_DIR), collected with a launcher in $(BUNDLE_DIR) (docs/gpu-check.md). Run there
+# as `bash scripts/gpu-check.sh --bundle $(BUNDLE_DIR) --out DIR --only PARTS`.
+BUNDLE_DIR       ?= gpu-bundle
+BUNDLE_BUILD_DIR ?= build-bundle
+
+gpu-bundle: deps  ## portable GPU programs + launcher in gpu-bundle/ (no GPU needed) for scripts/gpu-check.sh --bundle
+	scripts/gpu-bundle.sh --out $(BUNDLE_DIR) --build-dir $(BUNDLE_BUILD_DIR) --jobs $(JOBS)
 
 # A short pipelined step on the GPU under Nsight Systems (NVTX ranges on every action/transfer).
 PROFILE_ARGS ?= --backend cuda --virtual-devices 2 --workload transformer --preset tiny-llama \

@@ -1,62 +1,189 @@
 #!/usr/bin/env bash
-# One command for a GPU machine: configure (sm_90), build, run the CUDA kernel tests (then again
-# under compute-sanitizer memcheck when it is installed), the GPU executor tests, the GPU
-# benchmarks and the PyTorch reference when torch is importable, and record everything with
-# provenance in results/gpu/<gpu-name>-<date>/.
+# One command for a GPU machine: the CUDA kernel tests, the GPU executor tests, the same tests under
+# compute-sanitizer (memcheck, racecheck, synccheck), the GPU benchmarks, the PyTorch reference, an
+# NVTX check under Nsight Compute and the pipelined-vs-reference equivalence of every schedule,
+# each recorded with provenance. Made for machines lent minutes at a time: the check runs in
+# pieces (--only), every step has a time limit, and each piece's record is packed the moment the
+# piece ends (--out), so a lease that runs out loses at most the piece in progress.
 #
-# The folder is assembled in a temporary sibling and renamed into place at the end, so a reader
-# never sees half a record. A failed step is recorded in summary.json and makes the exit status
-# non-zero; the remaining steps still run, so one run shows every problem.
-#
-# Usage: scripts/gpu-check.sh [--build-dir DIR] [--only PARTS] [--bench REGEX]
-#                             [--bench-filter REGEX] [--no-sanitizer] [--no-torch]
-#   --only PARTS         comma list of kernel-tests, exec-tests, sanitizer, benchmarks, torch
-#                        (default: all), so that a machine lent for minutes at a time can run the
-#                        check in pieces; every piece writes its own record folder
-#   --bench REGEX        which benchmark programs (default: every (cuda|gpu)_*bench* target)
-#   --bench-filter REGEX passed to each benchmark program as --benchmark_filter
-# Libraries: where CMake cannot find CLI11, nlohmann-json, Eigen, GoogleTest or Google Benchmark
-# (a machine that can install nothing), the Debian packages in .device-deps/ are used when
-# present (scripts/device-deps.sh fetches them elsewhere; carry the folder along).
-# Exit:  0 all passed; 1 a step failed; 2 bad usage or no GPU visible (nothing built or written).
+# Usage: scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--only PARTS] [--out DIR] [--results DIR]
+#                             [--piece-timeout SECONDS] [--gtest-shard K/N] [--bench REGEX]
+#                             [--bench-filter REGEX] [--equiv-filter REGEX] [--nvtx-filter EXPR]
+#                             [--no-sanitizer] [--no-torch]
+#   --bundle DIR           run the prebuilt binaries of DIR (`make gpu-bundle` on any machine with
+#                          nvcc) through DIR/run: nothing is configured or built here. The copy of
+#                          this script inside a bundle (DIR/gpu-check.sh) uses its own bundle.
+#   --build-dir DIR        without --bundle: configure (sm_90) and build into DIR (default
+#                          build-gpu) first, as on a GPU workstation; where CMake cannot find CLI11,
+#                          nlohmann-json, Eigen, GoogleTest or Google Benchmark, the Debian packages
+#                          in .device-deps/ are used (scripts/device-deps.sh fetches them elsewhere)
+#   --only PARTS           comma list of parts, run in that order (default: all, in this order):
+#                            kernel-tests         cuda_kernel_tests
+#                            exec-tests           gpu_exec_tests (virtual devices on one GPU)
+#                            sanitizer-memcheck   compute-sanitizer --tool memcheck (--leak-check
+#                                                 full) over cuda_kernel_tests and gpu_exec_tests
+#                            sanitizer-racecheck  the same with --tool racecheck
+#                            sanitizer-synccheck  the same with --tool synccheck
+#                            sanitizer            the three sanitizer parts
+#                            benchmarks           every (cuda|gpu)_*bench* program (--bench)
+#                            torch                scripts/torch_reference.py (PyTorch with CUDA),
+#                                                 compared with cuda_layer_bench when the
+#                                                 benchmarks part ran earlier in the same call
+#                            nvtx                 ncu --nvtx on a one-step ppbench run: passes when
+#                                                 ncu profiled a kernel inside a range of the NVTX
+#                                                 domain "ppbench" (and none with a filter naming no
+#                                                 such domain)
+#                            equivalence          ppbench run --check for every schedule, D = 2, 4, 8,
+#                                                 MLP and tiny-llama, f32 and bf16 (JSON Lines and
+#                                                 a table; scripts/gpu_equivalence.py)
+#   --results DIR          where the unpacked records go (default results/gpu beside the scripts:
+#                          the repository's, or the bundle's parent folder's for DIR/gpu-check.sh)
+#   --out DIR              after each piece, pack its record into
+#                          DIR/<part>[-shard<K>of<N>]-<gpu>-<date>.tar.gz (written to a temporary
+#                          name, then renamed); the tarball unpacks to <gpu>-<date>/<part>/ as
+#                          under results/gpu/
+#   --piece-timeout SECS   time limit of each step (default 420), enforced with
+#                          `timeout --kill-after=10`; a step stopped at it is recorded as timed_out,
+#                          its partial logs are kept and packed, and the next pieces still run.
+#                          Configuring and building (without --bundle) have no limit.
+#   --gtest-shard K/N      run shard K (0 <= K < N) of N of each GoogleTest program in the test and
+#                          sanitizer parts (GTEST_SHARD_INDEX=K, GTEST_TOTAL_SHARDS=N), to split a
+#                          long sanitizer run across calls
+#   --bench REGEX          which benchmark programs (default: every (cuda|gpu)_*bench* program)
+#   --bench-filter REGEX   passed to each benchmark program as --benchmark_filter
+#   --equiv-filter REGEX   only the equivalence cases whose VARIANT/SCHEDULE/D<d> label matches,
+#                          e.g. 'mlp-f32/' or '/D8$' (to split that part across calls)
+#   --nvtx-filter EXPR     the ncu --nvtx-include expression to use (default: try
+#                          'regex:ppbench@.*/', 'ppbench@*/' and 'ppbench@*' in turn)
+#   --no-sanitizer, --no-torch   leave those parts out of the default set
+# What fails: a step's non-zero exit; a failed test; a SKIPPED test (the GPU is visible, so a skip
+# means the GPU code did not run), except a skip whose message says it "needs two GPUs"
+# (listed as skipped_allowed); a benchmark that saw no GPU; an equivalence case with passed=false.
+# A part whose tool is missing (compute-sanitizer, ncu, PyTorch with CUDA) is "unavailable": a
+# failure when --only named it, a note otherwise.
+# Records: results/gpu/<gpu>-<date>/<part>/ (each assembled in a temporary folder and renamed into
+# place), each with its logs, GoogleTest JSON and a summary.json: GPU, count, driver, nvcc, cuBLAS,
+# commit (git, the bundle's manifest or PPBENCH_GIT_COMMIT), dirty, date, host, part, shard,
+# status, failed and timed-out steps, test counts and durations; results/gpu/<gpu>-<date>/
+# summary.json lists every piece at the end.
+# Exit:  0 every piece passed; 1 a piece failed or timed out; 2 bad usage or no GPU visible
+#        (nothing built or written); 3 the environment (the bundle's launcher finds no cuBLAS;
+#        nvcc missing when building).
 set -uo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="$ROOT/build-gpu"
-SANITIZE=1
-TORCH=1
-ONLY="kernel-tests,exec-tests,sanitizer,benchmarks,torch"
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [ -f "$SCRIPT_DIR/bundle.env" ] && [ -f "$SCRIPT_DIR/run" ]; then
+  # The copy inside a bundle: helpers in scripts/, records beside the bundle.
+  SELF_BUNDLE="$SCRIPT_DIR"
+  HELPERS="$SCRIPT_DIR/scripts"
+  ROOT="$(dirname "$SCRIPT_DIR")"
+else
+  SELF_BUNDLE=""
+  HELPERS="$SCRIPT_DIR"
+  ROOT="$(dirname "$SCRIPT_DIR")"
+fi
+
+ALL_PARTS="kernel-tests,exec-tests,sanitizer-memcheck,sanitizer-racecheck,sanitizer-synccheck,benchmarks,torch,nvtx,equivalence"
+KNOWN_PARTS="kernel-tests, exec-tests, sanitizer, sanitizer-memcheck, sanitizer-racecheck, sanitizer-synccheck, benchmarks, torch, nvtx, equivalence"
+BUILD=""
+BUNDLE=""
+ONLY=""
+OUT=""
+RESULTS=""
+PIECE_TIMEOUT=420
+SHARD=""
 BENCH_RE='.*'
 BENCH_FILTER=''
+EQUIV_FILTER=''
+NVTX_FILTERS=('regex:ppbench@.*/' 'ppbench@*/' 'ppbench@*')
+NO_SANITIZER=0
+NO_TORCH=0
+
+usage_error() { echo "gpu-check: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir|--only|--bench|--bench-filter)
-      [ $# -ge 2 ] || { echo "gpu-check: $1 needs a value (see --help)" >&2; exit 2; }
+    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--gtest-shard|--bench|--bench-filter|--equiv-filter|--nvtx-filter)
+      [ $# -ge 2 ] || usage_error "$1 needs a value (see --help)"
       case "$1" in
         --build-dir) BUILD="$2" ;;
+        --bundle) BUNDLE="$2" ;;
         --only) ONLY="$2" ;;
+        --out) OUT="$2" ;;
+        --results) RESULTS="$2" ;;
+        --piece-timeout) PIECE_TIMEOUT="$2" ;;
+        --gtest-shard) SHARD="$2" ;;
         --bench) BENCH_RE="$2" ;;
         --bench-filter) BENCH_FILTER="$2" ;;
+        --equiv-filter) EQUIV_FILTER="$2" ;;
+        --nvtx-filter) NVTX_FILTERS=("$2") ;;
       esac
       shift 2 ;;
-    --no-sanitizer) SANITIZE=0; shift ;;
-    --no-torch) TORCH=0; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
-    *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    --no-sanitizer) NO_SANITIZER=1; shift ;;
+    --no-torch) NO_TORCH=1; shift ;;
+    -h|--help) sed -n '2,/^set -uo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) usage_error "unknown argument '$1' (see --help)" ;;
   esac
 done
-for part in ${ONLY//,/ }; do
+
+# The parts, aliases expanded, each once, in the order given.
+PARTS=()
+add_part() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return; done; PARTS+=("$1"); }
+EXPLICIT=0
+[ -n "$ONLY" ] && EXPLICIT=1
+IFS=',' read -r -a REQUESTED <<<"${ONLY:-$ALL_PARTS}"
+[ ${#REQUESTED[@]} -gt 0 ] || usage_error "--only: no part named (allowed: $KNOWN_PARTS)"
+for part in "${REQUESTED[@]}"; do
   case "$part" in
-    kernel-tests|exec-tests|sanitizer|benchmarks|torch) ;;
-    *) echo "gpu-check: --only: unknown part '$part' (allowed: kernel-tests, exec-tests, sanitizer, benchmarks, torch)" >&2; exit 2 ;;
+    kernel-tests|exec-tests|sanitizer-memcheck|sanitizer-racecheck|sanitizer-synccheck|benchmarks|torch|nvtx|equivalence)
+      add_part "$part" ;;
+    sanitizer) add_part sanitizer-memcheck; add_part sanitizer-racecheck; add_part sanitizer-synccheck ;;
+    *) usage_error "--only: unknown part '$part' (allowed: $KNOWN_PARTS)" ;;
   esac
 done
-wants() { [[ ",$ONLY," == *",$1,"* ]]; }
-wants sanitizer || SANITIZE=0
-wants torch || TORCH=0
+if [ "$EXPLICIT" = 0 ]; then
+  kept=()
+  for p in "${PARTS[@]}"; do
+    [ "$NO_SANITIZER" = 1 ] && [[ "$p" == sanitizer-* ]] && continue
+    [ "$NO_TORCH" = 1 ] && [ "$p" = torch ] && continue
+    kept+=("$p")
+  done
+  PARTS=("${kept[@]}")
+else
+  [ "$NO_SANITIZER" = 1 ] && for p in "${PARTS[@]}"; do
+    [[ "$p" == sanitizer-* ]] && usage_error "--no-sanitizer with --only naming '$p'"; done
+  [ "$NO_TORCH" = 1 ] && for p in "${PARTS[@]}"; do
+    [ "$p" = torch ] && usage_error "--no-torch with --only naming 'torch'"; done
+fi
+[ ${#PARTS[@]} -gt 0 ] || usage_error "no part left to run"
+
+[[ "$PIECE_TIMEOUT" =~ ^[0-9]+$ ]] && [ "$PIECE_TIMEOUT" -gt 0 ] \
+  || usage_error "--piece-timeout: '$PIECE_TIMEOUT' is not a positive whole number of seconds"
+SHARD_K=""; SHARD_N=""; SHARD_TAG=""
+if [ -n "$SHARD" ]; then
+  if [[ "$SHARD" =~ ^([0-9]+)/([0-9]+)$ ]] && [ "${BASH_REMATCH[2]}" -ge 1 ] \
+     && [ "${BASH_REMATCH[1]}" -lt "${BASH_REMATCH[2]}" ]; then
+    SHARD_K="${BASH_REMATCH[1]}"; SHARD_N="${BASH_REMATCH[2]}"; SHARD_TAG="-shard${SHARD_K}of${SHARD_N}"
+  else
+    usage_error "--gtest-shard: '$SHARD' is not K/N with 0 <= K < N (e.g. 0/4)"
+  fi
+fi
+grep -E -- "$BENCH_RE" </dev/null >/dev/null 2>&1; [ $? -ne 2 ] \
+  || usage_error "--bench: '$BENCH_RE' is not a valid regular expression"
+if [ -n "$EQUIV_FILTER" ]; then
+  python3 -c 'import re, sys; re.compile(sys.argv[1])' "$EQUIV_FILTER" 2>/dev/null \
+    || usage_error "--equiv-filter: '$EQUIV_FILTER' is not a valid regular expression"
+fi
+[ -n "$BUNDLE" ] && [ -n "$BUILD" ] && usage_error "--bundle and --build-dir exclude each other"
+[ -z "$BUNDLE" ] && [ -z "$BUILD" ] && [ -n "$SELF_BUNDLE" ] && BUNDLE="$SELF_BUNDLE"
+if [ -n "$BUNDLE" ]; then
+  [ -f "$BUNDLE/run" ] || usage_error "--bundle: '$BUNDLE' has no run launcher (build one with 'make gpu-bundle')"
+  BUNDLE="$(cd "$BUNDLE" && pwd)"
+fi
+[ -n "$BUILD" ] || BUILD="$ROOT/build-gpu"
+[ -z "$OUT" ] || [ ! -e "$OUT" ] || [ -d "$OUT" ] || usage_error "--out: '$OUT' is not a folder"
+[ -z "$RESULTS" ] || [ ! -e "$RESULTS" ] || [ -d "$RESULTS" ] || usage_error "--results: '$RESULTS' is not a folder"
 
 log() { echo "gpu-check: $*"; }
-die() { echo "gpu-check: error: $*" >&2; exit 1; }
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-check: no GPU visible (nvidia-smi missing or it lists no device); nothing to do" >&2
@@ -67,131 +194,447 @@ if [ "$GPU_COUNT" -lt 1 ]; then
   echo "gpu-check: no GPU visible (nvidia-smi lists no device); nothing to do" >&2
   exit 2
 fi
-command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || die "nvcc not found"
 export PATH="$PATH:/usr/local/cuda/bin"
+
+# The environment: the bundle's libraries, or a compiler.
+CUDA_LIBS=""
+if [ -n "$BUNDLE" ]; then
+  # A copy that lost its execute bits on the way still runs.
+  chmod u+x "$BUNDLE/run" "$BUNDLE"/bin/* "$BUNDLE/gpu-check.sh" 2>/dev/null
+  if ! CUDA_LIBS="$(PPBENCH_BUNDLE_QUIET=0 "$BUNDLE/run" --check 2>&1 >/dev/null)"; then
+    echo "gpu-check: the bundle's launcher cannot run its programs: $CUDA_LIBS" >&2
+    exit 3
+  fi
+  CUDA_LIBS="${CUDA_LIBS#gpu-bundle: }"
+  # shellcheck source=/dev/null
+  BUNDLE_COMMIT=""; BUNDLE_DIRTY=""
+  . "$BUNDLE/bundle.env"
+else
+  command -v nvcc >/dev/null 2>&1 || { echo "gpu-check: nvcc not found (needed to build; or use --bundle)" >&2; exit 3; }
+fi
 
 GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 SLUG="$(echo "$GPU_NAME" | tr ' ' '-' | tr -cd 'A-Za-z0-9._-')"
 DATE="$(date -u +%Y-%m-%dT%H%M%SZ)"
-FINAL="$ROOT/results/gpu/$SLUG-$DATE"
-STAGE="$ROOT/results/gpu/.tmp-$SLUG-$DATE-$$"
-mkdir -p "$STAGE" || die "cannot create $STAGE"
-trap 'rm -rf "$STAGE"' EXIT
-log "GPU: $GPU_NAME ($GPU_COUNT visible); recording into $FINAL"
+[ -n "$RESULTS" ] || RESULTS="$ROOT/results/gpu"
+mkdir -p "$RESULTS" && RESULTS="$(cd "$RESULTS" && pwd)" || { echo "gpu-check: cannot create $RESULTS" >&2; exit 1; }
+RUN_NAME="$SLUG-$DATE"
+RUN_DIR="$RESULTS/$RUN_NAME"
+NVCC_VERSION="$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -1)"
+DRIVER="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+HOST="$(hostname)"
+# The binaries' commit: the bundle's manifest; else git, or PPBENCH_GIT_COMMIT in a tree copied
+# without .git (ppbench's records read it too).
+if SCRIPTS_COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
+  TREE_DIRTY="$(git -C "$ROOT" status --porcelain -- . ':!results' ':!plots' 2>/dev/null | grep -q . && echo true || echo false)"
+else
+  SCRIPTS_COMMIT="${PPBENCH_GIT_COMMIT:-unknown}"
+  TREE_DIRTY=null
+fi
+if [ -n "$BUNDLE" ]; then
+  COMMIT="${BUNDLE_COMMIT:-${PPBENCH_GIT_COMMIT:-unknown}}"
+  DIRTY="${BUNDLE_DIRTY:-null}"
+else
+  COMMIT="$SCRIPTS_COMMIT"; DIRTY="$TREE_DIRTY"
+fi
 
-FAILED=()
-step() {  # step NAME COMMAND...: runs, logs to NAME.log, records failure
+mkdir -p "$RUN_DIR" || { echo "gpu-check: cannot create $RUN_DIR" >&2; exit 1; }
+if [ -n "$OUT" ]; then
+  mkdir -p "$OUT" || { echo "gpu-check: cannot create --out $OUT" >&2; exit 1; }
+  OUT="$(cd "$OUT" && pwd)"
+fi
+COMMON="$(mktemp -d "$RESULTS/.common-$RUN_NAME-XXXXXX")"
+PDIR=""
+cleanup() { rm -rf "$COMMON"; [ -n "$PDIR" ] && rm -rf "$PDIR"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+log "GPU: $GPU_NAME ($GPU_COUNT visible); parts: ${PARTS[*]}; records in $RUN_DIR${OUT:+, tarballs in $OUT}"
+[ -n "$BUNDLE" ] && log "bundle $BUNDLE (commit ${BUNDLE_COMMIT:-?}): $CUDA_LIBS"
+
+# Provenance, copied into every piece.
+nvidia-smi -q 2>&1 | head -n 80 >"$COMMON/nvidia-smi-q.txt"
+nvidia-smi >"$COMMON/nvidia-smi.txt" 2>&1
+[ -n "$BUNDLE" ] && cp "$BUNDLE/bundle.json" "$COMMON/bundle.json" 2>/dev/null
+
+# ---------------------------------------------------------------------------------------------
+# Pieces and steps.
+now_ms() { date +%s%3N; }
+PIECE=""; PIECE_T0=0; PIECE_NOTES=(); PIECE_STATUS_OVERRIDE=""
+declare -A PIECE_RESULT=()
+PIECE_ORDER=()
+
+piece_begin() {  # piece_begin NAME
+  PIECE="$1"
+  PDIR="$(mktemp -d "$RESULTS/.tmp-$RUN_NAME-$PIECE-XXXXXX")"
+  cp "$COMMON"/* "$PDIR"/ 2>/dev/null
+  : >"$PDIR/.steps"
+  PIECE_T0="$(now_ms)"
+  PIECE_NOTES=()
+  PIECE_STATUS_OVERRIDE=""
+  log "== $PIECE"
+}
+
+note() { log "$PIECE: $*"; PIECE_NOTES+=("$*"); }
+
+# step NAME [--no-limit] COMMAND...: runs with the piece time limit, output in NAME.log.
+LAST_STATUS=""
+step() {
   local name="$1"; shift
-  log "$name ..."
-  if "$@" >"$STAGE/$name.log" 2>&1; then
-    log "$name: ok"
+  local limit="$PIECE_TIMEOUT"
+  if [ "${1:-}" = --no-limit ]; then limit=0; shift; fi
+  log "$PIECE: $name ..."
+  local t0 rc dt status
+  t0="$(now_ms)"
+  timeout --kill-after=10 "$limit" "$@" >"$PDIR/$name.log" 2>&1
+  rc=$?
+  dt=$(( $(now_ms) - t0 ))
+  if [ $rc -eq 0 ]; then
+    status=passed
+  elif [ "$limit" -gt 0 ] && { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ $dt -ge $(( limit * 1000 - 500 )) ]; then
+    status=timed_out
   else
-    log "$name: FAILED (see $name.log; last lines below)"
-    tail -n 20 "$STAGE/$name.log" | sed 's/^/    /'
-    FAILED+=("$name")
+    status=failed
+  fi
+  record_step "$name" "$status" "$rc" "$dt"
+  case "$status" in
+    passed) log "$PIECE: $name: ok ($((dt / 1000)) s)" ;;
+    timed_out) log "$PIECE: $name: TIMED OUT after ${limit} s (partial log kept: $name.log)"
+               tail -n 5 "$PDIR/$name.log" | sed 's/^/    /' ;;
+    *) log "$PIECE: $name: FAILED, exit $rc (see $name.log; last lines below)"
+       tail -n 20 "$PDIR/$name.log" | sed 's/^/    /' ;;
+  esac
+  LAST_STATUS="$status"
+  [ "$status" = passed ]
+}
+
+record_step() {  # record_step NAME STATUS RC MILLISECONDS [REASON]
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5:-}" >>"$PDIR/.steps"
+}
+
+# gtest_step NAME COMMAND...: a GoogleTest program (its --gtest_output is added), then its
+# results read: failed tests and disallowed skips fail the piece.
+gtest_step() {
+  local name="$1"; shift
+  local shard_env=()
+  [ -n "$SHARD_N" ] && shard_env=(env "GTEST_TOTAL_SHARDS=$SHARD_N" "GTEST_SHARD_INDEX=$SHARD_K")
+  step "$name" "${shard_env[@]}" "$@" --gtest_output="json:$PDIR/$name.json"
+  local line rc
+  line="$(python3 "$HELPERS/gtest_summary.py" --json "$PDIR/$name.json" --log "$PDIR/$name.log" \
+          --out "$PDIR/$name.tests.json" 2>&1)"
+  rc=$?
+  log "$PIECE: $name: $line"
+  if [ $rc -ne 0 ] && [ "$LAST_STATUS" = passed ]; then
+    record_step "$name:results" failed 1 0 "$line"
   fi
 }
 
-# Provenance first: it is worth having even when the build fails.
-nvidia-smi -q | head -n 80 >"$STAGE/nvidia-smi-q.txt" 2>&1
-nvidia-smi >"$STAGE/nvidia-smi.txt" 2>&1
-NVCC_VERSION="$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -1)"
-DRIVER="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
-# A tree copied without .git names its commit in PPBENCH_GIT_COMMIT (ppbench's records read it too).
-if COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
-  DIRTY="$(git -C "$ROOT" status --porcelain -- . ':!results' ':!plots' 2>/dev/null | grep -q . && echo true || echo false)"
-else
-  COMMIT="${PPBENCH_GIT_COMMIT:-unknown}"
-  DIRTY=null
-fi
-
-# The libraries carried in .device-deps/ (scripts/device-deps.sh), when there are any.
-PREFIX_ARGS=()
-if compgen -G "$ROOT/.device-deps/*.deb" >/dev/null; then
-  if PREFIX="$("$ROOT/scripts/device-deps.sh" unpack "$BUILD/device-deps")"; then
-    log "using the carried libraries under $PREFIX"
-    PREFIX_ARGS=("-DCMAKE_PREFIX_PATH=$PREFIX")
-    export LD_LIBRARY_PATH="$PREFIX/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+prog() {  # prog NAME: sets CMD to the command that starts program NAME
+  if [ -n "$BUNDLE" ]; then
+    CMD=("$BUNDLE/run" "$1")
+  else
+    case "$1" in
+      ppbench) CMD=("$BUILD/ppbench") ;;
+      cuda_kernel_tests) CMD=("$BUILD/tests/cuda/cuda_kernel_tests") ;;
+      gpu_exec_tests) CMD=("$BUILD/tests/gpu_exec/gpu_exec_tests") ;;
+      *) CMD=("$(find "$BUILD" -type f -name "$1" -perm -u+x -not -path '*/CMakeFiles/*' 2>/dev/null | head -1)") ;;
+    esac
   fi
-fi
-step configure cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DPPBENCH_BUILD_BENCHMARKS=ON "${PREFIX_ARGS[@]}"
-JOBS="$(nproc 2>/dev/null || echo 4)"
-TARGETS=(ppbench)
-{ wants kernel-tests || [ "$SANITIZE" = 1 ]; } && TARGETS+=(cuda_kernel_tests)
-wants exec-tests && TARGETS+=(gpu_exec_tests)
-step build cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
+}
 
-PPBENCH_VERSION_TEXT="$("$BUILD/ppbench" --version 2>&1 || true)"
-echo "$PPBENCH_VERSION_TEXT" >"$STAGE/ppbench-version.txt"
+unavailable() {  # the part's tool is missing
+  note "$*"
+  if [ "$EXPLICIT" = 1 ]; then PIECE_STATUS_OVERRIDE=unavailable-failed; else PIECE_STATUS_OVERRIDE=unavailable; fi
+}
+
+piece_end() {
+  local name="$PIECE$1" dest tarball status
+  status="$(PIECE_NAME="$name" PIECE_PART="$PIECE" PIECE_DIR="$PDIR" PIECE_MS="$(( $(now_ms) - PIECE_T0 ))" \
+  PIECE_NOTES_TEXT="$(printf '%s\n' "${PIECE_NOTES[@]}")" PIECE_OVERRIDE="$PIECE_STATUS_OVERRIDE" \
+  SHARD_TEXT="${SHARD_N:+$SHARD_K/$SHARD_N}" \
+    python3 - <<'PYEOF'
+import json, os, sys
+from pathlib import Path
+e = os.environ
+d = Path(e["PIECE_DIR"])
+steps = []
+for line in (d / ".steps").read_text().splitlines():
+    name, status, rc, ms, reason = (line.split("\t") + [""] * 5)[:5]
+    s = {"name": name, "status": status, "rc": int(rc) if rc.lstrip("-").isdigit() else None,
+         "seconds": round(int(ms) / 1000, 3) if ms.isdigit() else None}
+    if reason:
+        s["reason"] = reason
+    steps.append(s)
+tests = {}
+for f in sorted(d.glob("*.tests.json")):
+    try:
+        tests[f.name[:-len(".tests.json")]] = json.loads(f.read_text())
+    except ValueError:
+        pass
+totals = {k: sum(t.get(k, 0) for t in tests.values()) for k in ("tests", "passed", "failed", "skipped")}
+for k in ("failed_tests", "skipped_disallowed", "skipped_allowed"):
+    totals[k] = [dict(x, program=p) for p, t in tests.items() for x in t.get(k, [])]
+failed = [s["name"] for s in steps if s["status"] == "failed"]
+timed_out = [s["name"] for s in steps if s["status"] == "timed_out"]
+override = e.get("PIECE_OVERRIDE", "")
+if timed_out:
+    status = "timed_out"
+elif failed or override == "unavailable-failed":
+    status = "failed"
+elif override == "unavailable":
+    status = "unavailable"
+elif not steps:
+    status = "failed"
+    failed = ["(no step ran)"]
+else:
+    status = "passed"
+def val(k, default=None):
+    v = e.get(k, "")
+    return v if v else default
+summary = {
+    "part": e["PIECE_PART"], "piece": e["PIECE_NAME"], "shard": val("SHARD_TEXT"),
+    "status": status, "failed": failed, "timed_out": timed_out,
+    "notes": [n for n in e.get("PIECE_NOTES_TEXT", "").splitlines() if n],
+    "steps": steps, "duration_s": round(int(e["PIECE_MS"]) / 1000, 3),
+    "tests": totals if tests else None,
+    "piece_timeout_s": int(e["PIECE_TIMEOUT"]),
+    "gpu": e["GPU_NAME"], "gpu_count": int(e["GPU_COUNT"]), "driver": e["DRIVER"],
+    "cuda_nvcc": val("NVCC_VERSION"), "cublas": val("CUBLAS"),
+    "commit": e["COMMIT"], "dirty": {"true": True, "false": False}.get(e["DIRTY"]),
+    "scripts_commit": e["SCRIPTS_COMMIT"],
+    "date": e["DATE"], "host": e["HOST"],
+    "mode": "bundle" if val("BUNDLE") else "build",
+    "bundle": val("BUNDLE"), "cuda_libs": val("CUDA_LIBS"),
+}
+extra = d / "piece-extra.json"
+if extra.is_file():
+    summary.update(json.loads(extra.read_text()))
+(d / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+print(status)
+PYEOF
+  )"
+  [ -n "$status" ] || { log "$PIECE: could not write summary.json"; status=failed; }
+  rm -f "$PDIR/.steps"
+  dest="$RUN_DIR/$name"
+  rm -rf "$dest"
+  if mv "$PDIR" "$dest"; then PDIR=""; else log "cannot move the record into $dest"; dest="$PDIR"; fi
+  if [ -n "$OUT" ]; then
+    tarball="$OUT/$name-$RUN_NAME.tar.gz"
+    if tar -czf "$OUT/.$name-$RUN_NAME.tar.gz.tmp" -C "$RESULTS" "$RUN_NAME/$name" \
+       && mv "$OUT/.$name-$RUN_NAME.tar.gz.tmp" "$tarball"; then
+      log "$name: packed $tarball"
+    else
+      log "$name: could not pack $tarball"; status=failed
+    fi
+  fi
+  PIECE_RESULT["$name"]="$status"
+  PIECE_ORDER+=("$name")
+  log "== $name: $status"
+  PIECE=""
+}
+export GPU_NAME GPU_COUNT DRIVER NVCC_VERSION COMMIT DIRTY SCRIPTS_COMMIT DATE HOST BUNDLE CUDA_LIBS PIECE_TIMEOUT
+CUBLAS=""; export CUBLAS
+
+# ---------------------------------------------------------------------------------------------
+# Build (without --bundle): configure and build everything the parts need, not time-limited.
+# needs GLOB: a part matching GLOB is to run
+# shellcheck disable=SC2053
+needs() {
+  local p
+  for p in "${PARTS[@]}"; do [[ "$p" == $1 ]] && return 0; done
+  return 1
+}
+if [ -z "$BUNDLE" ]; then
+  piece_begin build
+  PREFIX_ARGS=()
+  if compgen -G "$ROOT/.device-deps/*.deb" >/dev/null; then
+    if PREFIX="$("$ROOT/scripts/device-deps.sh" unpack "$BUILD/device-deps")"; then
+      note "using the carried libraries under $PREFIX"
+      PREFIX_ARGS=("-DCMAKE_PREFIX_PATH=$PREFIX")
+      export LD_LIBRARY_PATH="$PREFIX/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+  fi
+  step configure --no-limit cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DPPBENCH_BUILD_BENCHMARKS=ON "${PREFIX_ARGS[@]}"
+  TARGETS=(ppbench)
+  { needs kernel-tests || needs 'sanitizer-*'; } && TARGETS+=(cuda_kernel_tests)
+  { needs exec-tests || needs 'sanitizer-*'; } && TARGETS+=(gpu_exec_tests)
+  if needs benchmarks; then
+    while read -r t; do TARGETS+=("$t"); done < <(cmake --build "$BUILD" --target help 2>/dev/null \
+      | grep -Eo '(cuda|gpu)_[A-Za-z0-9_]*bench[A-Za-z0-9_]*' | sort -u | grep -E "$BENCH_RE")
+  fi
+  step build --no-limit cmake --build "$BUILD" -j "$(nproc 2>/dev/null || echo 4)" --target "${TARGETS[@]}"
+  piece_end ""
+fi
+
+prog ppbench
+PPBENCH_VERSION_TEXT="$(PPBENCH_BUNDLE_QUIET=1 "${CMD[@]}" --version 2>&1 || true)"
+echo "$PPBENCH_VERSION_TEXT" >"$COMMON/ppbench-version.txt"
 CUBLAS="$(echo "$PPBENCH_VERSION_TEXT" | sed -n 's/.*cuBLASLt \([0-9.]*\).*/\1/p' | head -1)"
 
-TESTS="$BUILD/tests/cuda/cuda_kernel_tests"
-wants kernel-tests && step tests "$TESTS" --gtest_output="json:$STAGE/tests.json"
-# The executor's equivalence, transport and CUDA-graph tests (virtual devices on one GPU; the
-# two-GPU cases skip with the reason where there is one GPU).
-wants exec-tests && step exec-tests "$BUILD/tests/gpu_exec/gpu_exec_tests" \
-  --gtest_output="json:$STAGE/exec-tests.json"
-if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
-  step sanitizer compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full "$TESTS"
-elif [ "$SANITIZE" = 1 ]; then
-  log "compute-sanitizer not found: memcheck skipped (recorded in summary.json)"
-fi
+# ---------------------------------------------------------------------------------------------
+# The parts.
+part_tests() {  # kernel-tests / exec-tests
+  local program="$1"
+  prog "$program"
+  gtest_step "$program" "${CMD[@]}"
+}
 
-# GPU benchmarks: any built benchmark program whose name says cuda or gpu.
-BENCHES=()
-BENCH_ARGS=(--benchmark_format=json)
-[ -n "$BENCH_FILTER" ] && BENCH_ARGS+=("--benchmark_filter=$BENCH_FILTER")
-if wants benchmarks && cmake --build "$BUILD" --target help 2>/dev/null \
-    | grep -Eo '(cuda|gpu)_[A-Za-z0-9_]*bench[A-Za-z0-9_]*' | sort -u | grep -E "$BENCH_RE" \
-    >"$STAGE/.bench-targets"; then
-  while read -r t; do
-    step "build-$t" cmake --build "$BUILD" -j "$JOBS" --target "$t"
-    exe="$(find "$BUILD" -type f -name "$t" -perm -u+x | head -1)"
-    if [ -n "$exe" ]; then
-      BENCHES+=("$t")
-      step "bench-$t" "$exe" "${BENCH_ARGS[@]}" --benchmark_out="$STAGE/$t.json"
-    fi
-  done <"$STAGE/.bench-targets"
-fi
-rm -f "$STAGE/.bench-targets"
-wants benchmarks && [ ${#BENCHES[@]} -eq 0 ] && log "no GPU benchmark program matched: none run"
-
-if [ "$TORCH" = 1 ]; then
-  PY="$ROOT/.venv/bin/python"; [ -x "$PY" ] || PY=python3
-  if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    step torch-reference "$PY" "$ROOT/scripts/torch_reference.py" --parts \
-      --out "$STAGE/torch_reference.json"
-  else
-    log "PyTorch with CUDA not importable by $PY: torch reference skipped"
+part_sanitizer() {  # sanitizer-<tool>
+  local tool="$1" extra=() program
+  if ! command -v compute-sanitizer >/dev/null 2>&1; then
+    unavailable "compute-sanitizer not found: $tool not run"
+    return
   fi
-fi
-# ppbench's layer and its parts beside PyTorch's, when both ran: layer_vs_torch.json, and the
-# table in compare-torch.log (shown here too).
-if [ -s "$STAGE/cuda_layer_bench.json" ] && [ -s "$STAGE/torch_reference.json" ]; then
-  step compare-torch python3 "$ROOT/scripts/compare_torch.py" "$STAGE/cuda_layer_bench.json" \
-    "$STAGE/torch_reference.json" --out "$STAGE/layer_vs_torch.json"
-  sed 's/^/    /' "$STAGE/compare-torch.log"
-fi
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  for program in cuda_kernel_tests gpu_exec_tests; do
+    prog "$program"
+    gtest_step "$tool-$program" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      --target-processes all "${extra[@]}" "${CMD[@]}"
+  done
+}
 
-python3 - "$STAGE/summary.json" <<PYEOF
+part_benchmarks() {
+  local names=() t
+  if [ -n "$BUNDLE" ]; then
+    mapfile -t names < <("$BUNDLE/run" --list | grep -E '^(cuda|gpu)_[A-Za-z0-9_]*bench' | grep -E "$BENCH_RE")
+  else
+    mapfile -t names < <(cmake --build "$BUILD" --target help 2>/dev/null \
+      | grep -Eo '(cuda|gpu)_[A-Za-z0-9_]*bench[A-Za-z0-9_]*' | sort -u | grep -E "$BENCH_RE")
+  fi
+  if [ ${#names[@]} -eq 0 ]; then
+    note "no GPU benchmark program matched '$BENCH_RE': none run"
+    record_step "benchmarks" failed "" 0 "no benchmark program matched"
+    return
+  fi
+  local args=(--benchmark_format=json)
+  [ -n "$BENCH_FILTER" ] && args+=("--benchmark_filter=$BENCH_FILTER")
+  for t in "${names[@]}"; do
+    prog "$t"
+    if [ -z "${CMD[0]}" ]; then record_step "bench-$t" failed "" 0 "not built"; continue; fi
+    if step "bench-$t" "${CMD[@]}" "${args[@]}" --benchmark_out="$PDIR/$t.json" \
+       && grep -q "no CUDA device visible" "$PDIR/bench-$t.log"; then
+      record_step "bench-$t:gpu" failed 1 0 "the benchmark saw no CUDA device although nvidia-smi lists one"
+    fi
+  done
+}
+
+part_torch() {
+  local py="$ROOT/.venv/bin/python"
+  [ -x "$py" ] || py=python3
+  if ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    unavailable "PyTorch with CUDA not importable by $py: torch reference not run"
+    return
+  fi
+  step torch-reference "$py" "$HELPERS/torch_reference.py" --parts --out "$PDIR/torch_reference.json"
+  # ppbench's layer and its parts beside PyTorch's, when the benchmarks part ran in this call.
+  local layer="$RUN_DIR/benchmarks/cuda_layer_bench.json"
+  if [ -s "$layer" ] && [ -s "$PDIR/torch_reference.json" ]; then
+    step compare-torch python3 "$HELPERS/compare_torch.py" "$layer" "$PDIR/torch_reference.json" \
+      --out "$PDIR/layer_vs_torch.json"
+    sed 's/^/    /' "$PDIR/compare-torch.log"
+  else
+    note "no cuda_layer_bench.json from a benchmarks part in this call: no comparison with PyTorch"
+  fi
+}
+
+NVTX_RUN=(run --backend cuda --virtual-devices 2 --workload mlp --layers 4 --width 256
+          --schedule 1f1b --devices 2 --microbatches 4 --steps 1 --warmup 0 --dtype f32)
+part_nvtx() {
+  if ! command -v ncu >/dev/null 2>&1; then
+    unavailable "ncu (Nsight Compute) not found: NVTX check not run"
+    return
+  fi
+  ncu --version >"$PDIR/ncu-version.txt" 2>&1
+  prog ppbench
+  local i=0 f used="" kernels=0 n control=""
+  for f in "${NVTX_FILTERS[@]}"; do
+    i=$((i + 1))
+    step "ncu-$i" ncu --nvtx --nvtx-include "$f" --launch-count 1 --metrics gpu__time_duration.sum \
+      --target-processes all "${CMD[@]}" "${NVTX_RUN[@]}"
+    n="$(grep -c '==PROF== Profiling' "$PDIR/ncu-$i.log")"
+    note "ncu --nvtx-include '$f': $n kernel(s) profiled"
+    [ "$LAST_STATUS" = timed_out ] && break
+    if [ "$LAST_STATUS" = passed ] && [ "$n" -ge 1 ]; then used="$f"; kernels="$n"; break; fi
+  done
+  if [ -n "$used" ]; then
+    # The control: a filter naming no such domain must profile nothing, so the filter is real.
+    step ncu-control ncu --nvtx --nvtx-include 'regex:no-such-domain@.*/' --launch-count 1 \
+      --metrics gpu__time_duration.sum --target-processes all "${CMD[@]}" "${NVTX_RUN[@]}"
+    control="$(grep -c '==PROF== Profiling' "$PDIR/ncu-control.log")"
+    if [ "$control" -ne 0 ]; then
+      record_step "nvtx-control" failed 1 0 "a filter naming no domain profiled $control kernel(s): the NVTX filter is not in effect"
+    fi
+  else
+    record_step "nvtx" failed 1 0 "no kernel was profiled inside a 'ppbench' NVTX range with any filter"
+  fi
+  NVTX_USED="$used" NVTX_KERNELS="$kernels" NVTX_CONTROL="$control" python3 -c '
+import json, os, sys
+e = os.environ
+json.dump({"nvtx": {"domain": "ppbench", "filter": e["NVTX_USED"] or None,
+                    "kernels_profiled": int(e["NVTX_KERNELS"] or 0),
+                    "control_kernels_profiled": int(e["NVTX_CONTROL"]) if e["NVTX_CONTROL"] else None}},
+          open(sys.argv[1], "w"))' "$PDIR/piece-extra.json"
+}
+
+part_equivalence() {
+  prog ppbench
+  local run_timeout=$(( PIECE_TIMEOUT < 180 ? PIECE_TIMEOUT : 180 ))
+  step equivalence env PPBENCH_BUNDLE_QUIET=1 python3 "$HELPERS/gpu_equivalence.py" --out-dir "$PDIR" \
+    --filter "$EQUIV_FILTER" --run-timeout "$run_timeout" -- "${CMD[@]}"
+  [ -f "$PDIR/equivalence.txt" ] && sed 's/^/    /' "$PDIR/equivalence.txt"
+  if [ -f "$PDIR/equivalence.json" ]; then
+    python3 -c '
 import json, sys
-failed = [s for s in "${FAILED[*]:-}".split() if s]
-json.dump({
-    "gpu": "$GPU_NAME", "gpu_count": $GPU_COUNT, "driver": "$DRIVER", "cuda_nvcc": "$NVCC_VERSION",
-    "cublas": "$CUBLAS", "commit": "$COMMIT", "dirty": $DIRTY, "date": "$DATE",
-    "host": "$(hostname)", "sanitizer": bool($SANITIZE) and bool("$(command -v compute-sanitizer || true)"),
-    "parts": "$ONLY".split(","), "bench_filter": "$BENCH_FILTER",
-    "benchmarks": "${BENCHES[*]:-}".split(), "failed": failed,
-    "status": "failed" if failed else "passed",
-}, open(sys.argv[1], "w"), indent=2)
+s = json.load(open(sys.argv[1]))
+json.dump({"equivalence": s}, open(sys.argv[2], "w"))' "$PDIR/equivalence.json" "$PDIR/piece-extra.json"
+  fi
+}
+
+for part in "${PARTS[@]}"; do
+  piece_begin "$part"
+  case "$part" in
+    kernel-tests) part_tests cuda_kernel_tests ;;
+    exec-tests) part_tests gpu_exec_tests ;;
+    sanitizer-memcheck) part_sanitizer memcheck ;;
+    sanitizer-racecheck) part_sanitizer racecheck ;;
+    sanitizer-synccheck) part_sanitizer synccheck ;;
+    benchmarks) part_benchmarks ;;
+    torch) part_torch ;;
+    nvtx) part_nvtx ;;
+    equivalence) part_equivalence ;;
+  esac
+  case "$part" in
+    kernel-tests|exec-tests|sanitizer-*) piece_end "$SHARD_TAG" ;;
+    *) piece_end "" ;;
+  esac
+done
+
+# The run's summary: every piece and its status.
+FAILED=()
+for name in "${PIECE_ORDER[@]}"; do
+  case "${PIECE_RESULT[$name]}" in passed|unavailable) ;; *) FAILED+=("$name (${PIECE_RESULT[$name]})") ;; esac
+done
+PIECES_TEXT="$(for n in "${PIECE_ORDER[@]}"; do printf '%s\t%s\n' "$n" "${PIECE_RESULT[$n]}"; done)" \
+FAILED_TEXT="$(printf '%s\n' "${FAILED[@]}")" python3 - "$RUN_DIR/summary.json" <<'PYEOF'
+import json, os, sys, tempfile
+e = os.environ
+pieces = dict(line.split("\t", 1) for line in e["PIECES_TEXT"].splitlines() if "\t" in line)
+failed = [f for f in e["FAILED_TEXT"].splitlines() if f]
+s = {"gpu": e["GPU_NAME"], "gpu_count": int(e["GPU_COUNT"]), "driver": e["DRIVER"],
+     "cuda_nvcc": e.get("NVCC_VERSION") or None, "cublas": e.get("CUBLAS") or None,
+     "commit": e["COMMIT"], "dirty": {"true": True, "false": False}.get(e["DIRTY"]),
+     "date": e["DATE"], "host": e["HOST"], "mode": "bundle" if e.get("BUNDLE") else "build",
+     "pieces": pieces, "failed": failed, "status": "failed" if failed else "passed"}
+fd, tmp = tempfile.mkstemp(dir=os.path.dirname(sys.argv[1]), prefix=".summary.")
+with os.fdopen(fd, "w") as f:
+    json.dump(s, f, indent=2)
+os.replace(tmp, sys.argv[1])
 PYEOF
 
-mkdir -p "$ROOT/results/gpu"
-mv "$STAGE" "$FINAL" || die "cannot move the record into $FINAL"
-trap - EXIT
 if [ ${#FAILED[@]} -gt 0 ]; then
-  echo "gpu-check: FAILED steps: ${FAILED[*]} (record: $FINAL)" >&2
+  echo "gpu-check: FAILED pieces: ${FAILED[*]} (records: $RUN_DIR${OUT:+, tarballs in $OUT})" >&2
   exit 1
 fi
-log "all passed; record: $FINAL"
+log "all passed; records: $RUN_DIR${OUT:+, tarballs in $OUT}"
+exit 0

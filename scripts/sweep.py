@@ -31,9 +31,9 @@ Every point becomes one line of PREFIX.jsonl:
     schedule, D, N, v from `ppbench simulate --cost F=1,B=2`, null where none applies)
   - exit 2: {"status": "invalid", "error": <ppbench's one-line message>, ...point}
   - else:   {"status": "error", "error": ..., ...point}  (crash, timeout, unparseable output)
-An exit 2 that blames the machine rather than the point (no CUDA device visible, a ppbench
-built without CUDA) is an "error" too: the point itself may be valid, and must be retried on a
-machine that can run it.
+Exit 3 blames the machine rather than the point (no CUDA device visible, a ppbench built
+without CUDA, a library missing): an "error", since the point itself may be valid and must be
+retried on a machine that can run it. The exit code decides, never the message.
 
 Points already recorded in PREFIX.jsonl with status ok or invalid are skipped (key: command and
 every spec key above, e.g. schedule, devices, microbatches, chunks, group_size, cost, comm,
@@ -80,8 +80,8 @@ SIMULATE_ONLY = frozenset({"cost", "comm"})
 RUN_ONLY = frozenset(RUN_KEYS) - frozenset(SPEC_KEYS) - {"command"}
 # The closed form recorded beside run points: the theory's uniform per-stage costs.
 CLOSED_FORM_COST = "F=1,B=2"
-# ppbench's exit-2 messages that describe the machine, not the point (see the module doc).
-MACHINE_ERRORS = ("no CUDA device visible", "built without CUDA")
+# ppbench's exit codes (see the module doc).
+EXIT_INVALID, EXIT_MACHINE = 2, 3
 
 CSV_COLUMNS = (
     "schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm", "status",
@@ -301,10 +301,10 @@ def run_point(ppbench: str, point: Point, sweep: str, timeout: float) -> dict:
     except OSError as e:
         return failed_row(point, base, "error", f"cannot run {ppbench}: {e}")
     stderr = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
-    if proc.returncode == 2:
+    if proc.returncode in (EXIT_INVALID, EXIT_MACHINE):
         message = stderr[0] if stderr else "invalid parameters"
-        machine = any(m in message for m in MACHINE_ERRORS)
-        return failed_row(point, base, "error" if machine else "invalid", message)
+        return failed_row(point, base, "invalid" if proc.returncode == EXIT_INVALID else "error",
+                          message)
     if proc.returncode != 0:
         message = stderr[-1] if stderr else ""
         return failed_row(point, base, "error", f"exit {proc.returncode}: {message}".strip())

@@ -76,8 +76,9 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
   r["predicted"] = to_json(predicted);
   r["predicted"]["note"] = "the simulator replaying this step's measured per-op costs";
   r["fidelity"] = {{"bubble_fraction_gap", measured.bubble_fraction - predicted.bubble_fraction}};
-  r["loss"] = in.loss;
-  r["grad_norm"] = in.grad_norm;
+  r["loss"] = in.values.loss;
+  r["grad_norm"] = in.values.grad_norm();
+  r["gradients"] = in.values.gradients_json();
   r["provenance"] = provenance();
   return r;
 }

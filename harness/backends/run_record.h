@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/backends/step_values.h"
 #include "harness/trace.h"
 #include "schedules/schedule.h"
 #include "workloads/layer_spec.h"
@@ -32,11 +33,12 @@ struct StepSummary {
   bool recompute;
   std::vector<double> step_times_s;  // measured steps only
   const Trace* trace;                // the last step
-  double loss, grad_norm;
+  const StepValues& values;          // loss and gradient statistics of the last step
 };
 
 // The record's common fields: identity and config, throughput, measured and
-// replayed metrics with their gap, loss, grad_norm and provenance. The caller
+// replayed metrics with their gap, loss, grad_norm, the gradients' statistics
+// per part and provenance. The caller
 // adds its backend's own fields (arena peaks, devices, transport).
 nlohmann::json run_record(const StepSummary& s, const char* backend);
 

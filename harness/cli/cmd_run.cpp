@@ -33,6 +33,13 @@ void print_text(const nlohmann::json& r) {
               r["devices"].get<int>(), r["microbatches"].get<int>(), r["microbatch_size"].get<int>(),
               r["dtype"].get<std::string>().c_str(), r["steps"].get<int>(), r["warmup"].get<int>());
   std::printf("loss %.10g  grad_norm %.10g\n", r["loss"].get<double>(), r["grad_norm"].get<double>());
+  if (r.contains("check"))
+    std::printf("check: %s, largest relative gradient error %s (%s) against %s, tolerance %g\n",
+                r["check"]["passed"].get<bool>() ? "passed" : "FAILED",
+                r["check"]["max_rel_error"].dump().c_str(),
+                r["check"]["worst_tensor"].get<std::string>().c_str(),
+                r["check"]["reference"].get<std::string>().c_str(),
+                r["check"]["tolerance"].get<double>());
   std::printf("step time %.4g ms, %.4g samples/s", r["step_time_s"].get<double>() * 1e3,
               r["throughput"]["samples_per_s"].get<double>());
   if (r["throughput"].contains("tokens_per_s"))
@@ -117,6 +124,14 @@ Command add_run(CLI::App& parent) {
   app->add_flag("--cuda-graph", st->cuda.graph,
                 "cuda --gpus: capture each rank's step once as a CUDA graph and launch it for every "
                 "measured step (docs/cuda-graphs.md)");
+  app->add_flag("--check", st->options.check,
+                "Also compute the step on one device (cpu: float64; cuda: the run's first GPU, "
+                "whole, same dtype) and record the largest relative gradient error per tensor "
+                "in \"check\"; exit 1 past the tolerance");
+  app->add_option("--check-tolerance", st->options.check_tolerance,
+                  "Largest relative error --check accepts (default by dtype: f64 1e-10, f32 1e-4, "
+                  "bf16 2e-2)")
+      ->check(CLI::Range(1e-300, 1.0));
   app->add_flag("--progress", st->options.progress, "One line per step on stderr");
   app->add_option("--format", st->format, "text or json (the full record)")->check(CLI::IsMember({"text", "json"}));
   app->add_option("--trace-out", st->trace_out, "Write the last step's timeline as a Chrome/Perfetto trace");
@@ -132,7 +147,7 @@ Command add_run(CLI::App& parent) {
                        "need --backend cuda");
 #if !PPBENCH_HAVE_CUDA
     if (st->backend == "cuda")
-      throw UsageError("--backend cuda: this ppbench was built without CUDA (no nvcc found)");
+      throw EnvironmentError("--backend cuda: this ppbench was built without CUDA (no nvcc found)");
 #endif
     const WorkloadSpec spec = st->workload.build();
     // Refuse an unwritable output before spending the run on it.
@@ -164,6 +179,7 @@ Command add_run(CLI::App& parent) {
     if (!st->results.empty()) append_record(st->results, out.record);
     if (st->format == "json") std::cout << out.record.dump(1) << '\n';
     else print_text(out.record);
+    if (const std::string why = check_failure(out.record); !why.empty()) throw CheckFailed(why);
   };
 }
 

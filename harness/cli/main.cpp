@@ -1,8 +1,9 @@
 // ppbench: pipeline-parallel schedules, simulated and (later) executed.
 //
 // Exit codes: 0 success; 2 bad input (flags, parameters, costs), always with
-// one line on stderr naming the bad value and what is allowed; 1 an internal
-// error (a bug: please report it).
+// one line on stderr naming the bad value and what is allowed; 3 the machine or
+// its environment (no GPU visible, a library missing, not enough memory); 1 an
+// internal error (a bug: please report it).
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <iostream>
@@ -81,6 +82,12 @@ int main(int argc, char** argv) {
     return usage_error(e.what());
   } catch (const ppbench::InvalidSchedule& e) {
     return usage_error(e.what());
+  } catch (const ppbench::CheckFailed& e) {
+    std::cerr << "ppbench: error: " << e.what() << '\n';
+    return 1;
+  } catch (const ppbench::EnvironmentError& e) {
+    std::cerr << "ppbench: error: " << e.what() << '\n';
+    return 3;
   } catch (const std::exception& e) {
     std::cerr << "ppbench: internal error: " << e.what() << '\n';
     return 1;

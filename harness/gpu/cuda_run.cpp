@@ -9,9 +9,12 @@
 
 #include "harness/gpu/gpu_devices.h"
 #include "harness/gpu/gpu_model.h"
+#include "harness/gpu/grad_summary.h"
 #include "harness/gpu/graph_record.h"
 #include "harness/gpu/transport_factory.h"
 #include "harness/gpu/link_model.h"
+#include "harness/gpu/nccl_api.h"
+#include "harness/gpu/sm_probe.h"
 #include "harness/metrics.h"
 #include "harness/provenance.h"
 #include "harness/replay.h"
@@ -48,7 +51,7 @@ void check_cuda_run_options(const WorkloadSpec& spec, const CudaRunOptions& o) {
   require(!o.run.recompute, "--recompute is not implemented on the CUDA backend yet (use --backend cpu)");
   // Each rank's graph must stand alone: NCCL synchronises peers on the devices, the copy
   // transport's host-side hand-over cannot be captured robustly (gpu_transport.h).
-  require(!o.cuda_graph || !o.virtual_devices.has_value(), gpu::kCudaGraphNeedsGpus);
+  require(!o.cuda_graph || o.virtual_devices.value_or(1) == 1, gpu::kCudaGraphNeedsGpus);
   const bool link = o.link_bandwidth_gb_per_s || o.link_latency_us;
   require(!link || o.virtual_devices.has_value(),
           "--link-bandwidth / --link-latency emulate a link between virtual devices; "
@@ -56,24 +59,34 @@ void check_cuda_run_options(const WorkloadSpec& spec, const CudaRunOptions& o) {
   make_link_model(o.link_bandwidth_gb_per_s, o.link_latency_us);  // validates the values
 }
 
-RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
-  check_cuda_run_options(spec, o);
-  const Schedule s = generate(o.run.schedule);
-  validate(s, {.channel_capacity = 0});
-  const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.run.partition);
-  std::string why;
-  if (!cuda::has_gpu(&why)) throw UsageError("--backend cuda: no CUDA device visible (" + why + ")");
-  int visible = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&visible));
-  const GpuPlacement gp = placement_of(o, s.placement.ranks, visible);
+namespace {
+
+// The measured steps; every device resource is released on return.
+RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const Schedule& s,
+                       const PartitionPlan& plan, const GpuPlacement& gp) {
   const std::optional<LinkModel> link = make_link_model(o.link_bandwidth_gb_per_s, o.link_latency_us);
   std::unique_ptr<gpu::GpuDevices> devices = gpu::GpuDevices::open(gp, o.partition_sms);
+  // Virtual devices: each rank's kernels must run on its partition's SMs alone; the record says
+  // what a probe kernel on each rank's stream saw (harness/gpu/sm_probe.h).
+  std::optional<gpu::SmProbeReport> probe;
+  if (devices->virtual_devices) {
+    std::vector<std::vector<int>> seen;
+    std::vector<int> granted;
+    for (int r = 0; r < devices->ranks(); ++r) {
+      const gpu::RankDevice& rd = devices->rank(r);
+      rd.make_current();
+      seen.push_back(gpu::sms_used(rd.compute, 8 * std::max(rd.sms, 1)));
+      granted.push_back(rd.sms);
+    }
+    probe = gpu::judge_sm_probe(std::move(seen), granted);
+    if (!probe->disjoint || !probe->within_grant)
+      std::cerr << "ppbench: warning: virtual devices are not isolated: " << probe->summary << "\n";
+  }
   // Declared before the transport so that they outlive it: after a failed step the transport may
   // still hold tensors (sends never received) whose blocks go back to the ranks' arenas.
   std::vector<std::unique_ptr<GpuPipelineRank>> ranks;
   std::shared_ptr<gpu::GpuTransport> transport =
-      gp.kind == GpuPlacement::Kind::Gpus ? gpu::make_nccl_transport(gp.gpus)
-                                          : gpu::make_copy_transport(gp.ranks(), link);
+      gp.uses_nccl() ? gpu::make_nccl_transport(gp.gpus) : gpu::make_copy_transport(gp.ranks(), link);
   const cuda::DType dt = gpu::gpu_dtype(spec);
 
   // Ranks and their arenas, each built with its context current. Without an explicit size,
@@ -114,20 +127,7 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
     }
     last = executor.run_step(graph_step ? gpu::StepMode::kGraph : gpu::StepMode::kEager);
     if (!graph_step) last_eager = last;
-    values = {};
-    std::size_t mbs = 0;
-    std::vector<std::vector<double>> by_part(static_cast<std::size_t>(parts));
-    for (int r = 0; r < gp.ranks(); ++r) {
-      devices->rank(r).make_current();
-      for (auto [g, l] : ranks[static_cast<std::size_t>(r)]->losses()) values.loss += l, ++mbs;
-      for (auto& [part, g] : ranks[static_cast<std::size_t>(r)]->grads_by_part()) {
-        std::vector<double>& acc = by_part[static_cast<std::size_t>(part)];
-        if (acc.size() < g.size()) acc.resize(g.size(), 0);
-        for (std::size_t i = 0; i < g.size(); ++i) acc[i] += g[i];  // copies of a part summed
-      }
-    }
-    values.loss /= static_cast<double>(std::max<std::size_t>(mbs, 1));
-    for (auto& g : by_part) values.grads.insert(values.grads.end(), g.begin(), g.end());
+    values.loss = gpu::mean_loss(*devices, ranks);
     // A replay whose timing events the driver would not time has only its total time; its
     // per-action metrics and memory samples then come from the last eager step.
     const bool total_only = last.graph && !last.graph->per_action_timing;
@@ -147,12 +147,14 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
     }
   }
 
+  // The gradients' statistics, once, after the last step; the tensors only where asked for.
+  gpu::summarize_gradients(spec, *devices, ranks, parts, o.run.keep_gradients || o.run.check, values);
   RunOutput out;
   out.trace = last.trace;
-  out.values = values;
+  out.values = std::move(values);
   const std::vector<double> model_peak = predicted_peak_bytes(s, plan, false);
   nlohmann::json r = run_record({&spec, &s, &plan, o.run.steps, warmup, o.run.seed, false,
-                                 step_times, &out.trace, values.loss, values.grad_norm()},
+                                 step_times, &out.trace, out.values},
                                 "cuda");
   nlohmann::json mem = nlohmann::json::array();
   for (int k = 0; k < s.placement.ranks; ++k)
@@ -178,7 +180,7 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
     if (last.graph) graph.launch_to_done_s = last.graph->launch_to_done_s;
   }
   g["cuda_graph"] = gpu::to_json(graph);
-  g["nccl_version"] = gpu::nccl_version_text();
+  g["nccl_version"] = gpu::nccl_version_text();  // "not loaded" where the run did not need it
   g["nccl_plan"] = {{"hoisted_receives", executor.hoisted_receives()},
                     {"deferred_sends", executor.deferred_sends()}};
   nlohmann::json sms = nlohmann::json::array();
@@ -196,8 +198,58 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
                                         {"alignment", devices->granularity.alignment}}}};
   }
   g["link"] = link ? nlohmann::json(link->describe()) : nlohmann::json(nullptr);
+  if (probe) {
+    nlohmann::json counts = nlohmann::json::array();
+    for (const auto& seen : probe->per_rank) counts.push_back(seen.size());
+    g["sm_probe"] = {{"sms_seen_per_rank", counts},
+                     {"disjoint", probe->disjoint},
+                     {"within_grant", probe->within_grant},
+                     {"summary", probe->summary}};
+  }
   r["gpu"] = g;
   out.record = std::move(r);
+  return out;
+}
+
+}  // namespace
+
+RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
+  check_cuda_run_options(spec, o);
+  const Schedule s = generate(o.run.schedule);
+  validate(s, {.channel_capacity = 0});
+  const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.run.partition);
+  std::string why;
+  if (!cuda::has_gpu(&why))
+    throw EnvironmentError("--backend cuda: no CUDA device visible (" + why + ")");
+  int visible = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&visible));
+  const GpuPlacement gp = placement_of(o, s.placement.ranks, visible);
+  RunOutput out = run_measured(spec, o, s, plan, gp);
+  if (o.run.check) {
+    // The same step on one device: the first GPU of the run, whole, one rank holding every
+    // layer, the naive schedule over the same micro-batches, in the same dtype. The measured
+    // run has released its devices, so the reference has the whole GPU.
+    CudaRunOptions ref;
+    ref.run = o.run;
+    ref.run.schedule = {"naive", 1, s.params.microbatches, 0, 0};
+    ref.run.partition = "uniform";
+    ref.run.steps = 1;
+    ref.run.warmup = 0;
+    ref.run.progress = false;
+    ref.run.check = false;
+    ref.run.keep_gradients = true;
+    ref.gpus = std::to_string(gp.gpus.at(0));
+    const Schedule rs = generate(ref.run.schedule);
+    const PartitionPlan rplan = partition(spec, 1, "uniform");
+    const RunOutput reference =
+        run_measured(spec, ref, rs, rplan, placement_of(ref, 1, visible));
+    const double tol = o.run.check_tolerance > 0 ? o.run.check_tolerance : check_tolerance(spec.dtype);
+    out.record["check"] = check_json(compare_gradients(out.values.tensors, reference.values.tensors), tol,
+                                     out.values.loss, reference.values.loss,
+                                     "one device: GPU " + std::to_string(gp.gpus.at(0)) +
+                                         " whole, naive schedule, same dtype and micro-batches");
+  }
+  if (!o.run.keep_gradients) out.values.tensors.clear();
   return out;
 }
 

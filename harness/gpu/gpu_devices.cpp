@@ -1,7 +1,6 @@
 #include "harness/gpu/gpu_devices.h"
 
-#include <mutex>
-
+#include "harness/gpu/driver_api.h"
 #include "harness/gpu/nvtx.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
@@ -9,63 +8,17 @@
 
 namespace ppbench::gpu {
 
-namespace {
-
-// The driver entry points used here, resolved once through the runtime.
-struct Driver {
-  decltype(&cuDeviceGetDevResource) get_dev_resource = nullptr;
-  decltype(&cuDevSmResourceSplitByCount) split_by_count = nullptr;
-  decltype(&cuDevResourceGenerateDesc) generate_desc = nullptr;
-  decltype(&cuGreenCtxCreate) green_create = nullptr;
-  decltype(&cuGreenCtxDestroy) green_destroy = nullptr;
-  decltype(&cuCtxFromGreenCtx) ctx_from_green = nullptr;
-  decltype(&cuGreenCtxStreamCreate) green_stream_create = nullptr;
-  decltype(&cuCtxSetCurrent) set_current = nullptr;
-  decltype(&cuGetErrorName) error_name = nullptr;
-};
-
-template <class F>
-void resolve(const char* symbol, F& fn) {
-  cudaDriverEntryPointQueryResult status{};
-  void* p = nullptr;
-  // 12040: green contexts arrived in CUDA 12.4; asking for that ABI keeps these signatures.
-  CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &p, 12040, cudaEnableDefault, &status));
-  if (status != cudaDriverEntryPointSuccess || p == nullptr)
-    throw cuda::CudaError(std::string("the CUDA driver has no ") + symbol +
-                          " (green contexts need a driver for CUDA 12.4 or newer)");
-  fn = reinterpret_cast<F>(p);
-}
-
-const Driver& driver() {
-  static Driver d;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    resolve("cuDeviceGetDevResource", d.get_dev_resource);
-    resolve("cuDevSmResourceSplitByCount", d.split_by_count);
-    resolve("cuDevResourceGenerateDesc", d.generate_desc);
-    resolve("cuGreenCtxCreate", d.green_create);
-    resolve("cuGreenCtxDestroy", d.green_destroy);
-    resolve("cuCtxFromGreenCtx", d.ctx_from_green);
-    resolve("cuGreenCtxStreamCreate", d.green_stream_create);
-    resolve("cuCtxSetCurrent", d.set_current);
-    resolve("cuGetErrorName", d.error_name);
-  });
-  return d;
-}
-
-}  // namespace
-
 void check_driver(CUresult r, const char* call) {
   if (r == CUDA_SUCCESS) return;
   const char* name = "unknown";
-  if (driver().error_name) driver().error_name(r, &name);
+  driver_api().cuGetErrorName(r, &name);
   throw cuda::CudaError(std::string(call) + " failed: " + name);
 }
 
 #define DRV_CHECK(call) check_driver((call), #call)
 
 void RankDevice::make_current() const {
-  if (context) DRV_CHECK(driver().set_current(context));
+  if (context) DRV_CHECK(driver_api().cuCtxSetCurrent(context));
   else CUDA_CHECK(cudaSetDevice(device));
 }
 
@@ -99,12 +52,12 @@ std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int 
   } else {
     out->virtual_devices = true;
     const int dev_ordinal = placement.gpus.at(0);
-    const Driver& d = driver();
+    const DriverApi& d = driver_api();
     CUDA_CHECK(cudaSetDevice(dev_ordinal));
     CUDA_CHECK(cudaFree(nullptr));
     CUdevice dev = dev_ordinal;  // a CUdevice is the ordinal
     CUdevResource whole{};
-    DRV_CHECK(d.get_dev_resource(dev, &whole, CU_DEV_RESOURCE_TYPE_SM));
+    DRV_CHECK(d.cuDeviceGetDevResource(dev, &whole, CU_DEV_RESOURCE_TYPE_SM));
     out->granularity = {static_cast<int>(whole.sm.minSmPartitionSize),
                         static_cast<int>(whole.sm.smCoscheduledAlignment)};
     out->partition_plan = plan_sm_partitions(static_cast<int>(whole.sm.smCount), out->granularity,
@@ -114,7 +67,7 @@ std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int 
     std::vector<CUdevResource> groups(static_cast<std::size_t>(placement.virtual_devices));
     unsigned int count = static_cast<unsigned int>(groups.size());
     CUdevResource remaining{};
-    DRV_CHECK(d.split_by_count(groups.data(), &count, &whole, &remaining, 0,
+    DRV_CHECK(d.cuDevSmResourceSplitByCount(groups.data(), &count, &whole, &remaining, 0,
                                static_cast<unsigned int>(out->partition_plan.sms_per_partition)));
     std::vector<int> granted;
     for (unsigned int i = 0; i < count; ++i) granted.push_back(static_cast<int>(groups[i].sm.smCount));
@@ -126,18 +79,18 @@ std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int 
     const std::string name = name_of(dev_ordinal).first;
     for (int r = 0; r < placement.virtual_devices; ++r) {
       CUdevResourceDesc desc{};
-      DRV_CHECK(d.generate_desc(&desc, &groups[static_cast<std::size_t>(r)], 1));
+      DRV_CHECK(d.cuDevResourceGenerateDesc(&desc, &groups[static_cast<std::size_t>(r)], 1));
       CUgreenCtx g{};
-      DRV_CHECK(d.green_create(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+      DRV_CHECK(d.cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
       out->green_.push_back(g);
       RankDevice rd;
       rd.rank = r;
       rd.device = dev_ordinal;
-      DRV_CHECK(d.ctx_from_green(&rd.context, g));
+      DRV_CHECK(d.cuCtxFromGreenCtx(&rd.context, g));
       CUstream s{};
-      DRV_CHECK(d.green_stream_create(&s, g, CU_STREAM_NON_BLOCKING, 0));
+      DRV_CHECK(d.cuGreenCtxStreamCreate(&s, g, CU_STREAM_NON_BLOCKING, 0));
       rd.compute = reinterpret_cast<cudaStream_t>(s);
-      DRV_CHECK(d.green_stream_create(&s, g, CU_STREAM_NON_BLOCKING, 0));
+      DRV_CHECK(d.cuGreenCtxStreamCreate(&s, g, CU_STREAM_NON_BLOCKING, 0));
       rd.comm = reinterpret_cast<cudaStream_t>(s);
       rd.sms = granted[static_cast<std::size_t>(r)];
       out->gpu_names.push_back(name);
@@ -164,7 +117,7 @@ GpuDevices::~GpuDevices() {
     cudaStreamDestroy(rd.compute);
     cudaStreamDestroy(rd.comm);
   }
-  for (CUgreenCtx g : green_) driver().green_destroy(g);
+  for (CUgreenCtx g : green_) driver_api().cuGreenCtxDestroy(g);
 }
 
 }  // namespace ppbench::gpu

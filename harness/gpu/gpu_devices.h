@@ -4,8 +4,8 @@
 // compared against sm_partition's plan. Each rank gets a compute and a communication stream
 // (named for Nsight Systems) created in its context, so kernels on them run on its SMs only.
 //
-// The driver API is reached through cudaGetDriverEntryPointByVersion rather than by linking
-// libcuda, so that every binary still loads (and its tests skip) on a machine with no driver.
+// The driver API is reached through harness/gpu/driver_api.h (the runtime's entry points, no
+// libcuda link), so that every binary still loads (and its tests skip) on a machine with no driver.
 #pragma once
 
 #include <cuda.h>

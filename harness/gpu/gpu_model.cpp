@@ -2,11 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
-#include "harness/backends/cpu/model_builder.h"
 #include "schedules/error.h"
-#include "workloads/cpu/tensor.h"
+#include "workloads/counter_rng.h"
 #include "workloads/cuda/blocks.h"
 #include "workloads/cuda/embedding.h"
+#include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/layernorm.h"
 #include "workloads/cuda/linear.h"
 #include "workloads/cuda/rmsnorm.h"
@@ -102,7 +102,7 @@ std::size_t rank_static_bytes(const WorkloadSpec& spec, const PartitionPlan& pla
 GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& plan,
                                  const Placement& p, int rank, std::uint64_t seed,
                                  cudaStream_t compute, std::size_t activation_arena_bytes)
-    : p_(p), microbatches_(total_microbatches(p)) {
+    : p_(p), rank_(rank), microbatches_(total_microbatches(p)) {
   require_gpu_workload(spec);
   const cuda::DType dt = gpu_dtype(spec);
   const std::string who = "rank " + std::to_string(rank);
@@ -120,10 +120,11 @@ GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& 
     stage.id = st;
     stage.part = part_of(p, st);
     const StageSpec& part = plan.stages[static_cast<std::size_t>(stage.part)];
+    stage.first_layer = part.first_layer;
     for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l) {
       const std::size_t index = static_cast<std::size_t>(l);
       const LayerSpec& ls = spec.layers[index];
-      const std::uint64_t s = cpu::derive_seed(seed, index);
+      const std::uint64_t s = derive_seed(seed, index);
       StageLayer sl;
       sl.reads_data = index == 0;
       switch (ls.kind) {
@@ -189,26 +190,45 @@ GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& 
     stage.saved.assign(static_cast<std::size_t>(n), std::vector<cuda::Saved>(stage.layers.size()));
     stage.logits_shape.assign(static_cast<std::size_t>(n), std::vector<cuda::Shape>(stage.layers.size()));
     stage.bytes.assign(static_cast<std::size_t>(n), 0);
-    // The data of the chain's micro-batches this stage reads: synthetic, drawn on the host by
-    // the CPU builder (same seed, same values), uploaded once.
+    // The data of the chain's micro-batches this stage reads: the CPU backend's synthetic data
+    // (workloads/synthetic_data.h), drawn on the device.
     const bool first = p.is_first(st), last = p.is_last(st);
     for (int mb = 0; mb < n && (first || last); ++mb) {
       const int g = chain_base[static_cast<std::size_t>(p.stage_chain[st])] + mb;
-      const cpu::MicroBatch<float> d = cpu::make_microbatch<float>(spec, seed, g);
-      if (first && !inputs_.count(g)) {
-        const bool ids = spec.workload == "transformer";
-        cuda::DTensor x(*params_, d.inputs.front().shape, ids ? cuda::DType::kI32 : dt, "input data");
-        cuda::upload(x, std::vector<float>(d.inputs.front().data.begin(), d.inputs.front().data.end()));
-        inputs_.emplace(g, std::move(x));
-      }
-      if (last && !targets_.count(g)) {
-        cuda::DTensor t(*params_, {static_cast<std::int64_t>(d.targets.size())}, cuda::DType::kI32, "targets");
-        cuda::upload(t, std::vector<float>(d.targets.begin(), d.targets.end()));
-        targets_.emplace(g, std::move(t));
-      }
+      const DataKeys keys = data_keys(seed, g);
+      if (first && !inputs_.count(g)) inputs_.emplace(g, make_inputs(spec, keys, dt));
+      if (last && !targets_.count(g)) targets_.emplace(g, make_targets(spec, keys));
     }
     stages_.push_back(std::move(stage));
   }
+}
+
+cuda::DTensor GpuPipelineRank::make_inputs(const WorkloadSpec& spec, const DataKeys& keys,
+                                           cuda::DType dt) {
+  cuda::Shape shape = spec.input.shape;
+  if (spec.workload == "transformer") {
+    cuda::DTensor ids(*params_, shape, cuda::DType::kI32, "input data");
+    cuda::fill_tokens(ids, keys, static_cast<std::uint32_t>(attr(spec.layers.front(), "vocab")));
+    return ids;
+  }
+  if (spec.workload == "amoebanet") shape = {shape[0], shape[2], shape[3], shape[1]};  // NHWC
+  cuda::DTensor x(*params_, shape, dt, "input data");
+  cuda::fill_features(x, keys);
+  return x;
+}
+
+cuda::DTensor GpuPipelineRank::make_targets(const WorkloadSpec& spec, const DataKeys& keys) {
+  if (spec.workload == "transformer") {
+    const std::int64_t b = spec.input.shape.at(0), seq = spec.input.shape.at(1);
+    cuda::DTensor t(*params_, {b * seq}, cuda::DType::kI32, "targets");
+    cuda::fill_next_tokens(t, keys, seq, static_cast<std::uint32_t>(attr(spec.layers.front(), "vocab")));
+    return t;
+  }
+  const LayerSpec& head = spec.layers.back();
+  const std::int64_t classes = head.attrs.count("classes") ? attr(head, "classes") : attr(head, "out");
+  cuda::DTensor t(*params_, {spec.microbatch_size}, cuda::DType::kI32, "targets");
+  cuda::fill_labels(t, keys, static_cast<std::uint32_t>(classes));
+  return t;
 }
 
 GpuPipelineRank::Stage& GpuPipelineRank::find(int stage) {
@@ -382,16 +402,15 @@ std::map<int, double> GpuPipelineRank::losses() const {
   return out;
 }
 
-std::vector<std::pair<int, std::vector<float>>> GpuPipelineRank::grads_by_part() {
-  std::vector<std::pair<int, std::vector<float>>> out;
+std::vector<StageParams<cuda::Param>> GpuPipelineRank::params_by_layer() {
+  std::vector<StageParams<cuda::Param>> out;
   for (Stage& s : stages_) {
-    std::vector<float> g;
-    for (StageLayer& l : s.layers)
-      for (cuda::Param* prm : l.params()) {
-        const std::vector<float> v = cuda::download(prm->grad);
-        g.insert(g.end(), v.begin(), v.end());
-      }
-    out.emplace_back(s.part, std::move(g));
+    StageParams<cuda::Param> sp;
+    sp.rank = rank_;
+    sp.part = s.part;
+    for (std::size_t l = 0; l < s.layers.size(); ++l)
+      sp.layers.emplace_back(s.first_layer + static_cast<int>(l), s.layers[l].params());
+    out.push_back(std::move(sp));
   }
   return out;
 }

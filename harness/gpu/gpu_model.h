@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "harness/backends/step_values.h"
 #include "harness/executor/stage_work.h"
 #include "schedules/placement.h"
 #include "workloads/cuda/amoebanet_cells.h"
@@ -23,6 +24,7 @@
 #include "workloads/cuda/layer.h"
 #include "workloads/layer_spec.h"
 #include "workloads/partition.h"
+#include "workloads/synthetic_data.h"
 
 namespace ppbench::gpu {
 
@@ -58,10 +60,12 @@ class GpuPipelineRank final : public StageWork<cuda::DTensor> {
   // `keep_losses`: a CUDA graph replays into the loss buffers it was captured with, so between
   // replays they must stay allocated (and losses() then reads the latest replay's values).
   void zero_grad(bool keep_losses = false);
-  // After the step (streams synchronised): global micro-batch -> loss, and each stage's
-  // gradients by model part, downloaded.
+  // After the step (streams synchronised): global micro-batch -> loss (downloaded: one scalar
+  // each), and the parameters of every stage by part and layer (their gradients stay on the
+  // device: harness/gpu/grad_summary.h reads them).
   std::map<int, double> losses() const;
-  std::vector<std::pair<int, std::vector<float>>> grads_by_part();
+  std::vector<StageParams<cuda::Param>> params_by_layer();
+  cuda::Context& context() { return *ctx_; }
 
  private:
   struct StageLayer {
@@ -72,7 +76,7 @@ class GpuPipelineRank final : public StageWork<cuda::DTensor> {
     std::vector<cuda::Param*> params() const;
   };
   struct Stage {
-    int id = 0, part = 0;
+    int id = 0, part = 0, first_layer = 0;
     std::vector<StageLayer> layers;
     // The kernels' shapes of the tensors crossing into and out of the stage, when a boundary may
     // be more than one tensor (AmoebaNet); empty: the one tensor passes as it is.
@@ -83,6 +87,9 @@ class GpuPipelineRank final : public StageWork<cuda::DTensor> {
     std::vector<std::size_t> bytes;  // [mb]
   };
   Stage& find(int stage);
+  // A micro-batch's inputs and targets, drawn on the device (workloads/synthetic_data.h).
+  cuda::DTensor make_inputs(const WorkloadSpec& spec, const DataKeys& keys, cuda::DType dt);
+  cuda::DTensor make_targets(const WorkloadSpec& spec, const DataKeys& keys);
   int global_mb(int stage, int mb) const;
   void account(Stage& s, int mb);
   // One received tensor -> the boundary's tensors, and back (see the top of this file).
@@ -90,6 +97,7 @@ class GpuPipelineRank final : public StageWork<cuda::DTensor> {
   cuda::DTensor pack(std::vector<cuda::DTensor> xs);
 
   const Placement& p_;
+  int rank_;
   int microbatches_;
   std::unique_ptr<cuda::DeviceArena> params_;
   std::unique_ptr<cuda::DeviceArena> acts_;

@@ -20,6 +20,9 @@ struct GpuPlacement {
   int ranks() const { return kind == Kind::Gpus ? static_cast<int>(gpus.size()) : virtual_devices; }
   // The device ordinal rank r runs on.
   int device_of(int rank) const { return kind == Kind::Gpus ? gpus.at(rank) : gpus.at(0); }
+  // Only ranks on two or more GPUs talk through NCCL; one GPU (one rank, or virtual devices)
+  // copies device to device and never loads it.
+  bool uses_nccl() const { return kind == Kind::Gpus && gpus.size() > 1; }
 };
 
 // Parses "0,1,3". Throws UsageError naming the bad token, a negative ordinal, or a GPU listed

@@ -10,11 +10,8 @@
 #include "harness/gpu/nvtx.h"
 #include "harness/gpu/step_graph.h"
 #include "schedules/error.h"
+#include "harness/gpu/nccl_api.h"
 #include "workloads/cuda/check.h"
-
-#if PPBENCH_HAVE_NCCL
-#include <nccl.h>
-#endif
 
 namespace ppbench::gpu {
 
@@ -149,6 +146,7 @@ class CopyTransport final : public GpuTransport {
   void begin_step() override { aborted_ = false; }
 
   bool capturable(std::string* why) const override {
+    if (ranks_ == 1) return true;  // nothing crosses ranks: no transfer is ever captured
     if (why) *why = kCudaGraphNeedsGpus;
     return false;
   }
@@ -203,13 +201,13 @@ std::shared_ptr<GpuTransport> make_copy_transport(int ranks, std::optional<LinkM
 
 // ---- NCCL ------------------------------------------------------------------------------------
 
-#if PPBENCH_HAVE_NCCL
+#if PPBENCH_HAVE_NCCL_H
 
 namespace {
 
 void check_nccl(ncclResult_t r, const char* call) {
   if (r != ncclSuccess && r != ncclInProgress)
-    throw cuda::CudaError(std::string(call) + " failed: " + ncclGetErrorString(r));
+    throw cuda::CudaError(std::string(call) + " failed: " + nccl().GetErrorString(r));
 }
 #define NCCL_CHECK(call) check_nccl((call), #call)
 
@@ -227,16 +225,11 @@ class NcclTransport final : public GpuTransport {
  public:
   explicit NcclTransport(const std::vector<int>& devices)
       : comms_(devices.size()), in_flight_(devices.size()) {
-    std::set<int> seen;
-    for (int d : devices)
-      if (!seen.insert(d).second)
-        throw UsageError("NCCL cannot run two ranks on one GPU (GPU " + std::to_string(d) +
-                         " listed twice); use --virtual-devices to split one GPU");
-    NCCL_CHECK(ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
+    NCCL_CHECK(nccl().CommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
   }
   ~NcclTransport() override {
     for (ncclComm_t c : comms_)
-      if (c) aborted_ ? ncclCommAbort(c) : ncclCommDestroy(c);
+      if (c) aborted_ ? nccl().CommAbort(c) : nccl().CommDestroy(c);
   }
 
   std::string name() const override { return "NCCL point-to-point"; }
@@ -255,18 +248,18 @@ class NcclTransport final : public GpuTransport {
     cudaEvent_t begin = io.events->next(), end = io.events->next();
     record_timing_event(begin, io.comm, io.capturing);
     ncclComm_t comm = comms_[static_cast<std::size_t>(io.rank)];
-    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(nccl().GroupStart());
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const P2POp& op = ops[i];
       if (static_cast<std::size_t>(tensors[i].bytes()) != op.bytes)
         throw std::logic_error("rank " + std::to_string(io.rank) + ": " + to_string(op) +
                                " but the tensor holds " + std::to_string(tensors[i].bytes()) + " B");
       if (op.dir == P2POp::Dir::Send)
-        NCCL_CHECK(ncclSend(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
+        NCCL_CHECK(nccl().Send(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
       else
-        NCCL_CHECK(ncclRecv(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
+        NCCL_CHECK(nccl().Recv(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
     }
-    NCCL_CHECK(ncclGroupEnd());
+    NCCL_CHECK(nccl().GroupEnd());
     record_timing_event(end, io.comm, io.capturing);
     // In a capture the timing event is a graph node and cannot also order the streams.
     cudaEvent_t arrived = end;
@@ -300,7 +293,7 @@ class NcclTransport final : public GpuTransport {
 
   bool capturable(std::string* why) const override {
     int v = 0;
-    if (ncclGetVersion(&v) == ncclSuccess && v >= 20900) return true;
+    if (nccl().GetVersion(&v) == ncclSuccess && v >= 20900) return true;
     if (why)
       *why = "--cuda-graph needs NCCL 2.9 or newer to capture point-to-point calls; this build "
              "runs NCCL " + nccl_version_text() + " (run without --cuda-graph)";
@@ -313,7 +306,7 @@ class NcclTransport final : public GpuTransport {
     // A rank stuck in a transfer that will never complete: aborting the communicators makes
     // its kernels return, so the step can end with the watchdog's error.
     if (aborted_.exchange(true)) return;
-    for (ncclComm_t c : comms_) ncclCommAbort(c);
+    for (ncclComm_t c : comms_) nccl().CommAbort(c);
     for (ncclComm_t& c : comms_) c = nullptr;
   }
 
@@ -325,26 +318,21 @@ class NcclTransport final : public GpuTransport {
 
 }  // namespace
 
-std::shared_ptr<GpuTransport> make_nccl_transport(const std::vector<int>& devices) {
-  return std::make_unique<NcclTransport>(devices);
-}
-bool nccl_available() { return true; }
-std::string nccl_version_text() {
-  int v = 0;
-  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-}
-
-#else
-
-std::shared_ptr<GpuTransport> make_nccl_transport(const std::vector<int>&) {
-  throw cuda::CudaError("this build has no NCCL (nccl.h / libnccl were not found by CMake); "
-                        "--gpus needs it, --virtual-devices does not");
-}
-bool nccl_available() { return false; }
-std::string nccl_version_text() { return "not built"; }
-
 #endif
+
+std::shared_ptr<GpuTransport> make_nccl_transport(const std::vector<int>& devices) {
+  std::set<int> seen;
+  for (int d : devices)
+    if (!seen.insert(d).second)
+      throw UsageError("NCCL cannot run two ranks on one GPU (GPU " + std::to_string(d) +
+                       " listed twice); use --virtual-devices to split one GPU");
+#if PPBENCH_HAVE_NCCL_H
+  return std::make_unique<NcclTransport>(devices);
+#else
+  throw EnvironmentError("this build has no NCCL (nccl.h was not found by CMake); --gpus with more "
+                         "than one GPU needs it, one GPU and --virtual-devices do not");
+#endif
+}
 
 }  // namespace ppbench::gpu
 

@@ -7,7 +7,7 @@
 namespace ppbench::gpu {
 
 const char* const kCudaGraphNeedsGpus =
-    "--cuda-graph needs --gpus (NCCL): with --virtual-devices each rank's graph would wait on "
+    "--cuda-graph needs --gpus (NCCL) or a single rank: with --virtual-devices 2 or more each rank's graph would wait on "
     "another's through stream memory operations, an order CUDA cannot see and that may deadlock "
     "(run --virtual-devices without --cuda-graph)";
 

@@ -17,12 +17,10 @@ class GpuTransport;
 // Device-to-device copies between the green-context partitions of one GPU.
 std::shared_ptr<GpuTransport> make_copy_transport(int ranks, std::optional<LinkModel> link);
 
-// NCCL point-to-point over one communicator (ncclCommInitAll over `devices`, rank = index).
-// Throws UsageError when a device is listed twice (NCCL cannot put two ranks on one GPU) and
-// cuda::CudaError when NCCL is not available in this build.
+// NCCL point-to-point over one communicator (ncclCommInitAll over `devices`, rank = index); loads
+// NCCL (nccl_api.h). Throws UsageError when a device is listed twice (NCCL cannot put two ranks
+// on one GPU) and EnvironmentError when NCCL is not in this build or cannot be loaded.
 std::shared_ptr<GpuTransport> make_nccl_transport(const std::vector<int>& devices);
-bool nccl_available();
-std::string nccl_version_text();  // "2.27.7", or "not built" without NCCL
 
 // The transport's name for records ("NCCL point-to-point", "device-to-device copies").
 std::string transport_name(const GpuTransport& t);

@@ -47,12 +47,6 @@ WorkloadSpec tiny_amoebanet(DType dtype) {
   return build_amoebanet(c, 2, dtype);
 }
 
-double relative_gap(const std::vector<double>& a, const std::vector<double>& b) {
-  double diff = 0, norm = 0;
-  for (std::size_t k = 0; k < a.size(); ++k) diff += (a[k] - b[k]) * (a[k] - b[k]), norm += b[k] * b[k];
-  return std::sqrt(diff / norm);
-}
-
 struct Case {
   ScheduleParams params;
   bool recompute;
@@ -90,16 +84,24 @@ void expect_same_step(const WorkloadSpec& spec, double tolerance) {
     o.recompute = c.recompute;
     o.seed = seed;
     o.executor.watchdog_seconds = 30;
+    o.keep_gradients = true;
     const RunOutput out = run_cpu(spec, o);
     const StepValues ref = single_device_step(spec, c.params.microbatches, seed);
-    ASSERT_EQ(out.values.grads.size(), ref.grads.size()) << label(c);
     EXPECT_NEAR(out.values.loss, ref.loss, tolerance * std::abs(ref.loss)) << label(c);
-    EXPECT_LE(relative_gap(out.values.grads, ref.grads), tolerance) << label(c);
+    // Every parameter tensor, by name: max |got - ref| / max |ref| per tensor.
+    const GradientComparison cmp = compare_gradients(out.values.tensors, ref.tensors);
+    EXPECT_TRUE(cmp.within(tolerance))
+        << label(c) << ": " << cmp.mismatch << " worst " << cmp.worst_tensor << " " << cmp.max_rel_error;
+    EXPECT_EQ(cmp.tensors, ref.tensors.size());
     EXPECT_NEAR(out.record["grad_norm"].get<double>(), ref.grad_norm(), tolerance * ref.grad_norm()) << label(c);
+    EXPECT_NEAR(out.values.grad_sum(), ref.grad_sum(), tolerance * ref.grad_norm()) << label(c);
+    EXPECT_EQ(out.values.grad_elements(), ref.grad_elements()) << label(c);
     // One stage per rank and backwards in micro-batch order accumulate in the
     // reference's order, so float64 agrees to the last bit.
     if (spec.dtype == DType::kF64 && (c.params.name == "1f1b" || c.params.name == "naive"))
-      EXPECT_EQ(out.values.grads, ref.grads) << label(c) << " should be bitwise equal";
+      for (std::size_t t = 0; t < ref.tensors.size() && t < out.values.tensors.size(); ++t)
+        EXPECT_EQ(out.values.tensors[t].values, ref.tensors[t].values)
+            << label(c) << " " << ref.tensors[t].name << " should be bitwise equal";
     for (const auto& mem : out.record["activation_bytes"])
       EXPECT_EQ(mem["measured_peak_bytes"].get<double>(), mem["model_peak_bytes"].get<double>())
           << label(c) << " rank " << mem["rank"];
@@ -137,6 +139,67 @@ TEST(CpuRun, RecordCarriesTheContract) {
   EXPECT_EQ(r["step_times_s"].size(), 2u);
   EXPECT_GT(r["throughput"]["tokens_per_s"].get<double>(), 0);
   EXPECT_EQ(out.trace.compute.size(), 3u * 2 * 4);  // F, I, W for 2 stages x 4 micro-batches
+}
+
+TEST(CpuRun, GradientsStayPutUnlessAskedFor) {
+  RunOptions o;
+  o.schedule = {"chimera", 2, 4};  // two copies of every part, summed before the statistics
+  const WorkloadSpec spec = tiny_mlp(DType::kF64);
+  const RunOutput plain = run_cpu(spec, o);
+  EXPECT_TRUE(plain.values.tensors.empty());
+  o.keep_gradients = true;
+  const RunOutput kept = run_cpu(spec, o);
+  ASSERT_FALSE(kept.values.tensors.empty());
+  // The statistics do not depend on whether the tensors were kept, and they are the tensors'.
+  ASSERT_EQ(plain.values.parts.size(), 2u);
+  double squares = 0, sum = 0;
+  for (const GradTensor& t : kept.values.tensors)
+    for (double v : t.values) squares += v * v, sum += v;
+  EXPECT_DOUBLE_EQ(plain.values.grad_norm(), kept.values.grad_norm());
+  EXPECT_NEAR(kept.values.grad_norm(), std::sqrt(squares), 1e-12 * std::sqrt(squares));
+  EXPECT_NEAR(kept.values.grad_sum(), sum, 1e-12 * std::sqrt(squares));
+  EXPECT_EQ(plain.record["gradients"]["parts"].size(), 2u);
+  EXPECT_DOUBLE_EQ(plain.record["gradients"]["norm"].get<double>(), plain.values.grad_norm());
+}
+
+TEST(CpuRun, CheckRecordsTheLargestGradientError) {
+  RunOptions o;
+  o.schedule = {"zb-h1", 2, 4};
+  o.check = true;
+  const RunOutput out = run_cpu(tiny_transformer("tiny-llama", DType::kF32), o);
+  const auto& c = out.record["check"];
+  EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
+  EXPECT_LE(c["max_rel_error"].get<double>(), 1e-4);
+  EXPECT_GT(c["max_rel_error"].get<double>(), 0.0);  // float32 against float64: never exactly 0
+  EXPECT_EQ(c["tolerance"].get<double>(), 1e-4);
+  EXPECT_GT(c["tensors"].get<int>(), 8);
+  EXPECT_EQ(check_failure(out.record), "");
+  EXPECT_TRUE(out.values.tensors.empty());  // kept for the comparison only
+  // A tolerance below float32's rounding fails, and says where.
+  o.check_tolerance = 1e-12;
+  const RunOutput strict = run_cpu(tiny_transformer("tiny-llama", DType::kF32), o);
+  EXPECT_FALSE(strict.record["check"]["passed"].get<bool>());
+  EXPECT_NE(check_failure(strict.record).find("layer "), std::string::npos) << check_failure(strict.record);
+}
+
+TEST(GradientComparison, NamesTheWorstTensorAndRefusesMismatches) {
+  const std::vector<GradTensor> ref = {{"a", 0, {1.0, -2.0}}, {"b", 1, {0.5, 0.25}}};
+  std::vector<GradTensor> got = ref;
+  EXPECT_EQ(compare_gradients(got, ref).max_rel_error, 0.0);
+  got[1].values[0] = 0.75;  // off by 0.25 of a tensor whose largest entry is 0.5
+  GradientComparison c = compare_gradients(got, ref);
+  EXPECT_DOUBLE_EQ(c.max_rel_error, 0.5);
+  EXPECT_EQ(c.worst_tensor, "b");
+  EXPECT_FALSE(c.within(0.1));
+  got[0].values[1] = std::nan("");
+  c = compare_gradients(got, ref);
+  EXPECT_TRUE(std::isinf(c.max_rel_error));
+  EXPECT_EQ(c.worst_tensor, "a");
+  got.pop_back();
+  EXPECT_FALSE(compare_gradients(got, ref).mismatch.empty());
+  got = ref;
+  got[0].values.push_back(1);
+  EXPECT_NE(compare_gradients(got, ref).mismatch.find("a"), std::string::npos);
 }
 
 TEST(CpuRun, RejectsWhatItCannotRun) {

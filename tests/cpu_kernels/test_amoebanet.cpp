@@ -246,7 +246,9 @@ TEST_P(AmoebaLayerTest, InterleavedMicroBatchesEqualSequentialAndWAccumulates) {
     EXPECT_EQ(std::vector<double>(ps[k]->grad.data.begin(), ps[k]->grad.data.end()), r01.grads[k]) << ps[k]->name;  // same order of sums: bitwise
     std::vector<double> sum(r0.grads[k].size());
     for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = r0.grads[k][i] + r1.grads[k][i];
-    EXPECT_LE(rel_error(ps[k]->grad.data, sum), 1e-13) << ps[k]->name;
+    // Another order of the same sums: rounding only (a wrong accumulation is off by O(1)); a
+    // conv weight's gradient sums thousands of products, so allow 1e-11 of its largest entry.
+    EXPECT_LE(rel_error(ps[k]->grad.data, sum), 1e-11) << ps[k]->name;
   }
 }
 
@@ -354,8 +356,10 @@ TEST(AmoebaOps, GradientsMatchFiniteDifferences) {
     testing::perturb_params(*c.layer, 7);
     const testing::GradErrors e = testing::check_gradients(*c.layer, random_tensor(c.in_shape, 11));
     std::printf("[ fd       ] %-22s dx %.2e  dparams %.2e\n", c.name.c_str(), e.input, e.params);
-    EXPECT_LE(e.input, 1e-7) << c.name;
-    EXPECT_LE(e.params, 1e-7) << c.name;
+    // Central differences of a float64 loss: truncation and rounding leave up to ~1e-7 of the
+    // largest entry, depending on the draw; a wrong gradient is off by O(1).
+    EXPECT_LE(e.input, 1e-6) << c.name;
+    EXPECT_LE(e.params, 1e-6) << c.name;
   }
 }
 

@@ -76,27 +76,13 @@ double rel_error(const std::vector<float>& a, const Ref& b) {
   return a.size() == b.size() ? diff / scale : 1e30;
 }
 
-// Linear weights are stored transposed on the GPU; embeddings and vectors are not.
-inline bool transposed(const std::string& name, const Shape& s) {
-  return s.size() == 2 && name != "embedding";
-}
-inline std::vector<float> to_cpu_layout(const std::vector<float>& v, const std::string& name,
-                                        const Shape& s) {
-  if (!transposed(name, s)) return v;
-  std::vector<float> t(v.size());
-  for (std::int64_t r = 0; r < s[0]; ++r)
-    for (std::int64_t c = 0; c < s[1]; ++c)
-      t[static_cast<std::size_t>(c * s[0] + r)] = v[static_cast<std::size_t>(r * s[1] + c)];
-  return t;
-}
-
 // The CPU layer gets exactly the GPU layer's (rounded) parameters.
 inline void copy_params(Layer& g, cpu::Layer<double>& c) {
   std::vector<Param*> gp = g.params();
   std::vector<cpu::Param<double>*> cp = c.params();
   ASSERT_EQ(gp.size(), cp.size());
   for (std::size_t i = 0; i < gp.size(); ++i) {
-    std::vector<float> v = to_cpu_layout(download(gp[i]->value), gp[i]->name, gp[i]->value.shape());
+    std::vector<float> v = download_cpu_layout(*gp[i], gp[i]->value);
     ASSERT_EQ(static_cast<std::int64_t>(v.size()), cp[i]->value.numel()) << gp[i]->name;
     for (std::size_t j = 0; j < v.size(); ++j) cp[i]->value.data[j] = v[j];
   }
@@ -169,8 +155,7 @@ inline void GpuTest::check_layer(Layer& g, cpu::Layer<double>& c, const Shape& i
   std::vector<cpu::Param<double>*> cp = c.params();
   ASSERT_EQ(gp.size(), cp.size());
   for (std::size_t i = 0; i < gp.size(); ++i) {
-    const std::vector<float> grad =
-        to_cpu_layout(download(gp[i]->grad), gp[i]->name, gp[i]->grad.shape());
+    const std::vector<float> grad = download_cpu_layout(*gp[i], gp[i]->grad);
     EXPECT_LE(rel_error(grad, cp[i]->grad.data), tol()) << g.name() << " W " << gp[i]->name;
   }
 }

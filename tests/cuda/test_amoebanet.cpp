@@ -44,15 +44,14 @@ struct GpuUnit {
 void copy_to_cpu(const std::vector<Param*>& gp, const std::vector<cpu::Param<double>*>& cp) {
   ASSERT_EQ(gp.size(), cp.size());
   for (std::size_t i = 0; i < gp.size(); ++i) {
-    const std::vector<float> v =
-        to_cpu_layout(download(gp[i]->value), gp[i]->name, gp[i]->value.shape());
+    const std::vector<float> v = download_cpu_layout(*gp[i], gp[i]->value);
     ASSERT_EQ(static_cast<std::int64_t>(v.size()), cp[i]->value.numel()) << gp[i]->name;
     for (std::size_t j = 0; j < v.size(); ++j) cp[i]->value.data[j] = v[j];
   }
 }
 
 double grad_error(const Param& g, const cpu::Param<double>& c) {
-  return rel_error(to_cpu_layout(download(g.grad), g.name, g.grad.shape()), c.grad.data);
+  return rel_error(download_cpu_layout(g, g.grad), c.grad.data);
 }
 
 AmoebaNetConfig small_amoebanet() {

@@ -33,8 +33,7 @@ TEST_P(ConvPool, Conv7x1SmallerImageThanKernel) { conv(5, 6, 7, 1, 1, {3, 4, 3, 
 TEST_P(ConvPool, WeightsMatchTheCpuDraw) {
   Conv2d g(*params_, 4, 3, 3, 3, 1, dtype(), 7);
   cpu::Conv2d<double> c(4, 3, 3, 3, 1, 7);
-  const std::vector<float> w =
-      to_cpu_layout(download(g.weight.value), "weight", g.weight.value.shape());
+  const std::vector<float> w = download_cpu_layout(g.weight, g.weight.value);
   std::vector<double> ref(c.weight.value.data.begin(), c.weight.value.data.end());
   if (dtype() == DType::kBF16)
     for (double& v : ref) v = round_to_bf16(static_cast<float>(v));

@@ -1,6 +1,8 @@
 // One check shared by the GPU executor's equivalence tests: run a step on the CUDA backend and
-// compare its loss and gradient norm with the CPU backend's float64 single-device step of the
-// same seed, within `tol` (relative). Used by tests/gpu_exec and tests/cuda (AmoebaNet).
+// compare its loss, its gradient norm and every parameter gradient, tensor by tensor (max
+// relative error per tensor, tensors matched by name in the CPU layout), with the CPU backend's
+// float64 single-device step of the same seed, within `tol`. Used by tests/gpu_exec and
+// tests/cuda (AmoebaNet).
 #pragma once
 
 #include <cmath>
@@ -21,8 +23,10 @@ inline std::optional<RunOutput> run_and_compare_with_cpu(const WorkloadSpec& spe
                                                          const CudaRunOptions& o, double tol,
                                                          const std::string& label) {
   RunOutput out;
+  CudaRunOptions keep = o;
+  keep.run.keep_gradients = true;
   try {
-    out = run_cuda(spec, o);
+    out = run_cuda(spec, keep);
   } catch (const std::exception& e) {
     ADD_FAILURE() << label << ": " << e.what();
     return std::nullopt;
@@ -32,7 +36,10 @@ inline std::optional<RunOutput> run_and_compare_with_cpu(const WorkloadSpec& spe
       << label << ": loss gpu " << out.values.loss << " cpu " << ref.loss;
   EXPECT_LE(std::abs(out.values.grad_norm() - ref.grad_norm()) / ref.grad_norm(), tol)
       << label << ": gradient norm gpu " << out.values.grad_norm() << " cpu " << ref.grad_norm();
-  EXPECT_EQ(out.values.grads.size(), ref.grads.size()) << label;
+  const GradientComparison c = compare_gradients(out.values.tensors, ref.tensors);
+  EXPECT_TRUE(c.mismatch.empty()) << label << ": " << c.mismatch;
+  EXPECT_LE(c.max_rel_error, tol) << label << ": worst gradient tensor " << c.worst_tensor;
+  EXPECT_EQ(c.tensors, ref.tensors.size()) << label;
   return out;
 }
 

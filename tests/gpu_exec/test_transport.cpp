@@ -8,6 +8,7 @@
 
 #include "harness/gpu/gpu_devices.h"
 #include "harness/gpu/gpu_transport.h"
+#include "harness/gpu/nccl_api.h"
 #include "workloads/cuda/context.h"
 #include "workloads/cuda/device_info.h"
 #include "workloads/cuda/check.h"
@@ -119,10 +120,11 @@ TEST(GpuTransport, CopiesBetweenVirtualDevicesRoundTripEveryDtype) {
 TEST(GpuTransport, NcclRoundTripsEveryDtype) {
   std::string why;
   if (!cuda::has_gpu(&why)) GTEST_SKIP() << "no CUDA device visible: " << why;
-  if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL";
   int n = 0;
   CUDA_CHECK(cudaGetDeviceCount(&n));
   if (n < 2) GTEST_SKIP() << "NCCL point-to-point needs two GPUs; this node shows " << n;
+  if (!nccl_compiled_in()) GTEST_SKIP() << "this build has no NCCL";
+  ASSERT_TRUE(try_load_nccl(&why)) << why;  // two GPUs and a build with NCCL: it must load
   GpuPlacement p;
   p.kind = GpuPlacement::Kind::Gpus;
   p.gpus = {0, 1};

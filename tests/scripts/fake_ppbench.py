@@ -230,7 +230,7 @@ def run_main() -> None:
         fail(f"ppbench: error: --virtual-devices {a.virtual_devices} differs from --devices {d}")
     check(s, d, n, v)
     if a.backend == "cuda" and os.environ.get("FAKE_PPBENCH_NO_GPU"):
-        fail("ppbench: error: --backend cuda: no CUDA device visible (cudaErrorNoDevice)")
+        fail("ppbench: error: --backend cuda: no CUDA device visible (cudaErrorNoDevice)", 3)
     if s == "crash":
         fail("Segmentation fault (pretend)", 1)
     if s == "slow":

@@ -84,3 +84,408 @@ def test_device_deps_unpacks_into_a_cmake_prefix(tmp_path):
     prefix = Path(r.stdout.strip())
     assert prefix == root.resolve() / "usr"
     assert (prefix / "share" / "cmake" / "Fake" / "FakeConfig.cmake").is_file()
+
+
+# ------------------------------------------------------------------------------------------------
+# gpu-check with a GPU (a fake nvidia-smi) and a fake bundle: fake programs that print GoogleTest
+# output and write its JSON, a fake ppbench, ncu and compute-sanitizer. Nothing is built.
+
+import json
+import re
+import sys
+import tarfile
+
+LAUNCHER = SCRIPTS / "gpu-bundle-run.sh"
+GPU = "NVIDIA H100 80GB HBM3"
+SLUG = "NVIDIA-H100-80GB-HBM3"
+NO_DEVICE = "no CUDA device visible: cudaErrorNoDevice: no CUDA-capable device is detected"
+TWO_GPUS = "NCCL point-to-point needs two GPUs; this node shows 1"
+
+
+def write_exe(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def fake_gtest(tests, sleep: int = 0, rc: int | None = None) -> str:
+    """A shell program printing GoogleTest's console output for tests [(suite.name, result,
+    skip message)] and writing its --gtest_output JSON (GoogleTest 1.12: no skip messages)."""
+    log = []
+    suites: dict[str, list] = {}
+    for name, result, msg in tests:
+        log.append(f"[ RUN      ] {name}")
+        if result == "SKIPPED":
+            log += ["/src/tests/cuda/gpu_test_util.h:26: Skipped", msg, "",
+                    f"[  SKIPPED ] {name} (0 ms)"]
+        elif result == "FAILED":
+            log += ["/src/x.cpp:1: Failure", msg, f"[  FAILED  ] {name} (1 ms)"]
+        else:
+            log.append(f"[       OK ] {name} (1 ms)")
+        suite, test = name.split(".", 1)
+        entry = {"name": test, "status": "RUN",
+                 "result": "SKIPPED" if result == "SKIPPED" else "COMPLETED"}
+        if result == "FAILED":
+            entry["failures"] = [{"failure": msg, "type": ""}]
+        suites.setdefault(suite, []).append(entry)
+    data = {"tests": len(tests), "testsuites": [{"name": s, "testsuite": t} for s, t in suites.items()]}
+    failed = any(r == "FAILED" for _, r, _ in tests)
+    code = rc if rc is not None else (1 if failed else 0)
+    return ("#!/bin/sh\nout=''\nfor a in \"$@\"; do case \"$a\" in --gtest_output=json:*) "
+            "out=\"${a#--gtest_output=json:}\";; esac; done\n"
+            "echo \"shard ${GTEST_SHARD_INDEX:-none}/${GTEST_TOTAL_SHARDS:-none}\"\n"
+            "echo 'partial output'\n"
+            + (f"sleep {sleep}\n" if sleep else "")
+            + "cat <<'LOGEOF'\n" + "\n".join(log) + "\nLOGEOF\n"
+            + "[ -n \"$out\" ] && cat >\"$out\" <<'JSONEOF'\n" + json.dumps(data) + "\nJSONEOF\n"
+            + f"exit {code}\n")
+
+
+FAKE_PPBENCH = r'''#!/usr/bin/env python3
+import json, os, sys
+a = sys.argv[1:]
+if a[:1] == ["--version"]:
+    print("ppbench 0.1.0 (CUDA support compiled in)")
+    print("GPU 0: NVIDIA H100 80GB HBM3; CUDA runtime 13.0, driver 13.0, cuBLASLt 13.1.0")
+    sys.exit(0)
+if a[:1] == ["list"]:
+    if "--format" in a:
+        print("ppbench: error: The following arguments were not expected: json --format", file=sys.stderr)
+        sys.exit(2)
+    print("schedule          constraints                              description")
+    print("gpipe             D >= 1, N >= 1                           GPipe")
+    print("1f1b              N >= D                                   1F1B")
+    print("dualpipe          D even, N even, N >= 2D                  DualPipe")
+    print("")
+    print("D = --devices, N = --microbatches.")
+    sys.exit(0)
+if a[:1] == ["run"]:
+    if "--help" in a:
+        print("  --format TEXT\n" + ("  --check  compare with the unpipelined step\n" if os.environ.get("FAKE_NO_CHECK") != "1" else ""))
+        sys.exit(0)
+    opt = {a[i]: a[i + 1] for i in range(len(a) - 1) if a[i].startswith("--")}
+    s, d, n = opt["--schedule"], int(opt["--devices"]), int(opt["--microbatches"])
+    if s == "dualpipe" or (s == "1f1b" and n < d):
+        print(f"ppbench: error: {s} does not allow D={d}, N={n}", file=sys.stderr)
+        sys.exit(2)
+    bad = os.environ.get("FAKE_BAD", "")
+    passed = f"{s}/D{d}" != bad
+    print(json.dumps({"command": "run", "schedule": s, "devices": d, "microbatches": n,
+                      "check": {"max_rel_error": 1e-6 if passed else 0.5, "worst_tensor": "W0",
+                                "tolerance": 1e-3, "passed": passed}}))
+    sys.exit(0)
+sys.exit(0)
+'''
+
+FAKE_NCU = r'''#!/bin/bash
+# Profiles one kernel when the NVTX filter names the ppbench domain, none otherwise.
+filter=""
+while [ $# -gt 0 ]; do
+  case "$1" in --nvtx-include) filter="$2"; shift 2 ;; --version) echo "NVIDIA Nsight Compute fake"; exit 0 ;; *) shift ;; esac
+done
+echo "==PROF== Connected to process 1 (/x/ppbench)"
+case "$filter" in
+  regex:ppbench@*) echo '==PROF== Profiling "gemm_kernel" - 0: 0%....50%....100% - 1 pass' ;;
+  *) echo "==WARNING== No kernels were profiled." ;;
+esac
+echo "==PROF== Disconnected from process 1"
+'''
+
+FAKE_SANITIZER = r'''#!/bin/bash
+# Runs the program after the options (the bundle's launcher), like compute-sanitizer.
+while [ $# -gt 0 ]; do case "$1" in */run) break ;; *) shift ;; esac; done
+echo "========= COMPUTE-SANITIZER"
+"$@"; rc=$?
+echo "========= ERROR SUMMARY: 0 errors"
+exit $rc
+'''
+
+
+@pytest.fixture
+def gpu_world(tmp_path: Path) -> dict:
+    fakebin = tmp_path / "fakebin"
+    write_exe(fakebin / "nvidia-smi", f"""#!/bin/sh
+case "$*" in
+  -L) echo "GPU 0: {GPU} (UUID: GPU-fake)" ;;
+  *query-gpu=name*) echo "{GPU}" ;;
+  *query-gpu=driver_version*) echo "580.95.05" ;;
+  *) echo "fake nvidia-smi $*" ;;
+esac
+""")
+    write_exe(fakebin / "ncu", FAKE_NCU)
+    write_exe(fakebin / "compute-sanitizer", FAKE_SANITIZER)
+    libs = tmp_path / "cuda-libs"
+    libs.mkdir()
+    (libs / "libcublasLt.so.13").write_text("fake\n")
+    bundle = tmp_path / "gpu-bundle"
+    (bundle / "lib").mkdir(parents=True)
+    shutil.copy(LAUNCHER, bundle / "run")
+    (bundle / "run").chmod(0o755)
+    (bundle / "bundle.env").write_text(
+        "BUNDLE_COMMIT=0123abc\nBUNDLE_DIRTY=false\nBUNDLE_CUBLAS_SONAMES=libcublasLt.so.13\n"
+        "BUNDLE_NCCL_SONAME=libnccl.so.2\nBUNDLE_NCCL_REQUIRED=0\n")
+    (bundle / "bundle.json").write_text('{"commit": "0123abc"}\n')
+    write_exe(bundle / "bin" / "ppbench", FAKE_PPBENCH.replace("/usr/bin/env python3", sys.executable))
+    passing = [("Layers.Gemm/f32", "OK", ""), ("Layers.Gemm/bf16", "OK", "")]
+    write_exe(bundle / "bin" / "cuda_kernel_tests", fake_gtest(passing))
+    write_exe(bundle / "bin" / "gpu_exec_tests", fake_gtest(passing))
+    env = {**os.environ, "PATH": f"{fakebin}:{os.environ['PATH']}",
+           "PPBENCH_CUDA_LIB_DIRS": str(libs), "PPBENCH_BUNDLE_SYSTEM_DIRS": "",
+           "PPBENCH_BUNDLE_PYTHON": "false"}
+    env.pop("PPBENCH_GIT_COMMIT", None)
+    return {"tmp": tmp_path, "bundle": bundle, "env": env, "results": tmp_path / "results",
+            "out": tmp_path / "out", "fakebin": fakebin}
+
+
+def check(w, *args, timeout=60):
+    return subprocess.run(["bash", str(GPU_CHECK), "--bundle", str(w["bundle"]), "--results",
+                           str(w["results"]), "--out", str(w["out"]), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=w["env"])
+
+
+def tarballs(w) -> dict[str, Path]:
+    """piece name -> tarball, checking the <piece>-<gpu>-<date>.tar.gz form."""
+    out = {}
+    for t in sorted(w["out"].iterdir()):
+        m = re.fullmatch(rf"(.+)-{SLUG}-(\d{{4}}-\d\d-\d\dT\d{{6}}Z)\.tar\.gz", t.name)
+        assert m, t.name
+        out[m.group(1)] = t
+    return out
+
+
+def piece_summary(tarball: Path) -> tuple[dict, dict[str, str]]:
+    with tarfile.open(tarball) as tf:
+        files = {m.name: tf.extractfile(m).read().decode() for m in tf.getmembers() if m.isfile()}
+    summary = next(json.loads(v) for k, v in files.items() if k.endswith("/summary.json"))
+    return summary, files
+
+
+def test_all_tests_skipped_without_a_device_is_a_failure_where_a_gpu_is_visible(gpu_world):
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests", fake_gtest(
+        [("Layers.Gemm/f32", "SKIPPED", NO_DEVICE), ("Layers.Gemm/bf16", "SKIPPED", NO_DEVICE)]))
+    r = check(w, "--only", "kernel-tests")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAILED pieces: kernel-tests" in r.stderr
+    s, _ = piece_summary(tarballs(w)["kernel-tests"])
+    assert s["status"] == "failed"
+    assert s["tests"]["passed"] == 0 and s["tests"]["skipped"] == 2
+    assert [t["name"] for t in s["tests"]["skipped_disallowed"]] == ["Layers.Gemm/f32", "Layers.Gemm/bf16"]
+    assert s["tests"]["skipped_disallowed"][0]["reason"] == NO_DEVICE
+    assert s["gpu"] == GPU and s["commit"] == "0123abc" and s["part"] == "kernel-tests"
+    assert s["driver"] == "580.95.05" and s["cublas"] == "13.1.0" and s["mode"] == "bundle"
+
+
+def test_a_two_gpu_skip_is_allowed(gpu_world):
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "gpu_exec_tests", fake_gtest(
+        [("Transport.Nccl", "SKIPPED", TWO_GPUS), ("Equivalence.OneF1B", "OK", "")]))
+    r = check(w, "--only", "exec-tests")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s, _ = piece_summary(tarballs(w)["exec-tests"])
+    assert s["status"] == "passed"
+    assert s["tests"]["skipped_allowed"] == [
+        {"name": "Transport.Nccl", "reason": TWO_GPUS, "program": "gpu_exec_tests"}]
+    assert s["tests"]["skipped_disallowed"] == []
+    # the unpacked record too, and the run's summary
+    run = next(w["results"].iterdir())
+    assert json.loads((run / "exec-tests" / "summary.json").read_text())["status"] == "passed"
+    assert json.loads((run / "summary.json").read_text())["pieces"] == {"exec-tests": "passed"}
+
+
+def test_a_failed_test_fails_the_piece(gpu_world):
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests", fake_gtest(
+        [("Layers.Gemm/f32", "FAILED", "max error 0.5 > 1e-3"), ("Layers.Gemm/bf16", "OK", "")]))
+    r = check(w, "--only", "kernel-tests")
+    assert r.returncode == 1
+    s, _ = piece_summary(tarballs(w)["kernel-tests"])
+    assert [t["name"] for t in s["tests"]["failed_tests"]] == ["Layers.Gemm/f32"]
+
+
+def test_a_piece_killed_at_its_limit_is_timed_out_packed_and_the_next_piece_runs(gpu_world):
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests",
+              fake_gtest([("Layers.Gemm/f32", "OK", "")], sleep=60))
+    r = check(w, "--only", "kernel-tests,exec-tests", "--piece-timeout", "2", timeout=40)
+    assert r.returncode == 1, r.stdout + r.stderr
+    tb = tarballs(w)
+    assert set(tb) == {"kernel-tests", "exec-tests"}
+    s, files = piece_summary(tb["kernel-tests"])
+    assert s["status"] == "timed_out" and s["timed_out"] == ["cuda_kernel_tests"]
+    log = next(v for k, v in files.items() if k.endswith("/cuda_kernel_tests.log"))
+    assert "partial output" in log
+    assert piece_summary(tb["exec-tests"])[0]["status"] == "passed"
+    assert tb["kernel-tests"].stat().st_mtime <= tb["exec-tests"].stat().st_mtime
+
+
+def test_one_tarball_per_piece_and_gtest_shards(gpu_world):
+    w = gpu_world
+    r = check(w, "--only", "sanitizer,kernel-tests", "--gtest-shard", "1/3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    tb = tarballs(w)
+    assert set(tb) == {"sanitizer-memcheck-shard1of3", "sanitizer-racecheck-shard1of3",
+                       "sanitizer-synccheck-shard1of3", "kernel-tests-shard1of3"}
+    s, files = piece_summary(tb["sanitizer-racecheck-shard1of3"])
+    assert s["shard"] == "1/3" and s["status"] == "passed"
+    assert {st["name"] for st in s["steps"]} == {"racecheck-cuda_kernel_tests", "racecheck-gpu_exec_tests"}
+    log = next(v for k, v in files.items() if k.endswith("/racecheck-gpu_exec_tests.log"))
+    assert "shard 1/3" in log and "COMPUTE-SANITIZER" in log
+    # unpacked records beside the tarballs, no temporary folders left
+    run = next(p for p in w["results"].iterdir() if not p.name.startswith("."))
+    assert {p.name for p in run.iterdir()} == set(tb) | {"summary.json"}
+    assert [p.name for p in w["results"].iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--gtest-shard", "3/3"], "3/3"),
+    (["--gtest-shard", "x"], "'x'"),
+    (["--piece-timeout", "0"], "'0'"),
+    (["--piece-timeout", "soon"], "soon"),
+    (["--only", "sanitizer-foo"], "sanitizer-foo"),
+    (["--bundle", "/nonexistent/bundle"], "/nonexistent/bundle"),
+    (["--bundle", "/tmp", "--build-dir", "b"], "--build-dir"),
+    (["--equiv-filter", "("], "'('"),
+])
+def test_more_bad_arguments_exit_2_naming_the_value(args, word):
+    r = run([GPU_CHECK, *args])
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and word in lines[0], r.stderr
+
+
+def test_help_documents_every_flag():
+    text = GPU_CHECK.read_text()
+    flags = set(re.findall(r"^\s+(--[a-z-]+(?:\|--[a-z-]+)*)\)", text, re.M))
+    flags = {f for group in flags for f in group.split("|")}
+    flags |= set(re.findall(r"^\s+(--[a-z][a-z-]+)\|", text, re.M))
+    assert {"--bundle", "--out", "--piece-timeout", "--gtest-shard", "--results"} <= flags
+    r = run([GPU_CHECK, "--help"])
+    for f in flags:
+        assert f in r.stdout, f
+    for part in ("sanitizer-memcheck", "sanitizer-racecheck", "sanitizer-synccheck", "nvtx",
+                 "equivalence", "needs two GPUs", "timed_out"):
+        assert part in r.stdout, part
+
+
+def test_a_bundle_without_cublas_exits_3_and_writes_nothing(gpu_world):
+    w = gpu_world
+    w["env"]["PPBENCH_CUDA_LIB_DIRS"] = str(w["tmp"] / "nothing")
+    write_exe(w["fakebin"] / "ldconfig", "#!/bin/sh\nexit 0\n")
+    r = check(w, "--only", "kernel-tests")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "libcublasLt.so.13 not found" in r.stderr
+    assert not w["results"].exists() and not w["out"].exists()
+
+
+def test_equivalence_runs_every_schedule_and_d_and_records_them(gpu_world):
+    w = gpu_world
+    r = check(w, "--only", "equivalence", "--equiv-filter", "^mlp-f32/")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s, files = piece_summary(tarballs(w)["equivalence"])
+    assert s["status"] == "passed"
+    assert s["equivalence"]["counts"] == {"passed": 6, "not_applicable": 3}
+    rows = [json.loads(line) for line in
+            next(v for k, v in files.items() if k.endswith("/equivalence.jsonl")).splitlines()]
+    eq = {r["equivalence"]["label"]: r["equivalence"] for r in rows}
+    assert eq["mlp-f32/1f1b/D4"]["microbatches"] == 4 and eq["mlp-f32/1f1b/D4"]["status"] == "passed"
+    assert eq["mlp-f32/dualpipe/D2"]["status"] == "not_applicable"
+    assert "--virtual-devices 4" in eq["mlp-f32/1f1b/D4"]["command"]
+    assert "--check" in eq["mlp-f32/1f1b/D4"]["command"]
+    table = next(v for k, v in files.items() if k.endswith("/equivalence.txt"))
+    assert "n/a" in table and "ok N=2" in table
+
+
+def test_equivalence_fails_on_passed_false_and_without_the_check_flag(gpu_world):
+    w = gpu_world
+    w["env"]["FAKE_BAD"] = "1f1b/D4"
+    r = check(w, "--only", "equivalence", "--equiv-filter", "^mlp-f32/1f1b")
+    assert r.returncode == 1
+    s, _ = piece_summary(tarballs(w)["equivalence"])
+    assert s["equivalence"]["failed"] == ["mlp-f32/1f1b/D4"]
+    shutil.rmtree(w["out"])
+    w["env"]["FAKE_NO_CHECK"] = "1"
+    r = check(w, "--only", "equivalence")
+    assert r.returncode == 1
+    assert "no --check flag" in r.stdout + r.stderr
+
+
+def test_nvtx_passes_when_ncu_profiles_a_kernel_in_a_ppbench_range(gpu_world):
+    w = gpu_world
+    r = check(w, "--only", "nvtx")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s, files = piece_summary(tarballs(w)["nvtx"])
+    assert s["nvtx"] == {"domain": "ppbench", "filter": "regex:ppbench@.*/", "kernels_profiled": 1,
+                         "control_kernels_profiled": 0}
+    # an ncu whose filter never matches: a failure, every attempt recorded
+    write_exe(w["fakebin"] / "ncu", FAKE_NCU.replace("regex:ppbench@*)", "never)"))
+    shutil.rmtree(w["out"])
+    r = check(w, "--only", "nvtx")
+    assert r.returncode == 1
+    s, _ = piece_summary(tarballs(w)["nvtx"])
+    assert [st["name"] for st in s["steps"]][:3] == ["ncu-1", "ncu-2", "ncu-3"]
+
+
+def test_the_copy_inside_a_bundle_uses_its_bundle(gpu_world):
+    w = gpu_world
+    b = w["bundle"]
+    shutil.copy(GPU_CHECK, b / "gpu-check.sh")
+    (b / "scripts").mkdir()
+    for h in ("gtest_summary.py", "gpu_equivalence.py"):
+        shutil.copy(SCRIPTS / h, b / "scripts" / h)
+    r = subprocess.run(["bash", str(b / "gpu-check.sh"), "--only", "kernel-tests", "--out",
+                        str(w["out"])], capture_output=True, text=True, timeout=60, env=w["env"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(tarballs(w)) == {"kernel-tests"}
+    # records beside the bundle (its parent folder's results/gpu)
+    assert any((w["tmp"] / "results" / "gpu").iterdir())
+
+
+def test_without_a_bundle_it_configures_builds_then_runs(gpu_world, tmp_path):
+    # A fake cmake that "builds" by copying the fake programs where CMake would put them.
+    w = gpu_world
+    progs = w["bundle"] / "bin"
+    write_exe(progs / "cuda_gemm_bench",
+              "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --benchmark_out=*) "
+              "echo '{\"benchmarks\": []}' >\"${a#--benchmark_out=}\";; esac; done\necho ran\n")
+    calls = tmp_path / "cmake-calls.txt"
+    write_exe(w["fakebin"] / "nvcc", "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    write_exe(w["fakebin"] / "cmake", f"""#!/bin/bash
+echo "$*" >>'{calls}'
+[ "$1" = -S ] && exit 0
+dir="$2"; shift 2; on=0
+for a in "$@"; do
+  [ "$a" = --target ] && {{ on=1; continue; }}
+  [ $on = 1 ] || continue
+  case "$a" in
+    help) echo "... cuda_gemm_bench"; echo "... ppbench" ;;
+    ppbench) cp '{progs}/ppbench' "$dir/ppbench" ;;
+    cuda_kernel_tests) mkdir -p "$dir/tests/cuda"; cp '{progs}/cuda_kernel_tests' "$dir/tests/cuda/" ;;
+    gpu_exec_tests) mkdir -p "$dir/tests/gpu_exec"; cp '{progs}/gpu_exec_tests' "$dir/tests/gpu_exec/" ;;
+    *) mkdir -p "$dir/benchmarks"; cp "{progs}/$a" "$dir/benchmarks/" ;;
+  esac
+done
+""")
+    build = tmp_path / "build"
+    build.mkdir()
+    r = subprocess.run(["bash", str(GPU_CHECK), "--build-dir", str(build), "--results",
+                        str(w["results"]), "--out", str(w["out"]), "--only", "kernel-tests,benchmarks"],
+                       capture_output=True, text=True, timeout=60, env=w["env"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(tarballs(w)) == {"build", "kernel-tests", "benchmarks"}
+    log = calls.read_text()
+    assert "-DCMAKE_CUDA_ARCHITECTURES=90" in log
+    assert re.search(r"--target ppbench cuda_kernel_tests cuda_gemm_bench", log)
+    s, files = piece_summary(tarballs(w)["benchmarks"])
+    assert s["mode"] == "build" and s["steps"][0]["name"] == "bench-cuda_gemm_bench"
+    assert any(k.endswith("/cuda_gemm_bench.json") for k in files)
+    # nvcc missing: exit 3, nothing written
+    (w["fakebin"] / "nvcc").unlink()
+    env = {**w["env"], "PATH": f"{w['fakebin']}:/usr/bin:/bin"}
+    r = subprocess.run(["bash", str(GPU_CHECK), "--build-dir", str(build), "--results",
+                        str(tmp_path / "r2"), "--only", "kernel-tests"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    if not Path("/usr/local/cuda/bin/nvcc").exists():
+        assert r.returncode == 3 and "nvcc not found" in r.stderr
+        assert not (tmp_path / "r2").exists()

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "workloads/cpu/amoebanet_genotype.h"
+#include "workloads/amoebanet_genotype.h"
 #include "workloads/cpu/concat.h"
 #include "workloads/cpu/cross_entropy.h"
 #include "workloads/cpu/eigen_util.h"

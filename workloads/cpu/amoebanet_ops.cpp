@@ -13,26 +13,6 @@
 
 namespace ppbench::cpu {
 
-std::string_view amoeba_op_name(AmoebaOp op) {
-  switch (op) {
-    case AmoebaOp::kConv1x1:
-      return "conv1x1";
-    case AmoebaOp::kConv3x3:
-      return "conv3x3";
-    case AmoebaOp::kConv1x7_7x1:
-      return "conv1x7_7x1";
-    case AmoebaOp::kMaxPool3x3:
-      return "maxpool3x3";
-    case AmoebaOp::kMaxPool2x2:
-      return "maxpool2x2";
-    case AmoebaOp::kAvgPool3x3:
-      return "avgpool3x3";
-    case AmoebaOp::kNone:
-      return "none";
-  }
-  return "?";
-}
-
 template <typename T>
 LayerPtr<T> make_relu_conv_bn(std::int64_t cin, std::int64_t cout, std::int64_t kh, std::int64_t kw,
                               std::int64_t stride, std::uint64_t seed) {

@@ -10,21 +10,13 @@
 #include <cstdint>
 #include <string_view>
 
+#include "workloads/amoebanet_genotype.h"
 #include "workloads/cpu/layer.h"
 
 namespace ppbench::cpu {
 
-enum class AmoebaOp {
-  kConv1x1,
-  kConv3x3,
-  kConv1x7_7x1,
-  kMaxPool3x3,
-  kMaxPool2x2,
-  kAvgPool3x3,
-  kNone
-};
-
-std::string_view amoeba_op_name(AmoebaOp op);
+using ::ppbench::AmoebaOp;
+using ::ppbench::amoeba_op_name;
 
 // ReLU -> conv (kh x kw, stride, "same" padding, no bias) -> BatchNorm, as a Sequential whose
 // Saved.sub is {relu, conv, bn}.

@@ -24,8 +24,7 @@ Conv2d<T>::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int6
         "conv2d: sizes must be positive");
   weight.init("weight", {kh * kw * in_channels, out_channels});
   const double a = 1.0 / std::sqrt(static_cast<double>(kh * kw * in_channels));
-  Rng rng(seed);
-  rng.fill(weight.value, -a, a);
+  fill_symmetric(weight.value, param_key(seed, 0), a);
 }
 
 template <typename T>

@@ -13,8 +13,7 @@ Embedding<T>::Embedding(std::int64_t vocab, std::int64_t hidden, std::uint64_t s
     : vocab_(vocab), hidden_(hidden) {
   check(vocab > 0 && hidden > 0, "embedding: sizes must be positive");
   table.init("embedding", {vocab, hidden});
-  Rng rng(seed);
-  rng.fill(table.value, -1.0, 1.0);
+  fill_symmetric(table.value, param_key(seed, 0), 1.0);
 }
 
 template <typename T>

@@ -14,13 +14,12 @@ template <typename T>
 Linear<T>::Linear(std::int64_t in, std::int64_t out, bool with_bias, std::uint64_t seed)
     : in_(in), out_(out), has_bias_(with_bias) {
   check(in > 0 && out > 0, "linear: sizes must be positive");
-  Rng rng(seed);
   const double a = 1.0 / std::sqrt(static_cast<double>(in));
   weight.init("weight", {in, out});
-  rng.fill(weight.value, -a, a);
+  fill_symmetric(weight.value, param_key(seed, 0), a);
   if (has_bias_) {
     bias.init("bias", {out});
-    rng.fill(bias.value, -a, a);
+    fill_symmetric(bias.value, param_key(seed, 1), a);
   }
 }
 

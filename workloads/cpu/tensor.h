@@ -1,4 +1,4 @@
-// Dense tensors, saved activations, parameters and a deterministic RNG for the CPU kernels.
+// Dense tensors, saved activations, parameters and their initialisation for the CPU kernels.
 //
 // Layout: row-major, last dimension fastest. Token tensors are [batch, seq, features] and images
 // are NHWC [batch, height, width, channels], so every layer can view its input as a matrix
@@ -9,9 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "workloads/counter_rng.h"
 
 namespace ppbench::cpu {
 
@@ -100,22 +101,23 @@ struct Param {
   }
 };
 
-// splitmix64: independent child seeds from one run seed, so every layer's parameters depend only
-// on (seed, position) and two runs build identical models.
-inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t k) {
-  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (k + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+using ::ppbench::derive_seed;
+using ::ppbench::param_key;
+
+// Parameter initialisation shared with the CUDA layers (workloads/counter_rng.h): element i of
+// the row-major tensor is a * draw_symmetric(key, i), rounded once to T, so float and double
+// models built from one seed hold the same parameters up to rounding, and a GPU filling the same
+// tensor in its own layout holds them bit for bit.
+template <typename T>
+void fill_symmetric(Tensor<T>& x, std::uint64_t key, double a) {
+  for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<T>(draw_symmetric(key, i, a));
 }
 
-// mt19937_64 is specified bit-exactly by the standard; the distributions are not, so they are
-// written here. Values are drawn in double and rounded to T, so float and double models built
-// from one seed hold the same parameters up to rounding.
+// A stream of draws under one key, for test and benchmark data: the n-th draw is element n.
 class Rng {
  public:
-  explicit Rng(std::uint64_t seed) : gen_(seed) {}
-  double uniform() { return static_cast<double>(gen_() >> 11) * 0x1.0p-53; }  // [0, 1)
+  explicit Rng(std::uint64_t key) : key_(key) {}
+  double uniform() { return draw_unit(key_, next_++); }  // [0, 1)
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
   template <typename T>
   void fill(Tensor<T>& x, double lo, double hi) {
@@ -123,7 +125,8 @@ class Rng {
   }
 
  private:
-  std::mt19937_64 gen_;
+  std::uint64_t key_;
+  std::uint64_t next_ = 0;
 };
 
 }  // namespace ppbench::cpu

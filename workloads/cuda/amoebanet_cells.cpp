@@ -6,8 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "workloads/cpu/amoebanet_genotype.h"
-#include "workloads/cpu/tensor.h"
+#include "workloads/amoebanet_genotype.h"
+#include "workloads/counter_rng.h"
 #include "workloads/cuda/blocks.h"
 #include "workloads/cuda/check.h"
 #include "workloads/cuda/concat.h"
@@ -18,10 +18,6 @@ namespace ppbench::cuda {
 
 namespace {
 
-using cpu::kNormalConcat;
-using cpu::kNormalOps;
-using cpu::kReductionConcat;
-using cpu::kReductionOps;
 
 enum CellSub { kPre1, kPre2, kFirstOp };
 
@@ -74,13 +70,13 @@ AmoebaCell::AmoebaCell(DeviceArena& params, const AmoebaCellConfig& config, DTyp
   require(c > 0 && config.in_channels > 0 && config.skip_channels > 0,
           "amoeba cell: channel counts must be positive");
   pre1_ =
-      make_relu_conv_bn(params, config.in_channels, c, 1, 1, 1, dtype, cpu::derive_seed(seed, 0));
+      make_relu_conv_bn(params, config.in_channels, c, 1, 1, 1, dtype, derive_seed(seed, 0));
   if (config.reduction_prev)
     pre2_ = std::make_unique<FactorizedReduce>(params, config.skip_channels, c, dtype,
-                                               cpu::derive_seed(seed, 1));
+                                               derive_seed(seed, 1));
   else if (config.skip_channels != c)
     pre2_ = make_relu_conv_bn(params, config.skip_channels, c, 1, 1, 1, dtype,
-                              cpu::derive_seed(seed, 1));
+                              derive_seed(seed, 1));
   else
     pre2_ = std::make_unique<Identity>();
 
@@ -94,7 +90,7 @@ AmoebaCell::AmoebaCell(DeviceArena& params, const AmoebaCellConfig& config, DTyp
     const std::int64_t stride = config.reduction && input < 2 ? 2 : 1;
     inputs_.push_back(input);
     ops_.push_back(
-        make_amoeba_op(params, op, c, stride, dtype, cpu::derive_seed(seed, 2 + ops_.size())));
+        make_amoeba_op(params, op, c, stride, dtype, derive_seed(seed, 2 + ops_.size())));
   }
 }
 

@@ -3,7 +3,7 @@
 #include <array>
 #include <initializer_list>
 
-#include "workloads/cpu/tensor.h"
+#include "workloads/counter_rng.h"
 #include "workloads/cuda/activations.h"
 #include "workloads/cuda/batchnorm.h"
 #include "workloads/cuda/blocks.h"
@@ -32,10 +32,10 @@ LayerPtr make_amoeba_op(DeviceArena& params, AmoebaOp op, std::int64_t c, std::i
   const std::int64_t q = c / 4;
   // The CPU's seeds: chain element k gets derive_seed(seed, k).
   auto chain = [&](std::initializer_list<std::array<std::int64_t, 5>> convs) {
-    auto s = std::make_unique<Sequential>(std::string(cpu::amoeba_op_name(op)));
+    auto s = std::make_unique<Sequential>(std::string(amoeba_op_name(op)));
     std::uint64_t k = 0;
     for (const auto& [cin, cout, kh, kw, st] : convs)
-      s->add(make_relu_conv_bn(params, cin, cout, kh, kw, st, dtype, cpu::derive_seed(seed, k++)));
+      s->add(make_relu_conv_bn(params, cin, cout, kh, kw, st, dtype, derive_seed(seed, k++)));
     return LayerPtr(std::move(s));
   };
   switch (op) {
@@ -78,9 +78,9 @@ FactorizedReduce::FactorizedReduce(DeviceArena& params, std::int64_t cin, std::i
     : half_(half_of(cout)),
       relu_(std::make_unique<ReLU>()),
       conv_even_(
-          std::make_unique<Conv2d>(params, cin, half_, 1, 1, 1, dtype, cpu::derive_seed(seed, 0))),
+          std::make_unique<Conv2d>(params, cin, half_, 1, 1, 1, dtype, derive_seed(seed, 0))),
       conv_odd_(
-          std::make_unique<Conv2d>(params, cin, half_, 1, 1, 1, dtype, cpu::derive_seed(seed, 1))),
+          std::make_unique<Conv2d>(params, cin, half_, 1, 1, 1, dtype, derive_seed(seed, 1))),
       bn_(std::make_unique<BatchNorm>(params, cout, dtype)) {}
 
 DTensor FactorizedReduce::forward(Context& ctx, const DTensor& x, Saved& saved) {

@@ -8,12 +8,11 @@
 // The cells, stem and classifier built from them are in amoebanet_cells.h.
 #pragma once
 
-#include "workloads/cpu/amoebanet_ops.h"
+#include "workloads/amoebanet_genotype.h"
 #include "workloads/cuda/layer.h"
 
 namespace ppbench::cuda {
 
-using cpu::AmoebaOp;
 
 // ReLU -> conv (kh x kw, stride, "same" padding, no bias) -> BatchNorm, a Sequential whose
 // Saved.sub is {relu, conv, bn}, as cpu::make_relu_conv_bn.

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "workloads/counter_rng.h"
 #include "workloads/cuda/attention.h"
 #include "workloads/cuda/attention_core.h"
 #include "workloads/cuda/kernel_util.cuh"
@@ -82,9 +83,9 @@ Attention::Attention(DeviceArena& params, const AttentionConfig& config, DType d
     : cfg_(normalised(config)), dtype_(dtype), kernel_(kernel) {
   const std::int64_t d = cfg_.head_dim;
   qkv_ = std::make_unique<Linear>(params, cfg_.hidden, (cfg_.heads + 2 * cfg_.kv_heads) * d,
-                                  cfg_.bias, dtype, cpu::derive_seed(seed, 0));
+                                  cfg_.bias, dtype, derive_seed(seed, 0));
   out_ = std::make_unique<Linear>(params, cfg_.heads * d, cfg_.hidden, cfg_.bias, dtype,
-                                  cpu::derive_seed(seed, 1));
+                                  derive_seed(seed, 1));
   qkv_->weight.name = "wqkv";
   out_->weight.name = "wo";
   if (cfg_.bias) {

@@ -1,5 +1,6 @@
 #include "workloads/cuda/blocks.h"
 
+#include "workloads/counter_rng.h"
 #include "workloads/cuda/activations.h"
 #include "workloads/cuda/attention.h"
 #include "workloads/cuda/kernel_util.cuh"
@@ -121,18 +122,18 @@ LayerPtr make_decoder_layer(DeviceArena& params, const DecoderConfig& c, DType d
 
   auto attn = std::make_unique<Sequential>("attention_block");
   attn->add(norm());
-  attn->add(std::make_unique<Attention>(params, ac, dtype, cpu::derive_seed(seed, 0)));
+  attn->add(std::make_unique<Attention>(params, ac, dtype, derive_seed(seed, 0)));
 
   auto ffn = std::make_unique<Sequential>("ffn_block");
   ffn->add(norm());
   if (c.ffn_kind == DecoderConfig::Ffn::kSwiGLU) {
-    ffn->add(std::make_unique<SwiGLU>(params, c.hidden, c.ffn, dtype, cpu::derive_seed(seed, 1)));
+    ffn->add(std::make_unique<SwiGLU>(params, c.hidden, c.ffn, dtype, derive_seed(seed, 1)));
   } else {
     ffn->add(std::make_unique<Linear>(params, c.hidden, c.ffn, c.bias, dtype,
-                                      cpu::derive_seed(seed, 1)));
+                                      derive_seed(seed, 1)));
     ffn->add(std::make_unique<GeLU>());
     ffn->add(std::make_unique<Linear>(params, c.ffn, c.hidden, c.bias, dtype,
-                                      cpu::derive_seed(seed, 2)));
+                                      derive_seed(seed, 2)));
   }
 
   auto layer = std::make_unique<Sequential>("decoder_layer");

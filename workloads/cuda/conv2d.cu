@@ -1,6 +1,7 @@
 #include <cmath>
 
-#include "workloads/cpu/tensor.h"
+#include "workloads/counter_rng.h"
+#include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/conv2d.h"
 #include "workloads/cuda/gemm.h"
 #include "workloads/cuda/kernel_util.cuh"
@@ -87,15 +88,11 @@ Conv2d::Conv2d(DeviceArena& params, std::int64_t in_channels, std::int64_t out_c
           "conv2d: sizes must be positive");
   require(dtype != DType::kI32, "conv2d: dtype must be bf16 or f32");
   const std::int64_t k = kh * kw * in_channels;
-  // The CPU's draw order: W [k, Cout] row-major; stored here transposed.
-  cpu::Rng rng(seed);
+  // The CPU's values (workloads/cpu/conv2d.cpp): W [k, Cout] there, held [Cout, k] here.
   const double a = 1.0 / std::sqrt(static_cast<double>(k));
-  std::vector<float> w(static_cast<std::size_t>(k * out_channels));
-  for (std::int64_t r = 0; r < k; ++r)
-    for (std::int64_t o = 0; o < out_channels; ++o)
-      w[static_cast<std::size_t>(o * k + r)] = static_cast<float>(rng.uniform(-a, a));
   weight = make_param(params, "weight", {out_channels, k}, dtype);
-  upload(weight.value, w);
+  weight.transposed = true;
+  fill_param(weight, param_key(seed, 0), a);
 }
 
 Shape Conv2d::output_shape(const Shape& s) const {

@@ -1,6 +1,7 @@
 #include "workloads/cuda/embedding.h"
 
-#include "workloads/cpu/tensor.h"
+#include "workloads/counter_rng.h"
+#include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/kernel_util.cuh"
 
 namespace ppbench::cuda {
@@ -38,10 +39,7 @@ Embedding::Embedding(DeviceArena& params, std::int64_t vocab, std::int64_t hidde
     : vocab_(vocab), hidden_(hidden), dtype_(dtype) {
   require(vocab > 0 && hidden > 0, "embedding: sizes must be positive");
   table = make_param(params, "embedding", {vocab, hidden}, dtype);
-  cpu::Rng rng(seed);
-  std::vector<float> v(static_cast<std::size_t>(vocab * hidden));
-  for (float& x : v) x = static_cast<float>(rng.uniform(-1.0, 1.0));
-  upload(table.value, v);
+  fill_param(table, param_key(seed, 0), 1.0);  // the CPU's values, same layout
 }
 
 DTensor Embedding::forward(Context& ctx, const DTensor& ids, Saved& saved) {

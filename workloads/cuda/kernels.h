@@ -17,6 +17,7 @@
 #include "workloads/cuda/device_info.h"
 #include "workloads/cuda/embedding.h"
 #include "workloads/cuda/gemm.h"
+#include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/layer.h"
 #include "workloads/cuda/layernorm.h"
 #include "workloads/cuda/linear.h"

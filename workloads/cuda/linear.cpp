@@ -2,8 +2,9 @@
 
 #include <cmath>
 
-#include "workloads/cpu/tensor.h"
+#include "workloads/counter_rng.h"
 #include "workloads/cuda/gemm.h"
+#include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/reduce.h"
 
 namespace ppbench::cuda {
@@ -17,21 +18,15 @@ Linear::Linear(DeviceArena& params, std::int64_t in, std::int64_t out, bool with
     : in_(in), out_(out), has_bias_(with_bias), dtype_(dtype) {
   require(in > 0 && out > 0, "linear: sizes must be positive");
   require(dtype != DType::kI32, "linear: dtype must be bf16 or f32");
-  // The CPU's draw order: W [in, out] row-major, then b.
-  cpu::Rng rng(seed);
+  // The CPU's values (workloads/cpu/linear.cpp), drawn here: W is held [out, in], the CPU's
+  // [in, out] transposed, as cuBLAS reads it.
   const double a = 1.0 / std::sqrt(static_cast<double>(in));
-  std::vector<float> w_in_out(static_cast<std::size_t>(in * out)), w(w_in_out.size());
-  for (float& v : w_in_out) v = static_cast<float>(rng.uniform(-a, a));
-  for (std::int64_t i = 0; i < in; ++i)
-    for (std::int64_t o = 0; o < out; ++o)
-      w[static_cast<std::size_t>(o * in + i)] = w_in_out[static_cast<std::size_t>(i * out + o)];
   weight = make_param(params, "weight", {out, in}, dtype);
-  upload(weight.value, w);
+  weight.transposed = true;
+  fill_param(weight, param_key(seed, 0), a);
   if (has_bias_) {
-    std::vector<float> b(static_cast<std::size_t>(out));
-    for (float& v : b) v = static_cast<float>(rng.uniform(-a, a));
     bias = make_param(params, "bias", {out}, dtype);
-    upload(bias.value, b);
+    fill_param(bias, param_key(seed, 1), a);
   }
 }
 

@@ -60,7 +60,68 @@ __global__ void add_f32_kernel(float* __restrict__ dst, const float* __restrict_
   }
 }
 
+// Pass 1: block b sums elements b*256+t, +256*kStatsBlocks, ... of its threads, then the block in
+// a fixed tree; pass 2 (one block) sums the kStatsBlocks partials in a fixed tree. Grid and
+// block sizes are constants, so the order of every addition is too.
+constexpr int kStatsThreads = 256;
+
+__global__ void stats_partials_kernel(const float* __restrict__ x, std::int64_t n,
+                                      double* __restrict__ partials) {
+  __shared__ double sq[kStatsThreads], sm[kStatsThreads];
+  double a = 0, b = 0;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kStatsThreads + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(kStatsBlocks) * kStatsThreads) {
+    const double v = x[i];
+    a += v * v;
+    b += v;
+  }
+  sq[threadIdx.x] = a;
+  sm[threadIdx.x] = b;
+  __syncthreads();
+  for (int half = kStatsThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      sq[threadIdx.x] += sq[threadIdx.x + half];
+      sm[threadIdx.x] += sm[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = sq[0];
+    partials[2 * blockIdx.x + 1] = sm[0];
+  }
+}
+
+__global__ void stats_final_kernel(double* __restrict__ partials) {
+  __shared__ double sq[kStatsBlocks], sm[kStatsBlocks];
+  sq[threadIdx.x] = partials[2 * threadIdx.x];
+  sm[threadIdx.x] = partials[2 * threadIdx.x + 1];
+  __syncthreads();
+  for (int half = kStatsBlocks / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      sq[threadIdx.x] += sq[threadIdx.x + half];
+      sm[threadIdx.x] += sm[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[0] = sq[0], partials[1] = sm[0];
+}
+
 }  // namespace
+
+VectorStats vector_stats(Context& ctx, const float* x, std::int64_t n, double* scratch) {
+  VectorStats out;
+  if (n == 0) return out;
+  stats_partials_kernel<<<kStatsBlocks, kStatsThreads, 0, ctx.stream>>>(x, n, scratch);
+  CUDA_CHECK_LAUNCH();
+  stats_final_kernel<<<1, kStatsBlocks, 0, ctx.stream>>>(scratch);
+  CUDA_CHECK_LAUNCH();
+  double host[2];
+  CUDA_CHECK(cudaMemcpyAsync(host, scratch, sizeof host, cudaMemcpyDeviceToHost, ctx.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  out.sum_squares = host[0];
+  out.sum = host[1];
+  return out;
+}
 
 void col_sum_accumulate(Context& ctx, const DTensor& x, float* out) {
   col_reduce<false>(ctx, x, nullptr, out);

@@ -14,4 +14,13 @@ void col_dot_accumulate(Context& ctx, const DTensor& a, const DTensor& b, float*
 // dst[i] += src[i], f32
 void add_f32(Context& ctx, float* dst, const float* src, std::int64_t n);
 
+// Sum of squares and sum of an f32 vector, accumulated in double in a fixed order (the same bits
+// on every call), for gradient statistics that never leave the device. `scratch` holds
+// 2 * kStatsBlocks doubles; waits for ctx.stream and returns on the host.
+constexpr int kStatsBlocks = 256;
+struct VectorStats {
+  double sum_squares = 0, sum = 0;
+};
+VectorStats vector_stats(Context& ctx, const float* x, std::int64_t n, double* scratch);
+
 }  // namespace ppbench::cuda

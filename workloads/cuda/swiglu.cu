@@ -1,6 +1,6 @@
 #include "workloads/cuda/swiglu.h"
 
-#include "workloads/cpu/tensor.h"
+#include "workloads/counter_rng.h"
 #include "workloads/cuda/kernel_util.cuh"
 
 namespace ppbench::cuda {
@@ -42,8 +42,8 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ gu, const T* __rest
 SwiGLU::SwiGLU(DeviceArena& params, std::int64_t hidden, std::int64_t ffn, DType dtype,
                std::uint64_t seed)
     : ffn_(ffn) {
-  gate_up_ = std::make_unique<Linear>(params, hidden, 2 * ffn, false, dtype, cpu::derive_seed(seed, 0));
-  down_ = std::make_unique<Linear>(params, ffn, hidden, false, dtype, cpu::derive_seed(seed, 1));
+  gate_up_ = std::make_unique<Linear>(params, hidden, 2 * ffn, false, dtype, derive_seed(seed, 0));
+  down_ = std::make_unique<Linear>(params, ffn, hidden, false, dtype, derive_seed(seed, 1));
   gate_up_->weight.name = "w_gate_up";
   down_->weight.name = "w_down";
 }

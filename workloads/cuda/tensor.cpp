@@ -94,4 +94,16 @@ void zero(const DTensor& t, void* stream) {
                              static_cast<cudaStream_t>(stream)));
 }
 
+std::vector<float> download_cpu_layout(const Param& p, const DTensor& t) {
+  std::vector<float> v = download(t);
+  if (!p.transposed) return v;
+  require(t.shape().size() == 2, "download_cpu_layout: " + p.name + " is transposed but not 2-D");
+  const std::int64_t rows = t.dim(0), cols = t.dim(1);
+  std::vector<float> out(v.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      out[static_cast<std::size_t>(c * rows + r)] = v[static_cast<std::size_t>(r * cols + c)];
+  return out;
+}
+
 }  // namespace ppbench::cuda

@@ -97,12 +97,17 @@ struct Param {
   std::string name;
   DTensor value;
   DTensor grad;
+  // The CPU backend holds this 2-D tensor transposed ([cols, rows]: Linear and Conv2d weights,
+  // stored here as cuBLAS reads them): initialisation and comparisons map elements through it.
+  bool transposed = false;
 };
 
 // Host <-> device copies with conversion (synchronous: for set-up and tests, not hot paths).
 // Values are given and returned as float; ints are converted exactly below 2^24.
 void upload(const DTensor& dst, const std::vector<float>& host);
 std::vector<float> download(const DTensor& src);
+// `t` (p.value or p.grad) in the CPU backend's layout: transposed back where p.transposed.
+std::vector<float> download_cpu_layout(const Param& p, const DTensor& t);
 // Zeroes the buffer on `stream`.
 void zero(const DTensor& t, void* stream = nullptr);
 

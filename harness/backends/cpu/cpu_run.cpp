@@ -14,25 +14,13 @@
 
 namespace ppbench {
 
-double StepValues::grad_norm() const {
-  double sum = 0;
-  for (double g : grads) sum += g * g;
-  return std::sqrt(sum);
-}
-
 namespace {
-
-template <typename T>
-struct Step {
-  StepValues values;
-  StepRecord record;
-};
 
 template <typename T>
 class CpuRun {
  public:
   CpuRun(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan, const RunOptions& o)
-      : s_(s) {
+      : spec_(spec) {
     const int n = s.params.microbatches;
     for (int m = 0; m < n; ++m) data_.push_back(cpu::make_microbatch<T>(spec, o.seed, m));
     for (int r = 0; r < s.placement.ranks; ++r)
@@ -44,32 +32,32 @@ class CpuRun {
     parts_ = static_cast<int>(plan.stages.size());
   }
 
-  Step<T> step() {
+  // One step; returns its record and mean loss (the gradients stay where they are).
+  StepRecord step(double& loss) {
     for (auto& r : ranks_) r->zero_grad();
-    Step<T> out;
-    out.record = executor_->run_step();
-    double loss = 0;
+    StepRecord record = executor_->run_step();
+    loss = 0;
     for (auto& r : ranks_)
       for (auto [mb, l] : r->losses) loss += static_cast<double>(l);
-    out.values.loss = loss / static_cast<double>(data_.size());
-    // Gradients in layer order, the copies of each model part summed.
-    std::vector<std::vector<double>> by_part(parts_);
-    for (auto& r : ranks_)
-      for (auto& [part, params] : r->params_by_part()) {
-        std::vector<double>& g = by_part[part];
-        std::size_t k = 0;
-        for (cpu::Param<T>* prm : params)
-          for (T v : prm->grad.data) {
-            if (k == g.size()) g.push_back(0);
-            g[k++] += static_cast<double>(v);
-          }
-      }
-    for (auto& g : by_part) out.values.grads.insert(out.values.grads.end(), g.begin(), g.end());
-    return out;
+    loss /= static_cast<double>(data_.size());
+    return record;
+  }
+
+  // The last step's gradient statistics (and tensors, with `keep`), copies of a part summed.
+  void summarize(bool keep, StepValues& out) {
+    std::vector<std::vector<StageParams<cpu::Param<T>>>> by_rank;
+    for (auto& r : ranks_) by_rank.push_back(r->params_by_layer());
+    summarize_gradients_on_host(spec_, by_rank, parts_, keep, out,
+                                [](const StageParams<cpu::Param<T>>&, const cpu::Param<T>* p,
+                                   std::vector<double>& sum) {
+                                  const auto& g = p->grad.data;
+                                  if (sum.empty()) sum.assign(g.size(), 0.0);
+                                  for (std::size_t i = 0; i < g.size(); ++i) sum[i] += static_cast<double>(g[i]);
+                                });
   }
 
  private:
-  const Schedule& s_;
+  const WorkloadSpec& spec_;
   std::vector<cpu::MicroBatch<T>> data_;
   std::vector<std::unique_ptr<cpu::PipelineRank<T>>> ranks_;
   std::unique_ptr<CpuExecutor<cpu::Tensors<T>>> executor_;
@@ -81,29 +69,36 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
                     const RunOptions& o) {
   CpuRun<T> run(spec, s, plan, o);
   std::vector<double> step_times;
-  Step<T> last;
+  StepRecord last;
+  RunOutput out;
   for (int k = 0; k < o.warmup + o.steps; ++k) {
-    last = run.step();
-    const double t = makespan_of(last.record.trace);
+    last = run.step(out.values.loss);
+    const double t = makespan_of(last.trace);
     if (k >= o.warmup) step_times.push_back(t);
     if (o.progress)
       std::cerr << "step " << k + 1 << "/" << o.warmup + o.steps << (k < o.warmup ? " (warm-up)" : "")
-                << ": " << t * 1e3 << " ms, loss " << last.values.loss << "\n";
+                << ": " << t * 1e3 << " ms, loss " << out.values.loss << "\n";
   }
-  RunOutput out;
-  out.trace = last.record.trace;
-  out.values = last.values;
+  run.summarize(o.keep_gradients || o.check, out.values);
+  out.trace = last.trace;
 
   const std::vector<double> model_peak = predicted_peak_bytes(s, plan, o.recompute);
   nlohmann::json r = run_record({&spec, &s, &plan, o.steps, o.warmup, o.seed, o.recompute, step_times,
-                                 &out.trace, out.values.loss, out.values.grad_norm()},
+                                 &out.trace, out.values},
                                 "cpu");
   nlohmann::json mem = nlohmann::json::array();
   for (int k = 0; k < s.placement.ranks; ++k)
     mem.push_back({{"rank", k},
-                   {"measured_peak_bytes", last.record.arenas[k].peak()},
+                   {"measured_peak_bytes", last.arenas[k].peak()},
                    {"model_peak_bytes", model_peak[k]}});
   r["activation_bytes"] = mem;
+  if (o.check) {
+    const StepValues ref = single_device_step(spec, s.params.microbatches, o.seed);
+    const double tol = o.check_tolerance > 0 ? o.check_tolerance : check_tolerance(spec.dtype);
+    r["check"] = check_json(compare_gradients(out.values.tensors, ref.tensors), tol, out.values.loss,
+                            ref.loss, "the CPU float64 single-device step");
+  }
+  if (!o.keep_gradients) out.values.tensors.clear();
   out.record = std::move(r);
   return out;
 }
@@ -137,9 +132,27 @@ StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::u
       layers[l]->backward_weight(saved[l]);
     }
   }
-  for (auto& layer : layers)
-    for (cpu::Param<T>* prm : layer->params()) out.grads.insert(out.grads.end(), prm->grad.data.begin(), prm->grad.data.end());
+  // One part holding every layer: the reference has no stages.
+  StageParams<cpu::Param<T>> all;
+  for (std::size_t l = 0; l < layers.size(); ++l) all.layers.emplace_back(static_cast<int>(l), layers[l]->params());
+  const std::vector<std::vector<StageParams<cpu::Param<T>>>> one_rank = {{all}};
+  summarize_gradients_on_host(spec, one_rank, 1, true, out,
+                              [](const StageParams<cpu::Param<T>>&, const cpu::Param<T>* p,
+                                 std::vector<double>& sum) {
+                                sum.assign(p->grad.data.begin(), p->grad.data.end());
+                              });
   return out;
+}
+
+std::string check_failure(const nlohmann::json& record) {
+  if (!record.contains("check") || record["check"].value("passed", false)) return "";
+  const nlohmann::json& c = record["check"];
+  if (c.contains("mismatch"))
+    return "--check failed: the gradients do not match the reference's tensors (" +
+           c["mismatch"].get<std::string>() + ")";
+  return "--check failed: largest relative gradient error " + c["max_rel_error"].dump() + " in " +
+         c["worst_tensor"].get<std::string>() + ", loss error " + c["loss_rel_error"].dump() +
+         ", tolerance " + c["tolerance"].dump() + " (against " + c["reference"].get<std::string>() + ")";
 }
 
 }  // namespace ppbench

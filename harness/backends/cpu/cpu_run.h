@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/backends/step_values.h"
 #include "harness/executor/cpu_executor.h"
 #include "harness/trace.h"
 #include "schedules/schedule.h"
@@ -29,15 +30,13 @@ struct RunOptions {
   bool recompute = false;
   ExecutorOptions executor;
   bool progress = false;  // one line per step on stderr
-};
-
-// What a step computed, for the equivalence tests: the mean loss over the N
-// micro-batches and every parameter gradient in layer order (copies of a
-// stage summed).
-struct StepValues {
-  double loss = 0;
-  std::vector<double> grads;
-  double grad_norm() const;
+  // Keep the last step's gradient tensors in RunOutput::values (tests); off, only their
+  // statistics are computed, once, after the last step.
+  bool keep_gradients = false;
+  // --check: also compute the step on one device and record the largest relative gradient
+  // error per tensor (and fail past the tolerance: 0 takes check_tolerance(dtype)).
+  bool check = false;
+  double check_tolerance = 0;
 };
 
 struct RunOutput {
@@ -46,11 +45,15 @@ struct RunOutput {
   StepValues values;      // of the last step
 };
 
+// The message of a failed --check, or "" (the record's "check" object says why).
+std::string check_failure(const nlohmann::json& record);
+
 // Throws UsageError for parameters or shapes the run cannot take.
 RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& options);
 
-// The same step on one device: every micro-batch forward through all layers,
-// then backward (I then W) in reverse, gradients accumulated.
+// The same step on one device in float64: every micro-batch forward through all
+// layers, then backward (I then W) in reverse, gradients accumulated. Keeps every
+// gradient tensor (it is the reference the others are compared with).
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed);
 
 }  // namespace ppbench

@@ -8,6 +8,7 @@
 #include "workloads/cpu/layernorm.h"
 #include "workloads/cpu/linear.h"
 #include "workloads/cpu/rmsnorm.h"
+#include "workloads/synthetic_data.h"
 
 namespace ppbench::cpu {
 
@@ -62,29 +63,27 @@ PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t in
 template <typename T>
 MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int index) {
   MicroBatch<T> mb;
-  Rng rng(derive_seed(seed ^ 0xda7aULL, static_cast<std::uint64_t>(index)));
+  const DataKeys keys = data_keys(seed, index);
   Tensor<T> x(spec.input.shape);
   if (spec.workload == "transformer") {
-    const std::int64_t vocab = spec.layers.front().attrs.at("vocab");
-    for (T& v : x.data) v = static_cast<T>(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(vocab)));
-    // Next-token targets: the input shifted by one, a fresh token at the end.
+    const auto vocab = static_cast<std::uint32_t>(spec.layers.front().attrs.at("vocab"));
     const std::int64_t b = x.dim(0), seq = x.dim(1);
     for (std::int64_t i = 0; i < b; ++i)
-      for (std::int64_t t = 0; t < seq; ++t)
-        mb.targets.push_back(t + 1 < seq ? static_cast<std::int32_t>(x.data[i * seq + t + 1])
-                                         : static_cast<std::int32_t>(rng.uniform() * static_cast<double>(vocab)));
+      for (std::int64_t t = 0; t < seq; ++t) {
+        x.data[static_cast<std::size_t>(i * seq + t)] = static_cast<T>(data_token(keys, i, t, seq, vocab));
+        mb.targets.push_back(data_next_token(keys, i, t, seq, vocab));
+      }
   } else {
     if (spec.workload == "amoebanet") {
       // The spec names images [b, 3, H, W]; the kernels run NHWC.
       const auto& sh = spec.input.shape;
       x = Tensor<T>({sh[0], sh[2], sh[3], sh[1]});
     }
-    rng.fill(x, -1.0, 1.0);
-    const std::int64_t classes = spec.layers.back().attrs.count("classes")
-                                     ? spec.layers.back().attrs.at("classes")
-                                     : spec.layers.back().attrs.at("out");
-    for (std::int64_t i = 0; i < spec.microbatch_size; ++i)
-      mb.targets.push_back(static_cast<std::int32_t>(rng.uniform() * static_cast<double>(classes)));
+    for (std::size_t k = 0; k < x.data.size(); ++k) x.data[k] = static_cast<T>(data_feature(keys, k));
+    const auto classes = static_cast<std::uint32_t>(spec.layers.back().attrs.count("classes")
+                                                        ? spec.layers.back().attrs.at("classes")
+                                                        : spec.layers.back().attrs.at("out"));
+    for (std::int64_t i = 0; i < spec.microbatch_size; ++i) mb.targets.push_back(data_label(keys, i, classes));
   }
   mb.inputs.push_back(std::move(x));
   return mb;

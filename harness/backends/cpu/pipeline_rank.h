@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/backends/cpu/model_builder.h"
+#include "harness/backends/step_values.h"
 #include "harness/executor/stage_work.h"
 #include "schedules/placement.h"
 #include "workloads/partition.h"
@@ -26,13 +27,14 @@ class PipelineRank final : public StageWork<Tensors<T>> {
  public:
   PipelineRank(const WorkloadSpec& spec, const PartitionPlan& plan, const Placement& p, int rank,
                const std::vector<MicroBatch<T>>& data, std::uint64_t seed, bool recompute)
-      : p_(p), data_(data), recompute_(recompute) {
+      : p_(p), data_(data), recompute_(recompute), rank_(rank) {
     for (int st = 0; st < p.stages(); ++st) {
       if (p.stage_rank[st] != rank) continue;
       Stage stage;
       stage.id = st;
       stage.part = st - p.chain_begin[p.stage_chain[st]];
       const StageSpec& part = plan.stages[stage.part];
+      stage.first_layer = part.first_layer;
       for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l)
         stage.layers.push_back(make_pipeline_layer<T>(spec, static_cast<std::size_t>(l), seed));
       const int n = p.microbatches_of(st);
@@ -90,14 +92,16 @@ class PipelineRank final : public StageWork<Tensors<T>> {
     losses.clear();
   }
 
-  // Parameters of every stage on this rank, by model part (layer order).
-  std::vector<std::pair<int, std::vector<Param<T>*>>> params_by_part() {
-    std::vector<std::pair<int, std::vector<Param<T>*>>> out;
+  // Parameters of every stage on this rank, by model part and layer.
+  std::vector<StageParams<Param<T>>> params_by_layer() {
+    std::vector<StageParams<Param<T>>> out;
     for (Stage& s : stages_) {
-      std::vector<Param<T>*> ps;
-      for (auto& layer : s.layers)
-        for (Param<T>* prm : layer->params()) ps.push_back(prm);
-      out.emplace_back(s.part, std::move(ps));
+      StageParams<Param<T>> sp;
+      sp.rank = rank_;
+      sp.part = s.part;
+      for (std::size_t l = 0; l < s.layers.size(); ++l)
+        sp.layers.emplace_back(s.first_layer + static_cast<int>(l), s.layers[l]->params());
+      out.push_back(std::move(sp));
     }
     return out;
   }
@@ -106,7 +110,7 @@ class PipelineRank final : public StageWork<Tensors<T>> {
 
  private:
   struct Stage {
-    int id = 0, part = 0;
+    int id = 0, part = 0, first_layer = 0;
     std::vector<PipelineLayerPtr<T>> layers;
     std::vector<std::vector<Saved<T>>> saved;  // [mb][layer]
     std::vector<Tensors<T>> kept_input;        // [mb], recompute only
@@ -148,6 +152,7 @@ class PipelineRank final : public StageWork<Tensors<T>> {
   const Placement& p_;
   const std::vector<MicroBatch<T>>& data_;
   bool recompute_;
+  int rank_;
   std::vector<Stage> stages_;
   Tensors<T> input_copy_;
 };

@@ -1,0 +1,116 @@
+#include "harness/backends/step_values.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ppbench {
+
+double StepValues::grad_norm() const {
+  double s = 0;
+  for (const PartGradients& p : parts) s += p.sum_squares;
+  return std::sqrt(s);
+}
+
+double StepValues::grad_sum() const {
+  double s = 0;
+  for (const PartGradients& p : parts) s += p.sum;
+  return s;
+}
+
+std::int64_t StepValues::grad_elements() const {
+  std::int64_t n = 0;
+  for (const PartGradients& p : parts) n += p.elements;
+  return n;
+}
+
+nlohmann::json StepValues::gradients_json() const {
+  nlohmann::json ps = nlohmann::json::array();
+  for (const PartGradients& p : parts)
+    ps.push_back({{"part", p.part},
+                  {"norm", std::sqrt(p.sum_squares)},
+                  {"sum", p.sum},
+                  {"elements", p.elements}});
+  return {{"norm", grad_norm()}, {"sum", grad_sum()}, {"elements", grad_elements()}, {"parts", ps}};
+}
+
+void accumulate(PartGradients& part, const double* values, std::size_t n) {
+  double sq = 0, sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sq += values[i] * values[i], sum += values[i];
+  part.sum_squares += sq;
+  part.sum += sum;
+  part.elements += static_cast<std::int64_t>(n);
+}
+
+std::string grad_tensor_name(const WorkloadSpec& spec, int layer, int k, const std::string& param) {
+  return "layer " + std::to_string(layer) + " (" +
+         spec.layers.at(static_cast<std::size_t>(layer)).name + ") tensor " + std::to_string(k) +
+         " (" + param + ")";
+}
+
+GradientComparison compare_gradients(const std::vector<GradTensor>& got,
+                                     const std::vector<GradTensor>& want) {
+  GradientComparison c;
+  c.tensors = want.size();
+  if (got.size() != want.size()) {
+    c.mismatch = std::to_string(got.size()) + " gradient tensors against " +
+                 std::to_string(want.size()) + " in the reference";
+    return c;
+  }
+  for (std::size_t t = 0; t < want.size(); ++t) {
+    const GradTensor &g = got[t], &w = want[t];
+    if (g.values.size() != w.values.size()) {
+      c.mismatch = w.name + ": " + std::to_string(g.values.size()) + " elements against " +
+                   std::to_string(w.values.size());
+      return c;
+    }
+    double diff = 0, scale = 0;
+    bool nan = false;
+    for (std::size_t i = 0; i < w.values.size(); ++i) {
+      const double d = std::abs(g.values[i] - w.values[i]);
+      nan = nan || std::isnan(d);
+      diff = std::max(diff, d);
+      scale = std::max(scale, std::abs(w.values[i]));
+    }
+    // NaN never passes: a NaN anywhere is the worst error there is.
+    const double err = nan          ? std::numeric_limits<double>::infinity()
+                       : diff == 0  ? 0.0
+                       : scale == 0 ? std::numeric_limits<double>::infinity()
+                                    : diff / scale;
+    if (c.worst_tensor.empty() || err > c.max_rel_error)
+      c.max_rel_error = err, c.worst_tensor = w.name;
+  }
+  return c;
+}
+
+double check_tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kF64:
+      return 1e-10;
+    case DType::kF32:
+      return 1e-4;
+    case DType::kBF16:
+      return 2e-2;
+  }
+  return 0;
+}
+
+nlohmann::json check_json(const GradientComparison& c, double tolerance, double loss,
+                          double reference_loss, const std::string& reference) {
+  const double loss_error =
+      std::abs(loss - reference_loss) / std::max(std::abs(reference_loss), 1e-300);
+  const bool passed = c.within(tolerance) && loss_error <= tolerance;
+  nlohmann::json j = {
+      {"reference", reference},
+      {"tensors", c.tensors},
+      {"max_rel_error",
+       std::isfinite(c.max_rel_error) ? nlohmann::json(c.max_rel_error) : nlohmann::json("inf")},
+      {"worst_tensor", c.worst_tensor},
+      {"loss_rel_error", loss_error},
+      {"tolerance", tolerance},
+      {"passed", passed}};
+  if (!c.mismatch.empty()) j["mismatch"] = c.mismatch;
+  return j;
+}
+
+}  // namespace ppbench

@@ -1,0 +1,115 @@
+// What a training step computed, in a form every backend can produce without moving gradients
+// off its devices, and every test and `--check` can compare:
+//   - the mean loss over the step's micro-batches;
+//   - per model part (the stage of one chain; the copies that Chimera and DualPipe keep are summed
+//     first), the number of gradient elements, their sum of squares and their plain sum (a
+//     checksum that does not depend on a backend's memory layout);
+//   - the full gradients, per parameter tensor in the CPU backend's layout, only where a test or
+//     `--check` asks for them (`keep_gradients`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "workloads/layer_spec.h"
+
+namespace ppbench {
+
+struct GradTensor {
+  std::string name;  // "layer 3 (decoder.1) tensor 2 (weight)"
+  int part = 0;
+  std::vector<double> values;
+};
+
+struct PartGradients {
+  int part = 0;
+  std::int64_t elements = 0;
+  double sum_squares = 0;
+  double sum = 0;
+};
+
+struct StepValues {
+  double loss = 0;
+  std::vector<PartGradients> parts;  // in part order
+  std::vector<GradTensor> tensors;   // in layer order; empty unless kept
+
+  double grad_norm() const;
+  double grad_sum() const;
+  std::int64_t grad_elements() const;
+  // {"norm", "sum", "elements", "parts": [{"part", "norm", "sum", "elements"}]} for records.
+  nlohmann::json gradients_json() const;
+};
+
+// Adds one tensor's values to a part's statistics.
+void accumulate(PartGradients& part, const double* values, std::size_t n);
+
+// The name every backend gives parameter tensor `k` of layer `layer`, so that gradients of two
+// backends can be matched tensor by tensor.
+std::string grad_tensor_name(const WorkloadSpec& spec, int layer, int k, const std::string& param);
+
+// Tensor by tensor: the relative error max_i |got_i - want_i| / max_i |want_i| (0 where both
+// are zero), and the worst tensor. `mismatch` names the first tensor whose name or size differs
+// (then the errors are not meaningful).
+struct GradientComparison {
+  double max_rel_error = 0;
+  std::string worst_tensor;
+  std::size_t tensors = 0;
+  std::string mismatch;
+  bool within(double tolerance) const { return mismatch.empty() && max_rel_error <= tolerance; }
+};
+GradientComparison compare_gradients(const std::vector<GradTensor>& got,
+                                     const std::vector<GradTensor>& want);
+
+// The parameters of one stage on one rank, by layer: what a summary reads.
+template <class Param>
+struct StageParams {
+  int rank = 0;
+  int part = 0;
+  std::vector<std::pair<int, std::vector<Param*>>> layers;  // (layer index, its parameters)
+};
+
+// A step's gradient statistics (and, with `keep`, its gradient tensors) from every rank's stages,
+// read on the host: `add(stage, param, out)` adds a parameter's gradient, in the CPU layout, into
+// `out` (empty for the first copy: it sizes it). The copies of a part are summed in double before
+// anything is counted.
+template <class Param, class Add>
+void summarize_gradients_on_host(const WorkloadSpec& spec,
+                                 const std::vector<std::vector<StageParams<Param>>>& ranks,
+                                 int parts, bool keep, StepValues& out, Add add) {
+  out.parts.assign(static_cast<std::size_t>(parts), {});
+  out.tensors.clear();
+  std::vector<double> sum;
+  for (int part = 0; part < parts; ++part) {
+    out.parts[static_cast<std::size_t>(part)].part = part;
+    std::vector<const StageParams<Param>*> copies;
+    for (const auto& stages : ranks)
+      for (const StageParams<Param>& s : stages)
+        if (s.part == part) copies.push_back(&s);
+    if (copies.empty()) continue;
+    const StageParams<Param>& first = *copies.front();
+    for (std::size_t l = 0; l < first.layers.size(); ++l) {
+      const auto& [layer, params] = first.layers[l];
+      for (std::size_t k = 0; k < params.size(); ++k) {
+        sum.clear();
+        for (const StageParams<Param>* c : copies) add(*c, c->layers.at(l).second.at(k), sum);
+        accumulate(out.parts[static_cast<std::size_t>(part)], sum.data(), sum.size());
+        if (keep)
+          out.tensors.push_back(
+              {grad_tensor_name(spec, layer, static_cast<int>(k), params[k]->name), part, sum});
+      }
+    }
+  }
+}
+
+// The `--check` tolerance of a dtype: f64 1e-10, f32 1e-4, bf16 2e-2 (max relative error per
+// tensor against a float64 or same-dtype single-device step).
+double check_tolerance(DType dtype);
+
+// The record's "check" object.
+nlohmann::json check_json(const GradientComparison& c, double tolerance, double loss,
+                          double reference_loss, const std::string& reference);
+
+}  // namespace ppbench

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""The `equivalence` piece of scripts/gpu-check.sh: every schedule `ppbench list` names, at
+D in {2, 4, 8} virtual devices, on each workload variant below, run for one step with `--check`
+(ppbench compares the pipelined step's loss and gradients with an unpipelined reference and puts
+{"max_rel_error", "worst_tensor", "tolerance", "passed"} under "check" in its JSON record).
+
+For each (variant, schedule, D) the first N of D, 2D, 4D that ppbench accepts is run; ppbench
+exits 2 for a combination it does not allow (a schedule's N or D constraint, fewer layers than
+stages), which is recorded as not applicable. Every record goes to equivalence.jsonl as soon as it
+is known (so a run stopped at its time limit keeps what it did); equivalence.txt is the table and
+equivalence.json the counts.
+
+Usage: gpu_equivalence.py --out-dir DIR [--filter REGEX] [--devices 2,4,8] [--variants LIST]
+                          [--run-timeout S] -- PPBENCH_COMMAND...
+  PPBENCH_COMMAND: how to start ppbench, e.g. `gpu-bundle/run ppbench` or `build-gpu/ppbench`
+  --filter REGEX: only the cases whose label matches, labels being VARIANT/SCHEDULE/D<d>
+                  (e.g. 'mlp-f32/' or '/D8$'), to split the piece across machine calls
+Exit: 0 every case passed or was not applicable (and at least one ran); 1 a case failed, ppbench
+has no --check flag, or nothing ran; 2 bad usage; 124 stopped by SIGTERM (the time limit).
+Plain python3, no third-party modules.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# The workload variants, in one place: (name, flags). --steps 1 --warmup 1 --check --format json
+# and the backend/placement flags are added to each.
+VARIANTS: list[tuple[str, list[str]]] = [
+    ("mlp-f32", ["--workload", "mlp", "--layers", "8", "--width", "256", "--dtype", "f32"]),
+    ("mlp-bf16", ["--workload", "mlp", "--layers", "8", "--width", "256", "--dtype", "bf16"]),
+    ("transformer-f32", ["--workload", "transformer", "--preset", "tiny-llama", "--layers", "8",
+                         "--dtype", "f32"]),
+    ("transformer-bf16", ["--workload", "transformer", "--preset", "tiny-llama", "--layers", "8",
+                          "--dtype", "bf16"]),
+]
+COMMON = ["--backend", "cuda", "--steps", "1", "--warmup", "1", "--check", "--format", "json"]
+CHECK_FLAG = "--check"
+# ppbench's exit code 2 is bad input: here a combination the schedule refuses (N < D, ...),
+# unless the command line itself was refused (a flag this ppbench does not know). Exit 3 is the
+# machine, and fails the piece like any other error.
+EXIT_INVALID = 2
+BAD_COMMAND_LINE = "run with --help"
+
+
+def schedules(ppbench: list[str]) -> list[str]:
+    """Schedule names from `ppbench list --format json` where it exists, else from its table."""
+    r = subprocess.run([*ppbench, "list", "--format", "json"], capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode == 0:
+        try:
+            data = json.loads(r.stdout)
+            items = data.get("schedules", data) if isinstance(data, dict) else data
+            names = [i["name"] if isinstance(i, dict) else str(i) for i in items]
+            if names:
+                return names
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
+    r = subprocess.run([*ppbench, "list"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"`ppbench list` failed (exit {r.returncode}): {r.stderr.strip()[:300]}")
+    return parse_list_text(r.stdout)
+
+
+def parse_list_text(text: str) -> list[str]:
+    """The first column of `ppbench list`'s table, from the header to the first blank line."""
+    names, in_table = [], False
+    for line in text.splitlines():
+        if not in_table:
+            in_table = line.split()[:1] == ["schedule"]
+            continue
+        if not line.strip():
+            break
+        name = line.split()[0]
+        if re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+            names.append(name)
+    return names
+
+
+class Recorder:
+    def __init__(self, out_dir: Path, devices: list[int], variants: list[str]):
+        self.out_dir = out_dir
+        self.devices = devices
+        self.variants = variants
+        self.rows: list[dict] = []
+        self.schedules: list[str] = []
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.jsonl = open(out_dir / "equivalence.jsonl", "a", encoding="utf-8")
+
+    def add(self, record: dict) -> None:
+        self.rows.append(record["equivalence"])
+        self.jsonl.write(json.dumps(record) + "\n")
+        self.jsonl.flush()
+
+    def finish(self, note: str = "") -> dict:
+        counts: dict[str, int] = {}
+        for r in self.rows:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        summary = {"counts": counts, "cases": len(self.rows), "note": note,
+                   "failed": [r["label"] for r in self.rows
+                              if r["status"] not in ("passed", "not_applicable")]}
+        (self.out_dir / "equivalence.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (self.out_dir / "equivalence.txt").write_text(self.table(note))
+        return summary
+
+    def table(self, note: str) -> str:
+        cells = {(r["variant"], r["schedule"], r["devices"]): r for r in self.rows}
+        head = f"{'variant':18}{'schedule':18}" + "".join(f"{'D=' + str(d):28}" for d in self.devices)
+        lines = [head.rstrip()]
+        for v in self.variants:
+            for s in self.schedules:
+                if not any((v, s, d) in cells for d in self.devices):
+                    continue
+                row = f"{v:18}{s:18}"
+                for d in self.devices:
+                    row += f"{cell(cells.get((v, s, d))):28}"
+                lines.append(row.rstrip())
+        c: dict[str, int] = {}
+        for r in self.rows:
+            c[r["status"]] = c.get(r["status"], 0) + 1
+        lines.append("")
+        lines.append(", ".join(f"{k}: {n}" for k, n in sorted(c.items())) or "no cases run")
+        if note:
+            lines.append(note)
+        return "\n".join(lines) + "\n"
+
+
+def cell(r: dict | None) -> str:
+    if r is None:
+        return "-"
+    err = r.get("max_rel_error")
+    e = f" {err:.1e}" if isinstance(err, (int, float)) else ""
+    return {"passed": f"ok N={r.get('microbatches')}{e}",
+            "failed": f"FAIL N={r.get('microbatches')}{e}",
+            "not_applicable": "n/a",
+            "timed_out": f"TIMEOUT N={r.get('microbatches')}",
+            }.get(r["status"], f"ERROR rc={r.get('rc')}")
+
+
+def run_case(ppbench: list[str], variant: str, flags: list[str], schedule: str, d: int,
+             timeout: float) -> dict:
+    """The record of one (variant, schedule, D): the first N ppbench accepts, else not applicable."""
+    refusals = []
+    for n in (d, 2 * d, 4 * d):
+        cmd = [*ppbench, "run", *COMMON, "--virtual-devices", str(d), "--devices", str(d),
+               "--microbatches", str(n), "--schedule", schedule, *flags]
+        eq = {"label": f"{variant}/{schedule}/D{d}", "variant": variant, "schedule": schedule,
+              "devices": d, "microbatches": n, "command": " ".join(cmd)}
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"equivalence": {**eq, "status": "timed_out", "rc": None,
+                                    "error": f"no result within {timeout:g} s",
+                                    "seconds": round(time.monotonic() - t0, 2)}}
+        eq["seconds"] = round(time.monotonic() - t0, 2)
+        eq["rc"] = r.returncode
+        err = "\n".join(line for line in r.stderr.splitlines()
+                        if not line.startswith("gpu-bundle:")).strip()
+        if r.returncode == EXIT_INVALID and BAD_COMMAND_LINE not in err:
+            refusals.append(f"N={n}: {err.splitlines()[-1] if err else 'exit 2'}")
+            continue
+        if r.returncode != 0:
+            return {"equivalence": {**eq, "status": "error", "error": err[-800:]}}
+        try:
+            rec = json.loads(r.stdout)
+        except ValueError:
+            return {"equivalence": {**eq, "status": "error",
+                                    "error": "stdout is not one JSON record: " + r.stdout[:300]}}
+        check = rec.get("check") if isinstance(rec, dict) else None
+        if not isinstance(check, dict) or "passed" not in check:
+            return {**(rec if isinstance(rec, dict) else {}),
+                    "equivalence": {**eq, "status": "error",
+                                    "error": "the record has no check.passed (is --check in this ppbench?)"}}
+        eq.update({k: check.get(k) for k in ("max_rel_error", "worst_tensor", "tolerance")})
+        eq["status"] = "passed" if check.get("passed") is True else "failed"
+        return {**rec, "equivalence": eq}
+    eq = {"label": f"{variant}/{schedule}/D{d}", "variant": variant, "schedule": schedule,
+          "devices": d, "microbatches": None, "status": "not_applicable",
+          "error": "; ".join(refusals)}
+    return {"equivalence": eq}
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv:
+        print("gpu_equivalence: give the ppbench command after --", file=sys.stderr)
+        return 2
+    split = argv.index("--")
+    ppbench, argv = argv[split + 1:], argv[:split]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out-dir", type=Path, required=True)
+    ap.add_argument("--filter", default="", help="regex over VARIANT/SCHEDULE/D<d>")
+    ap.add_argument("--devices", default="2,4,8")
+    ap.add_argument("--variants", default=",".join(v for v, _ in VARIANTS))
+    ap.add_argument("--run-timeout", type=float, default=180.0)
+    args = ap.parse_args(argv)
+    if not ppbench:
+        ap.error("give the ppbench command after --")
+    try:
+        devices = [int(x) for x in args.devices.split(",") if x]
+        flt = re.compile(args.filter)
+    except ValueError as e:
+        print(f"gpu_equivalence: bad --devices or --filter: {e}", file=sys.stderr)
+        return 2
+    known = dict(VARIANTS)
+    variants = [v for v in args.variants.split(",") if v]
+    for v in variants:
+        if v not in known:
+            print(f"gpu_equivalence: unknown variant '{v}' (known: {', '.join(known)})",
+                  file=sys.stderr)
+            return 2
+
+    rec = Recorder(args.out_dir, devices, variants)
+
+    def stop(signum, frame):  # the piece's time limit: keep the table of what was done
+        s = rec.finish(note="stopped at the time limit (SIGTERM): the cases above are all that ran")
+        print(f"gpu_equivalence: stopped by signal {signum} after {s['cases']} cases", file=sys.stderr)
+        sys.exit(124)
+
+    signal.signal(signal.SIGTERM, stop)
+
+    help_text = subprocess.run([*ppbench, "run", "--help"], capture_output=True, text=True,
+                               timeout=60).stdout
+    if CHECK_FLAG not in help_text:
+        rec.finish(note=f"ppbench run has no {CHECK_FLAG} flag: nothing run")
+        print(f"gpu_equivalence: `ppbench run --help` lists no {CHECK_FLAG} flag; the equivalence "
+              "check needs a ppbench that has it", file=sys.stderr)
+        return 1
+    try:
+        rec.schedules = schedules(ppbench)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        rec.finish(note=str(e))
+        print(f"gpu_equivalence: {e}", file=sys.stderr)
+        return 1
+    print(f"gpu_equivalence: schedules: {' '.join(rec.schedules)}", flush=True)
+
+    for v in variants:
+        for s in rec.schedules:
+            for d in devices:
+                label = f"{v}/{s}/D{d}"
+                if not flt.search(label):
+                    continue
+                r = run_case(ppbench, v, known[v], s, d, args.run_timeout)
+                e = r["equivalence"]
+                print(f"{label}: {e['status']}"
+                      + (f" N={e['microbatches']}" if e.get("microbatches") else "")
+                      + (f" max_rel_error={e['max_rel_error']}" if e.get("max_rel_error") is not None else "")
+                      + (f" ({e['error'][:300]})" if e.get("error") and e["status"] != "passed" else ""),
+                      flush=True)
+                rec.add(r)
+    s = rec.finish()
+    print((rec.out_dir / "equivalence.txt").read_text(), end="")
+    ran = s["counts"].get("passed", 0) + s["counts"].get("failed", 0)
+    if s["failed"]:
+        return 1
+    if ran == 0:
+        print("gpu_equivalence: no case ran (all filtered out or not applicable)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,222 @@
+"""Tests of the GPU bundle's launcher (scripts/gpu-bundle-run.sh, copied to <bundle>/run) with fake
+bundles and fake library folders, and of scripts/gpu-bundle.sh's arguments. Nothing is built: the
+bundle itself needs nvcc and minutes (`make gpu-bundle`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SCRIPTS
+
+LAUNCHER = SCRIPTS / "gpu-bundle-run.sh"
+GPU_BUNDLE = SCRIPTS / "gpu-bundle.sh"
+
+
+def write_exe(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def touch_lib(folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("not really a library\n")
+    return folder
+
+
+def make_bundle(tmp: Path, env_lines: str = "") -> Path:
+    """A bundle folder with the real launcher and one program that prints its environment."""
+    b = tmp / "gpu-bundle"
+    (b / "lib").mkdir(parents=True)
+    shutil.copy(LAUNCHER, b / "run")
+    (b / "run").chmod(0o755)
+    (b / "bundle.env").write_text(
+        "BUNDLE_COMMIT=0123abc\nBUNDLE_DIRTY=false\n"
+        "BUNDLE_CUBLAS_SONAMES='libcublasLt.so.13'\nBUNDLE_NCCL_SONAME=libnccl.so.2\n"
+        "BUNDLE_NCCL_REQUIRED=0\n" + env_lines)
+    write_exe(b / "bin" / "ppbench",
+              "#!/bin/sh\necho \"LD_LIBRARY_PATH=$LD_LIBRARY_PATH\"\n"
+              "echo \"PPBENCH_GIT_COMMIT=$PPBENCH_GIT_COMMIT\"\necho \"ARGS=$*\"\n")
+    write_exe(b / "bin" / "cuda_kernel_tests", "#!/bin/sh\necho tests\n")
+    return b
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict:
+    """Fake places: PATH with a python3 that names a site-packages folder and an ldconfig that
+    lists what ldconfig.txt holds; an empty 'system CUDA' folder."""
+    fakebin = tmp_path / "fakebin"
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    write_exe(fakebin / "python3", f"#!/bin/sh\necho '{site}'\n")
+    ldconf = tmp_path / "ldconfig.txt"
+    ldconf.write_text("")
+    write_exe(fakebin / "ldconfig", f"#!/bin/sh\ncat '{ldconf}'\n")
+    system = tmp_path / "system-cuda"
+    system.mkdir()
+    env = {**os.environ, "PATH": f"{fakebin}:{os.environ['PATH']}",
+           "PPBENCH_BUNDLE_SYSTEM_DIRS": str(system), "TMPDIR": str(tmp_path)}
+    for k in ("PPBENCH_CUDA_LIB_DIRS", "PPBENCH_GIT_COMMIT", "PPBENCH_BUNDLE_QUIET",
+              "PPBENCH_BUNDLE_PYTHON", "LD_LIBRARY_PATH"):
+        env.pop(k, None)
+    return {"env": env, "site": site, "system": system, "ldconfig": ldconf, "tmp": tmp_path}
+
+
+def launch(bundle: Path, args, env) -> subprocess.CompletedProcess:
+    return subprocess.run([str(bundle / "run"), *args], capture_output=True, text=True,
+                          timeout=30, env=env)
+
+
+def test_search_order_env_dirs_then_system_then_ldconfig_then_wheels(world):
+    b = make_bundle(world["tmp"])
+    env = dict(world["env"])
+    mine = touch_lib(world["tmp"] / "mine", "libcublasLt.so.13")
+    touch_lib(world["system"], "libcublasLt.so.13")
+    viacache = touch_lib(world["tmp"] / "ldcache", "libcublasLt.so.13")
+    world["ldconfig"].write_text(
+        f"\tlibcublasLt.so.13 (libc6,x86-64) => {viacache}/libcublasLt.so.13\n")
+    wheel = touch_lib(world["site"] / "nvidia" / "cu13" / "lib", "libcublasLt.so.13")
+    touch_lib(world["site"] / "nvidia" / "nccl" / "lib", "libnccl.so.2")
+
+    env["PPBENCH_CUDA_LIB_DIRS"] = f"{world['tmp'] / 'nothing-here'}:{mine}"
+    r = launch(b, ["--check"], env)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        f"gpu-bundle: cuBLASLt 13 from {mine} (PPBENCH_CUDA_LIB_DIRS); "
+        f"NCCL 2 from {world['site']}/nvidia/nccl/lib (python wheel)"]
+
+    del env["PPBENCH_CUDA_LIB_DIRS"]
+    r = launch(b, ["--check"], env)
+    assert f"cuBLASLt 13 from {world['system']} (system CUDA)" in r.stderr
+
+    (world["system"] / "libcublasLt.so.13").unlink()
+    r = launch(b, ["--check"], env)
+    assert f"cuBLASLt 13 from {viacache} (ldconfig)" in r.stderr
+
+    world["ldconfig"].write_text("")
+    r = launch(b, ["--check"], env)
+    assert f"cuBLASLt 13 from {wheel} (python wheel)" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
+
+
+def test_exec_sets_the_library_path_and_the_commit(world):
+    b = make_bundle(world["tmp"])
+    env = dict(world["env"])
+    mine = touch_lib(world["tmp"] / "mine", "libcublasLt.so.13")
+    env["PPBENCH_CUDA_LIB_DIRS"] = str(mine)
+    env["LD_LIBRARY_PATH"] = "/already/there"
+    r = launch(b, ["ppbench", "run", "--x"], env)
+    assert r.returncode == 0, r.stderr
+    out = dict(line.split("=", 1) for line in r.stdout.splitlines())
+    assert out["LD_LIBRARY_PATH"].split(":") == [str(b / "lib"), str(mine), "/already/there"]
+    assert out["PPBENCH_GIT_COMMIT"] == "0123abc"  # from the manifest
+    assert out["ARGS"] == "run --x"
+    assert "NCCL 2 not found (only --gpus with more than one GPU needs it)" in r.stderr
+    # A commit already set wins; PPBENCH_BUNDLE_QUIET silences the line.
+    r = launch(b, ["ppbench"], {**env, "PPBENCH_GIT_COMMIT": "feed", "PPBENCH_BUNDLE_QUIET": "1"})
+    assert "PPBENCH_GIT_COMMIT=feed" in r.stdout
+    assert r.stderr == ""
+
+
+def test_missing_cublas_exits_3_naming_what_was_searched(world):
+    b = make_bundle(world["tmp"])
+    env = {**world["env"], "PPBENCH_CUDA_LIB_DIRS": str(world["tmp"] / "empty")}
+    r = launch(b, ["ppbench", "--version"], env)
+    assert r.returncode == 3
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for word in ("libcublasLt.so.13 not found", str(world["tmp"] / "empty"),
+                 str(world["system"]), "PPBENCH_CUDA_LIB_DIRS"):
+        assert word in lines[0]
+    assert r.stdout == ""  # the program did not start
+
+
+def test_nccl_linked_by_the_programs_is_required(world):
+    b = make_bundle(world["tmp"], "BUNDLE_NCCL_REQUIRED=1\n")
+    touch_lib(world["system"], "libcublasLt.so.13")
+    r = launch(b, ["ppbench"], world["env"])
+    assert r.returncode == 3
+    assert "libnccl.so.2 not found" in r.stderr
+
+
+def test_both_cublas_sonames_come_from_one_folder(world):
+    b = make_bundle(world["tmp"], "BUNDLE_CUBLAS_SONAMES='libcublasLt.so.13 libcublas.so.13'\n")
+    touch_lib(world["system"], "libcublasLt.so.13")  # only one of the two: not a match
+    both = world["site"] / "nvidia" / "cublas" / "lib"
+    touch_lib(both, "libcublasLt.so.13")
+    touch_lib(both, "libcublas.so.13")
+    r = launch(b, ["--check"], world["env"])
+    assert r.returncode == 0, r.stderr
+    assert f"cuBLASLt 13 + cuBLAS 13 from {both} (python wheel)" in r.stderr
+
+
+def test_a_versioned_file_without_its_soname_link_gets_one(world):
+    b = make_bundle(world["tmp"])
+    touch_lib(world["system"], "libcublasLt.so.13.1.0")
+    r = launch(b, ["ppbench"], world["env"])
+    assert r.returncode == 0, r.stderr
+    ld = dict(line.split("=", 1) for line in r.stdout.splitlines())["LD_LIBRARY_PATH"].split(":")
+    link = Path(ld[1]) / "libcublasLt.so.13"
+    assert link.is_symlink() and link.resolve() == (world["system"] / "libcublasLt.so.13.1.0").resolve()
+
+
+def test_unknown_program_exits_2_listing_the_programs(world):
+    b = make_bundle(world["tmp"])
+    r = launch(b, ["nosuch"], world["env"])
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'nosuch'" in lines[0]
+    assert "cuda_kernel_tests" in lines[0] and "ppbench" in lines[0]
+    assert launch(b, [], world["env"]).returncode == 2
+    r = launch(b, ["--list"], world["env"])
+    assert r.stdout.split() == ["cuda_kernel_tests", "ppbench"]
+
+
+def test_gpu_bundle_script_usage():
+    r = subprocess.run(["bash", str(GPU_BUNDLE), "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    for word in ("--out", "--build-dir", "64 MiB", "PPBENCH_PORTABLE", "90-real;90-virtual"):
+        assert word in r.stdout
+    for args, word in ((["--frob"], "--frob"), (["--out"], "--out"), (["--jobs", "x"], "'x'")):
+        r = subprocess.run(["bash", str(GPU_BUNDLE), *args], capture_output=True, text=True)
+        assert r.returncode == 2
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and word in lines[0], r.stderr
+
+
+def test_the_bundle_lists_its_programs_once_and_carries_the_check():
+    text = GPU_BUNDLE.read_text()
+    targets = re.search(r"^TARGETS=\((.*)\)$", text, re.M).group(1).split()
+    assert targets == ["ppbench", "cuda_kernel_tests", "gpu_exec_tests", "cuda_gemm_bench",
+                       "cuda_layer_bench", "gpu_pipeline_bench"]
+    helpers = re.search(r"^HELPERS=\(([^)]*)\)", text, re.M).group(1).split()
+    # Every script gpu-check.sh runs from its helper folder is carried.
+    check = (SCRIPTS / "gpu-check.sh").read_text()
+    used = set(re.findall(r'\$HELPERS/([A-Za-z0-9_.-]+)', check))
+    assert used <= set(helpers), used - set(helpers)
+    # ... and what those import from scripts/.
+    for h in helpers:
+        for mod in re.findall(r"^from (\w+) import", (SCRIPTS / h).read_text(), re.M):
+            if (SCRIPTS / f"{mod}.py").exists():
+                assert f"{mod}.py" in helpers, (h, mod)
+
+
+def test_make_target_gitignore_and_cmake_option():
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^gpu-bundle:.*## ", make, re.M)
+    ignore = (ROOT / ".gitignore").read_text().splitlines()
+    assert "/gpu-bundle/" in ignore and "/build-bundle/" in ignore
+    top = (ROOT / "CMakeLists.txt").read_text()
+    assert "option(PPBENCH_PORTABLE" in top and "CUDA::cudart_static" in top
+    # Every CUDA target links the runtime through PPBENCH_CUDART, so PORTABLE can make it static.
+    for cm in ROOT.glob("*/**/CMakeLists.txt"):
+        if "build" in cm.parts[len(ROOT.parts)]:
+            continue
+        assert "CUDA::cudart " not in cm.read_text() and "CUDA::cudart)" not in cm.read_text(), cm
