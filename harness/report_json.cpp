@@ -42,7 +42,8 @@ nlohmann::json to_json(const ClosedForm& c) {
           {"idle_per_rank", optional_json(c.idle_per_rank)},
           {"activations_formula", c.activations_formula},
           {"peak_activations", optional_json(c.peak_activations)},
-          {"params", c.params_formula}};
+          {"params", c.params_formula},
+          {"note", c.note.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.note)}};
 }
 
 nlohmann::json to_json(const StageCost& c) {

@@ -1,7 +1,8 @@
-// Closed-form bubble and memory figures of REFERENCE.md, for uniform per-stage
-// costs and no communication time. The tests check the simulator against
-// every one of them; `ppbench simulate` prints them beside the simulated
-// figures.
+// Closed-form bubble and memory figures of the papers, for uniform per-stage
+// costs and no communication time. Each schedule's function lives beside its
+// generator (schedules/generators/) and is registered with it
+// (schedules/registry.h). The tests check the simulator against every one of
+// them; `ppbench simulate` prints them beside the simulated figures.
 #pragma once
 
 #include <optional>
@@ -23,13 +24,30 @@ struct ClosedForm {
   std::optional<double> idle_per_rank;     // when the paper states the idle time
   std::string activations_formula;         // peak in-flight (stage, mb) activations
   std::optional<int> peak_activations;     // max over ranks, in (stage, mb) activations
-  std::string params_formula;              // parameter copies: "1x" or "2x"
+  std::string params_formula = "1x";       // parameter copies: "1x" or "2x"
+  std::string note;                        // why the figures are missing, where a user chooses
 };
 
-// The closed form for a schedule's parameters (chunks and group size as the
-// generator resolved them). Fields stay empty where the paper gives none for
-// these parameters.
+// The closed form for a schedule's parameters, from its registry entry. Fields
+// stay empty where the paper gives none for these parameters.
 ClosedForm closed_form(const ScheduleParams& p, const UniformCost& c);
+
+// Bubble fraction of a rank that idles `idle` and works `busy`.
+inline double idle_fraction(double idle, double busy) {
+  return idle + busy > 0 ? idle / (idle + busy) : 0;
+}
+
+// Each family's closed form (schedules/generators/*.cpp).
+ClosedForm closed_form_naive(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_gpipe(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_1f1b(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_interleaved_1f1b(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_chimera(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_zb_h1(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_zb_h2(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_zb_v(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_dualpipe(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_dualpipev(const ScheduleParams& p, const UniformCost& c);
 
 // Peak in-flight (stage, mb) activations on rank r for 1F1B (REFERENCE.md:
 // D - r) — the per-rank shape of the 1F1B memory claim.

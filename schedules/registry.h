@@ -1,5 +1,8 @@
-// Every schedule family ppbench knows, by its CLI name, with the parameter
-// constraints its paper or reference implementation imposes.
+// Every schedule family ppbench knows, by its CLI name: the parameter
+// constraints its paper or reference implementation imposes, its stage
+// layout, its generator and its closed forms (schedules/formulas.h), in one
+// entry each, as `ppbench list` prints them (and `list --format json` gives
+// the scripts).
 #pragma once
 
 #include <functional>
@@ -7,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "schedules/formulas.h"
 #include "schedules/schedule.h"
 
 namespace ppbench {
@@ -14,10 +18,20 @@ namespace ppbench {
 struct ScheduleInfo {
   std::string_view name;         // CLI name: "1f1b"
   std::string_view title;        // "1F1B (PipeDream-Flush / DAPPLE), Megatron's warm-up"
+  std::string_view source;       // the paper and the reference implementation it follows
   std::string_view constraints;  // human-readable, printed by `ppbench list`
+  std::string_view layout;       // stage placement: one of kLayout* below
   bool uses_chunks = false;      // accepts --chunks / --group-size
   Schedule (*generate)(const ScheduleParams&) = nullptr;
+  ClosedForm (*closed_form)(const ScheduleParams&, const UniformCost&) = nullptr;
 };
+
+inline constexpr std::string_view kLayoutOnePerRank = "one stage per rank: stage r on rank r";
+inline constexpr std::string_view kLayoutInterleaved =
+    "interleaved: v chunks per rank, stage c*D+r on rank r";
+inline constexpr std::string_view kLayoutV = "V shape: rank r holds stages r and 2D-1-r of one chain";
+inline constexpr std::string_view kLayoutTwoDirections =
+    "two directions: chain 0 stage s on rank s, chain 1 stage D+j on rank D-1-j, N/2 each";
 
 std::span<const ScheduleInfo> all_schedules();
 // Throws UsageError listing the known names when `name` is unknown.

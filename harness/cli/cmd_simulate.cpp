@@ -47,6 +47,7 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
     if (cf.idle_per_rank) std::cout << " = " << fixed(*cf.idle_per_rank);
     std::cout << '\n';
   }
+  if (!cf.note.empty()) std::cout << "note: " << cf.note << '\n';
   std::cout << "\nrank      busy      idle  span_idle  peak_act  share_of_A\n";
   for (const auto& rk : r["ranks"]) {
     char buf[128];
@@ -109,7 +110,9 @@ Command add_simulate(CLI::App& parent) {
     record.update(to_json(m));
     // Closed forms assume no communication time.
     record["closed_form"] = to_json(cf);
-    if (cost.comm != 0) record["closed_form"]["note"] = "closed forms assume --comm 0";
+    if (cost.comm != 0)
+      record["closed_form"]["note"] =
+          "closed forms assume --comm 0" + (cf.note.empty() ? std::string() : "; " + cf.note);
     record["provenance"] = provenance();
     if (!st->trace_out.empty())
       write_file_atomically(st->trace_out, to_chrome_trace(trace, schedule_json(s)).dump() + "\n");

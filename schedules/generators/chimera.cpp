@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "schedules/formulas.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -59,6 +60,24 @@ Schedule generate_chimera(const ScheduleParams& p) {
     for (int i = 0; i < a; ++i) backward(near);
   }
   return s;
+}
+
+ClosedForm closed_form_chimera(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  // The paper counts slots of equal F and B: (D/2-1)(F+B) idle per rank for
+  // any N = kD (direct concatenation). With F != B the units' bubbles stretch
+  // and the paper gives no figure, so the numbers stay empty.
+  out.bubble_formula = "(D-2)/(D-2+2N) with F = B";
+  out.idle_formula = "(D/2-1)(F+B) with F = B";
+  if (c.f == c.b) {
+    out.bubble_fraction = (d - 2) / (d - 2 + 2 * n);
+    out.idle_per_rank = (d / 2 - 1) * (c.f + c.b);
+  }
+  out.activations_formula = "between D/2+1 and D (D/2+1 at the ends, D in the middle)";
+  out.peak_activations = p.devices;
+  out.params_formula = "2x";
+  return out;
 }
 
 }  // namespace ppbench

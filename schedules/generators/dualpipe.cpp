@@ -1,7 +1,8 @@
 // DualPipe (DeepSeek-V3 technical report), written as DeepSeek's reference
 // implementation orders it (deepseek-ai/DualPipe, dualpipe/dualpipe.py,
-// DualPipe.step): eight named steps per rank, each with the reference's count
-// formula, so that every rank's order matches the reference action by action.
+// DualPipe.step): its eight named steps per rank (dual_rank_program.h), each
+// with the reference's count formula, so that every rank's order matches the
+// reference action by action.
 //
 // Micro-batches enter from both ends: chain 0 runs rank 0 -> D-1 and chain 1
 // runs rank D-1 -> 0, N/2 micro-batches each. The reference speaks of two
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "schedules/generators/dual_rank_program.h"
+#include "schedules/formulas.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -39,57 +41,31 @@ Schedule generate_dualpipe(const ScheduleParams& p) {
     // Chain 0 holds stage r here, chain 1 stage 2D-1-r; the second half of
     // the ranks sees chain 1 first, so its phase 0 is chain 1.
     const int down = r, up = 2 * d - 1 - r;
-    RankProgram rank = second_half ? RankProgram(up, down) : RankProgram(down, up);
-
-    // Step 1: nF0
-    for (int i = 0; i < (half_ranks - h - 1) * 2; ++i) rank.forward(0);
-    // Step 2: nF0F1
-    for (int i = 0; i < h + 1; ++i) {
-      rank.forward(0);
-      rank.forward(1);
-    }
-    // Step 3: nB1W1F1, zero bubble
-    for (int i = 0; i < half_ranks - h - 1; ++i) {
-      rank.backward(1, true);
-      rank.weight();
-      rank.forward(1);
-    }
-    // Step 4 (main): nF0B1F1B0. The middle ranks do not overlap their first
-    // F0 and B1, to shrink the bubble further (reference's note).
-    for (int i = 0; i < half_chunks - d + h + 1; ++i) {
-      if (i == 0 && middle) {
-        rank.forward(0);
-        rank.backward(1);
-      } else {
-        rank.forward_backward(0, 1);
-      }
-      rank.forward_backward(1, 0);
-    }
-    // Step 5: nB1F1B0
-    for (int i = 0; i < half_ranks - h - 1; ++i) {
-      rank.backward(1);
-      rank.forward_backward(1, 0);
-    }
-    // Step 6: nB1B0; the second half of these backwards use zero bubble,
-    // switched on before B1 or before B0 depending on the parity of h.
-    const int step_6 = h + 1;
-    bool zero_bubble = false;
-    for (int i = 0; i < step_6; ++i) {
-      if (i == step_6 / 2 && h % 2 == 1) zero_bubble = true;
-      rank.backward(1, zero_bubble);
-      if (i == step_6 / 2 && h % 2 == 0) zero_bubble = true;
-      rank.backward(0, zero_bubble);
-    }
-    // Step 7: nWB0, zero bubble
-    for (int i = 0; i < half_ranks - h - 1; ++i) {
-      rank.weight();
-      rank.backward(0, true);
-    }
-    // Step 8: nW, drains the queue
-    for (int i = 0; i < h + 1; ++i) rank.weight();
-    s.ranks[r] = rank.take();
+    s.ranks[r] = run_dual_steps(second_half ? RankProgram(up, down) : RankProgram(down, up), h,
+                                dual_step_counts(half_ranks, h, half_chunks), middle);
   }
   return s;
+}
+
+ClosedForm closed_form_dualpipe(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  // The reference's order idles this long only when I = F, W <= F and
+  // B <= FB <= F + B (found by sweeping costs in the simulator): on the
+  // most idle (middle) ranks, and on every rank when overlapping saves
+  // nothing (FB = F + B).
+  out.bubble_formula = "idle / (idle + N(F+B)) with F&B = F+B, idle = (PP/2-1)(F&B+B-3W)";
+  out.idle_formula = "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = D";
+  const bool as_drawn =
+      c.i == c.f && c.w <= c.f && c.b == c.i + c.w && c.b <= c.fb && c.fb <= c.f + c.b;
+  if (as_drawn) {
+    out.idle_per_rank = (d / 2 - 1) * (c.fb + c.b - 3 * c.w);
+    if (c.fb == c.f + c.b) out.bubble_fraction = idle_fraction(*out.idle_per_rank, n * (c.f + c.b));
+  }
+  out.activations_formula = "PP+1 on every rank";
+  out.peak_activations = p.devices + 1;
+  out.params_formula = "2x";
+  return out;
 }
 
 }  // namespace ppbench

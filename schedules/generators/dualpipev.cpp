@@ -5,10 +5,10 @@
 //
 // One chain of 2D stages folded into a V: rank r holds stage r (phase 0, on
 // the way down) and stage 2D-1-r (phase 1, on the way back up), and all N
-// micro-batches enter at rank 0. The eight steps are DualPipe's, with the
-// rank and the rank count in place of DualPipe's half rank and half rank
-// count; the last rank, where the V turns, plays the role of DualPipe's
-// middle ranks.
+// micro-batches enter at rank 0. The eight steps are DualPipe's
+// (dual_rank_program.h), counted over the rank and the rank count in place of
+// DualPipe's half rank and half rank count; the last rank, where the V turns,
+// plays the role of DualPipe's middle ranks.
 //
 // A backward "with zero bubble" runs only the input gradient (I) and queues its
 // weight gradient; a later weight step runs the oldest queued one (the
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "schedules/generators/dual_rank_program.h"
+#include "schedules/formulas.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -31,57 +32,31 @@ Schedule generate_dualpipev(const ScheduleParams& p) {
   Schedule s{p, Placement::v_shape(d, n), {}};
   s.ranks.resize(d);
   for (int r = 0; r < d; ++r) {
-    RankProgram rank(r, 2 * d - 1 - r);
-
-    // Step 1: nF0
-    for (int i = 0; i < (d - r - 1) * 2; ++i) rank.forward(0);
-    // Step 2: nF0F1
-    for (int i = 0; i < r + 1; ++i) {
-      rank.forward(0);
-      rank.forward(1);
-    }
-    // Step 3: nB1W1F1, zero bubble
-    for (int i = 0; i < d - r - 1; ++i) {
-      rank.backward(1, true);
-      rank.weight();
-      rank.forward(1);
-    }
-    // Step 4 (main): nF0B1F1B0. The last rank does not overlap its first F0
-    // and B1, to shrink the bubble further (reference's note).
-    for (int i = 0; i < n - 2 * d + r + 1; ++i) {
-      if (i == 0 && r == d - 1) {
-        rank.forward(0);
-        rank.backward(1);
-      } else {
-        rank.forward_backward(0, 1);
-      }
-      rank.forward_backward(1, 0);
-    }
-    // Step 5: nB1F1B0
-    for (int i = 0; i < d - r - 1; ++i) {
-      rank.backward(1);
-      rank.forward_backward(1, 0);
-    }
-    // Step 6: nB1B0; the second half of these backwards use zero bubble,
-    // switched on before B1 or before B0 depending on the parity of r.
-    const int step_6 = r + 1;
-    bool zero_bubble = false;
-    for (int i = 0; i < step_6; ++i) {
-      if (i == step_6 / 2 && r % 2 == 1) zero_bubble = true;
-      rank.backward(1, zero_bubble);
-      if (i == step_6 / 2 && r % 2 == 0) zero_bubble = true;
-      rank.backward(0, zero_bubble);
-    }
-    // Step 7: nWB0, zero bubble
-    for (int i = 0; i < d - r - 1; ++i) {
-      rank.weight();
-      rank.backward(0, true);
-    }
-    // Step 8: nW, drains the queue
-    for (int i = 0; i < r + 1; ++i) rank.weight();
-    s.ranks[r] = rank.take();
+    s.ranks[r] = run_dual_steps(RankProgram(r, 2 * d - 1 - r), r, dual_step_counts(d, r, n),
+                                r == d - 1);
   }
   return s;
+}
+
+ClosedForm closed_form_dualpipev(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  // PP = 2D stages on D ranks: DualPipe on 2D ranks folded in half, with
+  // the same idle under the same conditions (see "dualpipe"); every rank
+  // does 2N forwards and backwards.
+  out.bubble_formula = "idle / (idle + 2N(F+B)) with F&B = F+B, idle = (PP/2-1)(F&B+B-3W)";
+  out.idle_formula = "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = 2D stages";
+  const bool as_drawn =
+      c.i == c.f && c.w <= c.f && c.b == c.i + c.w && c.b <= c.fb && c.fb <= c.f + c.b;
+  if (as_drawn) {
+    out.idle_per_rank = (d - 1) * (c.fb + c.b - 3 * c.w);
+    if (c.fb == c.f + c.b)
+      out.bubble_fraction = idle_fraction(*out.idle_per_rank, 2 * n * (c.f + c.b));
+  }
+  out.activations_formula = "PP+1 = 2D+1 on every rank";
+  out.peak_activations = 2 * p.devices + 1;
+  out.params_formula = "2x";
+  return out;
 }
 
 }  // namespace ppbench

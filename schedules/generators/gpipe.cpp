@@ -1,6 +1,7 @@
 // GPipe (Huang et al. 2019, Fig. 2c): every rank runs the forwards of all N
 // micro-batches, then their backwards in reverse order, so the last
 // micro-batch forwarded is the first one whose backward can start.
+#include "schedules/formulas.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -13,6 +14,18 @@ Schedule generate_gpipe(const ScheduleParams& p) {
     for (int m = p.microbatches - 1; m >= 0; --m) s.ranks[r].push_back(Action::single(Op::B, r, m));
   }
   return s;
+}
+
+ClosedForm closed_form_gpipe(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  out.bubble_formula = "(D-1)/(D-1+N)";
+  out.idle_formula = "(D-1)(F+B)";
+  out.bubble_fraction = (d - 1) / (d - 1 + n);
+  out.idle_per_rank = (d - 1) * (c.f + c.b);
+  out.activations_formula = "N";
+  out.peak_activations = p.microbatches;
+  return out;
 }
 
 }  // namespace ppbench

@@ -1,5 +1,6 @@
 // Naive model parallelism: each micro-batch goes forward through every stage
 // and back before the next one starts, so exactly one rank works at a time.
+#include "schedules/formulas.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -13,6 +14,18 @@ Schedule generate_naive(const ScheduleParams& p) {
       s.ranks[r].push_back(Action::single(Op::B, r, m));
     }
   return s;
+}
+
+ClosedForm closed_form_naive(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  out.bubble_formula = "(D-1)/D";
+  out.idle_formula = "(D-1)N(F+B)";
+  out.bubble_fraction = (d - 1) / d;
+  out.idle_per_rank = (d - 1) * n * (c.f + c.b);
+  out.activations_formula = "1";
+  out.peak_activations = 1;
+  return out;
 }
 
 }  // namespace ppbench

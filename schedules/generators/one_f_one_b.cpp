@@ -1,6 +1,7 @@
 // 1F1B (PipeDream-Flush, DAPPLE) as Megatron-LM's non-interleaved schedule
 // writes it: rank r runs D-r-1 warm-up forwards, then alternates one forward
 // and one backward, then drains the remaining backwards.
+#include "schedules/formulas.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -23,6 +24,18 @@ Schedule generate_1f1b(const ScheduleParams& p) {
     for (int m = steady; m < n; ++m) out.push_back(Action::single(Op::B, r, m));
   }
   return s;
+}
+
+ClosedForm closed_form_1f1b(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  out.bubble_formula = "(D-1)/(D-1+N)";
+  out.idle_formula = "(D-1)(F+B)";
+  out.bubble_fraction = (d - 1) / (d - 1 + n);
+  out.idle_per_rank = (d - 1) * (c.f + c.b);
+  out.activations_formula = "D-r on rank r";
+  out.peak_activations = p.devices;
+  return out;
 }
 
 }  // namespace ppbench

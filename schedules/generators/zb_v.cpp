@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <string>
 
+#include "schedules/formulas.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -52,6 +53,24 @@ Schedule generate_zb_v(const ScheduleParams& p) {
     while (w[0] < b[0]) wgt(0);
   }
   return s;
+}
+
+ClosedForm closed_form_zb_v(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  // Zero idle inside every rank's span (zb_bubble_rate = 0) when F = I = W
+  // and N >= 2D-1 (below that the reference drops its padding micro-batches
+  // and leaves bubbles). Rank r still starts r*F after rank 0 and ends as
+  // much later, so of the makespan every rank idles (D-1)F.
+  out.bubble_formula = "idle / (idle + 2N(F+I+W)), idle = (D-1)F of the makespan, 0 within each span, when F = I = W";
+  out.idle_formula = "(D-1)F of the makespan, 0 within each rank's span, when F = I = W";
+  if (c.f == c.i && c.i == c.w && n >= 2 * d - 1) {
+    out.idle_per_rank = (d - 1) * c.f;
+    out.bubble_fraction = idle_fraction(*out.idle_per_rank, 2 * n * (c.f + c.i + c.w));
+  }
+  out.activations_formula = "2D chunk activations (D whole-stage equivalents)";
+  out.peak_activations = 2 * p.devices;
+  return out;
 }
 
 }  // namespace ppbench

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "schedules/formulas.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -96,6 +97,42 @@ Schedule generate_zb_h2(const ScheduleParams& p) {
     while (o.next_w < n) o.w();
   }
   return s;
+}
+
+ClosedForm closed_form_zb_h1(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  // Every rank idles exactly this long (any N >= D) when W <= F and W <= I:
+  // then each deferred W fits the gap it fills (found by sweeping costs).
+  out.bubble_formula = "idle / (idle + N(F+I+W)), idle = (D-1)(F+I-W)";
+  out.idle_formula = "(D-1)(F+I-W) when W <= F, I";
+  if (c.w <= c.f && c.w <= c.i) {
+    out.idle_per_rank = (d - 1) * (c.f + c.i - c.w);
+    out.bubble_fraction = idle_fraction(*out.idle_per_rank, n * (c.f + c.i + c.w));
+  }
+  out.activations_formula = "D";
+  out.peak_activations = p.devices;
+  return out;
+}
+
+ClosedForm closed_form_zb_h2(const ScheduleParams& p, const UniformCost& c) {
+  const double d = p.devices, n = p.microbatches;
+  ClosedForm out;
+  // The paper's (D-1)(F+I-2W) is the idle inside each rank's own span (the
+  // zb_bubble_rate measure), exact when W <= F and 2W <= F+I. The layout is a
+  // parallelogram (rank r starts r*F late and ends late too), so of the
+  // makespan every rank idles (D-1)(F + max(I-2W, 0)): the paper's figure
+  // only when 2W <= I (found by sweeping costs; any N >= 2D-1).
+  out.bubble_formula = "idle / (idle + N(F+I+W)), idle = (D-1)(F+max(I-2W,0))";
+  out.idle_formula = "(D-1)(F+I-2W) within each rank's span (the paper's); of the makespan the same when 2W <= I";
+  if (c.w <= c.f && 2 * c.w <= c.f + c.i) {
+    const double makespan_idle = (d - 1) * (c.f + (c.i > 2 * c.w ? c.i - 2 * c.w : 0));
+    out.bubble_fraction = idle_fraction(makespan_idle, n * (c.f + c.i + c.w));
+    if (2 * c.w <= c.i) out.idle_per_rank = makespan_idle;
+  }
+  out.activations_formula = "2D-1";
+  out.peak_activations = 2 * p.devices - 1;
+  return out;
 }
 
 }  // namespace ppbench

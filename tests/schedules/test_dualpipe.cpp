@@ -9,6 +9,7 @@
 #include "harness/metrics.h"
 #include "harness/simulator.h"
 #include "schedules/error.h"
+#include "schedules/generators/dual_rank_program.h"
 #include "schedules/formulas.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
@@ -170,6 +171,37 @@ TEST(DualPipe, RejectsWhatTheReferenceRejects) {
 TEST(DualPipeV, RejectsWhatTheReferenceRejects) {
   for (auto [d, n] : {std::pair{1, 1}, {2, 3}, {3, 5}, {4, 7}, {8, 1}})
     EXPECT_THROW(make("dualpipev", d, n), UsageError) << "D=" << d << " N=" << n;
+}
+
+}  // namespace
+}  // namespace ppbench
+
+namespace ppbench {
+namespace {
+
+TEST(DualSteps, TheWeightQueueIsCheckedAsTheReferenceDoes) {
+  RankProgram p(0, 1);
+  EXPECT_THROW(p.weight(), std::logic_error);  // no deferred W to run
+  RankProgram q(0, 1);
+  q.forward(0);
+  q.backward(0, true);
+  EXPECT_THROW(q.take(), std::logic_error);  // a W left behind
+  q.weight();
+  EXPECT_EQ(q.take().size(), 3u);
+}
+
+TEST(DualSteps, DualPipeAndDualPipeVShareTheReferenceCounts) {
+  // DualPipe's half rank h of D ranks over N/2 chunks per direction counts like DualPipeV's
+  // rank h of D/2 ranks over N/2 chunks: the same formulas.
+  const DualStepCounts c = dual_step_counts(4, 1, 10);
+  EXPECT_EQ(c.step_1, 4);
+  EXPECT_EQ(c.step_2, 2);
+  EXPECT_EQ(c.step_3, 2);
+  EXPECT_EQ(c.step_4, 10 - 8 + 1 + 1);
+  EXPECT_EQ(c.step_5, 2);
+  EXPECT_EQ(c.step_6, 2);
+  EXPECT_EQ(c.step_7, 2);
+  EXPECT_EQ(c.step_8, 2);
 }
 
 }  // namespace

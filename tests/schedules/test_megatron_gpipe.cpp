@@ -82,7 +82,43 @@ TEST(ClosedForm, InterleavedOneFOneB) {
           // Megatron's bubble/ideal = (1/v)(D-1)/N.
           EXPECT_NEAR(r.metrics.bubble_ratio, (d - 1.0) / (v * n), 1e-12);
           EXPECT_EQ(r.schedule.stages(), v * d);
+          const ClosedForm cf = closed_form(r.schedule.params, testing::uniform(c));
+          ASSERT_TRUE(cf.bubble_fraction);
+          EXPECT_NEAR(*cf.bubble_fraction, r.metrics.bubble_fraction, 1e-12);
+          EXPECT_TRUE(cf.note.empty());
         }
+}
+
+TEST(ClosedForm, InterleavedWithAShortLastGroupHasNoClosedFormAndSaysWhy) {
+  // D = 4, N = 6, default g = D: the simulator's 0.345 is not (D-1)/(D-1+vN) = 0.2.
+  const auto r = simulate_uniform({"interleaved-1f1b", 4, 6, 2, 0}, stage_cost(1, 1, 1));
+  const ClosedForm cf = closed_form(r.schedule.params, testing::uniform(stage_cost(1, 1, 1)));
+  EXPECT_FALSE(cf.bubble_fraction);
+  EXPECT_FALSE(cf.idle_per_rank);
+  EXPECT_NE(cf.note.find("--group-size 6"), std::string::npos) << cf.note;
+  EXPECT_GT(r.metrics.bubble_fraction, 0.3);
+  // The note's claim: at N = 3D + 1 the default group size is worse than plain 1F1B, and one
+  // group of all N micro-batches is not.
+  const int d = 4, n = 3 * d + 1;
+  const double interleaved =
+      simulate_uniform({"interleaved-1f1b", d, n, 2, 0}, stage_cost(1, 1, 1)).metrics.bubble_fraction;
+  const double one_group =
+      simulate_uniform({"interleaved-1f1b", d, n, 2, n}, stage_cost(1, 1, 1)).metrics.bubble_fraction;
+  const double plain = simulate_uniform({"1f1b", d, n}, stage_cost(1, 1, 1)).metrics.bubble_fraction;
+  EXPECT_GT(interleaved, plain);
+  EXPECT_LT(one_group, plain);
+  EXPECT_FALSE(closed_form({"interleaved-1f1b", d, n, 2, 0}, {}).note.empty());
+  EXPECT_TRUE(closed_form({"interleaved-1f1b", d, n, 2, n}, {}).note.empty());
+}
+
+TEST(Registry, EveryFamilyHasItsGeneratorAndClosedForm) {
+  for (const ScheduleInfo& s : all_schedules()) {
+    EXPECT_NE(s.generate, nullptr) << s.name;
+    EXPECT_NE(s.closed_form, nullptr) << s.name;
+    EXPECT_FALSE(s.source.empty()) << s.name;
+    EXPECT_FALSE(s.layout.empty()) << s.name;
+    EXPECT_FALSE(s.closed_form({std::string(s.name), 4, 16, 0, 0}, {}).bubble_formula.empty()) << s.name;
+  }
 }
 
 TEST(Interleaved, MegatronWarmupCounts) {
