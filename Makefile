@@ -6,12 +6,13 @@
 #                   e.g. SANITIZE_TESTS="address,undefined thread" (the default);
 #                   SANITIZE_TESTS= skips them.
 #   SWEEP_FLAGS     extra flags for scripts/sweep.py, e.g. SWEEP_FLAGS=--force to re-run
-#                   points already recorded (needed after a schedule or simulator change).
-#   BENCH_BACKEND   which measured sweep `make bench` runs after the theory sweep: gpu
-#                   (benchmarks/sweeps/gpu.json, `ppbench run --backend cuda --virtual-devices D`,
-#                   into results/gpu.jsonl/.csv) or cpu (benchmarks/sweeps/cpu.json into
-#                   results/cpu.jsonl/.csv). Unset (the default), scripts/choose_bench_backend.sh
-#                   chooses gpu when nvidia-smi lists a device and the built ppbench has CUDA and
+#                   points already recorded by this ppbench build on this machine (a sweep
+#                   never resumes from records of another commit, build or machine).
+#   BENCH_BACKEND   which measured sweep `make bench` runs after the theory sweep: cuda
+#                   (benchmarks/sweeps/cuda.json, `ppbench run --backend cuda --virtual-devices D`,
+#                   into results/latest/cuda.jsonl/.csv) or cpu (benchmarks/sweeps/cpu.json into
+#                   results/latest/cpu.jsonl/.csv). Unset (the default), scripts/choose_bench_backend.sh
+#                   chooses cuda when nvidia-smi lists a device and the built ppbench has CUDA and
 #                   sees a GPU, else cpu; `make bench` prints which it chose and why.
 #   POINT_TIMEOUT, GPU_POINT_TIMEOUT  seconds one CPU / GPU sweep point may take before it is
 #                   recorded as an error row.
@@ -30,14 +31,24 @@ PYTHON         := .venv/bin/python
 PPBENCH        ?= $(BUILD_DIR)/ppbench
 
 RESULTS_DIR    := results
-PLOTS_DIR      := plots
+# make bench writes only git-ignored files (docs/bench.md): this machine's records and report in
+# LATEST_DIR, its figures in PLOTS_DIR; the committed reference records stay in REFERENCE_DIR
+# (results/REPORT.md and plots/reference/ are made from them) and are never taken for a run.
+LATEST_DIR     := $(RESULTS_DIR)/latest
+REFERENCE_DIR  := $(RESULTS_DIR)/reference
+PLOTS_DIR      := plots/latest
+REPORT         := $(LATEST_DIR)/REPORT.md
+CUDA_REPORT     := $(LATEST_DIR)/REPORT-cuda.md
 THEORY_SPEC    := benchmarks/sweeps/theory.json
-THEORY         := $(RESULTS_DIR)/theory
+THEORY         := $(LATEST_DIR)/theory
 PERF_DIR       := $(RESULTS_DIR)/perf
 CPU_SPEC       := benchmarks/sweeps/cpu.json
-CPU_RESULTS    := $(RESULTS_DIR)/cpu
-GPU_SPEC       := benchmarks/sweeps/gpu.json
-GPU_RESULTS    := $(RESULTS_DIR)/gpu
+CPU_RESULTS    := $(LATEST_DIR)/cpu
+CUDA_SPEC       := benchmarks/sweeps/cuda.json
+CUDA_RESULTS    := $(LATEST_DIR)/cuda
+# Schedule order and names for the plots and the report: `ppbench list --format json` once it is
+# built (else the scripts use the order in the data).
+PPBENCH_LIST   = $(if $(wildcard $(PPBENCH)),--ppbench $(PPBENCH))
 # Empty: chosen from the machine (scripts/choose_bench_backend.sh).
 BENCH_BACKEND  ?=
 # Seconds one measured point may take before it is recorded as an error row. A GPU point
@@ -45,7 +56,7 @@ BENCH_BACKEND  ?=
 POINT_TIMEOUT  ?= 300
 GPU_POINT_TIMEOUT ?= 900
 
-# Measured timelines (plots/timeline_measured_<name>.png) and the memory figure: real
+# Measured timelines (plots/latest/timeline_measured_<name>.png) and the memory figure: real
 # `ppbench run` steps of the CPU sweep's transformer, at D=4, N=8.
 MEASURED_WORKLOAD := --workload transformer --preset tiny-llama --layers 8 --hidden 128 --ffn 344 \
                      --heads 4 --kv-heads 2 --seq 64 --vocab 512 --microbatch-size 2 --dtype f32
@@ -54,7 +65,7 @@ MEASURED_MICROBATCHES := 8
 MEASURED_TIMELINES    := 1f1b zb-h1 interleaved-1f1b dualpipev
 MEASURED_MEMORY_SCHEDULES := gpipe,1f1b,zb-h1,zb-h2,zb-v,dualpipev
 
-# Timeline figures: plots/timeline_<name>.png, all at D=4, N=8.
+# Timeline figures: plots/latest/timeline_<name>.png, all at D=4, N=8.
 # <name> is a schedule name; TIMELINE_ARGS_<name> adds flags for it.
 TIMELINE_DEVICES      := 4
 TIMELINE_MICROBATCHES := 8
@@ -65,15 +76,16 @@ empty :=
 space := $(empty) $(empty)
 # name:flags pairs for the shell loop, spaces in flags written as '+'.
 TIMELINE_SPECS = $(foreach t,$(TIMELINES),$(t):$(subst $(space),+,$(strip $(TIMELINE_ARGS_$(t)))))
-CXX_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.cpp' '*.h' '*.hpp' '*.cu' '*.cuh' 2>/dev/null || \
-                find schedules harness workloads benchmarks tests \
-                  \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \))
+# (wildcard drops files deleted in the work tree but not yet from git's index.)
+CXX_SOURCES = $(wildcard $(shell git ls-files --cached --others --exclude-standard '*.cpp' '*.h' '*.hpp' '*.cu' '*.cuh' 2>/dev/null || \
+                find core schedules harness workloads benchmarks tests \
+                  \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \)))
 
 # Quiet recursion, including the make that `cmake --build` runs.
 MAKEFLAGS += --no-print-directory
 
 .DEFAULT_GOAL := build
-.PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-gpu sweep plots \
+.PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-cuda sweep plots \
         timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help \
         gpu-bundle
 
@@ -95,7 +107,8 @@ configure: deps
 build: configure  ## configure (CMake, Release) and build into $(BUILD_DIR)
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-test: build  ## build, run ctest (GoogleTest + pytest), then the SANITIZE_TESTS builds
+test: build  ## format-check, build, run ctest (GoogleTest + pytest), then the SANITIZE_TESTS builds
+	@$(MAKE) --no-print-directory format-check
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
 	@$(MAKE) sanitize-tests
 
@@ -109,32 +122,38 @@ sanitize-tests:  ## build and ctest each PPBENCH_SANITIZE value in SANITIZE_TEST
 	  ctest --test-dir "$$dir" --output-on-failure -j$(CTEST_JOBS) -R '$(SANITIZE_TEST_REGEX)'; \
 	done
 
-bench: build  ## theory sweep + GPU sweep if a GPU is usable, else CPU (BENCH_BACKEND=cpu|gpu forces); plots, report
+bench: build  ## theory sweep + CUDA sweep if a GPU is usable, else CPU (BENCH_BACKEND=cpu|cuda forces); plots, report, summary (docs/bench.md)
 	@choice=$$(BENCH_BACKEND='$(BENCH_BACKEND)' scripts/choose_bench_backend.sh '$(PPBENCH)') || exit 2; \
 	backend=$${choice%%:*}; \
 	echo "make bench: theory sweep, then the $$backend sweep: $${choice#*: }"; \
 	$(MAKE) bench-theory bench-$$backend
 	@$(MAKE) plots report
+	@backend=$$(BENCH_BACKEND='$(BENCH_BACKEND)' scripts/choose_bench_backend.sh '$(PPBENCH)' | cut -d: -f1); \
+	if [ "$$backend" = cuda ]; then measured=$(CUDA_RESULTS); reports="--report $(CUDA_REPORT)"; \
+	else measured=$(CPU_RESULTS); reports=""; fi; \
+	$(PYTHON) scripts/sweep.py --summarize $(THEORY) $$measured --report $(REPORT) $$reports \
+	  --report "results/REPORT.md (the committed reference, from $(REFERENCE_DIR)/)" \
+	  --figures "$(PLOTS_DIR)/ (committed reference figures: plots/reference/)"
 
-bench-theory: build  ## the theory sweep (ppbench simulate) into results/theory.jsonl/.csv
+bench-theory: build  ## the theory sweep (ppbench simulate) into results/latest/theory.jsonl/.csv
 	$(PYTHON) scripts/sweep.py $(THEORY_SPEC) --ppbench $(PPBENCH) --out $(THEORY) $(SWEEP_FLAGS)
 
-bench-cpu: build  ## the CPU sweep (real runs, benchmarks/sweeps/cpu.json) into results/cpu.jsonl/.csv
+bench-cpu: build  ## the CPU sweep (real runs, benchmarks/sweeps/cpu.json) into results/latest/cpu.jsonl/.csv
 	$(PYTHON) scripts/sweep.py $(CPU_SPEC) --ppbench $(PPBENCH) --out $(CPU_RESULTS) \
 	  --timeout $(POINT_TIMEOUT) $(SWEEP_FLAGS)
 
 # Refuses (exit 2, one line) where ppbench cannot run on a GPU, rather than recording every
 # point as a failure.
-bench-gpu: build  ## the GPU sweep (--backend cuda --virtual-devices D, sweeps/gpu.json) into results/gpu.jsonl/.csv
-	@BENCH_BACKEND=gpu scripts/choose_bench_backend.sh '$(PPBENCH)' >/dev/null
-	$(PYTHON) scripts/sweep.py $(GPU_SPEC) --ppbench $(PPBENCH) --out $(GPU_RESULTS) \
+bench-cuda: build  ## the GPU sweep (--backend cuda --virtual-devices D, sweeps/cuda.json) into results/latest/cuda.jsonl/.csv
+	@BENCH_BACKEND=cuda scripts/choose_bench_backend.sh '$(PPBENCH)' >/dev/null
+	$(PYTHON) scripts/sweep.py $(CUDA_SPEC) --ppbench $(PPBENCH) --out $(CUDA_RESULTS) \
 	  --timeout $(GPU_POINT_TIMEOUT) $(SWEEP_FLAGS)
 
-sweep: bench-theory  ## only the theory sweep (skips points already in results/theory.jsonl)
+sweep: bench-theory  ## only the theory sweep (skips points this ppbench already recorded here)
 
-plots: timelines measured-timelines bubble-plots memory-plots  ## all figures into plots/
+plots: timelines measured-timelines bubble-plots memory-plots  ## all figures into plots/latest/
 
-timelines: build  ## plots/timeline_<schedule>.png at D=4, N=8 (traces in plots/traces/)
+timelines: build  ## plots/latest/timeline_<schedule>.png at D=4, N=8 (traces in plots/latest/traces/)
 	@mkdir -p $(PLOTS_DIR)/traces
 	@set -e; for spec in $(TIMELINE_SPECS); do \
 	  name=$${spec%%:*}; extra=$$(echo "$${spec#*:}" | tr '+' ' '); \
@@ -146,7 +165,7 @@ timelines: build  ## plots/timeline_<schedule>.png at D=4, N=8 (traces in plots/
 	  $(PYTHON) scripts/plot_timeline.py $$trace --out $(PLOTS_DIR)/timeline_$$name.png; \
 	done
 
-measured-timelines: build  ## plots/timeline_measured_<schedule>.png: real CPU steps (transformer, D=4, N=8)
+measured-timelines: build  ## plots/latest/timeline_measured_<schedule>.png: real CPU steps (transformer, D=4, N=8)
 	@mkdir -p $(PLOTS_DIR)/traces
 	@set -e; for name in $(MEASURED_TIMELINES); do \
 	  trace=$(PLOTS_DIR)/traces/measured_$$name.json; \
@@ -158,43 +177,52 @@ measured-timelines: build  ## plots/timeline_measured_<schedule>.png: real CPU s
 	    --label "transformer $$name D=$(MEASURED_DEVICES) N=$(MEASURED_MICROBATCHES)"; \
 	done
 
-bubble-plots: deps  ## plots/bubble_*.png from results/theory.jsonl
+bubble-plots: deps  ## plots/latest/bubble_*.png from results/latest/theory.jsonl
 	@if [ -f $(THEORY).jsonl ]; then \
-	  $(PYTHON) scripts/plot_bubble.py $(THEORY).jsonl --out-dir $(PLOTS_DIR); \
+	  $(PYTHON) scripts/plot_bubble.py $(THEORY).jsonl --out-dir $(PLOTS_DIR) $(PPBENCH_LIST); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; fi
 
-memory-plots: deps  ## plots/memory_*.png, plots/bubble_measured_vs_predicted.png from results/cpu.jsonl (gpu.jsonl: plots/gpu/)
+memory-plots: deps  ## plots/latest/memory_*.png, bubble_measured_vs_predicted.png from results/latest/cpu.jsonl (cuda.jsonl: plots/latest/cuda/)
 	@if [ -f $(CPU_RESULTS).jsonl ]; then \
 	  $(PYTHON) scripts/plot_memory.py $(CPU_RESULTS).jsonl --out-dir $(PLOTS_DIR) \
 	    --workload transformer --devices $(MEASURED_DEVICES) --microbatches $(MEASURED_MICROBATCHES) \
-	    --schedules $(MEASURED_MEMORY_SCHEDULES); \
+	    --schedules $(MEASURED_MEMORY_SCHEDULES) $(PPBENCH_LIST); \
 	else echo "no $(CPU_RESULTS).jsonl yet: run 'make bench' (or 'make bench-cpu') first"; fi
-	@if [ -f $(GPU_RESULTS).jsonl ]; then \
-	  $(PYTHON) scripts/plot_memory.py $(GPU_RESULTS).jsonl --out-dir $(PLOTS_DIR)/gpu \
+	@if [ -f $(CUDA_RESULTS).jsonl ]; then \
+	  $(PYTHON) scripts/plot_memory.py $(CUDA_RESULTS).jsonl --out-dir $(PLOTS_DIR)/cuda \
 	    --workload transformer --devices $(MEASURED_DEVICES) --microbatches $(MEASURED_MICROBATCHES) \
-	    --schedules $(MEASURED_MEMORY_SCHEDULES); \
+	    --schedules $(MEASURED_MEMORY_SCHEDULES) $(PPBENCH_LIST); \
 	fi
 
-report: deps  ## results/REPORT.md from theory.jsonl + cpu.jsonl (and REPORT-gpu.md with gpu.jsonl)
+# The report of the latest records sets them beside the committed ones in $(REFERENCE_DIR).
+report: deps  ## results/latest/REPORT.md from latest theory + cpu records beside results/reference/ (REPORT-cuda.md with cuda.jsonl)
 	@if [ -f $(THEORY).jsonl ]; then \
-	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(RESULTS_DIR)/REPORT.md \
-	    $$( [ -f $(CPU_RESULTS).jsonl ] && echo --measured $(CPU_RESULTS).jsonl ); \
+	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(REPORT) $(PPBENCH_LIST) \
+	    $$( [ -f $(REFERENCE_DIR)/theory.jsonl ] && echo --reference $(REFERENCE_DIR)/theory.jsonl ) \
+	    $$( [ -f $(CPU_RESULTS).jsonl ] && echo --measured $(CPU_RESULTS).jsonl ) \
+	    $$( [ -f $(REFERENCE_DIR)/cpu.jsonl ] && echo --reference-measured $(REFERENCE_DIR)/cpu.jsonl ); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; exit 1; fi
-	@if [ -f $(GPU_RESULTS).jsonl ]; then \
-	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(RESULTS_DIR)/REPORT-gpu.md \
-	    --measured $(GPU_RESULTS).jsonl; \
+	@if [ -f $(CUDA_RESULTS).jsonl ]; then \
+	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(CUDA_REPORT) $(PPBENCH_LIST) \
+	    $$( [ -f $(REFERENCE_DIR)/theory.jsonl ] && echo --reference $(REFERENCE_DIR)/theory.jsonl ) \
+	    --measured $(CUDA_RESULTS).jsonl \
+	    $$( [ -f $(REFERENCE_DIR)/cuda.jsonl ] && echo --reference-measured $(REFERENCE_DIR)/cuda.jsonl ); \
 	fi
 
 # Single runs on a shared 2-core machine vary by up to ~30% (results/perf/README.md), so a
 # regression is flagged past PERF_THRESHOLD; tighten it on a quiet, dedicated machine.
+# PERF_FAIL=1 makes `make perf` and `make perf-ci` fail on a regression (default: report only).
 PERF_THRESHOLD ?= 0.30
+PERF_FAIL      ?= 0
 
-perf: build  ## schedule throughput (Google Benchmark) compared with results/perf/baseline.json
+# The committed results/perf/baseline.json predates the calibration benchmarks (see perf-ci):
+# raw times, meaningful only on the machine that made it.
+perf: build  ## schedule throughput (Google Benchmark, full run) compared with results/perf/baseline.json
 	@mkdir -p $(PERF_DIR)
 	$(BUILD_DIR)/benchmarks/schedule_throughput --benchmark_out=$(PERF_DIR)/latest.json \
 	  --benchmark_out_format=json
 	$(PYTHON) scripts/compare_perf.py $(PERF_DIR)/baseline.json $(PERF_DIR)/latest.json \
-	  --threshold $(PERF_THRESHOLD)
+	  --raw --threshold $(PERF_THRESHOLD) $(if $(filter 1,$(PERF_FAIL)),--fail-on-regression)
 
 perf-cpu: build  ## the CPU backend's benchmarks: layer GFLOP/s, executor overhead, bubble fidelity
 	@mkdir -p $(PERF_DIR)
@@ -202,6 +230,80 @@ perf-cpu: build  ## the CPU backend's benchmarks: layer GFLOP/s, executor overhe
 	  echo "== $$b"; \
 	  $(BUILD_DIR)/benchmarks/$$b --benchmark_out=$(PERF_DIR)/$$b.json --benchmark_out_format=json; \
 	done
+
+# make perf-ci (docs/perf-ci.md): a quick mode of the CPU benchmark programs for CI, about two
+# minutes on 2 cores. Each program runs a representative subset (PERF_CI_FILTER_<program>),
+# PERF_CI_REPETITIONS randomly interleaved repetitions (PERF_CI_REPETITIONS_<program> where set)
+# of PERF_CI_MIN_TIME seconds each, with its calibration benchmarks (BM_Calibration/*) in the
+# same run, into $(PERF_CI_DIR)/latest-<program>.json: Google Benchmark JSON, the commit in its
+# context.
+# scripts/compare_perf.py divides every time by its own run's calibration, runs Google Benchmark's
+# compare.py on the normalised copies of baseline and latest, and reports each benchmark whose
+# normalised median is more than PERF_CI_THRESHOLD (PERF_CI_THRESHOLD_<program> where set) slower;
+# PERF_FAIL=1 then fails.
+# make perf-ci-baseline (= PERF_BASELINE=1 make perf-ci) writes
+# $(PERF_CI_BASELINE_DIR)/baseline-<program>.json instead, to commit; PERF_CI_BASELINE_DIR keeps
+# one set per runner type. PERF_CI_RUNNER labels the runs (default: the host name).
+PERF_CI_DIR          ?= $(PERF_DIR)/ci
+PERF_CI_BASELINE_DIR ?= $(PERF_CI_DIR)
+PERF_CI_PROGRAMS     ?= schedule_throughput layer_flops executor_overhead bubble_fidelity
+PERF_CI_REPETITIONS  ?= 9
+PERF_CI_MIN_TIME     ?= 0.03
+# A bubble_fidelity repetition is one whole pipelined training step (~1.5 s with its warm-up).
+PERF_CI_REPETITIONS_bubble_fidelity ?= 5
+PERF_CI_THRESHOLD    ?= 0.25
+# Two threads on a shared machine: hand-overs wait for time slices when other work holds the cores.
+PERF_CI_THRESHOLD_executor_overhead ?= 0.5
+PERF_CI_THRESHOLD_bubble_fidelity   ?= 0.3
+# The calibration benchmarks (BM_Calibration/<name>) every time is divided by; the memory one is
+# shown but, dividing by it, added noise on a shared machine (docs/perf-ci.md).
+PERF_CI_CALIBRATION  ?= compute
+PERF_CI_RUNNER       ?=
+PERF_BASELINE        ?= 0
+PERF_CI_FILTER_schedule_throughput ?= ^BM_Calibration/|^BM_Pipeline/[^/]+/D64/N1024|^BM_Pipeline/(1f1b|zb-v)/D16/|^BM_Phase/[^/]+/1f1b/
+PERF_CI_FILTER_layer_flops         ?= ^BM_Calibration/|^BM_GemmPeak/f32/1024/|^BM_Layer/(linear_1024|attention_gqa|llama_decoder|conv3x3)/f32/
+PERF_CI_FILTER_executor_overhead   ?= ^BM_Calibration/|^BM_ThreadSpawn/D2|^BM_Executor/(1f1b|zb-h1|interleaved-1f1b)/D2/N(32|128)/
+PERF_CI_FILTER_bubble_fidelity     ?= ^BM_Calibration/|^BM_Fidelity/(1f1b|zb-h1)/D2/
+
+perf_ci_reps = $(or $(PERF_CI_REPETITIONS_$(1)),$(PERF_CI_REPETITIONS))
+perf_ci_json = $(if $(filter 1,$(PERF_BASELINE)),$(PERF_CI_BASELINE_DIR)/baseline-$(1).json,$(PERF_CI_DIR)/latest-$(1).json)
+# One program's quick run: console output to its .log, the JSON written to .tmp and moved into
+# place only when the program succeeds.
+perf_ci_run = t0=$$(date +%s); out='$(call perf_ci_json,$(1))'; log='$(PERF_CI_DIR)/$(1).log'; \
+  if $(BUILD_DIR)/benchmarks/$(1) --benchmark_filter='$(PERF_CI_FILTER_$(1))' \
+       --benchmark_min_time=$(PERF_CI_MIN_TIME) --benchmark_repetitions=$(call perf_ci_reps,$(1)) \
+       --benchmark_enable_random_interleaving=true --benchmark_display_aggregates_only=true \
+       --benchmark_context="$$context,repetitions=$(call perf_ci_reps,$(1))" \
+       --benchmark_out="$$out.tmp" --benchmark_out_format=json \
+       >"$$log" 2>&1; then mv "$$out.tmp" "$$out"; \
+  else rc=$$?; tail -n 20 "$$log"; echo "perf-ci: $(1) failed (exit $$rc), output in $$log"; exit $$rc; fi; \
+  echo "perf-ci: $(1): $$(($$(date +%s) - t0)) s -> $$out";
+
+.PHONY: perf-ci perf-ci-baseline
+perf-ci: configure  ## quick CPU benchmarks (~2 min), calibration-normalised, vs results/perf/ci baselines (PERF_FAIL=1 fails on a regression)
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target $(PERF_CI_PROGRAMS)
+	@mkdir -p $(PERF_CI_DIR) $(PERF_CI_BASELINE_DIR)
+	@set -e; \
+	commit=$$(git rev-parse HEAD 2>/dev/null || echo "$${PPBENCH_GIT_COMMIT:-unknown}"); \
+	modified=no; [ -z "$$(git status --porcelain --untracked-files=no -- . ':!results' 2>/dev/null)" ] || modified=yes; \
+	runner='$(PERF_CI_RUNNER)'; [ -n "$$runner" ] || runner=$$(hostname 2>/dev/null || echo unknown); \
+	context="commit=$$commit,commit_modified=$$modified,perf_mode=ci-quick,runner=$$runner"; \
+	context="$$context,min_time=$(PERF_CI_MIN_TIME)"; \
+	echo "perf-ci: $(PERF_CI_PROGRAMS); $(PERF_CI_REPETITIONS) repetitions of $(PERF_CI_MIN_TIME) s; commit $$commit (load average $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))"; \
+	$(foreach p,$(PERF_CI_PROGRAMS),$(call perf_ci_run,$(p)))
+ifeq ($(PERF_BASELINE),1)
+	@echo "perf-ci: baselines written to $(PERF_CI_BASELINE_DIR)/baseline-*.json: commit them"
+else
+	$(PYTHON) scripts/compare_perf.py \
+	  $(foreach p,$(PERF_CI_PROGRAMS),$(PERF_CI_BASELINE_DIR)/baseline-$(p).json $(PERF_CI_DIR)/latest-$(p).json) \
+	  --threshold $(PERF_CI_THRESHOLD) --calibration $(PERF_CI_CALIBRATION) \
+	  --normalised-dir $(PERF_CI_DIR)/normalised \
+	  $(foreach p,$(PERF_CI_PROGRAMS),$(if $(PERF_CI_THRESHOLD_$(p)),--threshold-for $(p)=$(PERF_CI_THRESHOLD_$(p)))) \
+	  $(if $(filter 1,$(PERF_FAIL)),--fail-on-regression)
+endif
+
+perf-ci-baseline:  ## perf-ci's quick run written as the baselines results/perf/ci/baseline-*.json (commit them)
+	@$(MAKE) perf-ci PERF_BASELINE=1
 
 # Portable GPU binaries for a machine that can build nothing: built here (nvcc, no GPU needed) in
 # $(BUNDLE_BUILD_DIR), collected with a launcher in $(BUNDLE_DIR) (docs/gpu-check.md). Run there
@@ -228,8 +330,8 @@ profile: build  ## nsys profile of a short GPU step (needs nsys and a GPU)
 format:  ## clang-format -i every C++/CUDA source
 	clang-format -i $(CXX_SOURCES)
 
-format-check:  ## fail if any C++/CUDA source is not clang-formatted
-	clang-format --dry-run -Werror $(CXX_SOURCES)
+format-check: deps  ## fail if any C++/CUDA source is not clang-formatted (part of make test)
+	@clang-format --dry-run -Werror $(CXX_SOURCES) && echo "format-check: $(words $(CXX_SOURCES)) files clean"
 
 clean:  ## remove $(BUILD_DIR) and the sanitizer build dirs
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-sanitize-*

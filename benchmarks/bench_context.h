@@ -4,10 +4,10 @@
 // prints and checks them).
 #pragma once
 
-#include <benchmark/benchmark.h>
-
 #include <cstdio>
 #include <string>
+
+#include <benchmark/benchmark.h>
 
 #include "harness/provenance.h"
 

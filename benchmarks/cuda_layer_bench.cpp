@@ -43,11 +43,13 @@
 #include <cuda_runtime_api.h>
 
 #include "bench_context.h"
+#include "workloads/cpu/tensor.h"
 #include "workloads/cuda/kernels.h"
 
 namespace {
 
 using namespace ppbench::cuda;
+using ppbench::DecoderConfig;
 
 // Llama-3-8B's layer shape, and the shape every row runs at.
 constexpr std::int64_t kHidden = 4096, kHeads = 32, kKvHeads = 8, kHeadDim = 128, kFfn = 14336;

@@ -43,10 +43,19 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_context.h"
-
 #include "harness/executor/cpu_executor.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+
+// Defined in benchmarks/calibration.cpp (linked into every CPU benchmark program): the calibration
+// benchmarks that scripts/compare_perf.py normalises by, and the run lengths that step aside for
+// --benchmark_min_time / --benchmark_repetitions on the command line (make perf-ci's quick mode).
+namespace ppbench::bench {
+void read_run_flags(int argc, char** argv);
+void register_calibration();
+benchmark::internal::Benchmark* default_min_time(benchmark::internal::Benchmark* b, double seconds);
+benchmark::internal::Benchmark* default_repetitions(benchmark::internal::Benchmark* b, int n);
+}  // namespace ppbench::bench
 
 namespace {
 
@@ -126,9 +135,8 @@ void BM_Executor(benchmark::State& state, const ScheduleParams& p) {
   }
   std::size_t sends = 0;
   for (const auto& rank : lower(s).ranks)
-    sends += static_cast<std::size_t>(
-        std::count_if(rank.begin(), rank.end(),
-                      [](const Instr& in) { return in.kind == Instr::Kind::Send; }));
+    sends += static_cast<std::size_t>(std::count_if(
+        rank.begin(), rank.end(), [](const Instr& in) { return in.kind == Instr::Kind::Send; }));
 
   const double actions = static_cast<double>(s.action_count());
   const double per_step = wall / static_cast<double>(state.iterations());
@@ -156,12 +164,9 @@ void BM_ThreadSpawn(benchmark::State& state, int devices) {
 void register_benchmarks() {
   constexpr int kChunks = 2;  // interleaved-1f1b's v
   for (int d : {2, 4}) {
-    benchmark::RegisterBenchmark(("BM_ThreadSpawn/D" + std::to_string(d)).c_str(),
-                                 BM_ThreadSpawn, d)
-        ->UseRealTime()
-        ->MinTime(0.1)
-        ->Repetitions(3)
-        ->DisplayAggregatesOnly(true)
+    auto* b = benchmark::RegisterBenchmark(("BM_ThreadSpawn/D" + std::to_string(d)).c_str(),
+                                           BM_ThreadSpawn, d);
+    bench::default_repetitions(bench::default_min_time(b->UseRealTime(), 0.1), 3)
         ->Unit(benchmark::kMicrosecond);
   }
   for (const char* family : {"1f1b", "gpipe", "zb-h1", "interleaved-1f1b", "dualpipe"})
@@ -172,25 +177,22 @@ void register_benchmarks() {
         p.devices = d;
         p.microbatches = n;
         if (find_schedule(family).uses_chunks) p.chunks = kChunks;
-        std::string name = std::string("BM_Executor/") + family + "/D" + std::to_string(d) +
-                           "/N" + std::to_string(n);
+        std::string name = std::string("BM_Executor/") + family + "/D" + std::to_string(d) + "/N" +
+                           std::to_string(n);
         if (p.chunks > 0) name += "/v" + std::to_string(p.chunks);
         // Wall clock: the ranks' threads are what is measured, not this thread's CPU time.
         // Three repetitions, read by their median: on a shared machine a single stall of a rank
         // thread can multiply a short step's time (compare_perf.py also takes the median).
-        benchmark::RegisterBenchmark(name.c_str(), BM_Executor, p)
-            ->UseRealTime()
-            ->MinTime(0.2)
-            ->Repetitions(3)
-            ->DisplayAggregatesOnly(true)
+        auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Executor, p);
+        bench::default_repetitions(bench::default_min_time(b->UseRealTime(), 0.2), 3)
             ->Unit(benchmark::kMicrosecond);
       }
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  ppbench::bench::read_run_flags(argc, argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ppbench::add_benchmark_context();
@@ -200,6 +202,7 @@ int main(int argc, char** argv) {
       std::to_string(cores) +
           " hardware threads: rows with D above that oversubscribe (counter oversubscribed = 1); "
           "there us_per_rank_action is inflated by time-sharing and us_per_action is fairer");
+  ppbench::bench::register_calibration();
   register_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -36,8 +36,16 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_context.h"
-
 #include "workloads/cpu/kernels.h"
+
+// Defined in benchmarks/calibration.cpp (linked into every CPU benchmark program): the calibration
+// benchmarks that scripts/compare_perf.py normalises by, and the run lengths that step aside for
+// --benchmark_min_time / --benchmark_repetitions on the command line (make perf-ci's quick mode).
+namespace ppbench::bench {
+void read_run_flags(int argc, char** argv);
+void register_calibration();
+benchmark::internal::Benchmark* default_min_time(benchmark::internal::Benchmark* b, double seconds);
+}  // namespace ppbench::bench
 
 namespace {
 
@@ -175,8 +183,14 @@ std::vector<Case> cases() {
   // The mlp workload's default width, on a 256-row micro-batch.
   constexpr I64 kRows = 256, kWidth = 1024;
   {
-    Case c{"linear_1024", Kind::kLinear, {kRows, kWidth}, linear_flops(kRows, kWidth, kWidth),
-           kWidth, kWidth, 0, {}};
+    Case c{"linear_1024",
+           Kind::kLinear,
+           {kRows, kWidth},
+           linear_flops(kRows, kWidth, kWidth),
+           kWidth,
+           kWidth,
+           0,
+           {}};
     all.push_back(c);
     c.name = "mlp_block_1024";  // linear + GeLU: the GeLU is not counted
     c.kind = Kind::kMlpBlock;
@@ -189,10 +203,10 @@ std::vector<Case> cases() {
   const DecoderConfig gpipe = DecoderConfig::gpipe(kHidden, 8, 4 * kHidden);
   const std::vector<I64> tokens{kBatch, kSeq, kHidden};
   const I64 m = kBatch * kSeq;
-  all.push_back({"attention_gqa", Kind::kAttention, tokens, attention_flops(kBatch, kSeq, llama),
-                 0, 0, 0, llama});
-  all.push_back({"swiglu", Kind::kSwiGLU, tokens, swiglu_flops(m, kHidden, llama.ffn), 0, 0, 0,
-                 llama});
+  all.push_back({"attention_gqa", Kind::kAttention, tokens, attention_flops(kBatch, kSeq, llama), 0,
+                 0, 0, llama});
+  all.push_back(
+      {"swiglu", Kind::kSwiGLU, tokens, swiglu_flops(m, kHidden, llama.ffn), 0, 0, 0, llama});
   // Decoder layer = attention + FFN; RMSNorm / LayerNorm and the residual adds are not counted.
   all.push_back({"llama_decoder", Kind::kDecoder, tokens,
                  attention_flops(kBatch, kSeq, llama) + swiglu_flops(m, kHidden, llama.ffn), 0, 0,
@@ -205,8 +219,14 @@ std::vector<Case> cases() {
   // AmoebaNet-D(., 256)-like: a normal cell's 256 channels at 28 x 28, one image.
   constexpr I64 kImg = 28, kCh = 256;
   for (I64 k : {1, 3}) {
-    all.push_back({"conv" + std::to_string(k) + "x" + std::to_string(k), Kind::kConv,
-                   {1, kImg, kImg, kCh}, conv_flops(1, kImg, kImg, kCh, kCh, k), kCh, kCh, k, {}});
+    all.push_back({"conv" + std::to_string(k) + "x" + std::to_string(k),
+                   Kind::kConv,
+                   {1, kImg, kImg, kCh},
+                   conv_flops(1, kImg, kImg, kCh, kCh, k),
+                   kCh,
+                   kCh,
+                   k,
+                   {}});
   }
   return all;
 }
@@ -290,11 +310,10 @@ void register_benchmarks() {
   // 1024 is about the size of the layers' GEMMs; 2048 shows whether a larger one does better.
   for (I64 n : {1024, 2048}) {
     for (int bits : {32, 64}) {
-      const std::string name =
-          "BM_GemmPeak/f" + std::to_string(bits) + "/" + std::to_string(n);
+      const std::string name = "BM_GemmPeak/f" + std::to_string(bits) + "/" + std::to_string(n);
       auto* b = bits == 32 ? benchmark::RegisterBenchmark(name.c_str(), BM_GemmPeak<float>, n)
                            : benchmark::RegisterBenchmark(name.c_str(), BM_GemmPeak<double>, n);
-      b->UseManualTime()->MinTime(0.3)->Unit(benchmark::kMillisecond);
+      ppbench::bench::default_min_time(b->UseManualTime(), 0.3)->Unit(benchmark::kMillisecond);
     }
   }
   static const std::vector<Case> kCases = cases();  // registered benchmarks keep references
@@ -307,19 +326,20 @@ void register_benchmarks() {
                              : benchmark::RegisterBenchmark(name.c_str(), BM_Layer<double>, c, p);
         // A pass is ~1/3 of the wall clock of its loop: 0.2 s of pass time keeps the whole
         // program near a minute and a half.
-        b->UseManualTime()->MinTime(0.2)->Unit(benchmark::kMillisecond);
+        ppbench::bench::default_min_time(b->UseManualTime(), 0.2)->Unit(benchmark::kMillisecond);
       }
 }
-
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  ppbench::bench::read_run_flags(argc, argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ppbench::add_benchmark_context();
   benchmark::AddCustomContext("eigen_simd", Eigen::SimdInstructionSetsInUse());
   benchmark::AddCustomContext("eigen_threads", std::to_string(Eigen::nbThreads()));
+  ppbench::bench::register_calibration();
   register_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -23,13 +23,21 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_context.h"
-
 #include "harness/cost_model.h"
 #include "harness/metrics.h"
 #include "harness/simulator.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
+
+// Defined in benchmarks/calibration.cpp (linked into every CPU benchmark program): the calibration
+// benchmarks that scripts/compare_perf.py normalises by, and the run lengths that step aside for
+// --benchmark_min_time / --benchmark_repetitions on the command line (make perf-ci's quick mode).
+namespace ppbench::bench {
+void read_run_flags(int argc, char** argv);
+void register_calibration();
+benchmark::internal::Benchmark* default_min_time(benchmark::internal::Benchmark* b, double seconds);
+}  // namespace ppbench::bench
 
 namespace {
 
@@ -172,7 +180,7 @@ void size_options(benchmark::internal::Benchmark* b, double nominal_actions) {
   } else if (nominal_actions >= 5e5) {
     b->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
   } else {
-    b->MinTime(0.1)->Unit(benchmark::kMicrosecond);
+    bench::default_min_time(b, 0.1)->Unit(benchmark::kMicrosecond);
   }
 }
 
@@ -204,20 +212,20 @@ void register_benchmarks() {
     for (Phase ph : {Phase::Generate, Phase::Validate, Phase::Lower, Phase::DeadlockCheck,
                      Phase::Simulate, Phase::Metrics}) {
       const std::string name = std::string("BM_Phase/") + phase_name(ph) + "/" + point_name(p);
-      benchmark::RegisterBenchmark(name.c_str(), BM_Phase, ph, p)
-          ->MinTime(0.1)
+      bench::default_min_time(benchmark::RegisterBenchmark(name.c_str(), BM_Phase, ph, p), 0.1)
           ->Unit(benchmark::kMicrosecond);
     }
   }
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  ppbench::bench::read_run_flags(argc, argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ppbench::add_benchmark_context();
+  ppbench::bench::register_calibration();
   register_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -13,12 +13,20 @@ std::string category(const Action& a) {
 nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_data) {
   const double to_us = trace.time_unit == "s" ? 1e6 : 1e3;
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "ranks"}}}});
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "transfers"}}}});
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "ranks"}}}});
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "transfers"}}}});
   for (int r = 0; r < trace.ranks; ++r) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", r},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
                       {"args", {{"name", "rank " + std::to_string(r)}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", r},
+    events.push_back({{"name", "thread_sort_index"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
                       {"args", {{"sort_index", r}}}});
   }
   for (const auto& e : trace.compute) {
@@ -47,7 +55,9 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
   nlohmann::json other = other_data;
   other["time_unit"] = trace.time_unit;
   other["source"] = trace.source;
-  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}};
+  return {{"traceEvents", std::move(events)},
+          {"displayTimeUnit", "ms"},
+          {"otherData", std::move(other)}};
 }
 
 }  // namespace ppbench

@@ -1,17 +1,26 @@
 #include "harness/cost_model.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
-#include "schedules/error.h"
+#include "core/error.h"
 
 namespace ppbench {
 
 namespace {
 
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
 [[noreturn]] void bad_cost(std::string_view entry, std::string_view why) {
-  throw UsageError("bad --cost entry '" + std::string(entry) + "': " + std::string(why) +
-                   " (expected e.g. F=1,B=2,I=1,W=1,FB=3 with non-negative numbers)");
+  throw UsageError("bad --cost entry " + quoted(entry) + ": " + std::string(why) +
+                   " (expected e.g. F=1,B=2,I=1,W=1,FB=3, each a number > 0 and <= " +
+                   num(kMaxCost) + ", each key once)");
 }
 
 }  // namespace
@@ -19,6 +28,7 @@ namespace {
 CostSpec parse_cost_spec(std::string_view text) {
   CostSpec spec;
   if (text.empty()) return spec;
+  bool has_f = false;
   std::size_t pos = 0;
   while (pos <= text.size()) {
     std::size_t comma = text.find(',', pos);
@@ -29,18 +39,30 @@ CostSpec parse_cost_spec(std::string_view text) {
     if (eq == std::string_view::npos) bad_cost(entry, "missing '='");
     std::string key(entry.substr(0, eq));
     std::string_view number = entry.substr(eq + 1);
+    if (!number.empty() && number.front() == '+') number.remove_prefix(1);
     double value = 0;
     auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-    if (number.empty() || ec != std::errc() || end != number.data() + number.size() ||
-        !std::isfinite(value))
-      bad_cost(entry, "'" + std::string(number) + "' is not a number");
-    if (value < 0) bad_cost(entry, "costs must be non-negative");
-    if (key == "F") spec.f = value;
-    else if (key == "B") spec.b = value, spec.has_b = true;
-    else if (key == "I") spec.i = value, spec.has_i = true;
-    else if (key == "W") spec.w = value, spec.has_w = true;
-    else if (key == "FB") spec.fb = value, spec.has_fb = true;
-    else bad_cost(entry, "unknown key '" + key + "', allowed: F, B, I, W, FB");
+    if (number.empty() || end != number.data() + number.size() ||
+        (ec != std::errc() && ec != std::errc::result_out_of_range))
+      bad_cost(entry, quoted(entry.substr(eq + 1)) + " is not a number");
+    if (ec == std::errc::result_out_of_range || !std::isfinite(value) || value > kMaxCost)
+      bad_cost(entry, "costs must be finite and at most " + num(kMaxCost));
+    if (!(value > 0)) bad_cost(entry, "costs must be > 0");
+    bool* seen = nullptr;
+    if (key == "F")
+      seen = &has_f, spec.f = value;
+    else if (key == "B")
+      seen = &spec.has_b, spec.b = value;
+    else if (key == "I")
+      seen = &spec.has_i, spec.i = value;
+    else if (key == "W")
+      seen = &spec.has_w, spec.w = value;
+    else if (key == "FB")
+      seen = &spec.has_fb, spec.fb = value;
+    else
+      bad_cost(entry, "unknown key " + quoted(key) + ", allowed: F, B, I, W, FB");
+    if (*seen) bad_cost(entry, "key " + key + " is given twice");
+    *seen = true;
   }
   return spec;
 }
@@ -59,9 +81,13 @@ StageCost resolve(const CostSpec& spec, double comm) {
     } else if (!spec.has_i && spec.has_w) {
       c.i = spec.b - spec.w;
     }
-    if (c.i < 0 || c.w < 0)
-      throw UsageError("bad --cost: B=" + std::to_string(spec.b) +
-                       " is smaller than the I or W given with it (B = I + W)");
+    if (spec.has_i && spec.has_w &&
+        std::fabs(spec.b - (spec.i + spec.w)) > 1e-9 * std::max(spec.b, spec.i + spec.w))
+      throw UsageError("bad --cost: B=" + num(spec.b) + " is not I + W = " + num(spec.i) + " + " +
+                       num(spec.w) + " (give B = I + W, or leave one of the three out)");
+    if (!(c.i > 0) || !(c.w > 0))
+      throw UsageError("bad --cost: B=" + num(spec.b) +
+                       " is not larger than the I or W given with it (B = I + W, each > 0)");
   } else {
     c.b = c.i + c.w;
   }

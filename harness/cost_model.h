@@ -1,4 +1,4 @@
-// Time of every action, per stage (DESIGN.md, "Cost model").
+// Time of every action, per stage (docs/schedules.md, "Cost model").
 //
 // F, I, W per stage, B (full backward, = I + W unless given), FB (an
 // overlapped forward/backward pair, = F + B unless given) and the time a
@@ -13,6 +13,10 @@
 
 namespace ppbench {
 
+// The largest cost (and --comm) the CLI takes: with N x D x (F + B) well under 1e300 no
+// makespan can overflow to inf, and every sum stays exact enough to compare.
+inline constexpr double kMaxCost = 1e12;
+
 struct StageCost {
   double f = 1, b = 2, i = 1, w = 1, fb = 3;
   double comm = 0;  // producer end -> consumer start, across ranks, on this stage's boundaries
@@ -26,25 +30,33 @@ struct CostSpec {
 };
 
 // Parses "F=1,B=2,I=1,W=1,FB=3" (any subset, any order). Throws UsageError
-// naming the bad entry for unknown keys, malformed or negative numbers.
+// naming the bad entry for unknown or repeated keys, malformed numbers, and
+// numbers that are not finite, not > 0 or above kMaxCost.
 CostSpec parse_cost_spec(std::string_view text);
 // Applies the derivation rules: only B given -> I = W = B/2; I and W given ->
-// B = I + W; B and one of I, W -> the other is B minus it; FB = F + B.
+// B = I + W; B and one of I, W -> the other is B minus it (which must stay > 0);
+// all three given -> B must equal I + W (to a relative 1e-9); FB = F + B.
 StageCost resolve(const CostSpec& spec, double comm);
 
 class CostModel {
  public:
   CostModel() = default;
   CostModel(std::vector<StageCost> stages) : stages_(std::move(stages)) {}
-  static CostModel uniform(int stages, const StageCost& c) { return {std::vector<StageCost>(stages, c)}; }
+  static CostModel uniform(int stages, const StageCost& c) {
+    return {std::vector<StageCost>(stages, c)};
+  }
 
   double time(const Task& t) const {
     const StageCost& c = stages_[t.stage];
     switch (t.op) {
-      case Op::F: return c.f;
-      case Op::B: return c.b;
-      case Op::I: return c.i;
-      case Op::W: return c.w;
+      case Op::F:
+        return c.f;
+      case Op::B:
+        return c.b;
+      case Op::I:
+        return c.i;
+      case Op::W:
+        return c.w;
     }
     return 0;
   }

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "schedules/error.h"
+#include "core/error.h"
 
 namespace ppbench {
 

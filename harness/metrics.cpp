@@ -26,7 +26,8 @@ void peak_activations(const Trace& trace, const Placement& p, std::vector<RankMe
   std::vector<std::vector<Edge>> edges(trace.ranks);
   auto visit = [&](const ComputeEvent& e, const Task& t) {
     const bool is_split = split[base[t.stage] + t.mb];
-    if (t.op == Op::F) edges[e.rank].push_back({e.start, +1});
+    if (t.op == Op::F)
+      edges[e.rank].push_back({e.start, +1});
     else if ((t.op == Op::B) || (t.op == Op::W) || (t.op == Op::I && !is_split))
       edges[e.rank].push_back({e.end, -1});
   };
@@ -85,7 +86,8 @@ Metrics compute_metrics(const Trace& trace, const Placement& placement) {
   m.bubble_ratio = m.total_busy > 0 ? total_idle / m.total_busy : 0;
   m.zb_bubble_rate = longest_span > 0 ? (longest_span - busy_of_longest) / longest_span : 0;
   peak_activations(trace, placement, m.ranks);
-  for (const auto& rm : m.ranks) m.peak_activations = std::max(m.peak_activations, rm.peak_activations);
+  for (const auto& rm : m.ranks)
+    m.peak_activations = std::max(m.peak_activations, rm.peak_activations);
   return m;
 }
 

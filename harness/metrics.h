@@ -1,4 +1,4 @@
-// The metrics of DESIGN.md, computed from a Trace (simulated or measured).
+// The metrics of docs/metrics.md, computed from a Trace (simulated or measured).
 //
 //  makespan          first action start to last action end, over all ranks
 //  bubble_fraction   sum idle / (ranks * makespan), idle_r = makespan - busy_r

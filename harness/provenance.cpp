@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdlib>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <string>
+
+#include "ppbench_build_info.h"
 
 namespace ppbench {
 
@@ -31,7 +33,8 @@ std::string cpu_model() {
   while (std::getline(in, line))
     if (line.rfind("model name", 0) == 0) {
       auto colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(" \t", colon + 1));
+      return colon == std::string::npos ? line
+                                        : line.substr(line.find_first_not_of(" \t", colon + 1));
     }
   return "unknown";
 }
@@ -48,41 +51,40 @@ std::string utc_now() {
 }  // namespace
 
 nlohmann::json provenance() {
-  // The commit is read at run time from the source tree the binary was built
-  // from, so a rebuilt-but-not-reconfigured binary still names its commit.
-  const std::string git = "git -C '" PPBENCH_SOURCE_DIR "' ";
-  std::string commit = run(git + "rev-parse --short=12 HEAD 2>/dev/null");
-  if (commit.empty()) {
-    // A copy of the tree without .git (a lent GPU machine gets the working tree only): the
-    // commit can be handed over in PPBENCH_GIT_COMMIT by whoever made the copy.
+  // The commit this binary was built from (recorded at build time, cmake/build_info.cmake): a
+  // binary left unbuilt after a checkout still names what it runs. Built from a copy without
+  // .git (a lent GPU machine gets the working tree only), the commit can be handed over in
+  // PPBENCH_GIT_COMMIT by whoever made the copy.
+  std::string commit = PPBENCH_BUILD_COMMIT;
+  if (commit == "unknown") {
     const char* given = std::getenv("PPBENCH_GIT_COMMIT");
-    commit = given != nullptr && *given != '\0' ? given : "unknown";
+    if (given != nullptr && *given != '\0') commit = given;
   }
-  // Sources changed since the commit make it "-dirty"; results/ and plots/ do not: a sweep
-  // rewrites its own records there while it runs.
-  else if (!run(git + "status --porcelain --untracked-files=no -- . ':!results' ':!plots' "
-                      "2>/dev/null").empty())
-    commit += "-dirty";
+  // The source tree now, where it is a git tree and differs: the record then says both.
+  const std::string git = "git -C '" PPBENCH_SOURCE_DIR "' ";
+  const std::string tree = run(git + "rev-parse --short=12 HEAD 2>/dev/null");
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   // Timings taken while other work shares the cores are not comparable; say how busy it was.
   double load[3] = {0, 0, 0};
   nlohmann::json load_average = nlohmann::json::array();
   if (getloadavg(load, 3) == 3) load_average = {load[0], load[1], load[2]};
-  return {{"ppbench_version", PPBENCH_VERSION},
-          {"git_commit", commit},
-          {"host", host},
-          {"cpu", cpu_model()},
-          {"cpu_cores", sysconf(_SC_NPROCESSORS_ONLN)},
-          {"load_average", load_average},
-          {"compiler", std::string("gcc ") + __VERSION__},
-          {"date", utc_now()},
+  nlohmann::json out = {{"ppbench_version", PPBENCH_VERSION},
+                        {"git_commit", commit},
+                        {"host", host},
+                        {"cpu", cpu_model()},
+                        {"cpu_cores", sysconf(_SC_NPROCESSORS_ONLN)},
+                        {"load_average", load_average},
+                        {"compiler", std::string("gcc ") + __VERSION__},
+                        {"date", utc_now()},
 #ifdef PPBENCH_HAVE_CUDA
-          {"cuda", "compiled"}
+                        {"cuda", "compiled"}
 #else
-          {"cuda", "not compiled"}
+                        {"cuda", "not compiled"}
 #endif
   };
+  if (!tree.empty() && commit.rfind(tree, 0) != 0) out["source_tree_commit"] = tree;
+  return out;
 }
 
 }  // namespace ppbench

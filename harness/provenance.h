@@ -1,5 +1,5 @@
 // Where a record came from: commit, host, CPU, compiler, date. Every result
-// ppbench writes carries it (DESIGN.md, "Results").
+// ppbench writes carries it (docs/metrics.md, "Provenance").
 #pragma once
 
 #include <nlohmann/json.hpp>

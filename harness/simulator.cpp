@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "schedules/deps.h"
-#include "schedules/error.h"
 
 namespace ppbench {
 
@@ -32,8 +32,7 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
         if (producer != r) {
           const double sent = arrive;
           arrive += costs.comm(deps[k].stage, t.stage);
-          if (options.record_comm)
-            trace.comm.push_back({producer, r, sent, arrive, deps[k].task});
+          if (options.record_comm) trace.comm.push_back({producer, r, sent, arrive, deps[k].task});
         }
         start = std::max(start, arrive);
       }

@@ -1,4 +1,4 @@
-// The hinge of DESIGN.md: per-rank timed events that the simulator and every
+// The hinge of ppbench (docs/architecture.md): per-rank timed events that the simulator and every
 // real backend produce alike, so metrics, plots and exports are written once.
 #pragma once
 

@@ -2,16 +2,20 @@
 
 #include <charconv>
 
-#include "schedules/error.h"
+#include "core/error.h"
 
 namespace ppbench {
 
 char op_letter(Op op) {
   switch (op) {
-    case Op::F: return 'F';
-    case Op::B: return 'B';
-    case Op::I: return 'I';
-    case Op::W: return 'W';
+    case Op::F:
+      return 'F';
+    case Op::B:
+      return 'B';
+    case Op::I:
+      return 'I';
+    case Op::W:
+      return 'W';
   }
   return '?';
 }
@@ -48,11 +52,20 @@ Task parse_task(std::string_view whole, std::string_view text) {
   if (text.size() < 4) bad(whole, "too short");
   Task t;
   switch (text[0]) {
-    case 'F': t.op = Op::F; break;
-    case 'B': t.op = Op::B; break;
-    case 'I': t.op = Op::I; break;
-    case 'W': t.op = Op::W; break;
-    default: bad(whole, "op must be one of F, B, I, W");
+    case 'F':
+      t.op = Op::F;
+      break;
+    case 'B':
+      t.op = Op::B;
+      break;
+    case 'I':
+      t.op = Op::I;
+      break;
+    case 'W':
+      t.op = Op::W;
+      break;
+    default:
+      bad(whole, "op must be one of F, B, I, W");
   }
   auto dot = text.find('.');
   if (dot == std::string_view::npos) bad(whole, "missing '.' between stage and micro-batch");

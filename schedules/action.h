@@ -1,6 +1,6 @@
 // The unit of a pipeline schedule: one pass of one stage over one micro-batch.
 //
-// Text form (DESIGN.md): `F3.1` is the forward of stage 3 for micro-batch 1;
+// Text form (docs/schedules.md): `F3.1` is the forward of stage 3 for micro-batch 1;
 // likewise B (full backward), I (input gradient) and W (weight gradient).
 // An overlapped pair of two different (stage, micro-batch), DualPipe's F&B, is
 // written `(F0.7+B15.3)`: the forward half first, then the backward half.
@@ -17,7 +17,7 @@ enum class Op : std::uint8_t { F, B, I, W };
 char op_letter(Op op);
 
 // One (op, stage, micro-batch). Micro-batches are numbered within the chain
-// that carries them (DESIGN.md: two-direction schedules number each chain
+// that carries them (docs/schedules.md: two-direction schedules number each chain
 // from 0).
 struct Task {
   Op op = Op::F;
@@ -30,8 +30,8 @@ struct Task {
 // What a rank executes next: a single task, or an overlapped forward/backward
 // pair that runs as one unit of time.
 struct Action {
-  Task task;          // the action, or the forward half of a pair
-  Task partner{};     // the backward half (B or I), only when `paired`
+  Task task;       // the action, or the forward half of a pair
+  Task partner{};  // the backward half (B or I), only when `paired`
   bool paired = false;
 
   static Action single(Op op, int stage, int mb) { return {{op, stage, mb}, {}, false}; }

@@ -2,7 +2,7 @@
 // order, shared by the validator (does every rank finish?) and the simulator
 // (when does every action start?).
 //
-// DESIGN.md's rules: F after the previous stage's F; B or I after its own F
+// The IR's rules (docs/schedules.md): F after the previous stage's F; B or I after its own F
 // and after the next stage's B or I; W after its own I.
 #pragma once
 
@@ -89,7 +89,7 @@ struct Stall {
 // Requires a structurally valid schedule (every task once, stages in range).
 template <class OnAction>
 std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& index,
-                                              OnAction&& on_action) {
+                                            OnAction&& on_action) {
   const int ranks = static_cast<int>(s.ranks.size());
   std::vector<std::uint8_t> done(index.size(), 0);
   // A task has at most two dependents, so at most two ranks wait on it.

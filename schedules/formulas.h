@@ -18,14 +18,14 @@ struct UniformCost {
 };
 
 struct ClosedForm {
-  std::string bubble_formula;              // as the paper writes it
-  std::string idle_formula;                // idle time per rank (of the makespan)
-  std::optional<double> bubble_fraction;   // sum idle / (ranks * makespan)
-  std::optional<double> idle_per_rank;     // when the paper states the idle time
-  std::string activations_formula;         // peak in-flight (stage, mb) activations
-  std::optional<int> peak_activations;     // max over ranks, in (stage, mb) activations
-  std::string params_formula = "1x";       // parameter copies: "1x" or "2x"
-  std::string note;                        // why the figures are missing, where a user chooses
+  std::string bubble_formula;             // as the paper writes it
+  std::string idle_formula;               // idle time per rank (of the makespan)
+  std::optional<double> bubble_fraction;  // sum idle / (ranks * makespan)
+  std::optional<double> idle_per_rank;    // when the paper states the idle time
+  std::string activations_formula;        // peak in-flight (stage, mb) activations
+  std::optional<int> peak_activations;    // max over ranks, in (stage, mb) activations
+  std::string params_formula = "1x";      // parameter copies: "1x" or "2x"
+  std::string note;                       // why the figures are missing, where a user chooses
 };
 
 // The closed form for a schedule's parameters, from its registry entry. Fields
@@ -49,7 +49,7 @@ ClosedForm closed_form_zb_v(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_dualpipe(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_dualpipev(const ScheduleParams& p, const UniformCost& c);
 
-// Peak in-flight (stage, mb) activations on rank r for 1F1B (REFERENCE.md:
+// Peak in-flight (stage, mb) activations on rank r for 1F1B (docs/papers.md:
 // D - r) — the per-rank shape of the 1F1B memory claim.
 int one_f_one_b_peak(int devices, int rank);
 

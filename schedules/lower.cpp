@@ -1,7 +1,7 @@
 #include "schedules/lower.h"
 
+#include "core/error.h"
 #include "schedules/deps.h"
-#include "schedules/error.h"
 
 namespace ppbench {
 
@@ -94,18 +94,21 @@ void check_deadlock_free(const Schedule& s, const Program& program, int capacity
   }
   for (int r = 0; r < ranks; ++r)
     if (pc[r] < program.ranks[r].size())
-      throw InvalidSchedule("deadlock in the lowered program: rank " + std::to_string(r) +
-                            " is stuck at instruction " + std::to_string(pc[r]) + " (" +
-                            to_string(program.ranks[r][pc[r]]) + ")" +
-                            (capacity > 0 ? " with channel capacity " + std::to_string(capacity)
-                                          : std::string()));
+      throw InvalidSchedule(
+          "deadlock in the lowered program: rank " + std::to_string(r) +
+          " is stuck at instruction " + std::to_string(pc[r]) + " (" +
+          to_string(program.ranks[r][pc[r]]) + ")" +
+          (capacity > 0 ? " with channel capacity " + std::to_string(capacity) : std::string()));
 }
 
 std::string to_string(const Instr& i) {
   switch (i.kind) {
-    case Instr::Kind::Compute: return to_string(i.action);
-    case Instr::Kind::Send: return "send(" + to_string(i.payload) + "->" + std::to_string(i.peer) + ")";
-    case Instr::Kind::Recv: return "recv(" + to_string(i.payload) + "<-" + std::to_string(i.peer) + ")";
+    case Instr::Kind::Compute:
+      return to_string(i.action);
+    case Instr::Kind::Send:
+      return "send(" + to_string(i.payload) + "->" + std::to_string(i.peer) + ")";
+    case Instr::Kind::Recv:
+      return "recv(" + to_string(i.payload) + "<-" + std::to_string(i.peer) + ")";
   }
   return "?";
 }

@@ -1,4 +1,4 @@
-// Where stages live and how micro-batches flow (DESIGN.md, "Schedule IR").
+// Where stages live and how micro-batches flow (docs/schedules.md).
 //
 // A model is one or more chains of stages; a micro-batch flows through one
 // chain, stage by stage. Stage ids of a chain are contiguous. Each stage lives
@@ -12,10 +12,10 @@ namespace ppbench {
 
 struct Placement {
   int ranks = 0;
-  std::vector<int> stage_rank;       // stage -> rank
-  std::vector<int> stage_chain;      // stage -> chain
-  std::vector<int> chain_begin;      // chain -> first stage id (chains are contiguous ranges)
-  std::vector<int> chain_end;        // chain -> one past the last stage id
+  std::vector<int> stage_rank;          // stage -> rank
+  std::vector<int> stage_chain;         // stage -> chain
+  std::vector<int> chain_begin;         // chain -> first stage id (chains are contiguous ranges)
+  std::vector<int> chain_end;           // chain -> one past the last stage id
   std::vector<int> chain_microbatches;  // chain -> micro-batches it carries per step
 
   int stages() const { return static_cast<int>(stage_rank.size()); }

@@ -2,34 +2,39 @@
 
 #include <array>
 
-#include "schedules/error.h"
+#include "core/error.h"
 
 namespace ppbench {
 
 namespace {
 
 constexpr std::array kSchedules = {
-    ScheduleInfo{"naive", "naive model parallelism: one micro-batch through the whole pipeline at a time",
+    ScheduleInfo{"naive",
+                 "naive model parallelism: one micro-batch through the whole pipeline at a time",
                  "GPipe paper's baseline (Huang et al. 2019, Fig. 2b)", "D >= 1, N >= 1",
                  kLayoutOnePerRank, false, generate_naive, closed_form_naive},
     ScheduleInfo{"gpipe", "GPipe: all forwards, then all backwards (Huang et al. 2019)",
                  "GPipe (Huang et al. 2019, Fig. 2c: backwards in reverse micro-batch order)",
                  "D >= 1, N >= 1", kLayoutOnePerRank, false, generate_gpipe, closed_form_gpipe},
-    ScheduleInfo{"1f1b", "1F1B / PipeDream-Flush / DAPPLE, Megatron's warm-up of D-r-1 forwards",
-                 "Narayanan et al. 2021; Megatron-LM forward_backward_pipelining_without_interleaving",
-                 "N >= D", kLayoutOnePerRank, false, generate_1f1b, closed_form_1f1b},
-    ScheduleInfo{"interleaved-1f1b", "Megatron's interleaved 1F1B (virtual pipeline), v chunks per rank",
+    ScheduleInfo{
+        "1f1b", "1F1B / PipeDream-Flush / DAPPLE, Megatron's warm-up of D-r-1 forwards",
+        "Narayanan et al. 2021; Megatron-LM forward_backward_pipelining_without_interleaving",
+        "N >= D", kLayoutOnePerRank, false, generate_1f1b, closed_form_1f1b},
+    ScheduleInfo{"interleaved-1f1b",
+                 "Megatron's interleaved 1F1B (virtual pipeline), v chunks per rank",
                  "Narayanan et al. 2021; Megatron-LM forward_backward_pipelining_with_interleaving",
-                 "--chunks v >= 2; --group-size g (default D), D <= g <= N; N mod g != 0 only where it cannot deadlock",
+                 "--chunks v >= 2; --group-size g (default D), D <= g <= N; N mod g != 0 only "
+                 "where it cannot deadlock",
                  kLayoutInterleaved, true, generate_interleaved_1f1b, closed_form_interleaved_1f1b},
-    ScheduleInfo{"chimera", "Chimera: two bidirectional pipelines, 2x parameters (Li & Hoefler 2021)",
-                 "Li & Hoefler, SC'21: direct concatenation of basic units",
-                 "D even, N a multiple of D", kLayoutTwoDirections, false, generate_chimera,
-                 closed_form_chimera},
+    ScheduleInfo{
+        "chimera", "Chimera: two bidirectional pipelines, 2x parameters (Li & Hoefler 2021)",
+        "Li & Hoefler, SC'21: direct concatenation of basic units", "D even, N a multiple of D",
+        kLayoutTwoDirections, false, generate_chimera, closed_form_chimera},
     ScheduleInfo{"zb-h1", "Zero Bubble ZB-H1: 1F1B with W deferred, 1F1B's memory (Qi et al. 2024)",
                  "Qi et al., ICLR 2024, handcrafted ZB-H1", "N >= D", kLayoutOnePerRank, false,
                  generate_zb_h1, closed_form_zb_h1},
-    ScheduleInfo{"zb-h2", "Zero Bubble ZB-H2: extra warm-up forwards fill the bubble, 2D-1 activations",
+    ScheduleInfo{"zb-h2",
+                 "Zero Bubble ZB-H2: extra warm-up forwards fill the bubble, 2D-1 activations",
                  "Qi et al., ICLR 2024, handcrafted ZB-H2", "N >= 2D-1", kLayoutOnePerRank, false,
                  generate_zb_h2, closed_form_zb_h2},
     ScheduleInfo{"zb-v", "Zero Bubble ZB-V: V-shaped placement, two stages per rank",
@@ -65,22 +70,24 @@ std::span<const ScheduleInfo> all_schedules() { return kSchedules; }
 const ScheduleInfo& find_schedule(std::string_view name) {
   for (const auto& s : kSchedules)
     if (s.name == name) return s;
-  throw UsageError("unknown schedule '" + std::string(name) + "' (known: " + known_names() + ")");
+  throw UsageError("unknown schedule " + quoted(name) + " (known: " + known_names() + ")");
 }
 
 Schedule generate(const ScheduleParams& p) {
   const ScheduleInfo& info = find_schedule(p.name);
   require(p.devices >= 1, "--devices must be >= 1, got " + std::to_string(p.devices));
-  require(p.microbatches >= 1, "--microbatches must be >= 1, got " + std::to_string(p.microbatches));
+  require(p.microbatches >= 1,
+          "--microbatches must be >= 1, got " + std::to_string(p.microbatches));
   if (!info.uses_chunks) {
-    require(p.chunks == 0 || p.chunks == 1,
-            "--chunks " + std::to_string(p.chunks) + " is not allowed for '" + std::string(p.name) +
-                "': only interleaved-1f1b takes --chunks");
+    require(p.chunks == 0 || p.chunks == 1, "--chunks " + std::to_string(p.chunks) +
+                                                " is not allowed for '" + std::string(p.name) +
+                                                "': only interleaved-1f1b takes --chunks");
     require(p.group_size == 0, "--group-size is not allowed for '" + std::string(p.name) +
                                    "': only interleaved-1f1b takes --group-size");
   }
+  // The generator's parameters, as it resolved them (interleaving's default chunks and group
+  // size), so that records say what ran.
   Schedule s = info.generate(p);
-  s.params = p;
   s.params.name = std::string(info.name);
   return s;
 }

@@ -29,7 +29,8 @@ struct ScheduleInfo {
 inline constexpr std::string_view kLayoutOnePerRank = "one stage per rank: stage r on rank r";
 inline constexpr std::string_view kLayoutInterleaved =
     "interleaved: v chunks per rank, stage c*D+r on rank r";
-inline constexpr std::string_view kLayoutV = "V shape: rank r holds stages r and 2D-1-r of one chain";
+inline constexpr std::string_view kLayoutV =
+    "V shape: rank r holds stages r and 2D-1-r of one chain";
 inline constexpr std::string_view kLayoutTwoDirections =
     "two directions: chain 0 stage s on rank s, chain 1 stage D+j on rank D-1-j, N/2 each";
 

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "schedules/error.h"
+#include "core/error.h"
 
 namespace ppbench {
 

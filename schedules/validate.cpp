@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "schedules/deps.h"
-#include "schedules/error.h"
 #include "schedules/lower.h"
 
 namespace ppbench {
@@ -19,25 +19,36 @@ namespace {
 void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
   const Placement& p = s.placement;
   if (t.stage < 0 || t.stage >= p.stages())
-    reject(rank, a, "stage " + std::to_string(t.stage) + " does not exist (stages 0.." +
-                        std::to_string(p.stages() - 1) + ")");
+    reject(rank, a,
+           "stage " + std::to_string(t.stage) + " does not exist (stages 0.." +
+               std::to_string(p.stages() - 1) + ")");
   if (p.stage_rank[t.stage] != rank)
-    reject(rank, a, "stage " + std::to_string(t.stage) + " lives on rank " +
-                        std::to_string(p.stage_rank[t.stage]));
+    reject(rank, a,
+           "stage " + std::to_string(t.stage) + " lives on rank " +
+               std::to_string(p.stage_rank[t.stage]));
   if (t.mb < 0 || t.mb >= p.microbatches_of(t.stage))
-    reject(rank, a, "micro-batch " + std::to_string(t.mb) + " is not carried by stage " +
-                        std::to_string(t.stage) + " (0.." +
-                        std::to_string(p.microbatches_of(t.stage) - 1) + ")");
+    reject(rank, a,
+           "micro-batch " + std::to_string(t.mb) + " is not carried by stage " +
+               std::to_string(t.stage) + " (0.." + std::to_string(p.microbatches_of(t.stage) - 1) +
+               ")");
 }
 
 // Names the cause of a stall: an action ordered before a same-rank action it
 // depends on, or else the cycle of ranks waiting on each other.
-[[noreturn]] void report_stall(const Placement& p, const std::vector<Stall>& stalls) {
+[[noreturn]] void report_stall(const Schedule& s, const std::vector<Stall>& stalls) {
+  const Placement& p = s.placement;
   for (const Stall& st : stalls)
-    if (p.stage_rank[st.waiting_for.stage] == st.rank)
+    if (p.stage_rank[st.waiting_for.stage] == st.rank) {
+      const std::vector<Action>& order = s.ranks[static_cast<std::size_t>(st.rank)];
+      std::string where;
+      for (std::size_t i = 0; i < order.size(); ++i)
+        if (order[i].task == st.waiting_for ||
+            (order[i].paired && order[i].partner == st.waiting_for))
+          where = " at position " + std::to_string(i);
       reject(st.rank, st.action,
-             "depends on " + to_string(st.waiting_for) +
-                 ", which this rank runs later (position " + std::to_string(st.position) + ")");
+             "depends on " + to_string(st.waiting_for) + ", which this rank runs later" + where +
+                 " (this action is at position " + std::to_string(st.position) + ")");
+    }
   std::vector<const Stall*> by_rank(p.ranks, nullptr);
   for (const Stall& st : stalls) by_rank[st.rank] = &st;
   std::vector<int> seen(p.ranks, -1);
@@ -47,8 +58,10 @@ void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
     seen[st->rank] = static_cast<int>(chain.size());
     chain.push_back(st);
   }
+  // The walk starts at a stall, so the chain holds at least that one.
+  const Stall& last = chain.empty() ? stalls.front() : *chain.back();
   std::string cycle;
-  const int owner = p.stage_rank[chain.back()->waiting_for.stage];
+  const int owner = p.stage_rank[last.waiting_for.stage];
   for (std::size_t k = seen[owner] < 0 ? 0 : seen[owner]; k < chain.size(); ++k) {
     const Stall& st = *chain[k];
     if (!cycle.empty()) cycle += "; ";
@@ -56,7 +69,7 @@ void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
              to_string(st.waiting_for) + " on rank " +
              std::to_string(p.stage_rank[st.waiting_for.stage]);
   }
-  const Stall& first = *chain[seen[owner] < 0 ? 0 : seen[owner]];
+  const Stall& first = chain.empty() ? stalls.front() : *chain[seen[owner] < 0 ? 0 : seen[owner]];
   reject(first.rank, first.action, "deadlock: " + cycle);
 }
 
@@ -79,8 +92,9 @@ void validate(const Schedule& s, const ValidateOptions& options) {
         check_task(s, r, a, t);
         const std::size_t id = index.id(t);
         if (seen[id]++)
-          reject(r, a, to_string(t) + " appears more than once" +
-                           (t.op == Op::B || t.op == Op::I ? " (a B or I already ran)" : ""));
+          reject(r, a,
+                 to_string(t) + " appears more than once" +
+                     (t.op == Op::B || t.op == Op::I ? " (a B or I already ran)" : ""));
         if (t.op == Op::B) full_backward[id / 3] = 1;
       }
       if (a.paired) {
@@ -97,7 +111,8 @@ void validate(const Schedule& s, const ValidateOptions& options) {
       const std::size_t f = index.id(Op::F, st, m);
       const Action fa = Action::single(Op::F, st, m);
       if (!seen[f]) reject(rank, fa, "missing: never scheduled");
-      if (!seen[f + 1]) reject(rank, Action::single(Op::B, st, m), "missing: neither B nor I is scheduled");
+      if (!seen[f + 1])
+        reject(rank, Action::single(Op::B, st, m), "missing: neither B nor I is scheduled");
       const bool full = full_backward[f / 3];
       if (full && seen[f + 2])
         reject(rank, Action::single(Op::W, st, m), "W after a full B (B already includes W)");
@@ -106,7 +121,7 @@ void validate(const Schedule& s, const ValidateOptions& options) {
     }
 
   const auto stalls = walk_in_dependency_order(s, index, [](int, std::size_t, const Action&) {});
-  if (!stalls.empty()) report_stall(p, stalls);
+  if (!stalls.empty()) report_stall(s, stalls);
   if (options.channel_capacity > 0) check_deadlock_free(s, lower(s), options.channel_capacity);
 }
 

@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
-# Which measured sweep `make bench` runs after the theory sweep: the GPU sweep
-# (benchmarks/sweeps/gpu.json) when a GPU is usable, else the CPU sweep (cpu.json).
+# Which measured sweep `make bench` runs after the theory sweep: the CUDA sweep
+# (benchmarks/sweeps/cuda.json) when a GPU is usable, else the CPU sweep (cpu.json).
 #
 # Usable means both: nvidia-smi lists a device (the driver sees one), and the built ppbench was
 # compiled with CUDA and sees a GPU itself (`ppbench --version` lists "GPU 0: ..."). The second
 # half matters: a ppbench built without nvcc, or a driver older than ppbench's CUDA runtime,
 # would turn every GPU point into a failed row.
 #
-# Usage: [BENCH_BACKEND=cpu|gpu] scripts/choose_bench_backend.sh PPBENCH
-# Prints one line on stdout, "<cpu|gpu>: <why>". BENCH_BACKEND forces a backend: cpu always;
-# gpu wherever ppbench itself can run on a GPU (nvidia-smi is not needed then: some containers
+# Usage: [BENCH_BACKEND=cpu|cuda] scripts/choose_bench_backend.sh PPBENCH
+# Prints one line on stdout, "<cpu|cuda>: <why>". BENCH_BACKEND forces a backend: cpu always;
+# cuda wherever ppbench itself can run on a GPU (nvidia-smi is not needed then: some containers
 # lack it).
 # Exit: 0 a backend was chosen; 2 an unknown BENCH_BACKEND, no ppbench at PPBENCH, or
-# BENCH_BACKEND=gpu where ppbench cannot run on a GPU (one line on stderr says which).
+# BENCH_BACKEND=cuda where ppbench cannot run on a GPU (one line on stderr says which).
 set -uo pipefail
 
 fail() { echo "choose_bench_backend: $*" >&2; exit 2; }
 
-[ $# -eq 1 ] || fail "usage: [BENCH_BACKEND=cpu|gpu] $0 PPBENCH"
+[ $# -eq 1 ] || fail "usage: [BENCH_BACKEND=cpu|cuda] $0 PPBENCH"
 ppbench="$1"
 forced="${BENCH_BACKEND:-}"
 case "$forced" in
-  "" | cpu | gpu) ;;
-  *) fail "BENCH_BACKEND=$forced is not a measured sweep (known: cpu, gpu; unset: chosen from the machine)" ;;
+  "" | cpu | cuda) ;;
+  *) fail "BENCH_BACKEND=$forced is not a measured sweep (known: cpu, cuda; unset: chosen from the machine)" ;;
 esac
 if [ "$forced" = cpu ]; then
   echo "cpu: forced by BENCH_BACKEND=cpu"
@@ -48,10 +48,10 @@ ask_ppbench() {
   fi
 }
 
-if [ "$forced" = gpu ]; then
+if [ "$forced" = cuda ]; then
   ask_ppbench
-  [ -n "$ppbench_gpu" ] || fail "BENCH_BACKEND=gpu, but $ppbench_why"
-  echo "gpu: forced by BENCH_BACKEND=gpu; ppbench runs on $ppbench_gpu"
+  [ -n "$ppbench_gpu" ] || fail "BENCH_BACKEND=cuda, but $ppbench_why"
+  echo "cuda: forced by BENCH_BACKEND=cuda; ppbench runs on $ppbench_gpu"
   exit 0
 fi
 
@@ -71,4 +71,4 @@ if [ -z "$ppbench_gpu" ]; then
   echo "cpu: nvidia-smi lists $listed GPU$plural, but $ppbench_why"
   exit 0
 fi
-echo "gpu: nvidia-smi lists $listed GPU$plural and ppbench runs on $ppbench_gpu"
+echo "cuda: nvidia-smi lists $listed GPU$plural and ppbench runs on $ppbench_gpu"

@@ -1,199 +1,562 @@
 #!/usr/bin/env python3
-"""Compare two Google Benchmark JSON outputs and flag performance regressions.
+"""Compare Google Benchmark JSON runs with their baselines, normalised by the machine's speed.
 
-    scripts/compare_perf.py BASELINE.json LATEST.json [--threshold 0.10] [--warn-only]
+    scripts/compare_perf.py BASELINE.json LATEST.json [BASELINE.json LATEST.json ...]
+        [--threshold 0.15] [--threshold-for PROGRAM=T ...] [--fail-on-regression] [--raw]
+        [--calibration compute[,memory]] [--normalised-dir DIR] [--compare-py PATH] [--compare-python PYTHON] [--no-compare-py]
 
-Benchmarks are matched by name, with Google Benchmark's option suffixes
-(/min_time:0.200, /iterations:1, /real_time, ...) dropped, so changing how long
-a point runs does not unmatch it. Each benchmark is compared on its
-actions_per_second counter when both sides have it (higher is better), else on
-real_time (lower is better, converted to a common unit).
+Arguments come in pairs: a baseline and the latest run of the same program (make perf-ci passes
+one pair per benchmark program). For each pair:
 
-The printed `speedup` is latest speed / baseline speed: above 1 is faster. A
-benchmark is a REGRESSION when speedup < 1 - threshold, an improvement when
-speedup > 1 + threshold; one that ran in the baseline but errors in the latest
-run (e.g. a generator that now throws) counts as a regression too.
+1. Both files are read (Google Benchmark JSON). Every ppbench CPU benchmark program runs the
+   calibration benchmarks BM_Calibration/compute and BM_Calibration/memory in the same run
+   (benchmarks/calibration.cpp). The run's calibration time is the median over the repetitions
+   of BM_Calibration/compute, in real time and in CPU time (--calibration picks others: the
+   geometric mean of those named). The memory one is shown, not divided by: on a shared machine
+   the memory bandwidth a DRAM-bound loop gets swings with the neighbours' work far more than
+   ppbench's mostly cache-resident benchmarks do, and dividing by it added noise.
+2. Normalised copies of both files are written (Google Benchmark's format, to --normalised-dir or a
+   temporary folder): every real time divided by its own run's real calibration time and every
+   CPU time by the CPU one, then multiplied by the baseline's, and given in ns. The baseline copy
+   therefore keeps the baseline's own times, and the latest copy holds the latest times as they
+   would be on the baseline's machine at the speed it had then: a machine that is uniformly
+   slower or busier than the baseline's does not show as a regression. Calibration rows and
+   failed rows are left out, names lose Google Benchmark's option suffixes (/min_time:0.100,
+   /repeats:3, ...; so changing how long a benchmark runs does not unmatch it), and of the
+   aggregates only the median is kept. Counters are copied unchanged (not normalised).
+3. Google Benchmark's own comparison tool, compare.py (Debian: libbenchmark-tools, at
+   /usr/share/benchmark/compare.py; it needs numpy and scipy, Debian: python3-scipy), is run on the
+   two copies and its table printed: per benchmark the relative change of the repetitions' median
+   in real and CPU time, the Mann-Whitney U test over the repetitions, and the overall geometric
+   mean.
+4. The verdict is on each benchmark's own measure, as Google Benchmark defines it: real time for
+   a benchmark that uses real or manual time (its name has /real_time or /manual_time), else the
+   CPU time of the benchmark's thread, which other processes sharing the core do not inflate.
+   The ratio latest / baseline of the medians of that normalised time is a REGRESSION above
+   1 + threshold and an improvement below 1 / (1 + threshold). One line per regression names the
+   program, the benchmark, both normalised times (in calibration times), the ratio and, from the
+   same machine, the raw times. A benchmark that ran in the baseline and fails now is a
+   regression too.
 
-Exit status: 1 if any regression (0 with --warn-only); 0 when the baseline file
-does not exist, after saying how to create it; 2 when a file cannot be read.
+When the baseline's CPU model differs from the latest run's, that is said and only the normalised
+ratios are compared (raw times from different machines mean nothing). --raw skips the calibration
+(for files made without it, e.g. results/perf/baseline.json of `make perf`) and compares raw
+times, which is only meaningful on the baseline's machine.
+
 The last line is the summary:
-    perf: 42 compared, 0 regressions, 3 improvements (threshold 10%)
+    perf: 34 compared, 1 regressions beyond 15%, 0 improvements beyond 15% (...)
 
-Timings only compare on the same machine: both runs' contexts (CPU model, CPU
-count, build type) are printed, with a warning when they differ.
+Exit status: 0, also with regressions, unless --fail-on-regression is given (then 1 when there is
+at least one); 0 when a baseline does not exist, after saying how to make it; 2 when a file cannot
+be read or the files are incompatible (no calibration rows, not Google Benchmark JSON). compare.py
+missing, or without scipy, is reported and the verdict still given.
+
+normalize_name is also imported by scripts/compare_torch.py: this module needs the standard library
+only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import re
+import shutil
 import statistics
+import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
-RATE_COUNTER = "actions_per_second"
+CALIBRATION_PREFIX = "BM_Calibration/"
+DEFAULT_CALIBRATION = ("compute",)
+DEFAULT_THRESHOLD = 0.15
+COMPARE_PY_PATHS = ("/usr/share/benchmark/compare.py",)
 
 # Path components Google Benchmark appends for run options, not identity.
 _OPTION_PART = re.compile(
     r"^(min_time|min_warmup_time|iterations|repeats|threads):[^/]*$"
     r"|^(real_time|manual_time|process_time)$"
 )
+_REAL_TIME_PART = {"real_time", "manual_time"}
 
 _NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
-# Context keys that decide whether two runs are comparable at all.
-_CONTEXT_KEYS = ("cpu_model", "num_cpus", "mhz_per_cpu", "ppbench_build_type",
-                 "library_build_type", "host_name", "date")
-_MUST_MATCH = ("cpu_model", "num_cpus", "ppbench_build_type")
+# Context keys printed for each run, in this order.
+_CONTEXT_KEYS = ("commit", "git_commit", "date", "host_name", "runner", "cpu_model", "num_cpus",
+                 "mhz_per_cpu", "load_average", "ppbench_build_type", "perf_mode")
 
 
-@dataclass
-class Result:
-    """One benchmark of one run: a speed figure, or the error that stopped it."""
-
-    value: float | None  # actions/s if rate else nanoseconds
-    rate: bool  # True: actions/s (higher is better); False: real time in ns
-    error: str | None = None
-    real_time_ns: float | None = None
+class InputError(Exception):
+    """A file that cannot be read or compared (exit 2)."""
 
 
 def normalize_name(name: str) -> str:
     return "/".join(p for p in name.split("/") if not _OPTION_PART.match(p))
 
 
-def load(path: Path) -> tuple[dict, dict[str, Result]]:
-    """Returns the run's context and its results by normalized name.
+def is_calibration(name: str) -> bool:
+    return name.startswith(CALIBRATION_PREFIX)
 
-    Repetitions of one benchmark (--benchmark_repetitions) are reduced to their
-    median; aggregate rows (mean, stddev, ...) are ignored for that reason.
+
+@dataclass
+class Times:
+    """Median real and CPU time of one benchmark's repetitions, in ns, and which of the two is
+    the benchmark's own measure."""
+
+    real_ns: float
+    cpu_ns: float
+    real_measure: bool = False
+
+    def measure(self) -> float:
+        return self.real_ns if self.real_measure else self.cpu_ns
+
+    def measure_name(self) -> str:
+        return "real time" if self.real_measure else "CPU time"
+
+
+@dataclass
+class Run:
+    path: Path
+    data: dict
+    context: dict
+    medians: dict[str, Times] = field(default_factory=dict)  # by normalised name, no calibration
+    errors: dict[str, str] = field(default_factory=dict)
+    calibration: dict[str, Times] = field(default_factory=dict)
+    divide_by: tuple[str, ...] = DEFAULT_CALIBRATION  # which calibration benchmarks
+
+    def calibration_time(self) -> Times | None:
+        """Geometric mean over the chosen calibration benchmarks; None when one is missing."""
+        chosen = [self.calibration.get(CALIBRATION_PREFIX + n) for n in self.divide_by]
+        if not chosen or any(m is None for m in chosen):
+            return None
+        return Times(geomean([m.real_ns for m in chosen]), geomean([m.cpu_ns for m in chosen]))
+
+    def normalised(self, t: Times) -> float:
+        """t's own measure over the calibration's time of the same kind."""
+        cal = self.calibration_time()
+        if cal is None:  # --raw
+            return t.measure()
+        return t.measure() / (cal.real_ns if t.real_measure else cal.cpu_ns)
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _row_ns(row: dict, key: str, path: Path) -> float:
+    unit = row.get("time_unit", "ns")
+    if unit not in _NS_PER_UNIT:
+        raise InputError(f"{path}: {row.get('name')!r} has an unknown time_unit {unit!r}")
+    value = row.get(key)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise InputError(f"{path}: {row.get('name')!r} has no numeric {key}")
+    return float(value) * _NS_PER_UNIT[unit]
+
+
+def load(path: Path) -> Run:
+    """Reads one Google Benchmark JSON file; its medians by normalised name.
+
+    Repetitions are reduced to the median of their iteration rows; a file written with
+    --benchmark_report_aggregates_only has none, and its "median" aggregate row is used instead
+    (the "mean" one when there is no median).
     """
-    data = json.loads(path.read_text())
-    runs: dict[str, list[dict]] = {}
-    for b in data.get("benchmarks", []):
-        if b.get("run_type", "iteration") != "iteration":
-            continue
-        name = normalize_name(b.get("run_name") or b["name"])
-        runs.setdefault(name, []).append(b)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    except ValueError as e:
+        raise InputError(f"{path} is not JSON: {e}") from e
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise InputError(f"{path} is not Google Benchmark JSON (no 'benchmarks' list)")
+    context = data.get("context") if isinstance(data.get("context"), dict) else {}
+    run = Run(path, data, context)
 
-    results: dict[str, Result] = {}
-    for name, rows in runs.items():
-        errors = [r for r in rows if r.get("error_occurred")]
-        if errors:
-            results[name] = Result(None, False, errors[0].get("error_message", "error"))
+    iterations: dict[str, list[Times]] = {}
+    aggregates: dict[str, dict[str, Times]] = {}
+    real_measure: dict[str, bool] = {}
+    for row in data["benchmarks"]:
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+            raise InputError(f"{path}: a benchmark row without a name")
+        full = row.get("run_name") or row["name"]
+        name = normalize_name(full)
+        if row.get("error_occurred"):
+            run.errors[name] = str(row.get("error_message") or "error")
             continue
-        times = [r["real_time"] * _NS_PER_UNIT[r.get("time_unit", "ns")] for r in rows]
-        rates = [r[RATE_COUNTER] for r in rows if RATE_COUNTER in r]
-        real_time = statistics.median(times)
-        if len(rates) == len(rows) and all(x > 0 for x in rates):
-            results[name] = Result(statistics.median(rates), True, None, real_time)
+        real_measure[name] = bool(_REAL_TIME_PART & set(full.split("/")))
+        sample = Times(_row_ns(row, "real_time", path), _row_ns(row, "cpu_time", path))
+        if row.get("run_type", "iteration") == "aggregate":
+            aggregates.setdefault(name, {})[str(row.get("aggregate_name"))] = sample
         else:
-            results[name] = Result(real_time, False, None, real_time)
-    return data.get("context", {}), results
+            iterations.setdefault(name, []).append(sample)
+
+    for name in set(iterations) | set(aggregates):
+        if name in run.errors:
+            continue
+        if name in iterations:
+            rows = iterations[name]
+            m = Times(statistics.median(r.real_ns for r in rows),
+                      statistics.median(r.cpu_ns for r in rows))
+        else:
+            agg = aggregates[name]
+            m = agg.get("median") or agg.get("mean")
+            if m is None:
+                continue
+        m.real_measure = real_measure[name]
+        if m.real_ns <= 0 or m.cpu_ns <= 0:
+            raise InputError(f"{path}: {name!r} has a time of 0 (real {m.real_ns} ns, "
+                             f"CPU {m.cpu_ns} ns)")
+        (run.calibration if is_calibration(name) else run.medians)[name] = m
+    return run
 
 
-def speedup(base: Result, latest: Result) -> float:
-    """Latest speed over baseline speed, on the figure both sides have."""
-    if base.rate and latest.rate:
-        return latest.value / base.value
-    # Fall back to time when one side lacks the counter.
-    return base.real_time_ns / latest.real_time_ns
+def normalised_copy(run: Run, real_factor: float, cpu_factor: float) -> dict:
+    """The run's JSON with every real / CPU time in ns multiplied by the factors.
+
+    Kept: the repetitions (compare.py's U test uses them) and the "median" aggregate, which is
+    what the verdict compares; the mean, stddev and cv aggregates are left out (compare.py would
+    print each as one more line, the cv as 0). Calibration rows and failed rows are left out too;
+    names lose their option suffixes.
+    """
+    rows = []
+    for row in run.data["benchmarks"]:
+        base = normalize_name(row.get("run_name") or row["name"])
+        if row.get("error_occurred") or is_calibration(base):
+            continue
+        is_aggregate = row.get("run_type") == "aggregate"
+        if is_aggregate and row.get("aggregate_name") != "median":
+            continue
+        out = dict(row)
+        out["run_name"] = base
+        out["name"] = f"{base}_median" if is_aggregate else base
+        out["real_time"] = _row_ns(row, "real_time", run.path) * real_factor
+        out["cpu_time"] = _row_ns(row, "cpu_time", run.path) * cpu_factor
+        out["time_unit"] = "ns"
+        rows.append(out)
+    return {"context": dict(run.context), "benchmarks": rows}
 
 
-def fmt(r: Result | None, as_rate: bool) -> str:
-    if r is None:
-        return "-"
-    if r.error is not None:
-        return "error"
-    if as_rate:
-        return f"{r.value / 1e6:.3f}M/s"
-    ns = r.real_time_ns
+# ---- compare.py -------------------------------------------------------------------------------
+
+
+def find_compare_py(given: str | None) -> Path | None:
+    if given:
+        return Path(given)
+    env = os.environ.get("PPBENCH_COMPARE_PY")
+    if env:
+        return Path(env)
+    for p in COMPARE_PY_PATHS:
+        if Path(p).is_file():
+            return Path(p)
+    found = shutil.which("compare.py")
+    return Path(found) if found else None
+
+
+def python_with_scipy(given: str | None) -> str | None:
+    """An interpreter that can import what compare.py imports (numpy, scipy).
+
+    The project's .venv has numpy but not scipy; Debian's python3-scipy is for /usr/bin/python3.
+    """
+    given = given or os.environ.get("PPBENCH_COMPARE_PYTHON")
+    if given:
+        return given
+    seen = set()
+    for py in (sys.executable, "/usr/bin/python3", shutil.which("python3")):
+        if not py or py in seen or not Path(py).exists():
+            continue
+        seen.add(py)
+        probe = subprocess.run([py, "-c", "import numpy, scipy.stats"], capture_output=True,
+                               check=False)
+        if probe.returncode == 0:
+            return py
+    return None
+
+
+def run_compare_py(compare_py: Path, python: str, base: Path, latest: Path,
+                   aggregates_only: bool) -> None:
+    cmd = [python, str(compare_py)]
+    if not sys.stdout.isatty():
+        cmd.append("--no-color")
+    if aggregates_only:
+        cmd.append("-a")
+    cmd += ["benchmarks", str(base), str(latest)]
+    print("$ " + " ".join(cmd))
+    print("(Google Benchmark's compare.py. Time, CPU: relative change of the normalised real and "
+          "CPU time, +0.10 = 10% slower; _pvalue: U test over the repetitions; Old/New: "
+          "normalised ns)", flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    sys.stdout.write(proc.stdout)
+    if proc.returncode != 0:
+        sys.stdout.write(proc.stderr)
+        print(f"perf: compare.py exited {proc.returncode}; the verdict below is "
+              "compare_perf.py's own")
+    sys.stdout.flush()
+
+
+# ---- the verdict --------------------------------------------------------------------------------
+
+
+def fmt_ns(ns: float) -> str:
     for unit in ("s", "ms", "us"):
         if ns >= _NS_PER_UNIT[unit]:
-            return f"{ns / _NS_PER_UNIT[unit]:.3f}{unit}"
-    return f"{ns:.1f}ns"
+            return f"{ns / _NS_PER_UNIT[unit]:.4g} {unit}"
+    return f"{ns:.4g} ns"
 
 
-def print_contexts(base_ctx: dict, latest_ctx: dict) -> None:
-    for label, ctx in (("baseline", base_ctx), ("latest", latest_ctx)):
-        shown = ", ".join(f"{k}={ctx[k]}" for k in _CONTEXT_KEYS if k in ctx)
-        print(f"{label} context: {shown or '(none)'}")
-    for key in _MUST_MATCH:
-        if base_ctx.get(key) != latest_ctx.get(key):
-            print(f"WARNING: {key} differs (baseline {base_ctx.get(key)!r}, latest "
-                  f"{latest_ctx.get(key)!r}): timings from different machines or builds "
-                  "are not comparable")
-    for label, ctx in (("baseline", base_ctx), ("latest", latest_ctx)):
-        if str(ctx.get("ppbench_build_type", "release")).startswith("debug"):
-            print(f"WARNING: the {label} run is a debug build")
+def pct(x: float) -> str:
+    return f"{x * 100:g}%"
 
 
-def compare(base: dict[str, Result], latest: dict[str, Result], threshold: float,
-            out=sys.stdout) -> tuple[int, int, int]:
-    """Prints the table; returns (compared, regressions, improvements)."""
-    names = sorted(set(base) | set(latest))
-    width = max([len(n) for n in names] + [9])
-    print(f"{'benchmark':<{width}}  {'baseline':>12}  {'latest':>12}  {'speedup':>8}",
-          file=out)
-    compared = regressions = improvements = 0
+@dataclass
+class Tally:
+    compared: int = 0
+    regressions: int = 0
+    improvements: int = 0
+    lines: list[str] = field(default_factory=list)  # one per regression, printed at the end
+
+
+def label(run: Run) -> str:
+    ctx = run.context
+    shown = ", ".join(f"{k}={ctx[k]}" for k in _CONTEXT_KEYS if k in ctx)
+    if "load_avg" in ctx and "load_average" not in ctx:
+        shown += f", load_avg={ctx['load_avg']}"
+    return shown or "(no context)"
+
+
+def program_of(run: Run) -> str:
+    exe = run.context.get("executable")
+    if isinstance(exe, str) and exe:
+        return Path(exe).name
+    return re.sub(r"^(baseline|latest)-", "", run.path.stem)
+
+
+def compare_pair(base: Run, latest: Run, args: argparse.Namespace, tally: Tally,
+                 compare_py: Path | None, python: str | None, outdir: Path) -> None:
+    program = program_of(latest)
+    threshold = args.thresholds.get(program, args.threshold)
+    print(f"== {program}: {base.path} -> {latest.path} (threshold {pct(threshold)})")
+    print(f"baseline: {label(base)}")
+    print(f"latest:   {label(latest)}")
+    same_machine = base.context.get("cpu_model") == latest.context.get("cpu_model")
+    if not same_machine:
+        print(f"NOTE: the baseline is from another machine (cpu_model "
+              f"{base.context.get('cpu_model')!r}, now {latest.context.get('cpu_model')!r}): "
+              + ("raw times are not comparable" if args.raw else
+                 "only the calibration-normalised ratios are compared, raw times are not"))
+    for which, run in (("baseline", base), ("latest", latest)):
+        if str(run.context.get("ppbench_build_type", "release")).startswith("debug"):
+            print(f"WARNING: the {which} run is a debug build")
+
+    real_factor = cpu_factor = 1.0
+    if not args.raw:
+        cb, cl = base.calibration_time(), latest.calibration_time()
+        assert cb is not None and cl is not None  # checked by main
+        parts = ", ".join(
+            f"{n.removeprefix(CALIBRATION_PREFIX)} {fmt_ns(base.calibration[n].real_ns)} -> "
+            f"{fmt_ns(latest.calibration[n].real_ns)}"
+            for n in sorted(base.calibration) if n in latest.calibration)
+        chosen = " x ".join(CALIBRATION_PREFIX + n for n in args.calibration)
+        print(f"calibration ({'geometric mean of ' if len(args.calibration) > 1 else ''}"
+              f"{chosen}, median): real time {fmt_ns(cb.real_ns)} -> {fmt_ns(cl.real_ns)} "
+              f"(x{cl.real_ns / cb.real_ns:.3f}), CPU time {fmt_ns(cb.cpu_ns)} -> "
+              f"{fmt_ns(cl.cpu_ns)} (x{cl.cpu_ns / cb.cpu_ns:.3f}): every time is divided by "
+              f"its run's. All calibration benchmarks, real time: {parts}")
+        real_factor, cpu_factor = cb.real_ns / cl.real_ns, cb.cpu_ns / cl.cpu_ns
+
+    # Normalised copies, then Google Benchmark's compare.py on them.
+    outdir.mkdir(parents=True, exist_ok=True)
+    suffix = ".raw-ns.json" if args.raw else ".normalised.json"
+    copies = []
+    for run, rf, cf in ((base, 1.0, 1.0), (latest, real_factor, cpu_factor)):
+        copy = normalised_copy(run, rf, cf)
+        copy["context"]["ppbench_normalised"] = (
+            "times in ns, raw" if args.raw else
+            "times in ns, divided by this run's calibration time and multiplied by the "
+            f"baseline's (x{rf:.4g} real, x{cf:.4g} CPU)")
+        target = outdir / (run.path.name.removesuffix(".json") + suffix)
+        if target.resolve() == run.path.resolve():
+            raise InputError(f"--normalised-dir would overwrite {run.path}")
+        target.write_text(json.dumps(copy, indent=1) + "\n")
+        copies.append((target, copy))
+    if compare_py is not None and python is not None:
+        has_aggregates = all(any(r.get("run_type") == "aggregate" for r in c["benchmarks"])
+                             for _, c in copies)
+        run_compare_py(compare_py, python, copies[0][0], copies[1][0], has_aggregates)
+
+    names = sorted(set(base.medians) | set(latest.medians) | set(base.errors) | set(latest.errors))
+    new = [n for n in names if n not in base.medians and n not in base.errors]
+    gone = [n for n in names if n not in latest.medians and n not in latest.errors]
+    if new:
+        print(f"not in the baseline (new, not compared): {', '.join(new)}")
+    if gone:
+        print(f"in the baseline but not run now (not compared): {', '.join(gone)}")
+    fallback_table = compare_py is None or python is None
+    if fallback_table:
+        width = max([len(n) for n in names] + [9])
+        print(f"{'benchmark':<{width}}  {'measure':>9}  {'baseline':>10}  {'latest':>10}  "
+              f"{'ratio':>7}   ({'raw ns' if args.raw else 'calibration times'}, medians)")
     for name in names:
-        b, lt = base.get(name), latest.get(name)
-        as_rate = bool(b and lt and b.rate and lt.rate)
-        row = f"{name:<{width}}  {fmt(b, as_rate):>12}  {fmt(lt, as_rate):>12}"
-        if b is None:
-            print(f"{row}  {'':>8}  (new: not in baseline)", file=out)
-        elif lt is None:
-            print(f"{row}  {'':>8}  (missing from latest)", file=out)
-        elif b.error is not None:
-            note = "(errored in baseline)" if lt.error is not None else "(new: baseline errored)"
-            print(f"{row}  {'':>8}  {note}", file=out)
-        elif lt.error is not None:
-            compared += 1
-            regressions += 1
-            print(f"{row}  {'':>8}  REGRESSION (now fails: {lt.error})", file=out)
-        else:
-            compared += 1
-            s = speedup(b, lt)
-            flag = ""
-            if s < 1 - threshold:
-                regressions += 1
-                flag = "  REGRESSION"
-            elif s > 1 + threshold:
-                improvements += 1
-                flag = "  improved"
-            print(f"{row}  {s:>8.3f}{flag}", file=out)
-    return compared, regressions, improvements
+        if name in new or name in gone:
+            continue
+        if name in base.errors:
+            note = "still fails" if name in latest.errors else "ran now, failed in the baseline"
+            print(f"{name}: not compared ({note})")
+            continue
+        b = base.medians[name]
+        if name in latest.errors:
+            tally.compared += 1
+            tally.regressions += 1
+            tally.lines.append(f"REGRESSION {program} {name}: fails now: {latest.errors[name]}")
+            continue
+        lt = latest.medians[name]
+        b_norm, l_norm = base.normalised(b), latest.normalised(lt)
+        ratio = l_norm / b_norm
+        tally.compared += 1
+        flag = ""
+        if ratio > 1 + threshold:
+            tally.regressions += 1
+            flag = "REGRESSION"
+            raw = f"{fmt_ns(b.measure())} -> {fmt_ns(lt.measure())}"
+            what = (f"{raw} {lt.measure_name()}" if args.raw else
+                    f"{b_norm:.4g} -> {l_norm:.4g} calibration times")
+            line = (f"REGRESSION {program} {name}: {what} (x{ratio:.3f}, "
+                    f"+{(ratio - 1) * 100:.1f}% > {pct(threshold)})")
+            if same_machine and not args.raw:
+                line += f"; raw {lt.measure_name()} {raw}"
+            tally.lines.append(line)
+        elif ratio < 1 / (1 + threshold):
+            tally.improvements += 1
+            flag = "improved"
+        if fallback_table:
+            print(f"{name:<{width}}  {'real' if lt.real_measure else 'CPU':>9}  {b_norm:>10.4g}  "
+                  f"{l_norm:>10.4g}  {ratio:>7.3f}  {flag}")
+    print()
+
+
+def parse_threshold_for(values: list[str], parser: argparse.ArgumentParser) -> dict[str, float]:
+    out = {}
+    for v in values:
+        program, _, t = v.partition("=")
+        try:
+            out[program] = float(t)
+        except ValueError:
+            parser.error(f"--threshold-for wants PROGRAM=FRACTION, got {v!r}")
+        if not program or out[program] < 0:
+            parser.error(f"--threshold-for wants PROGRAM=FRACTION >= 0, got {v!r}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("baseline", type=Path)
-    parser.add_argument("latest", type=Path)
-    parser.add_argument("--threshold", type=float, default=0.10,
-                        help="relative slowdown that counts as a regression (default 0.10)")
-    parser.add_argument("--warn-only", action="store_true",
-                        help="report regressions but exit 0")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="See the module docstring (and docs/perf-ci.md) for what is compared and how.")
+    parser.add_argument("files", nargs="+", type=Path, metavar="BASELINE LATEST",
+                        help="pairs of Google Benchmark JSON files: baseline, then latest run")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                        help="relative slowdown of the normalised median beyond which a "
+                             f"benchmark is a regression (default {DEFAULT_THRESHOLD})")
+    parser.add_argument("--threshold-for", action="append", default=[], metavar="PROGRAM=T",
+                        help="another threshold for one program (the executable's name in the "
+                             "JSON context), e.g. executor_overhead=0.5; may be repeated")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when there is a regression (default: report, exit 0)")
+    parser.add_argument("--raw", action="store_true",
+                        help="compare raw times, without the calibration (same machine only)")
+    parser.add_argument("--calibration", default=",".join(DEFAULT_CALIBRATION),
+                        metavar="NAME[,NAME]",
+                        help="the BM_Calibration/<NAME> benchmarks to divide by, their geometric "
+                             f"mean when several (default {','.join(DEFAULT_CALIBRATION)})")
+    parser.add_argument("--normalised-dir", type=Path,
+                        help="where the normalised copies go (default: a temporary folder)")
+    parser.add_argument("--compare-py", help="Google Benchmark's compare.py (default: "
+                        "$PPBENCH_COMPARE_PY, /usr/share/benchmark/compare.py, compare.py on PATH)")
+    parser.add_argument("--compare-python", help="the interpreter for compare.py (default: "
+                        "$PPBENCH_COMPARE_PYTHON, else the first of this one, /usr/bin/python3 "
+                        "and python3 that imports numpy and scipy)")
+    parser.add_argument("--no-compare-py", action="store_true",
+                        help="do not run compare.py; print compare_perf.py's own table")
     args = parser.parse_args(argv)
     if args.threshold < 0:
         parser.error("--threshold must be >= 0")
+    if len(args.files) % 2:
+        parser.error("files come in pairs: BASELINE LATEST [BASELINE LATEST ...]")
+    args.thresholds = parse_threshold_for(args.threshold_for, parser)
+    args.calibration = tuple(n.strip() for n in args.calibration.split(",") if n.strip())
+    if not args.calibration:
+        parser.error("--calibration names at least one BM_Calibration/<NAME> benchmark")
 
-    if not args.baseline.exists():
-        print(f"perf: no baseline at {args.baseline}; create one with: "
-              f"cp {args.latest} {args.baseline}")
-        return 0
+    # Read and check every input before printing anything.
+    pairs: list[tuple[Run, Run]] = []
+    missing_baselines = []
     try:
-        base_ctx, base = load(args.baseline)
-        latest_ctx, latest = load(args.latest)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"perf: cannot read benchmark JSON: {e}", file=sys.stderr)
+        for base_path, latest_path in zip(args.files[::2], args.files[1::2]):
+            latest = load(latest_path)
+            if not base_path.exists():
+                missing_baselines.append((base_path, latest_path))
+                continue
+            base = load(base_path)
+            base.divide_by = latest.divide_by = args.calibration
+            if args.raw:
+                base.calibration.clear()
+                latest.calibration.clear()
+            else:
+                for run in (base, latest):
+                    if run.calibration_time() is None:
+                        names = ", ".join(CALIBRATION_PREFIX + n for n in args.calibration)
+                        raise InputError(
+                            f"{run.path} has no {names} rows, so its times cannot be "
+                            "normalised: re-run it with a current build (make perf-ci, "
+                            "make perf-ci-baseline), or compare raw times with --raw")
+            pairs.append((base, latest))
+    except InputError as e:
+        print(f"perf: {e}", file=sys.stderr)
         return 2
-    print_contexts(base_ctx, latest_ctx)
-    compared, regressions, improvements = compare(base, latest, args.threshold)
-    pct = f"{args.threshold * 100:g}%"
-    print(f"perf: {compared} compared, {regressions} regressions, {improvements} improvements "
-          f"(threshold {pct})")
-    return 1 if regressions and not args.warn_only else 0
+
+    compare_py = python = None
+    if not args.no_compare_py and pairs:
+        compare_py = find_compare_py(args.compare_py)
+        if compare_py is None or not compare_py.is_file():
+            print("perf: Google Benchmark's compare.py not found"
+                  f"{f' at {compare_py}' if compare_py else ''} (Debian: apt-get install "
+                  "libbenchmark-tools; or --compare-py PATH): compare_perf.py's own table instead")
+            compare_py = None
+        else:
+            python = python_with_scipy(args.compare_python)
+            if python is None:
+                print("perf: compare.py needs numpy and scipy, which no python3 here imports "
+                      "(Debian: apt-get install python3-scipy): compare_perf.py's own table "
+                      "instead")
+
+    for base_path, latest_path in missing_baselines:
+        print(f"perf: no baseline {base_path} for {latest_path}; make one on the machine (or "
+              f"runner type) that CI uses with `make perf-ci-baseline`, or: "
+              f"cp {latest_path} {base_path}")
+
+    tally = Tally()
+    with tempfile.TemporaryDirectory(prefix="ppbench-perf-") as tmp:
+        outdir = args.normalised_dir or Path(tmp)
+        try:
+            for base, latest in pairs:
+                compare_pair(base, latest, args, tally, compare_py, python, outdir)
+        except InputError as e:
+            print(f"perf: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            print(f"perf: cannot write the normalised copies: {e}", file=sys.stderr)
+            return 2
+
+    for line in tally.lines:
+        print(line)
+    limit = pct(args.threshold)
+    if args.thresholds:
+        limit += " (" + ", ".join(f"{p}: {pct(t)}" for p, t in sorted(args.thresholds.items())) + ")"
+    how = ("raw times, no calibration" if args.raw else
+           "medians of repetitions, each divided by its run's calibration")
+    print(f"perf: {tally.compared} compared, {tally.regressions} regressions beyond {limit}, "
+          f"{tally.improvements} improvements; {how}")
+    return 1 if tally.regressions and args.fail_on_regression else 0
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@
 #                          in .device-deps/ are used (scripts/device-deps.sh fetches them elsewhere)
 #   --only PARTS           comma list of parts, run in that order (default: all, in this order):
 #                            kernel-tests         cuda_kernel_tests
-#                            exec-tests           gpu_exec_tests (virtual devices on one GPU)
+#                            exec-tests           cuda_exec_tests (virtual devices on one GPU)
 #                            sanitizer-memcheck   compute-sanitizer --tool memcheck (--leak-check
-#                                                 full) over cuda_kernel_tests and gpu_exec_tests
+#                                                 full) over cuda_kernel_tests and cuda_exec_tests
 #                            sanitizer-racecheck  the same with --tool racecheck
 #                            sanitizer-synccheck  the same with --tool synccheck
 #                            sanitizer            the three sanitizer parts
@@ -336,7 +336,7 @@ prog() {  # prog NAME: sets CMD to the command that starts program NAME
     case "$1" in
       ppbench) CMD=("$BUILD/ppbench") ;;
       cuda_kernel_tests) CMD=("$BUILD/tests/cuda/cuda_kernel_tests") ;;
-      gpu_exec_tests) CMD=("$BUILD/tests/gpu_exec/gpu_exec_tests") ;;
+      cuda_exec_tests) CMD=("$BUILD/tests/cuda_exec/cuda_exec_tests") ;;
       *) CMD=("$(find "$BUILD" -type f -name "$1" -perm -u+x -not -path '*/CMakeFiles/*' 2>/dev/null | head -1)") ;;
     esac
   fi
@@ -458,7 +458,7 @@ if [ -z "$BUNDLE" ]; then
     -DCMAKE_CUDA_ARCHITECTURES=90 -DPPBENCH_BUILD_BENCHMARKS=ON "${PREFIX_ARGS[@]}"
   TARGETS=(ppbench)
   { needs kernel-tests || needs 'sanitizer-*'; } && TARGETS+=(cuda_kernel_tests)
-  { needs exec-tests || needs 'sanitizer-*'; } && TARGETS+=(gpu_exec_tests)
+  { needs exec-tests || needs 'sanitizer-*'; } && TARGETS+=(cuda_exec_tests)
   if needs benchmarks; then
     while read -r t; do TARGETS+=("$t"); done < <(cmake --build "$BUILD" --target help 2>/dev/null \
       | grep -Eo '(cuda|gpu)_[A-Za-z0-9_]*bench[A-Za-z0-9_]*' | sort -u | grep -E "$BENCH_RE")
@@ -487,7 +487,7 @@ part_sanitizer() {  # sanitizer-<tool>
     return
   fi
   [ "$tool" = memcheck ] && extra=(--leak-check full)
-  for program in cuda_kernel_tests gpu_exec_tests; do
+  for program in cuda_kernel_tests cuda_exec_tests; do
     prog "$program"
     gtest_step "$tool-$program" compute-sanitizer --tool "$tool" --error-exitcode 1 \
       --target-processes all "${extra[@]}" "${CMD[@]}"
@@ -595,7 +595,7 @@ for part in "${PARTS[@]}"; do
   piece_begin "$part"
   case "$part" in
     kernel-tests) part_tests cuda_kernel_tests ;;
-    exec-tests) part_tests gpu_exec_tests ;;
+    exec-tests) part_tests cuda_exec_tests ;;
     sanitizer-memcheck) part_sanitizer memcheck ;;
     sanitizer-racecheck) part_sanitizer racecheck ;;
     sanitizer-synccheck) part_sanitizer synccheck ;;

@@ -7,7 +7,9 @@ bubble_fraction as markers and its closed form (closed_form.bubble_fraction, whe
 as a line of the same colour. x is N on a log2 axis.
 
 bubble_fraction = sum of idle / (ranks x makespan), idle_r = makespan - busy_r.
-Output: OUT_DIR/bubble_<cost>.png, e.g. plots/bubble_F1_B2.png.
+Series are ordered as `ppbench list --format json` lists the schedules with --ppbench, else as
+the data first names them.
+Output: OUT_DIR/bubble_<cost>.png, e.g. plots/latest/bubble_F1_B2.png.
 """
 
 from __future__ import annotations
@@ -24,14 +26,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
-from results_io import load_rows
+from results_io import PpbenchError, load_records, order_key, schedule_order, schedule_registry
 
 # Okabe-Ito colours plus black, cycled with markers so 12+ series stay distinguishable.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
            "#F0E442"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
-SCHEDULE_ORDER = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
-                  "zb-v", "dualpipe", "dualpipev"]
 DEFINITION = "bubble_fraction = Σ idle / (ranks × makespan)"
 
 
@@ -54,11 +54,6 @@ def series_label(row: dict) -> str:
     if int(row.get("group_size") or 0) > 0:
         label += f" g={row['group_size']}"
     return label
-
-
-def series_sort_key(label: str) -> tuple[int, str]:
-    name = label.split(" ")[0]
-    return (SCHEDULE_ORDER.index(name) if name in SCHEDULE_ORDER else len(SCHEDULE_ORDER), label)
 
 
 def group_rows(rows: list[dict]) -> dict[tuple[str, float], dict[int, dict[str, list[dict]]]]:
@@ -86,9 +81,9 @@ def file_slug(cost: str, comm: float) -> str:
 
 
 def plot_group(by_d: dict[int, dict[str, list[dict]]], title: str, out: Path,
-               dpi: int = 110) -> None:
+               dpi: int = 110, sort_key=None) -> None:
     devices = sorted(by_d)
-    labels = sorted({label for d in devices for label in by_d[d]}, key=series_sort_key)
+    labels = sorted({label for d in devices for label in by_d[d]}, key=sort_key)
     # Past the palette, colours repeat with a dashed closed-form line and another marker.
     style = {label: (COLOURS[i % len(COLOURS)], MARKERS[i % len(MARKERS)],
                      "-" if i < len(COLOURS) else "--")
@@ -139,11 +134,14 @@ def plot_group(by_d: dict[int, dict[str, list[dict]]], title: str, out: Path,
     plt.close(fig)
 
 
-def plot_bubble(rows: list[dict], out_dir: Path, dpi: int = 110) -> list[Path]:
+def plot_bubble(rows: list[dict], out_dir: Path, dpi: int = 110,
+                registry: list[dict] | None = None) -> list[Path]:
+    """One figure per cost setting; series in the registry's order (else the data's)."""
     written = []
+    sort_key = order_key(schedule_order(registry, rows))
     for (cost, comm), by_d in sorted(group_rows(rows).items()):
         out = out_dir / f"bubble_{file_slug(cost, comm)}.png"
-        plot_group(by_d, f"{DEFINITION}, {cost_title(cost, comm)}", out, dpi)
+        plot_group(by_d, f"{DEFINITION}, {cost_title(cost, comm)}", out, dpi, sort_key)
         written.append(out)
     return written
 
@@ -154,27 +152,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "schedule, one subplot per D, one figure per cost setting.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path, help="JSON Lines from scripts/sweep.py")
-    parser.add_argument("--out-dir", type=Path, default=Path("plots"),
+    parser.add_argument("--out-dir", type=Path, default=Path("plots/latest"),
                         help="where to write bubble_*.png (default: %(default)s)")
     parser.add_argument("--sweep", help="only rows of this sweep name")
     parser.add_argument("--devices", help="only these D, comma-separated (default: all)")
     parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
+    parser.add_argument("--ppbench", help="ppbench binary: series in the order of `ppbench list "
+                                          "--format json` (default: the order in the data)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rows = load_rows(args.results)
+        rows = load_records(args.results)
     except OSError as e:
         print(f"plot_bubble: {e}", file=sys.stderr)
         return 1
+    try:
+        registry = schedule_registry(args.ppbench)
+    except PpbenchError as e:
+        print(f"plot_bubble: {e}", file=sys.stderr)
+        return e.code
     if args.sweep:
         rows = [r for r in rows if r.get("sweep") == args.sweep]
     if args.devices:
         wanted = {int(d) for d in args.devices.split(",")}
         rows = [r for r in rows if int(r.get("devices", -1)) in wanted]
-    written = plot_bubble(rows, args.out_dir, args.dpi)
+    written = plot_bubble(rows, args.out_dir, args.dpi, registry)
     if not written:
         print(f"plot_bubble: no ok rows with a bubble_fraction in {args.results}", file=sys.stderr)
         return 1

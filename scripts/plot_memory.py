@@ -10,7 +10,9 @@
    workload, with the y = x line (points above it: the real run idled more than the replay).
 
 bubble_fraction = Σ idle / (ranks × makespan), idle_r = makespan − busy_r. Rows are read, not
-recomputed: every number comes from the results file.
+recomputed: every number comes from the results file. Without --schedules the memory figure has
+every schedule of the data at (workload, D, N), in the order of `ppbench list --format json`
+with --ppbench, else as the data first names them.
 """
 
 from __future__ import annotations
@@ -24,13 +26,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from results_io import load_rows
+from results_io import PpbenchError, load_records, schedule_order, schedule_registry
 
 MEASURED_COLOUR = "#0072B2"
 MODEL_COLOUR = "#E69F00"
 WORKLOAD_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
 WORKLOAD_MARKERS = ["o", "s", "^", "D", "v", "P"]
-DEFAULT_SCHEDULES = ("gpipe", "1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev")
 MIB = 1024.0 * 1024.0
 
 
@@ -173,15 +174,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "predicted bubble figures from `ppbench run` sweep rows.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path, help="JSON Lines from scripts/sweep.py (run rows)")
-    parser.add_argument("--out-dir", type=Path, default=Path("plots"),
+    parser.add_argument("--out-dir", type=Path, default=Path("plots/latest"),
                         help="output folder (default: %(default)s)")
     parser.add_argument("--workload", default="transformer",
                         help="workload of the memory figure (default: %(default)s)")
     parser.add_argument("--devices", type=int, default=4, help="D of the memory figure (default: 4)")
     parser.add_argument("--microbatches", type=int, default=8,
                         help="N of the memory figure (default: 8)")
-    parser.add_argument("--schedules", default=",".join(DEFAULT_SCHEDULES),
-                        help="schedules of the memory figure (default: %(default)s)")
+    parser.add_argument("--schedules",
+                        help="schedules of the memory figure, comma-separated (default: every "
+                             "schedule in the data, in the registry's order with --ppbench)")
+    parser.add_argument("--ppbench", help="ppbench binary: schedule order from `ppbench list "
+                                          "--format json` (default: the order in the data)")
     parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
     return parser.parse_args(argv)
 
@@ -189,11 +193,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rows = load_rows(args.results)
+        rows = load_records(args.results)
     except OSError as e:
         print(f"plot_memory: {e}", file=sys.stderr)
         return 1
-    schedules = [s for s in args.schedules.split(",") if s]
+    if args.schedules:
+        schedules = [s for s in args.schedules.split(",") if s]
+    else:
+        try:
+            registry = schedule_registry(args.ppbench)
+        except PpbenchError as e:
+            print(f"plot_memory: {e}", file=sys.stderr)
+            return e.code
+        present = {field(r, "schedule") for r in ok_run_rows(rows)}
+        schedules = [s for s in schedule_order(registry, ok_run_rows(rows)) if s in present]
     memory_out = args.out_dir / f"memory_{args.workload}_D{args.devices}_N{args.microbatches}.png"
     bubble_out = args.out_dir / "bubble_measured_vs_predicted.png"
     failed = False

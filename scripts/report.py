@@ -1,37 +1,48 @@
 #!/usr/bin/env python3
-"""Generate results/REPORT.md from sweep results (JSON Lines from scripts/sweep.py).
+"""Generate a markdown report from sweep results (JSON Lines from scripts/sweep.py).
 
 Sections:
   1. bubble_fraction vs N for each D, per schedule, simulated with the closed form beside it
      ("0.2727 (0.2727)"), one set of tables per cost setting;
-  2. the DualPipe paper's comparison table (1F1B, ZB1P, DualPipe, DualPipeV) at PP stages,
-     the paper's formulas evaluated with the run's costs beside the simulated idle and peak;
-  3. the seeds' activation-memory example at D=4, N=8 (naive, GPipe, 1F1B);
-  4. with --measured RESULTS.jsonl (`ppbench run` rows, e.g. results/cpu.jsonl): per workload
-     and D, each schedule × N with the measured bubble_fraction, the simulator's prediction
-     from the same step's measured per-op costs, their gap in percentage points, the closed
-     form (uniform F=1,B=2 stages, where the theory has one), throughput, and peak activation
-     bytes measured vs modelled (max over ranks), under a line naming the machine.
+  2. the DualPipe paper's comparison table (1F1B, ZB1P, DualPipe, DualPipeV) at PP stages: the
+     closed forms ppbench's schedule registry states (each record's "closed_form": idle_formula
+     and idle_per_rank, params, activations_formula and peak_activations, evaluated by ppbench
+     for the point's costs) beside the simulated idle, parameters and peak;
+  3. the textbook activation-memory example at D=4, N=8 (naive, GPipe, 1F1B: the per-GPU
+     activation in units of one micro-batch's whole-model activation A, as pipeline-parallelism
+     lectures draw it), the registry's closed form and the simulated peak;
+  4. with --measured RESULTS.jsonl (`ppbench run` rows, e.g. results/latest/cpu.jsonl): per
+     workload and D, each schedule × N with the measured bubble_fraction, the simulator's
+     prediction from the same step's measured per-op costs, their gap in percentage points, the
+     closed form (uniform F=1,B=2 stages, where the theory has one), throughput, and peak
+     activation bytes measured vs modelled (max over ranks), under a line naming the machine;
+     with --reference-measured REFERENCE.jsonl (the committed records, results/reference/)
+     the reference's measured bubble and throughput of the same point beside them;
+  5. with --reference / --reference-measured: the latest records against the reference: which
+     machine and commit made each, whether the simulated points agree, and the throughput ratio.
 
-Only formulas and the papers' values are written here; every simulated number comes from
-the results file. The report is written atomically.
+No formula is written or evaluated here: formulas and their values come from the records'
+"closed_form" fields (ppbench's registry, the one home of the closed forms); schedule order
+comes from `ppbench list --format json` with --ppbench (else the order in the data). Every
+number comes from the results files. The report is written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import defaultdict
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from results_io import atomic_write, load_rows
+from results_io import PpbenchError, atomic_write, latest_rows, load_records, order_key, \
+    schedule_order, schedule_registry
 
-SCHEDULE_ORDER = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
-                  "zb-v", "dualpipe", "dualpipev"]
 DEFAULT_COST = "F=1,B=2"
 DASH = "—"
+# Sort key of a series label; build_report sets it from the registry (or the data) first.
+SortKey = Callable[[str], tuple[int, str]]
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -59,11 +70,6 @@ def series_label(row: dict) -> str:
     return label
 
 
-def label_sort_key(label: str) -> tuple[int, str]:
-    name = label.split(" ")[0]
-    return (SCHEDULE_ORDER.index(name) if name in SCHEDULE_ORDER else len(SCHEDULE_ORDER), label)
-
-
 def fmt(x: Any) -> str:
     """A count or a time in cost units: 21, 0.5, 6.333."""
     if x is None:
@@ -73,37 +79,75 @@ def fmt(x: Any) -> str:
 
 # --- header --------------------------------------------------------------------------------
 
-def header(rows: list[dict], source: str) -> list[str]:
+def provenance_values(rows: list[dict], key: str) -> str:
     provs = [r["provenance"] for r in rows if isinstance(r.get("provenance"), dict)]
+    seen = sorted({str(p[key]) for p in provs if p.get(key) is not None and p.get(key) != ""})
+    return ", ".join(seen) if seen else "unknown"
 
-    def values(key: str) -> str:
-        seen = sorted({str(p[key]) for p in provs if p.get(key)})
-        return ", ".join(seen) if seen else "unknown"
 
-    dates = sorted(str(p["date"]) for p in provs if p.get("date"))
-    date = f"{dates[0]} … {dates[-1]}" if dates and dates[0] != dates[-1] else (
-        dates[0] if dates else "unknown")
-    counts = defaultdict(int)
+def date_range(rows: list[dict]) -> str:
+    dates = sorted(str(r["provenance"]["date"]) for r in rows
+                   if isinstance(r.get("provenance"), dict) and r["provenance"].get("date"))
+    if not dates:
+        return "unknown"
+    return f"{dates[0]} … {dates[-1]}" if dates[0] != dates[-1] else dates[0]
+
+
+def status_counts(rows: list[dict]) -> str:
+    counts: dict[str, int] = defaultdict(int)
     for r in rows:
         counts[r.get("status", "ok")] += 1
-    return [
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def who_made(rows: list[dict]) -> str:
+    """commit …; machine host …, CPU … (cores); GPU …; dates …: who made a set of records."""
+    gpus = sorted({str(n) for r in rows if isinstance(r.get("gpu"), dict)
+                   for n in r["gpu"].get("gpu_names") or [] if n})
+    gpu = f"; GPU {', '.join(gpus)}" if gpus else ""
+    return (f"commit {provenance_values(rows, 'git_commit')}; machine: host "
+            f"{provenance_values(rows, 'host')}, CPU {provenance_values(rows, 'cpu')} "
+            f"({provenance_values(rows, 'cpu_cores')} cores){gpu}; dates {date_range(rows)}")
+
+
+def header(rows: list[dict], source: str, reference: list[dict] | None = None,
+           reference_source: str = "", registry_order: bool = False) -> list[str]:
+    out = [
         "# ppbench results",
         "",
-        "<!-- Generated by scripts/report.py; do not edit by hand. Regenerate with `make report`. -->",
+        "<!-- Generated by scripts/report.py; do not edit by hand. `make report` regenerates "
+        "results/latest/REPORT.md; docs/bench.md says how to regenerate results/REPORT.md from "
+        "results/reference/. -->",
         "",
-        f"Generated by `scripts/report.py` from `{source}` "
-        f"({len(rows)} rows: {', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}).",
+        f"Generated by `scripts/report.py` from `{source}` ({len(rows)} rows: "
+        f"{status_counts(rows)}).",
         "",
-        f"- ppbench commit: {values('git_commit')} (version {values('ppbench_version')})",
-        f"- run date: {date}",
-        f"- machine: {values('host')}; CPU {values('cpu')}; compiler {values('compiler')}; "
-        f"CUDA {values('cuda')}",
+        f"- ppbench commit: {provenance_values(rows, 'git_commit')} (version "
+        f"{provenance_values(rows, 'ppbench_version')})",
+        f"- run date: {date_range(rows)}",
+        f"- machine: {provenance_values(rows, 'host')}; CPU {provenance_values(rows, 'cpu')}; "
+        f"compiler {provenance_values(rows, 'compiler')}; CUDA {provenance_values(rows, 'cuda')}",
+    ]
+    if reference:
+        out.append(f"- reference: `{reference_source}` ({len(reference)} rows), "
+                   f"{who_made(reference)}; compared in section 5")
+    out += [
         "",
         "Definitions: `bubble_fraction` = Σ idle / (ranks × makespan), idle_r = makespan − busy_r "
         "(GPipe's (D−1)/(D−1+N) is this quantity). Costs are in simulator units per stage and "
-        "micro-batch; F = forward, B = full backward = I + W, F&B = an overlapped pair.",
+        "micro-batch; F = forward, B = full backward = I + W, F&B = an overlapped pair. Closed "
+        "forms are the ones ppbench's schedule registry states (`ppbench list`), as each record "
+        "carries them; schedules are listed in "
+        + ("the registry's order (`ppbench list --format json`)." if registry_order
+           else "the order the records first name them."),
         "",
     ]
+    return out
+
+
+def cell(text: Any) -> str:
+    """Text for a markdown table cell (pipes escaped)."""
+    return DASH if text in (None, "") else str(text).replace("|", "\\|")
 
 
 # --- 1. bubble tables ----------------------------------------------------------------------
@@ -122,7 +166,7 @@ def fraction(x: Any) -> str:
     return DASH if x is None else f"{float(x):.4f}"
 
 
-def bubble_tables(rows: list[dict]) -> list[str]:
+def bubble_tables(rows: list[dict], sort_key: SortKey) -> list[str]:
     by_cost: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_cost[cost_of(r)].append(r)
@@ -132,12 +176,12 @@ def bubble_tables(rows: list[dict]) -> list[str]:
            f"{DASH} where the schedule has no closed form for it). `invalid`: parameters the "
            "schedule's definition does not allow; empty: not run.", ""]
     for cost in costs:
-        for d, table in sorted(bubble_tables_for(by_cost[cost]).items()):
+        for d, table in sorted(bubble_tables_for(by_cost[cost], sort_key).items()):
             out += [f"### D = {d}, costs {cost or 'default'}", ""] + table + [""]
     return out
 
 
-def bubble_tables_for(rows: list[dict]) -> dict[int, list[str]]:
+def bubble_tables_for(rows: list[dict], sort_key: SortKey) -> dict[int, list[str]]:
     """D -> markdown table lines; only series with at least two N values (a sweep over N)."""
     grid: dict[int, dict[str, dict[int, dict]]] = defaultdict(lambda: defaultdict(dict))
     formulas: dict[str, str] = {}
@@ -155,7 +199,7 @@ def bubble_tables_for(rows: list[dict]) -> dict[int, list[str]]:
         ns = sorted({n for v in series.values() for n in v})
         lines = ["| schedule | " + " | ".join(f"N={n}" for n in ns) + " | closed form |",
                  "|---|" + "---|" * len(ns) + "---|"]
-        for label in sorted(series, key=label_sort_key):
+        for label in sorted(series, key=sort_key):
             cells = [bubble_cell(series[label].get(n)) for n in ns]
             formula = formulas.get(label, DASH).replace("|", "\\|")
             lines.append(f"| {label} | " + " | ".join(cells) + f" | `{formula}` |")
@@ -165,26 +209,20 @@ def bubble_tables_for(rows: list[dict]) -> dict[int, list[str]]:
 
 # --- 2. DualPipe comparison ----------------------------------------------------------------
 
-# The DualPipe paper's table (B is the full backward, F&B an overlapped pair); PP = stages.
-PAPER_METHODS: list[tuple[str, str, str, Callable[[dict, int], float], str, str,
-                          Callable[[int], int]]] = [
-    # (label, schedule, bubble formula, evaluated, parameter, activation formula, evaluated)
-    ("1F1B", "1f1b", "(PP−1)(F+B)", lambda c, pp: (pp - 1) * (c["F"] + c["B"]),
-     "1×", "PP", lambda pp: pp),
-    ("ZB1P (zb-h1)", "zb-h1", "(PP−1)(F+B−2W)",
-     lambda c, pp: (pp - 1) * (c["F"] + c["B"] - 2 * c["W"]), "1×", "PP", lambda pp: pp),
-    ("DualPipe", "dualpipe", "(PP/2−1)(F&B+B−3W)",
-     lambda c, pp: (pp / 2 - 1) * (c["FB"] + c["B"] - 3 * c["W"]), "2×", "PP+1",
-     lambda pp: pp + 1),
-    ("DualPipeV", "dualpipev", "(PP/2−1)(F&B+B−3W)",
-     lambda c, pp: (pp / 2 - 1) * (c["FB"] + c["B"] - 3 * c["W"]), "2×", "PP+1",
-     lambda pp: pp + 1),
+# The rows of the DualPipe paper's table (DeepSeek-V3 report, Table 2): its label and the
+# schedule that reproduces it. Formulas and their values come from the records' closed_form.
+PAPER_ROWS: list[tuple[str, str]] = [
+    ("1F1B", "1f1b"),
+    ("ZB1P", "zb-h1"),
+    ("DualPipe", "dualpipe"),
+    ("DualPipeV", "dualpipev"),
 ]
 
 
-def pipeline_stages(schedule: str, devices: int) -> int:
-    """The paper's PP: DualPipeV folds PP stages onto PP/2 devices; the others use PP ranks."""
-    return 2 * devices if schedule == "dualpipev" else devices
+def paper_devices(schedule: str, pp: int) -> int:
+    """Ranks that run the paper's PP stages: DualPipeV folds PP stages onto PP/2 devices (its V
+    shape, `ppbench list`); the others run one stage per rank in each direction."""
+    return pp // 2 if schedule == "dualpipev" else pp
 
 
 def idle_per_rank(row: dict) -> str:
@@ -192,9 +230,31 @@ def idle_per_rank(row: dict) -> str:
     if not idles:
         return DASH
     lo, hi = min(idles), max(idles)
-    text = fmt(float(lo)) if lo == hi else f"{fmt(float(lo))}–{fmt(float(hi))}"
-    closed = (row.get("closed_form") or {}).get("idle_per_rank")
-    return text + (f" (closed form {fmt(float(closed))})" if closed is not None else "")
+    return fmt(float(lo)) if lo == hi else f"{fmt(float(lo))}–{fmt(float(hi))}"
+
+
+def closed_value(row: dict, formula_key: str, value_key: str) -> str:
+    """`formula` = value from the record's closed_form; where ppbench evaluated no value for the
+    point's costs (a condition of the formula does not hold), say so."""
+    closed = row.get("closed_form") if isinstance(row.get("closed_form"), dict) else None
+    if closed is None:
+        return f"{DASH} (the record states no closed form)"
+    formula = closed.get(formula_key)
+    value = closed.get(value_key)
+    text = f"`{cell(formula)}`" if formula else "no formula stated"
+    if value is not None:
+        return f"{text} = {fmt(value)}"
+    note = closed.get("note")
+    why = note if note else (f"not defined for costs {cost_text(row)}: they do not satisfy its "
+                             "condition")
+    return f"{text}: {DASH} ({cell(why)})"
+
+
+def cost_text(row: dict) -> str:
+    costs = row.get("costs") if isinstance(row.get("costs"), dict) else {}
+    if costs:
+        return ",".join(f"{k}={fmt(costs[k])}" for k in ("F", "B", "I", "W", "FB") if k in costs)
+    return cost_of(row) or "default"
 
 
 def find_row(rows: Iterable[dict], **want: Any) -> dict | None:
@@ -209,37 +269,41 @@ def find_row(rows: Iterable[dict], **want: Any) -> dict | None:
 def dualpipe_table(rows: list[dict], pp: int, cost: str, ns: list[int]) -> list[str]:
     candidates = [r for r in rows if cost_of(r) == cost]
     out = ["## 2. DualPipe comparison", "",
-           f"The DualPipe paper's table at PP = {pp} stages, costs {cost or 'default'} "
-           "(DualPipeV runs PP stages on PP/2 devices). Formula columns: the paper's formula, "
-           "evaluated with the run's costs; simulated columns: ppbench. Simulated idle per rank "
-           "is makespan − busy (min–max over ranks when they differ); simulated activation is "
-           "the peak number of (stage, micro-batch) activations alive on one rank; simulated "
-           "parameter is per-device parameter memory against 1F1B on PP devices, PP × model "
-           "copies / devices.", ""]
+           f"The DualPipe paper's table (DeepSeek-V3 report, Table 2) at PP = {pp} stages, costs "
+           f"{cost or 'default'} (DualPipeV runs the PP stages on PP/2 devices). The paper's "
+           "columns: *Bubble* is the idle time of a pipeline rank in one step, in the costs' "
+           "units; *Parameter* is the parameter memory of a device relative to 1F1B on PP "
+           "devices; *Activation* is the peak number of micro-batch activations a device holds, "
+           "in units of one stage's activation of one micro-batch. Closed-form columns: the "
+           "formula ppbench's schedule registry states for the schedule and its value for the "
+           "point's costs, as the record carries them (`closed_form`: `idle_formula` = "
+           "`idle_per_rank`, `params`, `activations_formula` = `peak_activations`). Simulated "
+           "columns: ppbench's simulation of the same point; idle per rank is makespan − busy "
+           "(min–max over ranks when they differ), parameter memory is PP × model copies / "
+           "devices, the peak is the most (stage, micro-batch) activations alive on one rank.",
+           ""]
     for n in ns:
         out += [f"### PP = {pp}, N = {n}", "",
-                "| Method | Bubble (formula) | Bubble (simulated idle per rank) | Parameter "
-                "| Activation (formula) | Activation (simulated peak) |",
-                "|---|---|---|---|---|---|"]
-        for label, schedule, bubble_text, bubble, params, act_text, act in PAPER_METHODS:
-            devices = pp // 2 if schedule == "dualpipev" else pp
+                "| Method | schedule | Bubble (closed form) | Bubble (simulated idle per rank) "
+                "| Parameter (closed form; simulated) | Activation (closed form) "
+                "| Activation (simulated peak) |",
+                "|---|---|---|---|---|---|---|"]
+        for label, schedule in PAPER_ROWS:
+            devices = paper_devices(schedule, pp)
             row = find_row(candidates, schedule=schedule, devices=devices, microbatches=n)
             if row is None or row.get("status", "ok") != "ok":
                 why = "not run" if row is None else f"{row.get('status')}: {row.get('error', '')}"
-                out.append(f"| {label} | {bubble_text} | {why} | {params} | {act_text} "
-                           f"= {act(pp)} | {DASH} |")
+                out.append(f"| {label} | `{schedule}` D={devices} | {cell(why)} | {DASH} | "
+                           f"{DASH} | {DASH} | {DASH} |")
                 continue
-            costs = row.get("costs") or {}
-            try:
-                bubble_value = fmt(float(bubble(costs, pp)))
-            except (KeyError, TypeError):
-                bubble_value = "?"
-            # The paper's Parameter column is per-device parameter memory against 1F1B on PP
-            # devices: PP x (model copies) / devices (DualPipeV: one copy on PP/2 devices).
+            closed = row.get("closed_form") if isinstance(row.get("closed_form"), dict) else {}
             copies = row.get("param_copies")
             sim_params = f"{pp * copies / devices:g}×" if copies else DASH
-            out.append(f"| {label} | {bubble_text} = {bubble_value} | {idle_per_rank(row)} | "
-                       f"{params} (simulated {sim_params}) | {act_text} = {act(pp)} | "
+            out.append(f"| {label} | `{schedule}` D={devices} | "
+                       f"{closed_value(row, 'idle_formula', 'idle_per_rank')} | "
+                       f"{idle_per_rank(row)} | {cell(closed.get('params'))}; simulated "
+                       f"{sim_params} | "
+                       f"{closed_value(row, 'activations_formula', 'peak_activations')} | "
                        f"{fmt(row.get('peak_activations'))} |")
         out.append("")
     return out
@@ -247,33 +311,38 @@ def dualpipe_table(rows: list[dict], pp: int, cost: str, ns: list[int]) -> list[
 
 # --- 3. activation-memory example ----------------------------------------------------------
 
-SEED_ACTIVATIONS = [  # (label, schedule, the seeds' per-GPU activation at D=4, N=8)
-    ("naive model parallel", "naive", Fraction(1, 4), "1/4·A"),
-    ("GPipe", "gpipe", Fraction(8, 4), "8/4·A"),
-    ("1F1B", "1f1b", Fraction(4, 4), "4/4·A"),
+# The textbook worked example (pipeline-parallelism lectures draw D = 4 GPUs, N = 8 micro-batches),
+# quoted as stated, not evaluated here: (label, schedule, per-GPU activation in units of A).
+TEXTBOOK_ACTIVATIONS = [
+    ("naive model parallel", "naive", "1/4·A = 0.25·A"),
+    ("GPipe", "gpipe", "8/4·A = 2.00·A"),
+    ("1F1B", "1f1b", "4/4·A = 1.00·A"),
 ]
 
 
 def activation_table(rows: list[dict], cost: str, devices: int = 4, n: int = 8) -> list[str]:
     candidates = [r for r in rows if cost_of(r) == cost] or rows
-    out = ["## 3. Activation memory (the seeds' example)", "",
+    out = ["## 3. Activation memory (the textbook example)", "",
            f"D = {devices}, N = {n}; A = the activations of one micro-batch through the whole "
-           "model. Simulated: `peak_activation_share` of rank 0 (peak live activations × the "
-           "share of the model its stages hold).", "",
-           "| Schedule | Seeds (formula) | Simulated peak, rank 0 | Peak activations, rank 0 |",
-           "|---|---|---|---|"]
-    for label, schedule, value, text in SEED_ACTIVATIONS:
+           "model. Textbook: the value the lectures state. Closed form: the registry's "
+           "`activations_formula` = `peak_activations` (stage activations on the most loaded "
+           "rank) as the record carries it. Simulated: `peak_activation_share` of rank 0 (peak "
+           "live activations × the share of the model its stages hold).", "",
+           "| Schedule | Textbook | Closed form (peak activations) | Simulated peak, rank 0 | "
+           "Peak activations, rank 0 |",
+           "|---|---|---|---|---|"]
+    for label, schedule, stated in TEXTBOOK_ACTIVATIONS:
         row = find_row(candidates, schedule=schedule, devices=devices, microbatches=n)
-        formula = f"{text} = {float(value):.2f}·A"
         if row is None or row.get("status", "ok") != "ok":
-            out.append(f"| {label} | {formula} | {'not run' if row is None else row['status']} "
-                       f"| {DASH} |")
+            out.append(f"| {label} | {stated} | {DASH} | "
+                       f"{'not run' if row is None else row['status']} | {DASH} |")
             continue
         rank0 = next((r for r in row.get("ranks") or [] if r.get("rank") == 0), {})
         share = rank0.get("peak_activation_share")
         share_text = DASH if share is None else f"{float(share):.2f}·A"
-        out.append(f"| {label} | {formula} | {share_text} | "
-                   f"{fmt(rank0.get('peak_activations'))} |")
+        out.append(f"| {label} | {stated} | "
+                   f"{closed_value(row, 'activations_formula', 'peak_activations')} | "
+                   f"{share_text} | {fmt(rank0.get('peak_activations'))} |")
     return out + [""]
 
 
@@ -284,18 +353,11 @@ def run_rows(rows: list[dict]) -> list[dict]:
 
 
 def machine_lines(rows: list[dict]) -> list[str]:
-    provs = [r["provenance"] for r in rows if isinstance(r.get("provenance"), dict)]
-
-    def values(key: str) -> str:
-        seen = sorted({str(p[key]) for p in provs if p.get(key) is not None})
-        return ", ".join(seen) if seen else "unknown"
-
-    dates = sorted(str(p["date"]) for p in provs if p.get("date"))
-    date = f"{dates[0]} … {dates[-1]}" if dates and dates[0] != dates[-1] else (
-        dates[0] if dates else "unknown")
-    return [f"- machine: CPU {values('cpu')}, {values('cpu_cores')} cores, host "
-            f"{values('host')}; compiler {values('compiler')}",
-            f"- ppbench commit: {values('git_commit')}; run dates: {date}"]
+    return [f"- machine: CPU {provenance_values(rows, 'cpu')}, "
+            f"{provenance_values(rows, 'cpu_cores')} cores, host "
+            f"{provenance_values(rows, 'host')}; compiler {provenance_values(rows, 'compiler')}",
+            f"- ppbench commit: {provenance_values(rows, 'git_commit')}; run dates: "
+            f"{date_range(rows)}"]
 
 
 def max_bytes(row: dict, key: str) -> float | None:
@@ -308,18 +370,46 @@ def mib(x: float | None) -> str:
     return DASH if x is None else f"{x / 2**20:.3g}"
 
 
-def measured_line(row: dict) -> str:
-    measured = (row.get("measured") or {}).get("bubble_fraction")
+def measured_bubble(row: dict | None) -> float | None:
+    value = ((row or {}).get("measured") or {}).get("bubble_fraction")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def samples_per_s(row: dict | None) -> float | None:
+    value = ((row or {}).get("throughput") or {}).get("samples_per_s")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def measured_line(row: dict, reference: dict[str, dict] | None = None) -> str:
+    measured = measured_bubble(row)
     predicted = (row.get("predicted") or {}).get("bubble_fraction")
     gap = None if measured is None or predicted is None else 100 * (measured - predicted)
     closed = (row.get("closed_form") or {}).get("bubble_fraction")
-    rate = (row.get("throughput") or {}).get("samples_per_s")
+    rate = samples_per_s(row)
     step = row.get("step_time_s")
-    return (f"| {series_label(row)} | {field(row, 'microbatches')} | {fraction(measured)} | "
+    line = (f"| {series_label(row)} | {field(row, 'microbatches')} | {fraction(measured)} | "
             f"{fraction(predicted)} | {DASH if gap is None else f'{gap:+.1f}'} | "
             f"{fraction(closed)} | {fmt(rate)} | {DASH if step is None else f'{1e3 * step:.4g}'} | "
             f"{mib(max_bytes(row, 'measured_peak_bytes'))} / "
             f"{mib(max_bytes(row, 'model_peak_bytes'))} |")
+    if reference is not None:
+        ref = reference.get(point_id(row))
+        ref_ok = ref if ref is not None and ref.get("status", "ok") == "ok" else None
+        line += (f" {fraction(measured_bubble(ref_ok)) if ref_ok else DASH} | "
+                 f"{fmt(samples_per_s(ref_ok)) if ref_ok else DASH} |")
+    return line
+
+
+def point_id(row: dict) -> str:
+    """The requested point of a row, without what says where it ran: matches a point of the
+    latest records with the same point of the reference."""
+    point = row.get("point") if isinstance(row.get("point"), dict) else {
+        k: row.get(k) for k in ("command", "workload", "workload_flags", "schedule", "devices",
+                                "microbatches", "chunks", "cost", "comm")}
+    # Keys left at their defaults (None, false, 0, "") are dropped, so that records of an
+    # older sweep.py, which lacked some keys, still match.
+    return json.dumps({k: v for k, v in point.items() if v not in (None, False, "")},
+                      sort_keys=True)
 
 
 def workload_title(row: dict) -> str:
@@ -337,24 +427,29 @@ def workload_title(row: dict) -> str:
     return ", ".join(parts)
 
 
-def measured_sections(rows: list[dict], source: str) -> list[str]:
+def measured_sections(rows: list[dict], source: str, sort_key: SortKey,
+                      reference: list[dict] | None = None,
+                      reference_source: str = "") -> list[str]:
     runs = run_rows(rows)
     if not runs:
         return []
     ok = [r for r in runs if r.get("status", "ok") == "ok"]
-    counts = defaultdict(int)
-    for r in runs:
-        counts[r.get("status", "ok")] += 1
     gaps = [100 * (r["measured"]["bubble_fraction"] - r["predicted"]["bubble_fraction"])
             for r in ok if isinstance((r.get("measured") or {}).get("bubble_fraction"), (int, float))
             and isinstance((r.get("predicted") or {}).get("bubble_fraction"), (int, float))]
+    ref_runs = run_rows(reference or [])
+    ref_index = {point_id(r): r for r in ref_runs} if ref_runs else None
     out = ["## 4. Measured runs (real training steps)", "",
-           f"From `{source}` ({len(runs)} points: "
-           f"{', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}), one thread per rank.", ""]
+           f"From `{source}` ({len(runs)} points: {status_counts(runs)}), one thread per rank.",
+           ""]
     out += machine_lines(ok or runs)
     if gaps:
         out.append(f"- measured − predicted bubble_fraction over all ok runs: "
                    f"{min(gaps):+.1f} … {max(gaps):+.1f} percentage points")
+    if ref_index is not None:
+        ref_ok = [r for r in ref_runs if r.get("status", "ok") == "ok"] or ref_runs
+        out.append(f"- beside them, the reference `{reference_source}` ({len(ref_runs)} points): "
+                   f"{who_made(ref_ok)}")
     out += ["",
             "Columns: `measured`: the bubble_fraction ppbench records from the run's measured "
             "trace (`measured.bubble_fraction`); `predicted`: the simulator replaying the same "
@@ -362,23 +457,27 @@ def measured_sections(rows: list[dict], source: str) -> list[str]:
             "percentage points; `closed form`: the theory's bubble for uniform stages with "
             f"F=1, B=2 ({DASH} where the schedule has none); samples/s and the step time "
             "(`step_time_s`) as ppbench reports them over the measured steps; peak activation MiB is the max over ranks, "
-            "measured by the per-rank arena / predicted by the activation model. Points a "
-            "schedule does not allow are left out (counted as invalid above).", ""]
+            "measured by the per-rank arena / predicted by the activation model."
+            + (" `ref. measured`, `ref. samples/s`: the same point in the reference records "
+               f"({DASH} where the reference has no ok row of it)." if ref_index is not None
+               else "")
+            + " Points a schedule does not allow are left out (counted as invalid above).", ""]
     by_workload: dict[str, list[dict]] = defaultdict(list)
     for r in ok:
         by_workload[workload_title(r)].append(r)
+    extra_head = " ref. measured | ref. samples/s |" if ref_index is not None else ""
+    extra_rule = "---|---|" if ref_index is not None else ""
     for title in sorted(by_workload):
         group = by_workload[title]
         out += [f"### {title}", ""]
         for d in sorted({int(field(r, "devices")) for r in group}):
             out += [f"#### D = {d}", "",
                     "| schedule | N | measured | predicted | gap (pp) | closed form | samples/s "
-                    "| step (ms) | peak act. MiB measured / model |",
-                    "|---|---|---|---|---|---|---|---|---|"]
+                    "| step (ms) | peak act. MiB measured / model |" + extra_head,
+                    "|---|---|---|---|---|---|---|---|---|" + extra_rule]
             rows_d = [r for r in group if int(field(r, "devices")) == d]
-            rows_d.sort(key=lambda r: (label_sort_key(series_label(r)),
-                                       int(field(r, "microbatches"))))
-            out += [measured_line(r) for r in rows_d] + [""]
+            rows_d.sort(key=lambda r: (sort_key(series_label(r)), int(field(r, "microbatches"))))
+            out += [measured_line(r, ref_index) for r in rows_d] + [""]
     invalid = [r for r in runs if r.get("status") not in (None, "ok")]
     if invalid:
         messages = sorted({str(r.get("error", "")) for r in invalid if r.get("status") == "error"})
@@ -387,63 +486,155 @@ def measured_sections(rows: list[dict], source: str) -> list[str]:
     return out
 
 
+# --- 5. latest against the reference ---------------------------------------------------------
+
+SIMULATED_KEYS = ("makespan", "bubble_fraction", "peak_activations")
+
+
+def same_number(a: Any, b: Any, tol: float = 1e-9) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(float(a) - float(b)) <= tol * max(1.0, abs(float(a)), abs(float(b)))
+    return a == b
+
+
+def reference_section(rows: list[dict], source: str, reference: list[dict] | None,
+                      reference_source: str, measured: list[dict] | None,
+                      measured_source: str, reference_measured: list[dict] | None,
+                      reference_measured_source: str) -> list[str]:
+    if not reference and not reference_measured:
+        return []
+    out = ["## 5. Latest against the reference", "",
+           "The reference records are the committed ones (`results/reference/`); they never "
+           "stand in for a run: a sweep resumes only from records of the same machine and the "
+           "same ppbench build (docs/bench.md).", ""]
+    if reference:
+        out += [f"- latest simulated: `{source}`, {who_made(rows)}",
+                f"- reference simulated: `{reference_source}`, {who_made(reference)}"]
+        ref = {point_id(r): r for r in reference}
+        common = [(r, ref[point_id(r)]) for r in latest_rows(rows, key=point_id)
+                  if point_id(r) in ref]
+        differ = []
+        for r, q in common:
+            if r.get("status", "ok") != q.get("status", "ok"):
+                differ.append((r, f"status {q.get('status', 'ok')} → {r.get('status', 'ok')}"))
+                continue
+            for k in SIMULATED_KEYS:
+                if r.get("status", "ok") == "ok" and not same_number(r.get(k), q.get(k)):
+                    differ.append((r, f"{k} {fmt(q.get(k))} → {fmt(r.get(k))}"))
+                    break
+        out.append(f"- simulated points in both: {len(common)}; the same status, makespan, "
+                   f"bubble_fraction and peak activations (to 1e-9): {len(common) - len(differ)}"
+                   + (f"; different: {len(differ)}" if differ else ""))
+        for r, what in differ[:10]:
+            out.append(f"  - {series_label(r)} D={field(r, 'devices')} "
+                       f"N={field(r, 'microbatches')}, costs {cost_of(r) or 'default'}: {what}")
+        if len(differ) > 10:
+            out.append(f"  - … and {len(differ) - 10} more")
+        out.append("")
+    runs = run_rows(measured or [])
+    ref_runs = run_rows(reference_measured or [])
+    if ref_runs:
+        ok = [r for r in runs if r.get("status", "ok") == "ok"]
+        ref_ok = [r for r in ref_runs if r.get("status", "ok") == "ok"]
+        out += [f"- latest measured: `{measured_source or 'none'}`"
+                + (f", {who_made(ok or runs)}" if runs else " (no measured records)"),
+                f"- reference measured: `{reference_measured_source}`, {who_made(ref_ok or ref_runs)}"]
+        ref = {point_id(r): r for r in ref_ok}
+        ratios = sorted(samples_per_s(r) / samples_per_s(ref[point_id(r)]) for r in ok
+                        if point_id(r) in ref and samples_per_s(r) and
+                        samples_per_s(ref[point_id(r)]))
+        if ratios:
+            median = ratios[len(ratios) // 2] if len(ratios) % 2 else \
+                (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+            out.append(f"- samples/s latest ÷ reference over the {len(ratios)} points ok in both: "
+                       f"median {median:.3g}×, range {ratios[0]:.3g}× … {ratios[-1]:.3g}× "
+                       "(section 4 has them point by point)")
+        else:
+            out.append("- no point is ok in both, so no throughput is compared")
+        out.append("")
+    return out
+
+
 # --- output --------------------------------------------------------------------------------
 
 def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT_COST,
                  dualpipe_n: tuple[int, ...] = (16, 32), measured: list[dict] | None = None,
-                 measured_source: str = "") -> str:
+                 measured_source: str = "", registry: list[dict] | None = None,
+                 reference: list[dict] | None = None, reference_source: str = "",
+                 reference_measured: list[dict] | None = None,
+                 reference_measured_source: str = "") -> str:
     costs_present = {cost_of(r) for r in rows}
     if cost not in costs_present and costs_present:
         cost = max(costs_present, key=lambda c: sum(cost_of(r) == c for r in rows))
-    lines = header(rows, source)
-    lines += bubble_tables(rows)
+    sort_key = order_key(schedule_order(registry, list(rows) + list(measured or [])))
+    lines = header(rows, source, reference, reference_source, registry is not None)
+    lines += bubble_tables(rows, sort_key)
     lines += dualpipe_table(rows, pp, cost, list(dualpipe_n))
     lines += activation_table(rows, cost)
     if measured:
-        lines += measured_sections(measured, measured_source)
+        lines += measured_sections(measured, measured_source, sort_key, reference_measured,
+                                   reference_measured_source)
+    lines += reference_section(rows, source, reference, reference_source, measured,
+                               measured_source, reference_measured, reference_measured_source)
     return "\n".join(lines).rstrip() + "\n"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Write the markdown report (bubble tables, DualPipe comparison, activation "
-                    "memory) from sweep results.",
+                    "memory, measured runs, latest against the reference) from sweep results.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path, help="JSON Lines from scripts/sweep.py")
-    parser.add_argument("--out", type=Path, default=Path("results/REPORT.md"),
+    parser.add_argument("--out", type=Path, default=Path("results/latest/REPORT.md"),
                         help="report path (default: %(default)s)")
     parser.add_argument("--pp", type=int, default=8,
                         help="pipeline stages PP of the DualPipe comparison (default: %(default)s)")
     parser.add_argument("--dualpipe-n", default="16,32",
                         help="micro-batch counts of the DualPipe comparison (default: %(default)s)")
     parser.add_argument("--measured", type=Path,
-                        help="JSON Lines of `ppbench run` sweep rows (e.g. results/cpu.jsonl): "
+                        help="JSON Lines of `ppbench run` sweep rows (e.g. results/latest/cpu.jsonl): "
                              "adds the measured section")
+    parser.add_argument("--reference", type=Path,
+                        help="the committed simulated records to compare with (e.g. "
+                             "results/reference/theory.jsonl)")
+    parser.add_argument("--reference-measured", type=Path,
+                        help="the committed measured records to set beside --measured (e.g. "
+                             "results/reference/cpu.jsonl)")
+    parser.add_argument("--ppbench",
+                        help="ppbench binary: schedule order and names from `ppbench list "
+                             "--format json` (default: the order in the data)")
     parser.add_argument("--cost", default=DEFAULT_COST,
                         help="cost setting of sections 2 and 3 (default: %(default)s)")
     return parser.parse_args(argv)
 
 
+def read_optional(path: Path | None) -> list[dict] | None:
+    return None if path is None else load_records(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rows = load_rows(args.results)
+        rows = load_records(args.results)
+        measured = read_optional(args.measured) or []
+        reference = read_optional(args.reference)
+        reference_measured = read_optional(args.reference_measured)
     except OSError as e:
         print(f"report: {e}", file=sys.stderr)
         return 1
     if not rows:
         print(f"report: no rows in {args.results}", file=sys.stderr)
         return 1
-    measured: list[dict] = []
-    if args.measured is not None:
-        try:
-            measured = load_rows(args.measured)
-        except OSError as e:
-            print(f"report: {e}", file=sys.stderr)
-            return 1
+    try:
+        registry = schedule_registry(args.ppbench)
+    except PpbenchError as e:
+        print(f"report: {e}", file=sys.stderr)
+        return e.code
     ns = tuple(int(n) for n in args.dualpipe_n.split(","))
-    atomic_write(args.out, build_report(rows, str(args.results), args.pp, args.cost, ns,
-                                        measured, str(args.measured or "")))
+    atomic_write(args.out, build_report(
+        rows, str(args.results), args.pp, args.cost, ns, measured, str(args.measured or ""),
+        registry, reference, str(args.reference or ""), reference_measured,
+        str(args.reference_measured or "")))
     print(f"wrote {args.out}")
     return 0
 

@@ -1,15 +1,37 @@
 """Reading and writing ppbench's result files, shared by the sweep, plot and report scripts.
 
-Records are JSON Lines; every file is written atomically (a sibling temp file renamed over the
-target), so a reader never sees half a file, even if the writer is killed.
+Records are JSON Lines. A sweep appends one line per point through append_jsonl (one write
+under an exclusive fcntl.flock, so two writers never interleave and a reader never sees half
+a line); a point that is re-run is appended again, and the later line stands (latest_rows).
+Every other file is written atomically (a sibling temp file renamed over the target), so a
+reader never sees half a file, even if the writer is killed.
+
+The schedule registry (`ppbench list --format json`) is read once per process by
+schedule_registry(); schedule_order() gives the registry's order, or the order in the data when
+no ppbench is given.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Callable, Iterable
+
+# ppbench's exit codes: 2 bad input, 3 a machine or environment problem.
+EXIT_INVALID, EXIT_MACHINE = 2, 3
+
+
+class PpbenchError(Exception):
+    """ppbench could not be used; .code is the exit code to leave with (2: no such file,
+    3: it exists but cannot run, 1: it ran and failed)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
 
 
 def load_rows(path: Path) -> list[dict]:
@@ -19,10 +41,44 @@ def load_rows(path: Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except ValueError:
             print(f"warning: {path}:{n}: not JSON, skipped", file=sys.stderr)
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            print(f"warning: {path}:{n}: not a JSON object, skipped", file=sys.stderr)
     return rows
+
+
+def point_key(row: dict) -> str | None:
+    """The requested point of a sweep row (its "point" object, canonical JSON); None if absent."""
+    point = row.get("point")
+    return json.dumps(point, sort_keys=True) if isinstance(point, dict) else None
+
+
+def latest_rows(rows: Iterable[dict],
+                key: Callable[[dict], Any] = point_key) -> list[dict]:
+    """One row per point: a later row of the same point replaces the earlier one in its place
+    (a sweep appends a re-run point again). Rows without a key are all kept."""
+    out: list[dict | None] = []
+    where: dict[Any, int] = {}
+    for row in rows:
+        k = key(row)
+        if k is None:
+            out.append(row)
+        elif k in where:
+            out[where[k]] = row
+        else:
+            where[k] = len(out)
+            out.append(row)
+    return [r for r in out if r is not None]
+
+
+def load_records(path: Path) -> list[dict]:
+    """load_rows, then latest_rows: what the sweep recorded for each point, last word kept."""
+    return latest_rows(load_rows(path))
 
 
 def file_mode(path: Path) -> int:
@@ -50,3 +106,112 @@ def atomic_write(path: Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def append_jsonl(path: Path, row: dict) -> None:
+    """Append one row to a JSON Lines file: the only way a sweep adds a record.
+
+    The line is written with a single os.write under an exclusive fcntl.flock on the file, and
+    synced before the lock is released (append_text).
+    """
+    append_text(path, json.dumps(row, separators=(",", ":")) + "\n")
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append whole lines to a file with one os.write under an exclusive fcntl.flock, synced
+    before the lock is released. Should the file not end with a newline (a writer killed in the
+    middle of its write by something harsher than a signal), the text starts on a new line so
+    that its lines stay whole; the broken line is then skipped by load_rows."""
+    data = text.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, file_mode(path))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(f"{path}: short write ({written} of {len(data)} bytes)")
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def rewrite_jsonl(path: Path, rows: Iterable[dict]) -> None:
+    """Replace a JSON Lines file atomically with rows (under the same lock as append_jsonl)."""
+    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+    if not path.exists():
+        atomic_write(path, text)
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        atomic_write(path, text)
+    finally:
+        os.close(fd)
+
+
+# --- the schedule registry ------------------------------------------------------------------
+
+_REGISTRY: dict[str, list[dict]] = {}
+
+
+def schedule_registry(ppbench: str | os.PathLike | None, timeout: float = 60.0) -> list[dict] | None:
+    """`ppbench list --format json`'s schedules (name, title, source, constraints, layout,
+    uses_chunks, closed_form), in the registry's order; run once per ppbench and process.
+
+    None when ppbench is None (the callers then use the order in the data). Raises PpbenchError:
+    code 2 when the path does not exist, 3 when it cannot be run, 1 when it fails or prints
+    something else than the registry.
+    """
+    if ppbench is None:
+        return None
+    path = str(ppbench)
+    if path in _REGISTRY:
+        return _REGISTRY[path]
+    if not os.path.exists(path):
+        raise PpbenchError(f"ppbench '{path}' does not exist (build it first: make)", 2)
+    try:
+        proc = subprocess.run([path, "list", "--format", "json"], capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PpbenchError(f"cannot run ppbench '{path}': {e}", 3) from e
+    if proc.returncode != 0:
+        message = next((l.strip() for l in proc.stderr.splitlines() if l.strip()), "")
+        code = EXIT_MACHINE if proc.returncode == EXIT_MACHINE else 1
+        raise PpbenchError(f"'{path} list --format json' exited {proc.returncode}"
+                           + (f": {message}" if message else ""), code)
+    try:
+        schedules = json.loads(proc.stdout)["schedules"]
+        if not isinstance(schedules, list) or not all(
+                isinstance(s, dict) and isinstance(s.get("name"), str) for s in schedules):
+            raise ValueError("no list of named schedules")
+    except (ValueError, KeyError, TypeError) as e:
+        raise PpbenchError(f"'{path} list --format json' printed no schedule registry: {e}",
+                           1) from e
+    _REGISTRY[path] = schedules
+    return schedules
+
+
+def schedule_order(registry: list[dict] | None, rows: Iterable[dict] = ()) -> list[str]:
+    """Schedule names in the registry's order (then any the registry lacks, as the data has
+    them); without a registry, in the order the data first names them."""
+    names: list[str] = [s["name"] for s in registry] if registry else []
+    for row in rows:
+        point = row.get("point") if isinstance(row.get("point"), dict) else {}
+        name = row.get("schedule", point.get("schedule"))
+        if isinstance(name, str) and name not in names:
+            names.append(name)
+    return names
+
+
+def order_key(order: list[str]) -> Callable[[str], tuple[int, str]]:
+    """Sort key of a series label ("interleaved-1f1b v=2") by its schedule's place in order."""
+    place = {name: i for i, name in enumerate(order)}
+
+    def key(label: str) -> tuple[int, str]:
+        name = label.split(" ")[0]
+        return (place.get(name, len(place)), label)
+
+    return key

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Run a parameter sweep of `ppbench simulate` or `ppbench run` and record every point.
 
-SPEC is a JSON file:
+SPEC is a JSON file that follows benchmarks/sweeps/sweep.schema.json (docs/bench.md):
 
     {"name": "theory",
      "timeout": 300,
-     "runs": [{"schedule": ["gpipe", "1f1b"], "devices": [2, 4, 8],
+     "runs": [{"name": "uniform", "schedule": ["gpipe", "1f1b"], "devices": [2, 4, 8],
                "microbatches": [1, 2, 4, 8], "chunks": [2], "group_size": [0],
                "cost": ["F=1,B=2"], "comm": [0]},
               {"command": "run", "workload": ["mlp"], "workload_flags": ["--layers 8 --width 256"],
@@ -16,56 +16,88 @@ Each group of "runs" is expanded to the cartesian product of its lists (a scalar
 one-element list; a missing key means ppbench's default). "command" is "simulate" (the default:
 keys schedule, devices, microbatches, chunks, group_size, cost, comm) or "run" (real training
 steps: keys schedule, devices, microbatches, chunks, group_size, workload, workload_flags,
-microbatch_size, dtype, steps, warmup, seed, recompute, backend, virtual_devices).
-"workload_flags" is one string of workload options per value ("--preset tiny-llama --seq 64").
-"backend" is ppbench's --backend (cpu when not given); "virtual_devices": true (cuda only) runs
-each point on one GPU split into D green-context partitions (`--virtual-devices D`, D the point's
-devices), which is how benchmarks/sweeps/gpu.json puts D ranks on one GPU.
-"chunks" and "group_size" are passed only to schedules that take them (interleaved-1f1b); for the
-others they are recorded as 1 and 0. The spec's optional "timeout" is the seconds allowed per
-point (--timeout overrides it).
+microbatch_size, dtype, steps, warmup, seed, recompute, backend, virtual_devices). A group may
+have a "name" (used in messages) and a "description". "workload_flags" is one string of workload
+options per value ("--preset tiny-llama --seq 64"). "backend" is ppbench's --backend (cpu when
+not given); "virtual_devices": true (cuda only) runs each point on one GPU split into D
+green-context partitions (`--virtual-devices D`). "chunks" and "group_size" are passed only to
+schedules that take them (interleaved-1f1b); for the others they are recorded as 1 and 0. The
+spec's optional "timeout" is the seconds allowed per point (--timeout overrides it).
 
-Every point becomes one line of PREFIX.jsonl:
+Before anything runs, the spec is checked against the schema (a problem is one line naming the
+file, the group by index and name, the key and what is allowed; exit 2) and --ppbench is
+probed: a path that does not exist is exit 2, one that exists but cannot run is exit 3.
+
+Every point becomes one line appended to PREFIX.jsonl (results_io.append_jsonl: one write under
+an fcntl.flock):
   - exit 0: ppbench's JSON object plus "sweep", "status": "ok", "point" (and for simulate
-    points "cost", "comm"; for run points "closed_form": the closed-form bubble of the same
+    points "cost", "comm"; for run points "closed_form": the closed form of the same
     schedule, D, N, v from `ppbench simulate --cost F=1,B=2`, null where none applies)
   - exit 2: {"status": "invalid", "error": <ppbench's one-line message>, ...point}
+  - exit 3: {"status": "error", ...}: the machine, not the point (no CUDA device visible, a
+    ppbench built without CUDA, a library missing); retried on the next sweep
   - else:   {"status": "error", "error": ..., ...point}  (crash, timeout, unparseable output)
-Exit 3 blames the machine rather than the point (no CUDA device visible, a ppbench built
-without CUDA, a library missing): an "error", since the point itself may be valid and must be
-retried on a machine that can run it. The exit code decides, never the message.
+The exit code decides, never the message. Every row also carries "recorded_by": the ppbench
+that made it (git commit as ppbench reports it, "-dirty" included, and the binary's sha256) and
+the machine (host, CPU model and cores, GPU model).
 
-Points already recorded in PREFIX.jsonl with status ok or invalid are skipped (key: command and
-every spec key above, e.g. schedule, devices, microbatches, chunks, group_size, cost, comm,
-workload, workload_flags, ...); "error" rows are retried and replaced, and --force re-runs
-everything. PREFIX.jsonl is rewritten atomically after every point (temp file in the same
-directory, then os.replace), and PREFIX.csv is regenerated from it the same way: simulate rows
-in the simulate columns, run rows in the run columns (step time, throughput, measured and
-predicted bubble, gap, loss, grad norm, peak bytes, and for GPU runs the GPU, the placement,
-the SMs of each rank's partition, whether the driver granted them as requested, and the
-transport). When one file holds both kinds, the run rows go to PREFIX-run.csv.
+Resume: a point is skipped when PREFIX.jsonl holds an ok or invalid row of it whose
+"recorded_by" equals this sweep's: the same machine and the same ppbench (commit and binary).
+Rows of another machine, commit or build are never taken for this one: at the start they are
+moved to PREFIX.previous.jsonl (replacing what was there) and their points run again. "error"
+rows are retried, and --force re-runs everything. A re-run point is appended again; the later
+line stands (results_io.latest_rows), and the file is compacted when the sweep ends.
+
+PREFIX.csv is rewritten atomically after every recorded point, so it always holds the same
+points as PREFIX.jsonl: simulate rows in the simulate columns, run rows in the run columns (step
+time, throughput, measured and predicted bubble, gap, loss, grad norm, peak bytes, and for GPU
+runs the GPU, the placement, the SMs of each rank's partition, whether the driver granted them
+as requested, and the transport). When one file holds both kinds, the run rows go to
+PREFIX-run.csv. PREFIX.summary.json records what this sweep did (see --summarize).
+
+Ctrl-C (SIGINT) or SIGTERM: the running point's process is killed and that point is not
+recorded; every line already in PREFIX.jsonl is whole and PREFIX.csv matches it; one line
+"sweep: interrupted after K of M points; records in PREFIX.jsonl" and exit 130 (SIGINT) or
+143 (SIGTERM). The next sweep resumes there.
+
+Exit codes: 0 done (--fail-on-error: 1 if a point ended as an error row); 2 a bad spec or
+option, or no ppbench at --ppbench; 3 a machine problem (ppbench cannot run, jsonschema is not
+installed, another sweep is writing PREFIX); 1 ppbench failed its probe; 130/143 interrupted.
 
 Progress: one line per point, "[i/n] <point> ... <outcome> (<seconds> s)"; GPU rows also name
 the partitions they ran on ("4x32 SMs").
+
+--summarize PREFIX... prints what the last sweep into each PREFIX did (from PREFIX.summary.json):
+points measured, skipped, invalid and errors, the machine and the commit, and with --report and
+--figures where those are (`make bench` ends with it).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import itertools
 import json
+import math
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from results_io import atomic_write
+from results_io import (EXIT_INVALID, EXIT_MACHINE, PpbenchError, append_jsonl, append_text,
+                        atomic_write, rewrite_jsonl)
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "benchmarks" / "sweeps" / "sweep.schema.json"
 
 # Schedules that take --chunks / --group-size (see `ppbench list`).
 CHUNKED_SCHEDULES = frozenset({"interleaved-1f1b"})
@@ -74,14 +106,22 @@ SPEC_KEYS = ("schedule", "devices", "microbatches", "chunks", "group_size", "cos
 RUN_KEYS = ("command", "backend", "virtual_devices", "workload", "workload_flags", "schedule",
             "devices", "microbatches", "chunks", "group_size", "microbatch_size", "dtype", "steps",
             "warmup", "seed", "recompute")
+# Keys of a group that describe it rather than its points.
+GROUP_META_KEYS = ("name", "description")
 COMMANDS = ("simulate", "run")
 # Simulate keys a run point does not take, and run keys a simulate point does not take.
 SIMULATE_ONLY = frozenset({"cost", "comm"})
 RUN_ONLY = frozenset(RUN_KEYS) - frozenset(SPEC_KEYS) - {"command"}
 # The closed form recorded beside run points: the theory's uniform per-stage costs.
 CLOSED_FORM_COST = "F=1,B=2"
-# ppbench's exit codes (see the module doc).
-EXIT_INVALID, EXIT_MACHINE = 2, 3
+# Exit codes of this script beyond ppbench's (results_io): interrupted by a signal: 128 + signum.
+EXIT_FAILURE = 1
+# What makes a recorded row stand for this sweep's run of the same point (see the module doc).
+IDENTITY_FIELDS = ("git_commit", "host", "cpu", "cpu_cores", "gpu", "ppbench_sha256")
+# The probe: the cheapest point ppbench has.
+PROBE_ARGV = ["simulate", "--schedule", "naive", "--devices", "1", "--microbatches", "1",
+              "--format", "json"]
+PROBE_TIMEOUT = 120.0
 
 CSV_COLUMNS = (
     "schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm", "status",
@@ -104,6 +144,26 @@ RUN_CSV_COLUMNS = RUN_POINT_COLUMNS + (
     "max_measured_peak_bytes", "max_model_peak_bytes", "gpu", "placement", "sms_per_rank",
     "partitions_as_requested", "transport", "cpu", "cpu_cores", "host", "git_commit", "date",
 )
+
+
+class SpecError(Exception):
+    """A bad spec or option: one line for the user, exit 2."""
+
+
+class MachineError(Exception):
+    """The machine or environment stops the sweep (a module missing, the prefix locked): exit 3."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM stopped the sweep after `done` of `total` points."""
+
+    def __init__(self, signum: int, done: int, total: int, records: Path):
+        super().__init__(f"interrupted after {done} of {total} points; records in {records}")
+        self.signum, self.done, self.total, self.records = signum, done, total, records
+
+
+class Stopped(Exception):
+    """Raised where a child process ends because a stop signal came (see run_child)."""
 
 
 @dataclass(frozen=True)
@@ -252,62 +312,357 @@ def as_list(value: Any) -> list:
 
 
 def expand_spec(spec: dict) -> list[Point]:
-    """The cartesian product of every group, in order, without duplicates."""
+    """The cartesian product of every group, in order, without duplicates.
+
+    Checks what make_point checks (known command and keys, the required ones, virtual_devices
+    only with cuda) and raises ValueError naming the group; load_spec checks the schema first.
+    """
     if not isinstance(spec.get("runs"), list):
         raise ValueError("spec needs a 'runs' list of parameter groups")
     points: dict[tuple, Point] = {}
     for i, group in enumerate(spec["runs"]):
+        where = group_text(i, group)
+        if not isinstance(group, dict):
+            raise ValueError(f"{where}: a group is a JSON object, got {short_json(group)}")
         command = group.get("command", "simulate")
         if command not in COMMANDS:
-            raise ValueError(f"runs[{i}]: unknown command '{command}' (known: {COMMANDS})")
+            raise ValueError(f"{where}: unknown command '{command}' (known: {', '.join(COMMANDS)})")
         keys = RUN_KEYS if command == "run" else ("command",) + SPEC_KEYS
-        unknown = set(group) - set(keys)
+        unknown = set(group) - set(keys) - set(GROUP_META_KEYS)
         if unknown:
-            raise ValueError(f"runs[{i}]: unknown keys {sorted(unknown)} for command "
-                             f"'{command}' (known: {keys})")
+            raise ValueError(f"{where}: unknown keys {sorted(unknown)} for command "
+                             f"'{command}' (known: {', '.join(keys + GROUP_META_KEYS)})")
         required = ("schedule", "devices", "microbatches") + (
             ("workload",) if command == "run" else ())
         for key in required:
             if key not in group:
-                raise ValueError(f"runs[{i}]: missing '{key}'")
+                raise ValueError(f"{where}: missing '{key}'")
         names = [k for k in keys if k != "command"]
         lists = [as_list(group.get(k)) for k in names]
         for values in itertools.product(*lists):
-            point = make_point(command=command, **dict(zip(names, values)))
+            try:
+                point = make_point(command=command, **dict(zip(names, values)))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{where}: {e}") from None
             points.setdefault(point.key(), point)
     return list(points.values())
 
 
-def row_key(row: dict) -> tuple | None:
-    """The key of a recorded row: its requested point, as written by this script."""
-    point = row.get("point")
-    if not isinstance(point, dict):
-        point = row  # a row written by another tool: use its top-level fields
+def group_text(index: int, group: Any) -> str:
+    """runs[1] ("transformer"): the group by index, and by name when it has one."""
+    name = group.get("name") if isinstance(group, dict) else None
+    return f'runs[{index}]' + (f' ("{name}")' if isinstance(name, str) and name else "")
+
+
+def short_json(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+# --- checking a spec -----------------------------------------------------------------------
+
+def reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (a finite number is needed)")
+
+
+def load_spec(path: Path) -> tuple[dict, list[Point]]:
+    """Read, check against the schema and expand a spec; SpecError (exit 2) with one line
+    naming the file, the group and the key; MachineError (exit 3) without jsonschema."""
     try:
-        keys = RUN_KEYS if point.get("command") == "run" else SPEC_KEYS
-        return make_point(**{k: point.get(k) for k in keys}).key()
-    except (TypeError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the spec: {e.strerror or e}") from None
+    try:
+        spec = json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{path}: not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except ValueError as e:
+        raise SpecError(f"{path}: not JSON: {e}") from None
+    problem = schema_problem(spec)
+    if problem:
+        raise SpecError(f"{path}: {problem}")
+    try:
+        points = expand_spec(spec)
+    except ValueError as e:
+        raise SpecError(f"{path}: {e}") from None
+    return spec, points
+
+
+def load_schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def schema_problem(spec: Any) -> str | None:
+    """The first problem of spec against benchmarks/sweeps/sweep.schema.json as one line
+    (where, which key, what is allowed), or None when it conforms."""
+    try:
+        import jsonschema
+    except ImportError:
+        raise MachineError("the Python module jsonschema is not installed (needed to check sweep "
+                           "specs): install it with '.venv/bin/pip install -r "
+                           "scripts/requirements.txt' (or 'make deps')") from None
+    schema = load_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(spec))
+    if error is None:
         return None
+    return describe_schema_error(error, spec, schema)
 
 
-def run_point(ppbench: str, point: Point, sweep: str, timeout: float) -> dict:
-    """Run one point and turn the outcome into a row."""
-    base = {"sweep": sweep, "point": point.as_dict()}
+def key_description(schema: dict, group: Any, key: str) -> str:
+    """The schema's description of key: a group key (simulate or run group) or a top-level one."""
+    defs = schema["$defs"]
+    if group is None:
+        prop = schema["properties"].get(key, {})
+    else:
+        kind = "runGroup" if isinstance(group, dict) and group.get("command") == "run" \
+            else "simulateGroup"
+        prop = defs[kind]["properties"].get(key, {})
+    if "description" not in prop and "$ref" in prop:
+        prop = defs[prop["$ref"].rsplit("/", 1)[1]]
+    return prop.get("description", "")
+
+
+def group_keys(schema: dict, group: Any) -> tuple[str, list[str], list[str]]:
+    kind = "run" if isinstance(group, dict) and group.get("command") == "run" else "simulate"
+    body = schema["$defs"][f"{kind}Group"]
+    return kind, list(body["properties"]), list(body["required"])
+
+
+def describe_schema_error(error: Any, spec: Any, schema: dict) -> str:
+    path = list(error.absolute_path)
+    group = None
+    if len(path) >= 2 and path[0] == "runs" and isinstance(path[1], int):
+        group = spec["runs"][path[1]]
+        where = group_text(path[1], group)
+        rest = path[2:]
+    else:
+        where = "top level"
+        rest = path
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else "?"
+        if group is None and not rest:
+            return (f"{where}: missing key \"{missing}\"; allowed: "
+                    f"{key_description(schema, None, missing)}")
+        kind, _, required = group_keys(schema, group)
+        return (f"{where}: missing key \"{missing}\" (a {kind} group needs "
+                f"{', '.join(required)}); allowed: {key_description(schema, group, missing)}")
+    if error.validator == "additionalProperties":
+        instance = error.instance if isinstance(error.instance, dict) else {}
+        if group is None and not rest:
+            known = list(schema["properties"])
+            kind_text = "a sweep spec"
+        else:
+            kind, known, _ = group_keys(schema, group)
+            kind_text = f"a {kind} group"
+        extra = [k for k in instance if k not in known]
+        key = extra[0] if extra else "?"
+        return (f"{where}: unknown key \"{key}\"; allowed keys for {kind_text}: "
+                f"{', '.join(known)}")
+    if not rest:  # the group itself, or the whole spec
+        if group is None and where == "top level" and path == []:
+            return f"top level: {error.message}; allowed: {schema['description'].split('.')[0]}"
+        return (f"{where}: {short_json(error.instance)} is not allowed; allowed: "
+                f"{schema['$defs']['group']['description'] if group is not None or path else ''}")
+    key = str(rest[0])
+    value = (group if group is not None else spec).get(key) if isinstance(
+        group if group is not None else spec, dict) else error.instance
+    if key == "runs" and group is None:
+        if len(rest) >= 2 and isinstance(rest[1], int):
+            return (f"runs[{rest[1]}]: {short_json(error.instance)} is not allowed; allowed: "
+                    f"{schema['$defs']['group']['description']}")
+        return f"{where}: key \"runs\": {short_json(value)} is not allowed; allowed: " \
+               f"{key_description(schema, None, 'runs')}"
+    item = ""
+    if len(rest) >= 2 and isinstance(rest[1], int):
+        item = f" (item {rest[1]}: {short_json(error.instance)})"
+    return (f"{where}: key \"{key}\": {short_json(value)}{item} is not allowed; allowed: "
+            f"{key_description(schema, group, key)}")
+
+
+def positive_finite(value: Any, what: str) -> float:
+    """value as seconds: a positive, finite number, else SpecError."""
     try:
-        proc = subprocess.run([ppbench, *point.argv()], capture_output=True, text=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return failed_row(point, base, "error", f"timed out after {timeout:g} s")
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{what} must be a positive number of seconds, got {value!r}") from None
+    if not math.isfinite(number) or number <= 0:
+        raise SpecError(f"{what} must be a positive, finite number of seconds, got {value!r}")
+    return number
+
+
+# --- ppbench ---------------------------------------------------------------------------------
+
+class _Stop:
+    """What the signal handlers share with run_child: the signal that came, the running child."""
+
+    signum: int | None = None
+    child: subprocess.Popen | None = None
+
+
+STOP = _Stop()
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    STOP.signum = signum
+    child = STOP.child
+    if child is not None and child.returncode is None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM kill the running child and set STOP.signum instead of raising, so
+    that a record is never cut in half; the old handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    STOP.signum = None
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def run_child(argv: list[str], timeout: float) -> subprocess.CompletedProcess | None:
+    """Run argv in its own process group; None on timeout (the group is killed). Raises Stopped
+    when a stop signal came while it ran (the handler killed it), OSError when it cannot start."""
+    if STOP.signum is not None:
+        raise Stopped()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    STOP.child = proc
+    try:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            proc.communicate()
+            if STOP.signum is not None:
+                raise Stopped() from None
+            return None
+    finally:
+        STOP.child = None
+        if proc.returncode is None:  # an exception in communicate: leave nothing running
+            kill_group(proc)
+            proc.wait()
+    if STOP.signum is not None:
+        raise Stopped()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a point's whole process group (ppbench and anything it started)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def first_line(text: str) -> str:
+    return next((l.strip() for l in text.splitlines() if l.strip()), "")
+
+
+def probe(ppbench: str) -> dict[str, Any]:
+    """Check that ppbench runs (before the first point) and say who records: recorded_by.
+
+    PpbenchError 2: no such file; 3: it exists but cannot run (not executable, not a program,
+    ppbench's own exit 3); 1: it runs but fails the probe.
+    """
+    if not os.path.exists(ppbench):
+        raise PpbenchError(f"--ppbench {ppbench}: no such file (build it first: make)", 2)
+    if os.path.isdir(ppbench) or not os.access(ppbench, os.X_OK):
+        raise PpbenchError(f"--ppbench {ppbench}: exists but is not an executable file", 3)
+    text = " ".join(PROBE_ARGV[:7])
+    try:
+        proc = run_child([ppbench, *PROBE_ARGV], PROBE_TIMEOUT)
+    except OSError as e:
+        raise PpbenchError(f"--ppbench {ppbench}: cannot run it: {e.strerror or e}", 3) from None
+    if proc is None:
+        raise PpbenchError(f"--ppbench {ppbench}: '{text}' did not finish in "
+                           f"{PROBE_TIMEOUT:g} s", 3)
+    if proc.returncode != 0:
+        code = EXIT_MACHINE if proc.returncode == EXIT_MACHINE else EXIT_FAILURE
+        raise PpbenchError(f"--ppbench {ppbench}: '{text}' exited {proc.returncode}: "
+                           f"{first_line(proc.stderr) or 'no message'}", code)
+    try:
+        prov = json.loads(proc.stdout)["provenance"]
+        if not isinstance(prov, dict):
+            raise TypeError("provenance is not an object")
+    except (ValueError, KeyError, TypeError) as e:
+        raise PpbenchError(f"--ppbench {ppbench}: '{text}' printed no record with provenance: "
+                           f"{e}", EXIT_FAILURE) from None
+    gpus: list[str] = []
+    try:
+        version = run_child([ppbench, "--version"], PROBE_TIMEOUT)
+        for line in (version.stdout + version.stderr).splitlines() if version else []:
+            head, _, rest = line.partition(": ")
+            if head.startswith("GPU ") and head[4:].strip().isdigit() and rest:
+                gpus.append(rest.split(",")[0].strip())
+    except OSError:
+        pass
+    return {"git_commit": prov.get("git_commit"), "host": prov.get("host"),
+            "cpu": prov.get("cpu"), "cpu_cores": prov.get("cpu_cores"),
+            "gpu": ", ".join(gpus) or None, "ppbench": ppbench,
+            "ppbench_sha256": sha256_of(ppbench)}
+
+
+def identity_of(recorded_by: Any) -> tuple | None:
+    if not isinstance(recorded_by, dict):
+        return None
+    return tuple(recorded_by.get(k) for k in IDENTITY_FIELDS)
+
+
+def machine_text(rb: dict) -> str:
+    """host vm, CPU AMD EPYC (2 cores), no GPU."""
+    cores = f" ({rb['cpu_cores']} cores)" if rb.get("cpu_cores") else ""
+    gpu = f"GPU {rb['gpu']}" if rb.get("gpu") else "no GPU visible to ppbench"
+    return f"host {rb.get('host') or 'unknown'}, CPU {rb.get('cpu') or 'unknown'}{cores}, {gpu}"
+
+
+def who_text(rb: dict) -> str:
+    sha = str(rb.get("ppbench_sha256") or "")[:12]
+    return (f"ppbench at commit {rb.get('git_commit') or 'unknown'}"
+            + (f" (binary sha256 {sha}…)" if sha else "") + f" on {machine_text(rb)}")
+
+
+# --- running points -------------------------------------------------------------------------
+
+def run_point(ppbench: str, point: Point, sweep: str, timeout: float,
+              recorded_by: dict | None = None) -> dict:
+    """Run one point and turn the outcome into a row (Stopped when a stop signal came)."""
+    base: dict[str, Any] = {"sweep": sweep, "point": point.as_dict()}
+    if recorded_by is not None:
+        base["recorded_by"] = recorded_by
+    try:
+        proc = run_child([ppbench, *point.argv()], timeout)
     except OSError as e:
         return failed_row(point, base, "error", f"cannot run {ppbench}: {e}")
+    if proc is None:
+        return failed_row(point, base, "error", f"timed out after {timeout:g} s")
     stderr = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
     if proc.returncode in (EXIT_INVALID, EXIT_MACHINE):
-        message = stderr[0] if stderr else "invalid parameters"
+        message = stderr[0] if stderr else (
+            "invalid parameters" if proc.returncode == EXIT_INVALID else "machine problem")
         return failed_row(point, base, "invalid" if proc.returncode == EXIT_INVALID else "error",
-                          message)
+                          message, proc.returncode)
     if proc.returncode != 0:
         message = stderr[-1] if stderr else ""
-        return failed_row(point, base, "error", f"exit {proc.returncode}: {message}".strip())
+        return failed_row(point, base, "error", f"exit {proc.returncode}: {message}".strip(),
+                          proc.returncode)
     try:
         result = json.loads(proc.stdout)
         if not isinstance(result, dict):
@@ -328,62 +683,119 @@ def run_point(ppbench: str, point: Point, sweep: str, timeout: float) -> dict:
 def closed_form(ppbench: str, point: Point, timeout: float) -> dict | None:
     """The closed form ppbench states for this schedule, D, N, v (None when it cannot say)."""
     try:
-        proc = subprocess.run([ppbench, *point.closed_form_argv()], capture_output=True,
-                              text=True, timeout=timeout, check=False)
-        result = json.loads(proc.stdout) if proc.returncode == 0 else None
-    except (subprocess.TimeoutExpired, OSError, ValueError):
+        proc = run_child([ppbench, *point.closed_form_argv()], timeout)
+        result = json.loads(proc.stdout) if proc is not None and proc.returncode == 0 else None
+    except (OSError, ValueError):
         return None
     value = result.get("closed_form") if isinstance(result, dict) else None
     return value if isinstance(value, dict) else None
 
 
-def failed_row(point: Point, base: dict, status: str, error: str) -> dict:
+def failed_row(point: Point, base: dict, status: str, error: str,
+               exit_code: int | None = None) -> dict:
     row = point.as_dict()
     row.update(base)
     row.update({"status": status, "error": error})
+    if exit_code is not None:
+        row["exit_code"] = exit_code
     return row
 
 
-class Records:
-    """PREFIX.jsonl held in memory: raw lines (kept verbatim) and the rows parsed from them."""
+def row_key(row: dict) -> tuple | None:
+    """The key of a recorded row: its requested point, as written by this script."""
+    point = row.get("point")
+    if not isinstance(point, dict):
+        point = row  # a row written by another tool: use its top-level fields
+    try:
+        keys = RUN_KEYS if point.get("command") == "run" else SPEC_KEYS
+        return make_point(**{k: point.get(k) for k in keys}).key()
+    except (TypeError, ValueError):
+        return None
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.lines: list[str] = []
-        self.index: dict[tuple, int] = {}
-        if path.exists():
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+
+class Records:
+    """PREFIX.jsonl: the rows of this sweep's ppbench and machine, one per point (the last
+    line of a point stands), and what the file held from others (set aside at settle())."""
+
+    def __init__(self, prefix: Path, recorded_by: dict):
+        self.path = prefix.with_name(prefix.name + ".jsonl")
+        self.csv_path = prefix.with_name(prefix.name + ".csv")
+        self.previous_path = prefix.with_name(prefix.name + ".previous.jsonl")
+        self.identity = identity_of(recorded_by)
+        self.rows: dict[tuple, dict] = {}
+        self.others: list[str] = []         # raw lines of other machines / builds / unreadable
+        self.other_by: dict[tuple, dict] = {}
+        self.unattributed = 0
+        self.lines = 0
+        if self.path.exists():
+            for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
                 if not line.strip():
                     continue
-                self.lines.append(line)
+                self.lines += 1
                 try:
-                    key = row_key(json.loads(line))
+                    row = json.loads(line)
+                    key = row_key(row) if isinstance(row, dict) else None
                 except ValueError:
-                    print(f"warning: {path}:{n}: not JSON, kept as is", file=sys.stderr)
-                    continue
-                if key is not None:
-                    self.index[key] = len(self.lines) - 1
+                    print(f"warning: {self.path}:{n}: not JSON, set aside", file=sys.stderr)
+                    key, row = None, None
+                if key is not None and identity_of(row.get("recorded_by")) == self.identity:
+                    self.rows[key] = row  # a later line of the point replaces it in place
+                else:
+                    self.others.append(line)
+                    if isinstance(row, dict) and isinstance(row.get("recorded_by"), dict):
+                        self.other_by.setdefault(identity_of(row["recorded_by"]),
+                                                 row["recorded_by"])
+                    else:
+                        self.unattributed += 1
+
+    def settle(self) -> str | None:
+        """Move other rows to PREFIX.previous.jsonl, compact PREFIX.jsonl, write PREFIX.csv;
+        returns a line saying what was set aside (None when nothing was)."""
+        message = None
+        if self.others:
+            atomic_write(self.previous_path, "".join(l + "\n" for l in self.others))
+            whose = [who_text(rb) for rb in list(self.other_by.values())[:2]]
+            if len(self.other_by) > 2:
+                whose.append("…")
+            if self.unattributed:
+                whose.append(f"{self.unattributed} without recorded_by, e.g. copies of the "
+                             "committed reference records")
+            message = (f"set aside {len(self.others)} records of another machine or ppbench "
+                       f"build ({'; '.join(whose)}) in {self.previous_path}: they do not stand "
+                       "for this run")
+        if self.lines != len(self.rows) or not self.path.exists():
+            rewrite_jsonl(self.path, self.rows.values())  # created empty when new, like the CSV
+            self.lines = len(self.rows)
+        self.write_csv()
+        return message
 
     def status(self, point: Point) -> str | None:
-        i = self.index.get(point.key())
-        return None if i is None else json.loads(self.lines[i]).get("status")
+        row = self.rows.get(point.key())
+        return None if row is None else row.get("status")
 
     def put(self, point: Point, row: dict) -> None:
-        line = json.dumps(row, sort_keys=False, separators=(",", ":"))
-        i = self.index.get(point.key())
-        if i is None:
-            self.index[point.key()] = len(self.lines)
-            self.lines.append(line)
+        """Append the row (one locked write), then bring PREFIX.csv in step: a new point whose
+        kind the CSV already holds is appended as one row; anything else (a point run again,
+        the first row of a kind) rewrites the CSV atomically."""
+        append_jsonl(self.path, row)
+        self.lines += 1
+        key = point.key()
+        before = csv_layout(self.rows.values())
+        new = key not in self.rows
+        self.rows[key] = row
+        if new and before == csv_layout(self.rows.values()) and self.csv_path.exists():
+            path, columns, make_row = csv_target(self.csv_path, before, is_run_row(row))
+            append_text(path, csv_text(columns, make_row, [row], header=False))
         else:
-            self.lines[i] = line
-        atomic_write(self.path, "".join(l + "\n" for l in self.lines))
+            self.write_csv()
 
-    def rows(self) -> Iterable[dict]:
-        for line in self.lines:
-            try:
-                yield json.loads(line)
-            except ValueError:
-                continue
+    def compact(self) -> None:
+        if self.lines != len(self.rows):
+            rewrite_jsonl(self.path, self.rows.values())
+            self.lines = len(self.rows)
+
+    def write_csv(self) -> list[Path]:
+        return write_csv(self.csv_path, self.rows.values())
 
 
 def csv_row(row: dict) -> dict[str, Any]:
@@ -476,13 +888,30 @@ def partition_text(row: dict) -> str:
     return "/".join(str(n) for n in sms) + " SMs"
 
 
-def csv_text(columns: tuple[str, ...], make_row, rows: Iterable[dict]) -> str:
+def csv_text(columns: tuple[str, ...], make_row, rows: Iterable[dict],
+             header: bool = True) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
+    if header:
+        writer.writeheader()
     for row in rows:
         writer.writerow(make_row(row))
     return buf.getvalue()
+
+
+def csv_layout(rows: Iterable[dict]) -> tuple[bool, bool]:
+    """(any run rows, any simulate rows): which CSV files hold which rows (write_csv)."""
+    kinds = {is_run_row(r) for r in rows}
+    return (True in kinds, False in kinds)
+
+
+def csv_target(path: Path, layout: tuple[bool, bool], run: bool):
+    """The file, columns and row maker a row of that kind goes to under a layout."""
+    if not run:
+        return path, CSV_COLUMNS, csv_row
+    if layout[1]:  # simulate rows too: the run rows have PREFIX-run.csv
+        return path.with_name(path.stem + "-run" + path.suffix), RUN_CSV_COLUMNS, run_csv_row
+    return path, RUN_CSV_COLUMNS, run_csv_row
 
 
 def write_csv(path: Path, rows: Iterable[dict]) -> list[Path]:
@@ -525,56 +954,209 @@ def describe(row: dict) -> str:
 DEFAULT_TIMEOUT = 600.0
 
 
+@contextmanager
+def prefix_lock(prefix: Path) -> Iterator[None]:
+    """One sweep at a time per PREFIX: an exclusive flock on PREFIX.jsonl.lock while it runs."""
+    import fcntl
+    lock = prefix.with_name(prefix.name + ".jsonl.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise MachineError(f"another sweep is writing {prefix}.jsonl (it holds {lock})") \
+                from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
               timeout: float | None = None) -> dict[str, int]:
-    spec = json.loads(spec_path.read_text(encoding="utf-8"))
-    name = spec.get("name") or spec_path.stem
-    if timeout is None:
-        timeout = float(spec.get("timeout") or DEFAULT_TIMEOUT)
-    points = expand_spec(spec)
-    records = Records(prefix.with_name(prefix.name + ".jsonl"))
+    """Check the spec and ppbench, run the points not yet recorded, return the counts.
+
+    Raises SpecError (2), PpbenchError (its code), MachineError (3) before any point runs, and
+    Interrupted after a stop signal (every record written is whole, PREFIX.csv matches).
+    """
+    with stop_signals():
+        spec, points = load_spec(spec_path)
+        name = spec.get("name") or spec_path.stem
+        if timeout is None:
+            timeout = positive_finite(spec.get("timeout", DEFAULT_TIMEOUT),
+                                      f"{spec_path}: timeout")
+        else:
+            timeout = positive_finite(timeout, "--timeout")
+        try:
+            recorded_by = probe(str(ppbench))
+        except Stopped:
+            raise Interrupted(STOP.signum or signal.SIGINT, 0, len(points),
+                              prefix.with_name(prefix.name + ".jsonl")) from None
+        with prefix_lock(prefix):
+            return sweep_points(spec_path, name, points, ppbench, prefix, force, timeout,
+                                recorded_by)
+
+
+def sweep_points(spec_path: Path, name: str, points: list[Point], ppbench: str, prefix: Path,
+                 force: bool, timeout: float, recorded_by: dict) -> dict[str, int]:
+    records = Records(prefix, recorded_by)
+    set_aside = records.settle()
     todo = [p for p in points if force or records.status(p) not in ("ok", "invalid")]
     counts = {"ok": 0, "invalid": 0, "error": 0, "skipped": len(points) - len(todo)}
+    print(f"sweep '{name}': {who_text(recorded_by)}", flush=True)
+    if set_aside:
+        print(f"sweep '{name}': {set_aside}", flush=True)
     print(f"sweep '{name}': {len(points)} points, {counts['skipped']} already recorded in "
-          f"{records.path}, {len(todo)} to run", flush=True)
-    for i, point in enumerate(todo, 1):
-        start = time.monotonic()
-        row = run_point(ppbench, point, name, timeout)
-        records.put(point, row)
-        counts[row["status"]] += 1
-        print(f"[{i}/{len(todo)}] {point.label()} ... {describe(row)} "
-              f"({time.monotonic() - start:.1f} s)", flush=True)
-    write_csv(prefix.with_name(prefix.name + ".csv"), records.rows())
+          f"{records.path} by this ppbench on this machine, {len(todo)} to run", flush=True)
+    done = 0
+    interrupted: int | None = None
+    try:
+        for i, point in enumerate(todo, 1):
+            start = time.monotonic()
+            try:
+                row = run_point(ppbench, point, name, timeout, recorded_by)
+            except Stopped:
+                interrupted = STOP.signum
+                break
+            records.put(point, row)
+            done += 1
+            counts[row["status"]] += 1
+            print(f"[{i}/{len(todo)}] {point.label()} ... {describe(row)} "
+                  f"({time.monotonic() - start:.1f} s)", flush=True)
+            if STOP.signum is not None:
+                interrupted = STOP.signum
+                break
+        if interrupted is None:
+            records.compact()
+    finally:
+        write_summary(prefix, spec_path, name, points, counts, records, recorded_by,
+                      interrupted is not None)
+    if interrupted is not None:
+        raise Interrupted(interrupted, done, len(todo), records.path)
     print(f"sweep '{name}': {counts['ok']} ok, {counts['invalid']} invalid, {counts['error']} "
           f"error, {counts['skipped']} skipped -> {records.path}", flush=True)
     return counts
 
 
+def summary_path(prefix: Path) -> Path:
+    return prefix.with_name(prefix.name + ".summary.json")
+
+
+def write_summary(prefix: Path, spec_path: Path, name: str, points: list[Point],
+                  counts: dict[str, int], records: Records, recorded_by: dict,
+                  interrupted: bool) -> None:
+    commands = sorted({p.command for p in points})
+    atomic_write(summary_path(prefix), json.dumps({
+        "sweep": name, "spec": str(spec_path),
+        "command": commands[0] if len(commands) == 1 else "mixed",
+        "points": len(points), **counts, "interrupted": interrupted,
+        "records": str(records.path), "csv": str(records.csv_path),
+        "recorded_by": recorded_by,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }, indent=1) + "\n")
+
+
+def summarize(prefixes: list[Path], reports: list[str] | None = None,
+              figures: str | None = None) -> list[str]:
+    """The lines `make bench` ends with: per sweep what was measured, skipped, invalid and
+    failed; the machine and commit; where the report and figures are."""
+    summaries = []
+    for prefix in prefixes:
+        try:
+            summaries.append((prefix, json.loads(summary_path(prefix).read_text(encoding="utf-8"))))
+        except (OSError, ValueError):
+            summaries.append((prefix, None))
+    by = [s["recorded_by"] for _, s in summaries if s and isinstance(s.get("recorded_by"), dict)]
+    lines = ["bench summary:"]
+    if by:
+        commits = sorted({str(b.get("git_commit")) for b in by})
+        machines = list(dict.fromkeys(machine_text(b) for b in by))
+        lines.append(f"  ppbench at commit {', '.join(commits)} on {'; '.join(machines)}")
+    for prefix, s in summaries:
+        if s is None:
+            lines.append(f"  {prefix.name}: not run (no {summary_path(prefix)})")
+            continue
+        word = "measured" if s.get("command") == "run" else (
+            "simulated" if s.get("command") == "simulate" else "ran ok")
+        text = (f"  {s.get('sweep', prefix.name)}: {s.get('points', 0)} points: "
+                f"{s.get('ok', 0)} {word}, {s.get('skipped', 0)} skipped (already recorded), "
+                f"{s.get('invalid', 0)} invalid, {s.get('error', 0)} errors -> {s.get('records')}")
+        if s.get("interrupted"):
+            text += " (interrupted)"
+        lines.append(text)
+    for report in reports or []:
+        lines.append(f"  report: {report}")
+    if figures:
+        lines.append(f"  figures: {figures}")
+    return lines
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad options are one line on stderr and exit 2, like ppbench."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"sweep: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def timeout_arg(text: str) -> float:
+    try:
+        return positive_finite(text, "--timeout")
+    except SpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Run `ppbench simulate` or `ppbench run` over the cartesian product of a sweep spec and "
-                    "record each point in PREFIX.jsonl and PREFIX.csv.",
+    parser = OneLineParser(
+        description="Run `ppbench simulate` or `ppbench run` over the cartesian product of a "
+                    "sweep spec and record each point in PREFIX.jsonl and PREFIX.csv.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("spec", type=Path, help="sweep spec (JSON), e.g. benchmarks/sweeps/theory.json")
-    parser.add_argument("--ppbench", default="build/ppbench", help="ppbench binary (default: %(default)s)")
-    parser.add_argument("--out", required=True, type=Path,
+    parser.add_argument("spec", type=Path, nargs="?",
+                        help="sweep spec (JSON, benchmarks/sweeps/sweep.schema.json), e.g. "
+                             "benchmarks/sweeps/theory.json")
+    parser.add_argument("--ppbench", default="build/ppbench",
+                        help="ppbench binary (default: %(default)s)")
+    parser.add_argument("--out", type=Path,
                         help="output prefix: writes PREFIX.jsonl and PREFIX.csv")
     parser.add_argument("--force", action="store_true", help="re-run points already recorded")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds allowed per point (default: the spec's 'timeout', else "
-                             f"{DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--timeout", type=timeout_arg, default=None,
+                        help="seconds allowed per point, positive and finite (default: the "
+                             f"spec's 'timeout', else {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--fail-on-error", action="store_true",
                         help="exit 1 if any point ended with status 'error'")
-    return parser.parse_args(argv)
+    parser.add_argument("--summarize", type=Path, nargs="+", metavar="PREFIX",
+                        help="print what the last sweep into each PREFIX did, then exit")
+    parser.add_argument("--report", action="append", default=[],
+                        help="with --summarize: where a report is (may be given again)")
+    parser.add_argument("--figures", help="with --summarize: where the figures are")
+    args = parser.parse_args(argv)
+    if args.summarize is None and (args.spec is None or args.out is None):
+        parser.error("a SPEC and --out PREFIX are needed (or --summarize PREFIX...)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.summarize is not None:
+        print("\n".join(summarize(args.summarize, args.report, args.figures)))
+        return 0
     try:
         counts = run_sweep(args.spec, args.ppbench, args.out, args.force, args.timeout)
-    except (OSError, ValueError) as e:
+    except SpecError as e:
         print(f"sweep: {e}", file=sys.stderr)
-        return 2
+        return EXIT_INVALID
+    except PpbenchError as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        return e.code
+    except MachineError as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        return EXIT_MACHINE
+    except Interrupted as e:
+        print(f"sweep: {e}", file=sys.stderr, flush=True)
+        return 128 + e.signum
+    except OSError as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        return EXIT_MACHINE
     return 1 if args.fail_on_error and counts["error"] else 0
 
 

@@ -34,7 +34,7 @@ enum class Op { kConv1x1, kConv3x3, kConv1x7_7x1, kMaxPool3x3, kMaxPool2x2, kAvg
 
 // (input state, op) pairs; each two ops are summed into a new state. AmoebaNet-D's genotype as
 // GPipe's (TensorFlow) reference builds it, with the normal cell's output the concatenation of
-// states 0, 3, 4, 6 (REFERENCE.md).
+// states 0, 3, 4, 6 (docs/papers.md).
 constexpr std::pair<int, Op> kNormalOps[] = {
     {1, Op::kConv1x1},    {1, Op::kMaxPool3x3},  {1, Op::kNone},       {0, Op::kConv1x7_7x1},
     {0, Op::kConv1x1},    {0, Op::kConv1x7_7x1}, {2, Op::kMaxPool3x3}, {2, Op::kNone},
@@ -57,18 +57,18 @@ constexpr int kReductionConcat[] = {4, 5, 6};
 // accounting of Zero Bubble / Korthikanti applied to convolutions (each conv's input and BN's
 // input; M_W the conv inputs and output gradients), kept for comparison.
 struct Cost {
-  int64_t params = 0;
+  Size params = 0;
   double mm = 0;
-  int64_t kept = 0, kept_fixed = 0;
-  int64_t w_held = 0, w_fixed = 0;
-  int64_t paper_kept = 0, paper_w = 0;
+  Size kept = 0, kept_fixed = 0;
+  Size w_held = 0, w_fixed = 0;
+  Size paper_kept = 0, paper_w = 0;
 
   // ReLU -> conv (kh x kw, no bias) -> BatchNorm; input cin x hin x win, output cout x hout x wout.
   // The kernels keep the ReLU output (its mask) and, separately, the conv's copy of that same
   // tensor (2 cin hin win), BN's normalised output (cout hout wout) and 1/std per channel (cout).
   // I leaves the conv input and output gradient, and BN's reduced dgamma, dbeta (2 cout).
-  void relu_conv_bn(int64_t cin, int64_t cout, int64_t kh, int64_t kw, int64_t hin, int64_t win,
-                    int64_t hout, int64_t wout) {
+  void relu_conv_bn(Size cin, Size cout, Size kh, Size kw, Size hin, Size win, Size hout,
+                    Size wout) {
     params += cin * cout * kh * kw + 2 * cout;
     mm += 2.0 * static_cast<double>(cin * cout * kh * kw * hout * wout);
     kept += 2 * cin * hin * win + cout * hout * wout;
@@ -82,8 +82,8 @@ struct Cost {
   // pixel), concatenated, BatchNorm: h -> ho = ceil(h/2). The kernel keeps the ReLU output
   // (cin h^2), each conv's picked quarter (cin ho^2 each), BN's rows and 1/std; after I each
   // conv's input and output gradient (cin ho^2 + cout/2 ho^2 each) and BN's dgamma, dbeta.
-  void factorized_reduce(int64_t cin, int64_t cout, int64_t h) {
-    const int64_t ho = (h + 1) / 2;
+  void factorized_reduce(Size cin, Size cout, Size h) {
+    const Size ho = (h + 1) / 2;
     params += 2 * cin * (cout / 2) + 2 * cout;
     mm += 2.0 * 2.0 * static_cast<double>(cin * (cout / 2) * ho * ho);
     kept += cin * h * h + 2 * cin * ho * ho + cout * ho * ho;
@@ -94,8 +94,8 @@ struct Cost {
     paper_w += cin * h * h + cout * ho * ho;
   }
   // An op of the genotype on c channels of h x h with the given stride.
-  void op(Op o, int64_t c, int64_t h, int64_t stride) {
-    const int64_t ho = h / stride, q = c / 4;
+  void op(Op o, Size c, Size h, int64_t stride) {
+    const Size ho = h / stride, q = c / 4;
     switch (o) {
       case Op::kConv1x1:
         relu_conv_bn(c, c, 1, 1, h, h, ho, ho);
@@ -127,12 +127,11 @@ struct Cost {
   }
 };
 
-TensorSpec state(const char* name, int64_t b, int64_t c, int64_t h, int e) {
+TensorSpec state(const char* name, Size b, Size c, Size h, int e) {
   return {name, {b, c, h, h}, e * b * c * h * h};
 }
 
-LayerSpec to_layer(std::string name, LayerKind kind, const Cost& cost, int64_t b, int e,
-                   bool first) {
+LayerSpec to_layer(std::string name, LayerKind kind, const Cost& cost, Size b, int e, bool first) {
   LayerSpec l;
   l.name = std::move(name);
   l.kind = kind;
@@ -146,16 +145,15 @@ LayerSpec to_layer(std::string name, LayerKind kind, const Cost& cost, int64_t b
 
 // Running channel/spatial state between cells (torchgpipe's and TensorFlow's bookkeeping).
 struct Chain {
-  int64_t c;               // the current cell channel count
-  int64_t c_prev, h_prev;  // previous output
-  int64_t c_pp, h_pp;      // the one before
+  Size c;               // the current cell channel count
+  Size c_prev, h_prev;  // previous output
+  Size c_pp, h_pp;      // the one before
   bool reduction_prev = false;
 };
 
-LayerSpec make_cell(std::string name, bool reduction, Chain& ch, bool next_is_cell, int64_t b,
-                    int e) {
+LayerSpec make_cell(std::string name, bool reduction, Chain& ch, bool next_is_cell, Size b, int e) {
   if (reduction) ch.c *= 2;
-  const int64_t c = ch.c, h = ch.h_prev, ho = reduction ? h / 2 : h;
+  const Size c = ch.c, h = ch.h_prev, ho = reduction ? h / 2 : h.value();
   Cost cost;
   // Preprocess both inputs to c channels at h x h.
   cost.relu_conv_bn(ch.c_prev, c, 1, 1, h, h, h, h);
@@ -168,7 +166,7 @@ LayerSpec make_cell(std::string name, bool reduction, Chain& ch, bool next_is_ce
     const bool strided = reduction && input < 2;
     cost.op(op, c, input < 2 ? h : ho, strided ? 2 : 1);
   }
-  const int64_t c_out = c * (reduction ? std::size(kReductionConcat) : std::size(kNormalConcat));
+  const Size c_out = c * (reduction ? std::size(kReductionConcat) : std::size(kNormalConcat));
 
   LayerSpec l = to_layer(std::move(name),
                          reduction ? LayerKind::kAmoebaReductionCell : LayerKind::kAmoebaNormalCell,
@@ -196,9 +194,9 @@ LayerSpec make_cell(std::string name, bool reduction, Chain& ch, bool next_is_ce
 WorkloadSpec build_amoebanet(const AmoebaNetConfig& cfg, int64_t microbatch_size, DType dtype) {
   cfg.validate();
   require_positive("--microbatch-size", microbatch_size);
-  const int64_t b = microbatch_size;
+  const Size b = microbatch_size;
   const int e = dtype_bytes(dtype);
-  const int64_t h0 = cfg.image_size, h1 = h0 / 2, c0 = cfg.filters / 4;
+  const Size h0 = cfg.image_size, h1 = h0 / 2, c0 = cfg.filters / 4;
 
   WorkloadSpec spec;
   spec.workload = "amoebanet";

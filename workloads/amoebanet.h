@@ -1,4 +1,4 @@
-// The `amoebanet` workload: AmoebaNet-D(L, D) for ImageNet as GPipe trains it (REFERENCE.md):
+// The `amoebanet` workload: AmoebaNet-D(L, D) for ImageNet as GPipe trains it (docs/papers.md):
 //   stem (ReLU, 3x3 stride-2 conv 3 -> D/4, BN) -> 2 reduction cells -> L/3 normal cells ->
 //   reduction -> L/3 normal -> reduction -> L/3 normal -> global average pool -> linear.
 // One partitionable layer per stem, cell and classifier: L + 6 layers. Cells read the two previous

@@ -1,8 +1,10 @@
 #include "workloads/layer_spec.h"
 
+#include <stdexcept>
 #include <string>
 
-#include "schedules/error.h"
+#include "core/error.h"
+#include "workloads/shape_check.h"
 
 namespace ppbench {
 
@@ -34,7 +36,7 @@ DType parse_dtype(std::string_view text) {
   if (text == "bf16") return DType::kBF16;
   if (text == "f32") return DType::kF32;
   if (text == "f64") return DType::kF64;
-  throw UsageError("unknown --dtype '" + std::string(text) + "' (allowed: bf16, f32, f64)");
+  throw UsageError("unknown --dtype " + quoted(text) + " (allowed: bf16, f32, f64)");
 }
 
 std::string_view layer_kind_name(LayerKind k) {
@@ -63,14 +65,22 @@ std::string_view layer_kind_name(LayerKind k) {
   return "unknown";
 }
 
+// Sums are checked (SizeOverflow): each layer's figures fit in 64 bits, their sum need not.
 int64_t LayerSpec::boundary_bytes() const {
-  int64_t sum = 0;
+  Size sum = 0;
   for (const auto& t : boundary_out) sum += t.bytes;
   return sum;
 }
 
+int64_t LayerSpec::attr(const std::string& key) const {
+  const auto it = attrs.find(key);
+  if (it == attrs.end())
+    throw std::invalid_argument("layer '" + name + "' has no attribute '" + key + "'");
+  return it->second;
+}
+
 int64_t WorkloadSpec::params() const {
-  int64_t sum = 0;
+  Size sum = 0;
   for (const auto& l : layers) sum += l.params;
   return sum;
 }
@@ -82,15 +92,15 @@ Flops WorkloadSpec::flops() const {
 }
 
 ActivationBytes WorkloadSpec::activation() const {
-  ActivationBytes sum;
-  for (const auto& l : layers) sum += l.activation;
-  return sum;
+  Size b = 0, w = 0;
+  for (const auto& l : layers) b += l.activation.b, w += l.activation.w;
+  return {b, w};
 }
 
 ActivationBytes WorkloadSpec::paper_activation() const {
-  ActivationBytes sum;
-  for (const auto& l : layers) sum += l.paper_activation;
-  return sum;
+  Size b = 0, w = 0;
+  for (const auto& l : layers) b += l.paper_activation.b, w += l.paper_activation.w;
+  return {b, w};
 }
 
 }  // namespace ppbench

@@ -101,6 +101,8 @@ struct LayerSpec {
   std::map<std::string, int64_t> attrs;
 
   int64_t boundary_bytes() const;
+  // attrs[key]; std::invalid_argument naming the layer where the spec lacks it.
+  int64_t attr(const std::string& key) const;
 };
 
 struct WorkloadSpec {

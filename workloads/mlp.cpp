@@ -28,7 +28,7 @@ namespace {
 //          M_W = e b (in + out)          X and dlogits; I turns the probabilities into dlogits
 // The paper's accounting (inputs of the product and the element-wise part's input, M_W = X and
 // dY) gives e b (in + out) for both kinds and both figures.
-LayerSpec linear_layer(std::string name, LayerKind kind, int64_t in, int64_t out, int64_t b, int e,
+LayerSpec linear_layer(std::string name, LayerKind kind, Size in, Size out, Size b, int e,
                        bool first) {
   LayerSpec l;
   l.name = std::move(name);
@@ -50,20 +50,22 @@ LayerSpec linear_layer(std::string name, LayerKind kind, int64_t in, int64_t out
 WorkloadSpec build_mlp(const MlpConfig& cfg, int64_t microbatch_size, DType dtype) {
   cfg.validate();
   require_positive("--microbatch-size", microbatch_size);
-  const int64_t b = microbatch_size;
+  const Size b = microbatch_size;
   const int e = dtype_bytes(dtype);
-  const int64_t in0 = cfg.input_dim ? cfg.input_dim : cfg.width;
+  const Size in0 = cfg.input_dim ? cfg.input_dim : cfg.width;
 
   WorkloadSpec spec;
   spec.workload = "mlp";
-  spec.config = {
-      {"layers", cfg.layers}, {"width", cfg.width}, {"input_dim", in0}, {"classes", cfg.classes}};
+  spec.config = {{"layers", cfg.layers},
+                 {"width", cfg.width},
+                 {"input_dim", in0.value()},
+                 {"classes", cfg.classes}};
   spec.microbatch_size = b;
   spec.dtype = dtype;
   spec.input = {"features", {b, in0}, e * b * in0};
   spec.labels = {{"labels", {b}, 4 * b}};  // int32 class indices
 
-  int64_t in = in0;
+  Size in = in0;
   for (int64_t i = 0; i + 1 < cfg.layers; ++i) {
     spec.layers.push_back(linear_layer("block" + std::to_string(i), LayerKind::kMlpBlock, in,
                                        cfg.width, b, e, i == 0));

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <string>
 
-#include "schedules/error.h"
+#include "core/error.h"
 
 namespace ppbench {
 
@@ -78,23 +78,23 @@ std::vector<int> explicit_partition(std::string_view list, int layers, int stage
                         std::all_of(entry.begin(), entry.end(),
                                     [](unsigned char c) { return std::isdigit(c) != 0; });
     if (!digits)
-      throw UsageError("--partition '" + text + "': entry '" + entry +
-                       "' is not a layer count (expected e.g. 4,4,3,5)");
+      throw UsageError("--partition " + quoted(text) + ": entry " + quoted(entry) +
+                       " is not a layer count (expected e.g. 4,4,3,5)");
     const int v = std::stoi(entry);
     if (v < 1)
-      throw UsageError("--partition '" + text + "': entry " + entry +
+      throw UsageError("--partition " + quoted(text) + ": entry " + entry +
                        " is not allowed, every stage needs at least one layer");
     counts.push_back(v);
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
   if (static_cast<int>(counts.size()) != stages)
-    throw UsageError("--partition '" + text + "' has " + std::to_string(counts.size()) +
+    throw UsageError("--partition " + quoted(text) + " has " + std::to_string(counts.size()) +
                      " entries but the pipeline has " + std::to_string(stages) + " stages");
-  int sum = 0;
+  int64_t sum = 0;  // entries of up to 9 digits: an int could overflow
   for (int c : counts) sum += c;
   if (sum != layers)
-    throw UsageError("--partition '" + text + "' sums to " + std::to_string(sum) +
+    throw UsageError("--partition " + quoted(text) + " sums to " + std::to_string(sum) +
                      " layers but the workload has " + std::to_string(layers));
   return counts;
 }
@@ -110,8 +110,8 @@ PartitionPlan partition(const WorkloadSpec& spec, int stages, std::string_view m
     throw UsageError("--stages " + std::to_string(stages) + " is not allowed: it must be >= 1");
   const bool is_list = !method.empty() && std::isdigit(static_cast<unsigned char>(method[0]));
   if (method != "balanced" && method != "uniform" && !is_list)
-    throw UsageError("unknown --partition '" + std::string(method) +
-                     "' (allowed: balanced, uniform, or layer counts such as 4,4,3,5)");
+    throw UsageError("unknown --partition " + quoted(method) +
+                     " (allowed: balanced, uniform, or layer counts such as 4,4,3,5)");
   if (n < stages)
     throw UsageError("workload " + spec.workload + " has " + std::to_string(n) +
                      " layers, fewer than the pipeline's " + std::to_string(stages) + " stages" +

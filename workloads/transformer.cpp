@@ -22,7 +22,8 @@ void TransformerConfig::validate() const {
                      std::to_string(heads) + " (each key/value head serves a whole group)");
   // GPipe's Transformer-L is plain multi-head attention, and so is its kernel.
   if (style == TransformerStyle::kGpt && kv_heads != heads)
-    throw UsageError("--kv-heads " + std::to_string(kv_heads) + " is not allowed for the GPipe-style "
+    throw UsageError("--kv-heads " + std::to_string(kv_heads) +
+                     " is not allowed for the GPipe-style "
                      "transformer (plain multi-head attention): it must equal --heads " +
                      std::to_string(heads));
   if (head_dim() % 2 != 0)
@@ -87,15 +88,15 @@ double d(int64_t v) { return static_cast<double>(v); }
 //   with n_up = 2 for SwiGLU (gate and up), 1 for GeLU: 32sbh at 16 bits for the GPT layer, the
 //   paper's M_W. (The kernels keep the same products' x and dy, so their M_W differs only by the
 //   norms' 2gh; their M_B by the 2sb saved 1/rms values, and by dropout.)
-LayerSpec decoder_layer(const TransformerConfig& c, int64_t index, int64_t b, int e) {
+LayerSpec decoder_layer(const TransformerConfig& c, int64_t index, Size b, int e) {
   const bool llama = c.style == TransformerStyle::kLlama;
-  const int64_t s = c.seq, h = c.hidden, f = c.ffn, a = c.heads, hkv = c.kv_hidden();
-  const int64_t n_ffn = llama ? 3 : 2, n_up = llama ? 2 : 1;
+  const Size s = c.seq, h = c.hidden, f = c.ffn, a = c.heads, hkv = c.kv_hidden();
+  const Size n_ffn = llama ? 3 : 2, n_up = llama ? 2 : 1;
 
   LayerSpec l;
   l.name = "layer" + std::to_string(index);
   l.kind = llama ? LayerKind::kLlamaLayer : LayerKind::kGptLayer;
-  const int64_t weights = h * (h + 2 * hkv) + h * h + n_ffn * h * f;
+  const Size weights = h * (h + 2 * hkv) + h * h + n_ffn * h * f;
   if (llama) {
     l.params = weights + 2 * h;  // two RMSNorm gains
   } else {
@@ -106,14 +107,14 @@ LayerSpec decoder_layer(const TransformerConfig& c, int64_t index, int64_t b, in
   const double att = d(s) * d(s) * d(b) * d(h);
   l.flops = {mm + 4 * att, mm + 8 * att, mm};
 
-  const int64_t sb = s * b, probs = a * s * s * b;
-  const int64_t g = llama ? 1 : 2;
+  const Size sb = s * b, probs = a * s * s * b;
+  const Size g = llama ? 1 : 2;
   l.activation.b = e * (sb * (6 * h + 2 * hkv + n_ffn * f + 2) + probs);
   l.activation.w = e * (sb * (6 * h + 2 * hkv + n_ffn * f) + 2 * g * h);
 
-  const int64_t kept = 6 * sb * h + 2 * sb * hkv + probs + n_ffn * sb * f;
+  const Size kept = 6 * sb * h + 2 * sb * hkv + probs + n_ffn * sb * f;
   l.paper_activation.b = e * kept;
-  if (c.dropout) l.paper_activation.b += probs + 2 * sb * h + e * probs;
+  if (c.dropout) l.paper_activation.b = e * kept + probs + 2 * sb * h + e * probs;
   l.paper_activation.w = e * sb * (6 * h + 2 * hkv + f + n_up * f);
 
   l.boundary_out.push_back({"hidden", {b, s, h}, e * sb * h});
@@ -131,12 +132,12 @@ LayerSpec decoder_layer(const TransformerConfig& c, int64_t index, int64_t b, in
 // ids are what F keeps. ppbench's kernel stores the ids as values of the dtype:
 //   M_B = e sb, M_W = e sb (1 + h).
 // The paper-style figure counts them as int32: M_B = 4 sb, M_W = 4 sb + e sbh.
-LayerSpec embedding(const TransformerConfig& c, int64_t b, int e) {
-  const int64_t sb = c.seq * b;
+LayerSpec embedding(const TransformerConfig& c, Size b, int e) {
+  const Size sb = c.seq * b;
   LayerSpec l;
   l.name = "embedding";
   l.kind = LayerKind::kEmbedding;
-  l.params = c.vocab * c.hidden;
+  l.params = Size(c.vocab) * c.hidden;
   l.activation = {e * sb, e * sb * (1 + c.hidden)};
   l.paper_activation = {4 * sb, 4 * sb + e * sb * c.hidden};
   l.boundary_out.push_back({"hidden", {b, c.seq, c.hidden}, e * sb * c.hidden});
@@ -153,16 +154,16 @@ LayerSpec embedding(const TransformerConfig& c, int64_t b, int e) {
 //   M_W = e [sb (h + V) + g h]   head input and dlogits, the norm's reduced gradients
 // The paper-style figure: M_B = e (2sbh + sbV) (norm input, head input, probabilities),
 // M_W = e (sbh + sbV).
-LayerSpec lm_head(const TransformerConfig& c, int64_t b, int e) {
+LayerSpec lm_head(const TransformerConfig& c, Size b, int e) {
   const bool llama = c.style == TransformerStyle::kLlama;
-  const int64_t sb = c.seq * b, h = c.hidden, v = c.vocab;
+  const Size sb = c.seq * b, h = c.hidden, v = c.vocab;
   LayerSpec l;
   l.name = "lm_head";
   l.kind = LayerKind::kLmHead;
   l.params = v * h + (llama ? h : 2 * h);
   const double mm = 2.0 * d(sb) * d(h) * d(v);
   l.flops = {mm, mm, mm};
-  const int64_t g = llama ? 1 : 2;
+  const Size g = llama ? 1 : 2;
   l.activation = {e * sb * (2 * h + v + 2), e * (sb * (h + v) + g * h)};
   l.paper_activation = {e * (2 * sb * h + sb * v), e * (sb * h + sb * v)};
   l.attrs = {{"vocab", v}, {"hidden", h}, {"seq", c.seq}};
@@ -174,7 +175,7 @@ LayerSpec lm_head(const TransformerConfig& c, int64_t b, int e) {
 WorkloadSpec build_transformer(const TransformerConfig& cfg, int64_t microbatch_size, DType dtype) {
   cfg.validate();
   require_positive("--microbatch-size", microbatch_size);
-  const int64_t b = microbatch_size;
+  const Size b = microbatch_size;
   const int e = dtype_bytes(dtype);
 
   WorkloadSpec spec;

@@ -1,8 +1,9 @@
-// Transformer presets. Shapes from REFERENCE.md; the tiny ones are for tests and CPU runs.
+// Transformer presets. Shapes from the papers (docs/papers.md); the tiny ones are for tests and CPU
+// runs.
 #include <string>
 #include <vector>
 
-#include "schedules/error.h"
+#include "core/error.h"
 #include "workloads/transformer.h"
 
 namespace ppbench {
@@ -50,7 +51,7 @@ TransformerConfig transformer_preset(std::string_view name) {
     if (p.preset == name) return p;
     known += (known.empty() ? "" : ", ") + p.preset;
   }
-  throw UsageError("unknown --preset '" + std::string(name) + "' (known: " + known + ")");
+  throw UsageError("unknown --preset " + quoted(name) + " (known: " + known + ")");
 }
 
 }  // namespace ppbench

@@ -31,10 +31,17 @@ struct WorkloadFlags {
   // or a bad shape.
   WorkloadSpec build() const;
   bool given(const std::string& flag) const;
+  // The flags as given, for messages: "--workload mlp --layers 8 --width 4096".
+  std::string describe() const;
+  // How many layers build() will make (from the flags alone, so a command can bound its memory
+  // before building); 0 for an unknown workload or preset.
+  double layer_count() const;
 
  private:
+  WorkloadSpec build_checked() const;
   std::map<std::string, CLI::Option*> options_;
   CLI::Option* preset_option_ = nullptr;
+  CLI::Option* microbatch_option_ = nullptr;
 };
 
 }  // namespace ppbench

@@ -1,12 +1,13 @@
 // What every backend's `ppbench run` record shares: the step time, the
 // activation-memory model, and the measured metrics beside the simulator's
-// replay of the same step (DESIGN.md: the gap is the simulator's fidelity).
+// replay of the same step (docs/architecture.md: the gap is the simulator's fidelity).
 #pragma once
 
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/backends/run_loop.h"
 #include "harness/backends/step_values.h"
 #include "harness/trace.h"
 #include "schedules/schedule.h"
@@ -22,23 +23,24 @@ double makespan_of(const Trace& t);
 // stage adds its spec's M_B after F, keeps M_W from I to W, frees it after B
 // or W. With recompute F keeps only the stage input (the previous stage's
 // boundary); the backward rebuilds M_B, and a split one leaves M_W for W.
-std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan& plan, bool recompute);
+std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan& plan,
+                                         bool recompute);
 
 struct StepSummary {
   const WorkloadSpec* spec;
   const Schedule* schedule;
   const PartitionPlan* plan;
-  int steps, warmup;
   unsigned long long seed;
   bool recompute;
-  std::vector<double> step_times_s;  // measured steps only
-  const Trace* trace;                // the last step
-  const StepValues& values;          // loss and gradient statistics of the last step
+  const RunTimings& timings;  // measured steps only
+  const Trace* trace;         // the last step
+  const StepValues& values;   // loss and gradient statistics of the last step
 };
 
-// The record's common fields: identity and config, throughput, measured and
-// replayed metrics with their gap, loss, grad_norm, the gradients' statistics
-// per part and provenance. The caller
+// The record's common fields: identity and config, the step times (compute
+// makespan and wall time per step: median, min, max), throughput, measured and
+// replayed metrics of the last step with their gap, loss, grad_norm, the
+// gradients' statistics per part and provenance. The caller
 // adds its backend's own fields (arena peaks, devices, transport).
 nlohmann::json run_record(const StepSummary& s, const char* backend);
 

@@ -113,4 +113,16 @@ nlohmann::json check_json(const GradientComparison& c, double tolerance, double 
   return j;
 }
 
+std::string check_failure(const nlohmann::json& record) {
+  if (!record.contains("check") || record["check"].value("passed", false)) return "";
+  const nlohmann::json& c = record["check"];
+  if (c.contains("mismatch"))
+    return "--check failed: the gradients do not match the reference's tensors (" +
+           c["mismatch"].get<std::string>() + ")";
+  return "--check failed: largest relative gradient error " + c["max_rel_error"].dump() + " in " +
+         c["worst_tensor"].get<std::string>() + ", loss error " + c["loss_rel_error"].dump() +
+         ", tolerance " + c["tolerance"].dump() + " (against " + c["reference"].get<std::string>() +
+         ")";
+}
+
 }  // namespace ppbench

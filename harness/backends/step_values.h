@@ -108,6 +108,9 @@ void summarize_gradients_on_host(const WorkloadSpec& spec,
 // tensor against a float64 or same-dtype single-device step).
 double check_tolerance(DType dtype);
 
+// The message of a failed --check, or "" (the record's "check" object says why).
+std::string check_failure(const nlohmann::json& record);
+
 // The record's "check" object.
 nlohmann::json check_json(const GradientComparison& c, double tolerance, double loss,
                           double reference_loss, const std::string& reference);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/options.h"
 #include "schedules/registry.h"
 
 namespace ppbench::cli {
@@ -38,7 +39,7 @@ Command add_list(CLI::App& parent) {
   auto* app = parent.add_subcommand("list", "Every schedule family with its parameter constraints");
   auto format = std::make_shared<std::string>("text");
   app->add_option("--format", *format, "text (a table) or json (every registry field)")
-      ->check(CLI::IsMember({"text", "json"}));
+      ->check(one_of({"text", "json"}));
   return [format] {
     if (*format == "json") {
       std::cout << list_json().dump(1) << '\n';
@@ -51,12 +52,13 @@ Command add_list(CLI::App& parent) {
       cons.resize(std::max<std::size_t>(cons.size() + 1, 41), ' ');
       std::cout << name << cons << s.title << '\n';
     }
-    std::cout << "\nD = --devices, N = --microbatches, v = --chunks, g = --group-size.\n"
-                 "Stage placement: one stage per rank (stage r on rank r); interleaved: stage c*D+r\n"
-                 "on rank r; zb-v and dualpipev: rank r holds stages r and 2D-1-r; chimera and\n"
-                 "dualpipe: chain 0 is stages 0..D-1 (stage s on rank s), chain 1 is stages D..2D-1\n"
-                 "(stage D+j on rank D-1-j), N/2 micro-batches each.\n"
-                 "`ppbench list --format json` adds each family's source, layout and closed forms.\n";
+    std::cout
+        << "\nD = --devices, N = --microbatches, v = --chunks, g = --group-size.\n"
+           "Stage placement: one stage per rank (stage r on rank r); interleaved: stage c*D+r\n"
+           "on rank r; zb-v and dualpipev: rank r holds stages r and 2D-1-r; chimera and\n"
+           "dualpipe: chain 0 is stages 0..D-1 (stage s on rank s), chain 1 is stages D..2D-1\n"
+           "(stage D+j on rank D-1-j), N/2 micro-batches each.\n"
+           "`ppbench list --format json` adds each family's source, layout and closed forms.\n";
   };
 }
 

@@ -6,8 +6,10 @@
 #include <iostream>
 #include <string>
 
+#include "core/error.h"
 #include "harness/cli/commands.h"
-#include "schedules/error.h"
+#include "harness/cli/options.h"
+#include "harness/memory_estimate.h"
 #include "workloads/cuda/attention_note.h"
 #include "workloads/partition.h"
 #include "workloads/spec_json.h"
@@ -29,12 +31,17 @@ std::string cuda_attention() {
 #endif
 }
 
-// 8030261248 -> "8.03 B"; three significant digits, thousands-based units.
+// 8030261248 -> "8.03 B"; three significant digits, thousands-based units; past 999 T in
+// scientific notation ("8.00e+18").
 std::string count_text(double v) {
   const char* units[] = {"", " K", " M", " B", " T"};
+  char buf[32];
+  if (std::fabs(v) >= 999.5e12) {
+    std::snprintf(buf, sizeof buf, "%.2e", v);
+    return buf;
+  }
   int u = 0;
   while (std::fabs(v) >= 999.5 && u < 4) v /= 1000, ++u;
-  char buf[32];
   const int decimals = u == 0 ? 0 : std::fabs(v) < 9.995 ? 2 : std::fabs(v) < 99.95 ? 1 : 0;
   std::snprintf(buf, sizeof buf, "%.*f%s", decimals, v, units[u]);
   return buf;
@@ -171,31 +178,40 @@ Command add_model(CLI::App& parent) {
     int stages = 0;
     std::string partition = "balanced";
     std::string format = "text";
+    MemoryFlag memory;
   };
   auto st = std::make_shared<State>();
   // 16-bit by default: the papers' memory figures (Zero Bubble's M_B, M_W) are for 16 bits.
   st->workload.add_to(*app, "bf16");
   auto* stages_opt =
-      app->add_option("-S,--stages", st->stages, "Pipeline stages to partition the layers into");
+      app->add_option("-S,--stages", st->stages, "Pipeline stages to partition the layers into")
+          ->check(integer_in(1, 1 << 20));
   auto* partition_opt = app->add_option(
       "--partition", st->partition,
       "balanced (default: minimise the largest stage's F+I+W FLOPs), uniform (equal layer counts, "
       "leftovers to the first stages) or layer counts per stage, e.g. 4,4,3,5");
   app->add_option("--format", st->format, "text (a table) or json")
-      ->check(CLI::IsMember({"text", "json"}));
+      ->check(one_of({"text", "json"}));
+  st->memory.add_to(*app);
   app->footer(
       "Examples:\n"
       "  ppbench model --workload transformer --preset llama3-8b\n"
       "  ppbench model --workload amoebanet --layers 18 --filters 256 --stages 4 --format json\n"
       "  ppbench model --workload mlp --layers 8 --width 512 --stages 4 --partition 1,2,2,3");
   return [st, stages_opt, partition_opt] {
-    const WorkloadSpec spec = st->workload.build();
     int stages = st->stages;
     if (stages_opt->count() == 0) {
       stages = stages_in_list(st->partition);
       if (partition_opt->count() > 0 && stages == 0)
-        throw UsageError("--partition " + st->partition + " needs --stages");
+        throw UsageError("--partition " + quoted(st->partition) + " needs --stages");
     }
+    // The spec has a record per layer (never one per parameter): bound them before building.
+    require_memory(st->memory.budget(),
+                   estimate_spec(st->workload.layer_count(), st->format == "json", stages,
+                                 st->partition == "balanced"),
+                   "model " + st->workload.describe() +
+                       (stages > 0 ? " --stages " + std::to_string(stages) : ""));
+    const WorkloadSpec spec = st->workload.build();
     PartitionPlan plan;
     if (stages_opt->count() > 0 || stages > 0) plan = partition(spec, stages, st->partition);
     const bool partitioned = !plan.stages.empty();

@@ -1,22 +1,25 @@
 // `ppbench run`: real pipelined training steps of a workload under a
 // schedule, with measured and predicted metrics (harness/backends/cpu).
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
+#include <exception>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
-#include "harness/atomic_file.h"
 #include "harness/backends/cpu/cpu_run.h"
+#include "harness/backends/run_record.h"
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
+#include "harness/memory_estimate.h"
+#include "harness/output_file.h"
 #if PPBENCH_HAVE_CUDA
-#include "harness/gpu/cuda_run.h"
+#include "harness/cuda/cuda_run.h"
 #endif
+#include "core/error.h"
 #include "harness/report_json.h"
-#include "schedules/error.h"
+#include "schedules/registry.h"
+#include "schedules/validate.h"
+#include "workloads/partition.h"
 #include "workloads/workload_options.h"
 
 namespace ppbench::cli {
@@ -29,10 +32,11 @@ void print_text(const nlohmann::json& r) {
   std::printf("run %s on %s: %s D=%d N=%d b=%d %s, %d step(s) after %d warm-up\n",
               r["schedule"].get<std::string>().c_str(),
               r.value("backend", std::string("cpu")).c_str(),
-              r["workload"].get<std::string>().c_str(),
-              r["devices"].get<int>(), r["microbatches"].get<int>(), r["microbatch_size"].get<int>(),
+              r["workload"].get<std::string>().c_str(), r["devices"].get<int>(),
+              r["microbatches"].get<int>(), r["microbatch_size"].get<int>(),
               r["dtype"].get<std::string>().c_str(), r["steps"].get<int>(), r["warmup"].get<int>());
-  std::printf("loss %.10g  grad_norm %.10g\n", r["loss"].get<double>(), r["grad_norm"].get<double>());
+  std::printf("loss %.10g  grad_norm %.10g\n", r["loss"].get<double>(),
+              r["grad_norm"].get<double>());
   if (r.contains("check"))
     std::printf("check: %s, largest relative gradient error %s (%s) against %s, tolerance %g\n",
                 r["check"]["passed"].get<bool>() ? "passed" : "FAILED",
@@ -58,18 +62,26 @@ void print_text(const nlohmann::json& r) {
   }
 }
 
-// Appends one JSON line to a JSON Lines file, atomically: the old lines and
-// the new one are written to a temp file that replaces the original.
-void append_record(const std::string& path, const nlohmann::json& record) {
-  std::string content;
-  if (std::ifstream in{path}) {
-    std::ostringstream all;
-    all << in.rdbuf();
-    content = all.str();
-    if (!content.empty() && content.back() != '\n') content += '\n';
+// What `run --backend cpu` will hold, refused before anything is allocated when it cannot fit:
+// first the spec's records (from the flags alone), then the schedule, then the run itself from
+// the spec, the schedule and the memory model's peaks.
+void require_run_memory(const MemoryBudget& budget, const WorkloadFlags& flags,
+                        const ScheduleFlags& schedule, const RunOptions& o,
+                        const WorkloadSpec* spec) {
+  const std::string what = "run " + flags.describe() + " " + schedule.describe();
+  if (spec == nullptr) {
+    require_memory(budget, estimate_spec(flags.layer_count(), false, 0, false), what);
+    return;
   }
-  content += record.dump() + "\n";
-  write_file_atomically(path, content);
+  require_memory(budget, estimate_simulate(o.schedule, false), what);
+  const Schedule s = generate(o.schedule);
+  validate(s, {.channel_capacity = o.executor.channel_capacity});
+  const PartitionPlan plan = partition(*spec, s.placement.stages_per_chain(), o.partition);
+  require_memory(
+      budget,
+      estimate_cpu_run(*spec, o.schedule, plan, predicted_peak_bytes(s, plan, o.recompute),
+                       {o.recompute, o.check, o.executor.channel_capacity}),
+      what + (o.check ? " --check" : ""));
 }
 
 }  // namespace
@@ -83,8 +95,9 @@ struct CudaFlags {
 };
 
 Command add_run(CLI::App& parent) {
-  auto* app = parent.add_subcommand(
-      "run", "Run real pipelined training steps of a workload under a schedule (CPU threads)");
+  auto* app = parent.add_subcommand("run",
+                                    "Run real pipelined training steps of a workload under a "
+                                    "schedule (CPU threads, or CUDA with --backend cuda)");
   struct State {
     std::string backend = "cpu";
     WorkloadFlags workload;
@@ -93,26 +106,36 @@ Command add_run(CLI::App& parent) {
     CudaFlags cuda;
     std::string format = "text";
     std::string trace_out, results;
+    CLI::Option* trace_option = nullptr;
+    CLI::Option* results_option = nullptr;
+    MemoryFlag memory;
   };
   auto st = std::make_shared<State>();
-  app->add_option("--backend", st->backend, "cpu (threads, Eigen) or cuda (GPUs, see --gpus / --virtual-devices)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app->add_option("--backend", st->backend,
+                  "cpu (threads, Eigen) or cuda (GPUs, see --gpus / --virtual-devices)")
+      ->check(one_of({"cpu", "cuda"}));
   st->workload.add_to(*app, "f32");
   st->schedule.add_to(*app);
   app->add_option("--partition", st->options.partition,
                   "balanced (minimise the largest stage's F+I+W FLOPs), uniform, or layer counts "
                   "per stage such as 4,4,3,5");
-  app->add_option("--steps", st->options.steps, "Measured training steps (default 1)")->check(CLI::Range(1, 1000000));
-  app->add_option("--warmup", st->options.warmup, "Unmeasured steps first (default 0)")->check(CLI::Range(0, 1000000));
-  app->add_option("--seed", st->options.seed, "Seed of parameters and data (default 1234)");
+  app->add_option("--steps", st->options.steps, "Measured training steps (default 1)")
+      ->check(integer_in(1, 1000000));
+  app->add_option("--warmup", st->options.warmup, "Unmeasured steps first (default 0)")
+      ->check(integer_in(0, 1000000));
+  app->add_option("--seed", st->options.seed,
+                  "Seed of parameters and data, a decimal integer from 0 to 2^64-1 (default 1234)")
+      ->check(unsigned64());
   app->add_flag("--recompute", st->options.recompute,
-                "GPipe's re-materialisation: keep only stage inputs, recompute the forward before the backward");
+                "GPipe's re-materialisation: keep only stage inputs, recompute the forward before "
+                "the backward");
   app->add_option("--watchdog", st->options.executor.watchdog_seconds,
-                  "Seconds a rank may wait on a transfer before the step fails (default 60)")
-      ->check(CLI::PositiveNumber);
+                  "Seconds a rank may wait on a transfer before the step fails (default 60; "
+                  "0.001 <= seconds <= 1e6)")
+      ->check(number_in(1e-3, 1e6));
   app->add_option("--channel-capacity", st->options.executor.channel_capacity,
                   "Messages one rank-to-rank mailbox holds (default 4)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(integer_in(1, 1 << 20));
   app->add_option("--gpus", st->cuda.gpus, "cuda: one rank per listed GPU, e.g. 0,1,2,3 (NCCL)");
   app->add_option("--virtual-devices", st->cuda.virtual_devices,
                   "cuda: split one GPU into D green-context partitions, one rank each")
@@ -121,9 +144,10 @@ Command add_run(CLI::App& parent) {
                   "cuda --virtual-devices: emulated link bandwidth between partitions, GB/s");
   app->add_option("--link-latency", st->cuda.link_latency,
                   "cuda --virtual-devices: emulated link latency, microseconds");
-  app->add_flag("--cuda-graph", st->cuda.graph,
-                "cuda --gpus: capture each rank's step once as a CUDA graph and launch it for every "
-                "measured step (docs/cuda-graphs.md)");
+  app->add_flag(
+      "--cuda-graph", st->cuda.graph,
+      "cuda --gpus: capture each rank's step once as a CUDA graph and launch it for every "
+      "measured step (docs/cuda-graphs.md)");
   app->add_flag("--check", st->options.check,
                 "Also compute the step on one device (cpu: float64; cuda: the run's first GPU, "
                 "whole, same dtype) and record the largest relative gradient error per tensor "
@@ -133,9 +157,17 @@ Command add_run(CLI::App& parent) {
                   "bf16 2e-2)")
       ->check(CLI::Range(1e-300, 1.0));
   app->add_flag("--progress", st->options.progress, "One line per step on stderr");
-  app->add_option("--format", st->format, "text or json (the full record)")->check(CLI::IsMember({"text", "json"}));
-  app->add_option("--trace-out", st->trace_out, "Write the last step's timeline as a Chrome/Perfetto trace");
-  app->add_option("--results", st->results, "Append the JSON record to this JSON Lines file (atomically)");
+  app->add_option("--format", st->format, "text or json (the full record)")
+      ->check(one_of({"text", "json"}));
+  st->trace_option = app->add_option(
+      "--trace-out", st->trace_out,
+      "Write the last step's timeline as a Chrome/Perfetto trace: a file (replaced atomically), "
+      "a device, a FIFO, or - for stdout (then instead of the report)");
+  st->results_option = app->add_option(
+      "--results", st->results,
+      "Append the JSON record as one line to this JSON Lines file, under an exclusive lock (safe "
+      "for concurrent runs), or to a device, a FIFO, or - for stdout (then instead of the report)");
+  st->memory.add_to(*app);
   app->footer(
       "Example: ppbench run --workload transformer --preset tiny-llama --schedule 1f1b --devices 2 "
       "--microbatches 8 --steps 3 --warmup 1");
@@ -143,20 +175,29 @@ Command add_run(CLI::App& parent) {
     const bool cuda_flags = st->cuda.gpus || st->cuda.virtual_devices || st->cuda.link_bandwidth ||
                             st->cuda.link_latency || st->cuda.graph;
     if (st->backend != "cuda" && cuda_flags)
-      throw UsageError("--gpus, --virtual-devices, --link-bandwidth, --link-latency and --cuda-graph "
-                       "need --backend cuda");
+      throw UsageError(
+          "--gpus, --virtual-devices, --link-bandwidth, --link-latency and --cuda-graph "
+          "need --backend cuda");
 #if !PPBENCH_HAVE_CUDA
     if (st->backend == "cuda")
       throw EnvironmentError("--backend cuda: this ppbench was built without CUDA (no nvcc found)");
 #endif
-    const WorkloadSpec spec = st->workload.build();
-    // Refuse an unwritable output before spending the run on it.
-    for (const std::string& path : {st->results, st->trace_out}) {
-      const auto dir = std::filesystem::path(path).parent_path();
-      if (!path.empty() && !dir.empty() && !std::filesystem::is_directory(dir))
-        throw UsageError("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
-    }
+    // Refuse an unwritable output before spending the run on it (nothing is created or
+    // truncated here), then a size that cannot fit.
+    OutputTarget trace_out, results;
+    if (st->trace_option->count() > 0)
+      trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
+    if (st->results_option->count() > 0)
+      results = check_output("--results", st->results, OutputMode::kAppend);
+    if (trace_out.is_stdout() && results.is_stdout())
+      throw UsageError(
+          "--trace-out - and --results - both ask for stdout: give one of them a file");
+    const MemoryBudget budget = st->memory.budget();
     st->options.schedule = st->schedule.params();
+    require_run_memory(budget, st->workload, st->schedule, st->options, nullptr);
+    const WorkloadSpec spec = st->workload.build();
+    if (st->backend == "cpu")
+      require_run_memory(budget, st->workload, st->schedule, st->options, &spec);
     RunOutput out;
 #if PPBENCH_HAVE_CUDA
     if (st->backend == "cuda") {
@@ -174,11 +215,30 @@ Command add_run(CLI::App& parent) {
 #else
     out = run_cpu(spec, st->options);
 #endif
-    if (!st->trace_out.empty())
-      write_file_atomically(st->trace_out, to_chrome_trace(out.trace, out.record["provenance"]).dump() + "\n");
-    if (!st->results.empty()) append_record(st->results, out.record);
-    if (st->format == "json") std::cout << out.record.dump(1) << '\n';
-    else print_text(out.record);
+    // The report first, so that a failed write below loses nothing that was measured.
+    if (!trace_out.is_stdout() && !results.is_stdout()) {
+      if (st->format == "json")
+        std::cout << out.record.dump(1) << '\n';
+      else
+        print_text(out.record);
+    }
+    // The record first, then the trace; a failure of one does not keep the other from its file.
+    std::exception_ptr failed;
+    auto attempt = [&failed](const auto& write) {
+      try {
+        write();
+      } catch (...) {
+        if (!failed) failed = std::current_exception();
+      }
+    };
+    attempt([&] {
+      if (results.given()) append_line(results, out.record.dump());
+    });
+    attempt([&] {
+      if (trace_out.given())
+        write_output(trace_out, to_chrome_trace(out.trace, out.record["provenance"]).dump() + "\n");
+    });
+    if (failed) std::rethrow_exception(failed);
     if (const std::string why = check_failure(out.record); !why.empty()) throw CheckFailed(why);
   };
 }

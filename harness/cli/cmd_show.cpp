@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <iostream>
 
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
 #include "harness/grid.h"
+#include "harness/memory_estimate.h"
 #include "harness/simulator.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -19,16 +21,22 @@ Command add_show(CLI::App& parent) {
     ScheduleFlags schedule;
     CostFlags costs;
     std::string format = "text";
+    MemoryFlag memory;
   };
   auto st = std::make_shared<State>();
   st->schedule.add_to(*app);
   app->add_option("--format", st->format,
                   "text: per-rank action lists; grid: a time-step grid (simulated with --cost); "
                   "lowered: the per-rank program with the derived sends and receives")
-      ->check(CLI::IsMember({"text", "grid", "lowered"}));
+      ->check(one_of({"text", "grid", "lowered"}));
   st->costs.add_to(*app);
+  st->memory.add_to(*app);
   app->footer("Example: ppbench show --schedule 1f1b --devices 4 --microbatches 8 --format grid");
   return [st] {
+    const StageCost c = st->costs.resolve();  // checked whatever the format
+    const MemoryBudget budget = st->memory.budget();
+    const std::string what = "show " + st->schedule.describe() + " --format " + st->format;
+    require_memory(budget, estimate_show(st->schedule.params(), st->format), what);
     const Schedule s = generate(st->schedule.params());
     validate(s);
     if (st->format == "text") {
@@ -36,8 +44,14 @@ Command add_show(CLI::App& parent) {
     } else if (st->format == "lowered") {
       std::cout << to_text(lower(s));
     } else {
-      const StageCost c = st->costs.resolve();
       const Trace t = simulate(s, CostModel::uniform(s.stages(), c), {.record_comm = false});
+      // The grid has a cell per rank and time unit: long costs make it wide before it is drawn.
+      double end = 0;
+      for (const auto& e : t.compute) end = std::max(end, e.end);
+      const std::size_t width =
+          4 + std::to_string(s.params.microbatches).size() +
+          (s.stages() > s.placement.ranks ? std::to_string(s.stages()).size() + 1 : 0);
+      require_memory(budget, estimate_grid(s.placement.ranks, end, 2 * width), what);
       std::cout << render_grid(t, s.placement);
     }
   };

@@ -2,11 +2,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "harness/atomic_file.h"
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
+#include "harness/memory_estimate.h"
 #include "harness/metrics.h"
+#include "harness/output_file.h"
 #include "harness/provenance.h"
 #include "harness/report_json.h"
 #include "harness/simulator.h"
@@ -27,10 +28,11 @@ std::string fixed(double v, int digits = 6) {
 void print_text(const nlohmann::json& r, const ClosedForm& cf) {
   const auto& c = r["costs"];
   std::cout << "schedule " << r["schedule"].get<std::string>() << "  D=" << r["devices"]
-            << "  N=" << r["microbatches"] << "  chunks=" << r["chunks"] << "  stages=" << r["stages"]
-            << "  actions=" << r["actions"] << "  parameter copies=" << r["param_copies"] << '\n';
-  std::cout << "costs per stage: F=" << c["F"] << " B=" << c["B"] << " I=" << c["I"] << " W=" << c["W"]
-            << " FB=" << c["FB"] << " comm=" << c["comm"] << "\n\n";
+            << "  N=" << r["microbatches"] << "  chunks=" << r["chunks"]
+            << "  stages=" << r["stages"] << "  actions=" << r["actions"]
+            << "  parameter copies=" << r["param_copies"] << '\n';
+  std::cout << "costs per stage: F=" << c["F"] << " B=" << c["B"] << " I=" << c["I"]
+            << " W=" << c["W"] << " FB=" << c["FB"] << " comm=" << c["comm"] << "\n\n";
   auto line = [](const char* name, double v, const std::string& note = "") {
     std::string n(name);
     n.resize(18, ' ');
@@ -38,8 +40,9 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
   };
   line("makespan", r["makespan"]);
   line("bubble_fraction", r["bubble_fraction"],
-       cf.bubble_fraction ? "   closed form " + cf.bubble_formula + " = " + fixed(*cf.bubble_fraction)
-                          : std::string());
+       cf.bubble_fraction
+           ? "   closed form " + cf.bubble_formula + " = " + fixed(*cf.bubble_fraction)
+           : std::string());
   line("bubble_ratio", r["bubble_ratio"], "   sum idle / sum busy");
   line("zb_bubble_rate", r["zb_bubble_rate"], "   (max span - busy) / max span");
   if (!cf.idle_formula.empty()) {
@@ -79,26 +82,41 @@ void print_csv(const nlohmann::json& r) {
 
 Command add_simulate(CLI::App& parent) {
   auto* app = parent.add_subcommand(
-      "simulate", "Simulate one training step of a schedule under a cost model and print its metrics");
+      "simulate",
+      "Simulate one training step of a schedule under a cost model and print its metrics");
   struct State {
     ScheduleFlags schedule;
     CostFlags costs;
     std::string format = "text";
     std::string trace_out;
+    CLI::Option* trace_option = nullptr;
+    MemoryFlag memory;
   };
   auto st = std::make_shared<State>();
   st->schedule.add_to(*app);
   st->costs.add_to(*app);
   app->add_option("--format", st->format, "text, json (one object) or csv (one row per rank)")
-      ->check(CLI::IsMember({"text", "json", "csv"}));
-  app->add_option("--trace-out", st->trace_out,
-                  "Write the timeline as a Chrome/Perfetto trace (JSON; 1 cost unit = 1 ms)");
+      ->check(one_of({"text", "json", "csv"}));
+  st->trace_option = app->add_option(
+      "--trace-out", st->trace_out,
+      "Write the timeline as a Chrome/Perfetto trace (JSON; 1 cost unit = 1 ms): a file (replaced "
+      "atomically), a device, a FIFO, or - for stdout (then instead of the report)");
+  st->memory.add_to(*app);
   app->footer(
-      "Metrics (DESIGN.md): bubble_fraction = sum idle / (ranks x makespan); bubble_ratio = sum "
-      "idle / sum busy;\nzb_bubble_rate = (max span - busy) / max span; peak activations per rank.\n"
+      "Metrics (docs/metrics.md): bubble_fraction = sum idle / (ranks x makespan); bubble_ratio = "
+      "sum "
+      "idle / sum busy;\nzb_bubble_rate = (max span - busy) / max span; peak activations per "
+      "rank.\n"
       "Example: ppbench simulate --schedule zb-h1 --devices 4 --microbatches 8 --cost F=1,I=1,W=1");
   return [st] {
     const StageCost cost = st->costs.resolve();
+    // Everything that can be refused is refused before the work: the output, then the size.
+    OutputTarget trace_out;
+    if (st->trace_option->count() > 0)
+      trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
+    require_memory(
+        st->memory.budget(), estimate_simulate(st->schedule.params(), trace_out.given()),
+        "simulate " + st->schedule.describe() + (trace_out.given() ? " --trace-out" : ""));
     const Schedule s = generate(st->schedule.params());
     validate(s);
     const Trace trace = simulate(s, CostModel::uniform(s.stages(), cost));
@@ -114,12 +132,16 @@ Command add_simulate(CLI::App& parent) {
       record["closed_form"]["note"] =
           "closed forms assume --comm 0" + (cf.note.empty() ? std::string() : "; " + cf.note);
     record["provenance"] = provenance();
-    if (!st->trace_out.empty())
-      write_file_atomically(st->trace_out, to_chrome_trace(trace, schedule_json(s)).dump() + "\n");
+    if (trace_out.given())
+      write_output(trace_out, to_chrome_trace(trace, schedule_json(s)).dump() + "\n");
 
-    if (st->format == "json") std::cout << record.dump(1) << '\n';
-    else if (st->format == "csv") print_csv(record);
-    else print_text(record, cf);
+    if (trace_out.is_stdout()) return;  // stdout carries the trace alone
+    if (st->format == "json")
+      std::cout << record.dump(1) << '\n';
+    else if (st->format == "csv")
+      print_csv(record);
+    else
+      print_text(record, cf);
   };
 }
 

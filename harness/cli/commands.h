@@ -2,8 +2,9 @@
 // a callback that runs it; UsageError escaping a callback becomes exit 2.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
+
+#include <CLI/CLI.hpp>
 
 namespace ppbench::cli {
 

@@ -1,15 +1,21 @@
-// ppbench: pipeline-parallel schedules, simulated and (later) executed.
+// ppbench: pipeline-parallel schedules, generated, proven, simulated and run (CPU threads, CUDA).
 //
-// Exit codes: 0 success; 2 bad input (flags, parameters, costs), always with
-// one line on stderr naming the bad value and what is allowed; 3 the machine or
-// its environment (no GPU visible, a library missing, not enough memory); 1 an
-// internal error (a bug: please report it).
-#include <CLI/CLI.hpp>
+// Exit codes (docs/architecture.md): 0 success; 2 bad input (flags, parameters, costs, shapes,
+// output paths), always with one line on stderr naming the bad value and what is allowed; 3 the
+// machine or its environment (no GPU visible, a library missing, not enough memory, a full disk);
+// 1 a failure of ppbench itself: a step that failed or stalled, `run --check` past its tolerance,
+// or an internal error (a bug: please report it).
 #include <functional>
 #include <iostream>
+#include <new>
+#include <system_error>
 
+#include <CLI/CLI.hpp>
+
+#include "core/error.h"
 #include "harness/cli/commands.h"
-#include "schedules/error.h"
+#include "harness/executor/executor_core.h"
+#include "harness/output_file.h"
 #ifdef PPBENCH_HAVE_CUDA
 #include "workloads/cuda/device_info.h"
 #endif
@@ -26,16 +32,29 @@ std::string version_text() {
   return v;
 }
 
-int usage_error(const std::string& message) {
-  std::cerr << "ppbench: error: " << message << '\n';
-  return 2;
+// Every message leaves on one line that a terminal cannot act on: user input is quoted where it
+// is echoed (quoted() in core/error.h), and whatever control characters still reach here (a
+// message of CLI11's, an internal one) are escaped.
+std::string one_line(std::string_view message) {
+  std::string out;
+  ppbench::detail::append_escaped(out, message, false);
+  return out;
 }
+
+int fail(const char* kind, std::string_view message, int code) {
+  std::cout.flush();
+  std::cerr << "ppbench: " << kind << ": " << one_line(message) << '\n';
+  return code;
+}
+
+int usage_error(const std::string& message) { return fail("error", message, 2); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "ppbench: generate, validate and simulate pipeline-parallel training schedules (GPipe, 1F1B, "
+      "ppbench: generate, prove, simulate and run pipeline-parallel training schedules (GPipe, "
+      "1F1B, "
       "interleaved 1F1B, Chimera, Zero Bubble, DualPipe) and report their bubble and memory.",
       "ppbench"};
   // A callback: the GPU query (CUDA initialisation) runs only when --version is asked for.
@@ -47,7 +66,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, Command>> commands;
   for (auto add : {add_list, add_show, add_simulate, add_model, add_run}) {
     Command run = add(app);
-    commands.emplace_back(app.get_subcommands([](CLI::App*) { return true; }).back(), std::move(run));
+    commands.emplace_back(app.get_subcommands([](CLI::App*) { return true; }).back(),
+                          std::move(run));
   }
 
   // CLI11 reports a misspelt command as "a subcommand is required"; name it.
@@ -58,7 +78,8 @@ int main(int argc, char** argv) {
       found = found || sub->get_name() == argv[1];
       known += (known.empty() ? "" : ", ") + sub->get_name();
     }
-    if (!found) return usage_error(std::string("unknown command '") + argv[1] + "' (known: " + known + ")");
+    if (!found)
+      return usage_error("unknown command " + ppbench::quoted(argv[1]) + " (known: " + known + ")");
   }
 
   try {
@@ -78,19 +99,30 @@ int main(int argc, char** argv) {
   try {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) run();
+    ppbench::flush_stdout();  // a full disk or /dev/full behind stdout is an error, not exit 0
   } catch (const ppbench::UsageError& e) {
     return usage_error(e.what());
   } catch (const ppbench::InvalidSchedule& e) {
     return usage_error(e.what());
   } catch (const ppbench::CheckFailed& e) {
-    std::cerr << "ppbench: error: " << e.what() << '\n';
-    return 1;
+    return fail("error", e.what(), 1);
+  } catch (const ppbench::ExecutionError& e) {
+    // A step that failed or stalled (the watchdog names the rank and its instruction).
+    return fail("error", e.what(), 1);
   } catch (const ppbench::EnvironmentError& e) {
-    std::cerr << "ppbench: error: " << e.what() << '\n';
-    return 3;
+    return fail("error", e.what(), 3);
+  } catch (const std::bad_alloc&) {
+    // The estimates refuse what cannot fit before it starts; this is memory taken by something
+    // else meanwhile, or an estimate short of the truth.
+    return fail("error",
+                "out of memory (the machine ran out while working; --max-memory sets the bar "
+                "the estimates are checked against)",
+                3);
+  } catch (const std::system_error& e) {
+    // The system refused a resource: a thread (too many ranks for the process limit), a lock.
+    return fail("error", std::string("the system refused: ") + e.what(), 3);
   } catch (const std::exception& e) {
-    std::cerr << "ppbench: internal error: " << e.what() << '\n';
-    return 1;
+    return fail("internal error", e.what(), 1);
   }
   return 0;
 }

@@ -113,7 +113,9 @@ class InProcessTransport {
     for (int i = 0; i < ranks * ranks; ++i)
       boxes_.push_back(std::make_unique<Mailbox<Payload>>(capacity, spin));
   }
-  Mailbox<Payload>& mailbox(int src, int dst) { return *boxes_[static_cast<std::size_t>(src) * ranks_ + dst]; }
+  Mailbox<Payload>& mailbox(int src, int dst) {
+    return *boxes_[static_cast<std::size_t>(src) * ranks_ + dst];
+  }
   void abort() {
     for (auto& b : boxes_) b->abort();
   }

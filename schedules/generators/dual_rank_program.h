@@ -4,10 +4,12 @@
 // to a FIFO (the reference's WeightGradStore).
 //
 // The two schedules differ only in what the counts are taken of. DualPipe runs the steps on
-// its half ranks (rank r and D-1-r alike) over half the micro-batches of each direction;
-// DualPipeV runs them on its ranks over all micro-batches. With
-//   ranks = num_half_ranks (DualPipe) or num_ranks (DualPipeV),
-//   rank  = half_rank or rank, chunks = half_num_chunks or num_chunks,
+// its half ranks (rank r and D-1-r alike) over the micro-batches of one direction (N/2);
+// DualPipeV runs them on its ranks over all N micro-batches. With
+//   ranks        = num_half_ranks (DualPipe) or num_ranks (DualPipeV),
+//   rank         = half_rank or rank,
+//   microbatches = the reference's half_num_chunks or num_chunks (it calls micro-batches
+//                  chunks; here a chunk is only ever a model chunk, a stage of a rank),
 // the reference's counts are the same formulas (dual_step_counts).
 #pragma once
 
@@ -72,12 +74,12 @@ struct DualStepCounts {
   int step_1, step_2, step_3, step_4, step_5, step_6, step_7, step_8;
 };
 
-inline DualStepCounts dual_step_counts(int ranks, int rank, int chunks) {
+inline DualStepCounts dual_step_counts(int ranks, int rank, int microbatches) {
   return {
       .step_1 = (ranks - rank - 1) * 2,
       .step_2 = rank + 1,
       .step_3 = ranks - rank - 1,
-      .step_4 = chunks - 2 * ranks + rank + 1,
+      .step_4 = microbatches - 2 * ranks + rank + 1,
       .step_5 = ranks - rank - 1,
       .step_6 = rank + 1,
       .step_7 = ranks - rank - 1,

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "schedules/generators/dual_rank_program.h"
 #include "schedules/formulas.h"
+#include "schedules/generators/dual_rank_program.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -30,9 +30,9 @@ Schedule generate_dualpipe(const ScheduleParams& p) {
   require(d % 2 == 0, "dualpipe needs an even --devices (D), got D=" + std::to_string(d));
   require(n % 2 == 0 && n >= 2 * d, "dualpipe needs an even --microbatches N >= 2D, got N=" +
                                         std::to_string(n) + ", D=" + std::to_string(d));
-  const int half_ranks = d / 2, half_chunks = n / 2;
+  const int half_ranks = d / 2, half_microbatches = n / 2;
 
-  Schedule s{p, Placement::bidirectional(d, half_chunks, half_chunks), {}};
+  Schedule s{p, Placement::bidirectional(d, half_microbatches, half_microbatches), {}};
   s.ranks.resize(d);
   for (int r = 0; r < d; ++r) {
     const int h = std::min(r, d - 1 - r);
@@ -42,7 +42,7 @@ Schedule generate_dualpipe(const ScheduleParams& p) {
     // the ranks sees chain 1 first, so its phase 0 is chain 1.
     const int down = r, up = 2 * d - 1 - r;
     s.ranks[r] = run_dual_steps(second_half ? RankProgram(up, down) : RankProgram(down, up), h,
-                                dual_step_counts(half_ranks, h, half_chunks), middle);
+                                dual_step_counts(half_ranks, h, half_microbatches), middle);
   }
   return s;
 }

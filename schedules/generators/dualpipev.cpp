@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "schedules/generators/dual_rank_program.h"
 #include "schedules/formulas.h"
+#include "schedules/generators/dual_rank_program.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -32,8 +32,8 @@ Schedule generate_dualpipev(const ScheduleParams& p) {
   Schedule s{p, Placement::v_shape(d, n), {}};
   s.ranks.resize(d);
   for (int r = 0; r < d; ++r) {
-    s.ranks[r] = run_dual_steps(RankProgram(r, 2 * d - 1 - r), r, dual_step_counts(d, r, n),
-                                r == d - 1);
+    s.ranks[r] =
+        run_dual_steps(RankProgram(r, 2 * d - 1 - r), r, dual_step_counts(d, r, n), r == d - 1);
   }
   return s;
 }

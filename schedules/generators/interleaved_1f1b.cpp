@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "schedules/error.h"
+#include "core/error.h"
 #include "schedules/formulas.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
@@ -47,12 +47,14 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
   const int g = p.group_size == 0 ? d : p.group_size;
   require(v >= 2, "interleaved-1f1b needs --chunks >= 2, got " + std::to_string(v) +
                       " (with one chunk per rank use 1f1b)");
-  require(g >= d && g <= n, "interleaved-1f1b needs D <= --group-size <= N (Megatron's micro-batch "
-                            "group size per virtual stage), got group size " +
-                                std::to_string(g) + " with D=" + std::to_string(d) +
-                                ", N=" + std::to_string(n));
+  require(g >= d && g <= n,
+          "interleaved-1f1b needs D <= --group-size <= N (Megatron's micro-batch "
+          "group size per virtual stage), got group size " +
+              std::to_string(g) + " with D=" + std::to_string(d) + ", N=" + std::to_string(n));
 
   Schedule s{p, Placement::interleaved(d, v, n), {}};
+  s.params.chunks = v;
+  s.params.group_size = g;
   s.params.chunks = v;
   s.params.group_size = g;
   s.ranks.resize(d);
@@ -82,11 +84,13 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
     try {
       validate(s);
     } catch (const InvalidSchedule& e) {
-      require(false, "interleaved-1f1b deadlocks for D=" + std::to_string(d) + ", N=" +
-                         std::to_string(n) + ", --chunks " + std::to_string(v) + ", --group-size " +
-                         std::to_string(g) + ": the last micro-batch group has only " +
-                         std::to_string(n % g) + " micro-batch(es); use N a multiple of the group "
-                         "size (" + e.what() + ")");
+      require(false, "interleaved-1f1b deadlocks for D=" + std::to_string(d) +
+                         ", N=" + std::to_string(n) + ", --chunks " + std::to_string(v) +
+                         ", --group-size " + std::to_string(g) +
+                         ": the last micro-batch group has only " + std::to_string(n % g) +
+                         " micro-batch(es); use N a multiple of the group "
+                         "size (" +
+                         e.what() + ")");
     }
   }
   return s;
@@ -107,10 +111,11 @@ ClosedForm closed_form_interleaved_1f1b(const ScheduleParams& p, const UniformCo
     // wait about as long as 1F1B's warm-up again (D = 4, N = 13, g = 4: 0.204 against plain
     // 1F1B's 0.1875), so the closed form does not hold. A group of all N micro-batches has no
     // short group (--group-size N: 0.103 there).
-    out.note = "N = " + std::to_string(p.microbatches) + " is not a multiple of the group size g = " +
-               std::to_string(g) + ": the last group is short, the closed form does not hold, and "
-               "the bubble can exceed plain 1F1B's; --group-size " + std::to_string(p.microbatches) +
-               " (one group) avoids the short group";
+    out.note = "N = " + std::to_string(p.microbatches) +
+               " is not a multiple of the group size g = " + std::to_string(g) +
+               ": the last group is short, the closed form does not hold, and "
+               "the bubble can exceed plain 1F1B's; --group-size " +
+               std::to_string(p.microbatches) + " (one group) avoids the short group";
   }
   return out;
 }

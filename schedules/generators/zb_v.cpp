@@ -62,7 +62,9 @@ ClosedForm closed_form_zb_v(const ScheduleParams& p, const UniformCost& c) {
   // and N >= 2D-1 (below that the reference drops its padding micro-batches
   // and leaves bubbles). Rank r still starts r*F after rank 0 and ends as
   // much later, so of the makespan every rank idles (D-1)F.
-  out.bubble_formula = "idle / (idle + 2N(F+I+W)), idle = (D-1)F of the makespan, 0 within each span, when F = I = W";
+  out.bubble_formula =
+      "idle / (idle + 2N(F+I+W)), idle = (D-1)F of the makespan, 0 within each span, when F = I = "
+      "W";
   out.idle_formula = "(D-1)F of the makespan, 0 within each rank's span, when F = I = W";
   if (c.f == c.i && c.i == c.w && n >= 2 * d - 1) {
     out.idle_per_rank = (d - 1) * c.f;

@@ -124,7 +124,8 @@ ClosedForm closed_form_zb_h2(const ScheduleParams& p, const UniformCost& c) {
   // makespan every rank idles (D-1)(F + max(I-2W, 0)): the paper's figure
   // only when 2W <= I (found by sweeping costs; any N >= 2D-1).
   out.bubble_formula = "idle / (idle + N(F+I+W)), idle = (D-1)(F+max(I-2W,0))";
-  out.idle_formula = "(D-1)(F+I-2W) within each rank's span (the paper's); of the makespan the same when 2W <= I";
+  out.idle_formula =
+      "(D-1)(F+I-2W) within each rank's span (the paper's); of the makespan the same when 2W <= I";
   if (c.w <= c.f && 2 * c.w <= c.f + c.i) {
     const double makespan_idle = (d - 1) * (c.f + (c.i > 2 * c.w ? c.i - 2 * c.w : 0));
     out.bubble_fraction = idle_fraction(makespan_idle, n * (c.f + c.i + c.w));

@@ -101,7 +101,9 @@ TEST(SyntheticData, MicroBatchesFollowTheDataFunctions) {
       const auto at = static_cast<std::size_t>(i * 5 + p);
       EXPECT_EQ(mb.inputs.front().data[at], static_cast<float>(data_token(k, i, p, 5, 50)));
       EXPECT_EQ(mb.targets[at], data_next_token(k, i, p, 5, 50));
-      if (p + 1 < 5) EXPECT_EQ(static_cast<float>(mb.targets[at]), mb.inputs.front().data[at + 1]);
+      if (p + 1 < 5) {
+        EXPECT_EQ(static_cast<float>(mb.targets[at]), mb.inputs.front().data[at + 1]);
+      }
     }
   MlpConfig m;
   m.layers = 2, m.width = 8, m.input_dim = 6, m.classes = 4;

@@ -3,12 +3,12 @@
 // bitwise where the accumulation order is the same; float32 to 1e-4), with
 // and without recompute, and the arena's measured activation peak equals the
 // memory model's prediction on every rank.
-#include <gtest/gtest.h>
-
 #include <cmath>
 
+#include <gtest/gtest.h>
+
+#include "core/error.h"
 #include "harness/backends/cpu/cpu_run.h"
-#include "schedules/error.h"
 #include "schedules/registry.h"
 #include "workloads/amoebanet.h"
 #include "workloads/mlp.h"
@@ -71,8 +71,8 @@ std::vector<Case> all_cases() {
 }
 
 std::string label(const Case& c) {
-  return c.params.name + " D=" + std::to_string(c.params.devices) + " N=" +
-         std::to_string(c.params.microbatches) + (c.recompute ? " recompute" : "");
+  return c.params.name + " D=" + std::to_string(c.params.devices) +
+         " N=" + std::to_string(c.params.microbatches) + (c.recompute ? " recompute" : "");
 }
 
 void expect_same_step(const WorkloadSpec& spec, double tolerance) {
@@ -90,18 +90,21 @@ void expect_same_step(const WorkloadSpec& spec, double tolerance) {
     EXPECT_NEAR(out.values.loss, ref.loss, tolerance * std::abs(ref.loss)) << label(c);
     // Every parameter tensor, by name: max |got - ref| / max |ref| per tensor.
     const GradientComparison cmp = compare_gradients(out.values.tensors, ref.tensors);
-    EXPECT_TRUE(cmp.within(tolerance))
-        << label(c) << ": " << cmp.mismatch << " worst " << cmp.worst_tensor << " " << cmp.max_rel_error;
+    EXPECT_TRUE(cmp.within(tolerance)) << label(c) << ": " << cmp.mismatch << " worst "
+                                       << cmp.worst_tensor << " " << cmp.max_rel_error;
     EXPECT_EQ(cmp.tensors, ref.tensors.size());
-    EXPECT_NEAR(out.record["grad_norm"].get<double>(), ref.grad_norm(), tolerance * ref.grad_norm()) << label(c);
+    EXPECT_NEAR(out.record["grad_norm"].get<double>(), ref.grad_norm(), tolerance * ref.grad_norm())
+        << label(c);
     EXPECT_NEAR(out.values.grad_sum(), ref.grad_sum(), tolerance * ref.grad_norm()) << label(c);
     EXPECT_EQ(out.values.grad_elements(), ref.grad_elements()) << label(c);
     // One stage per rank and backwards in micro-batch order accumulate in the
     // reference's order, so float64 agrees to the last bit.
-    if (spec.dtype == DType::kF64 && (c.params.name == "1f1b" || c.params.name == "naive"))
-      for (std::size_t t = 0; t < ref.tensors.size() && t < out.values.tensors.size(); ++t)
+    if (spec.dtype == DType::kF64 && (c.params.name == "1f1b" || c.params.name == "naive")) {
+      for (std::size_t t = 0; t < ref.tensors.size() && t < out.values.tensors.size(); ++t) {
         EXPECT_EQ(out.values.tensors[t].values, ref.tensors[t].values)
             << label(c) << " " << ref.tensors[t].name << " should be bitwise equal";
+      }
+    }
     for (const auto& mem : out.record["activation_bytes"])
       EXPECT_EQ(mem["measured_peak_bytes"].get<double>(), mem["model_peak_bytes"].get<double>())
           << label(c) << " rank " << mem["rank"];
@@ -110,8 +113,12 @@ void expect_same_step(const WorkloadSpec& spec, double tolerance) {
   EXPECT_GT(checked, 80);
 }
 
-TEST(CpuRun, MlpEveryScheduleMatchesSingleDeviceFloat64) { expect_same_step(tiny_mlp(DType::kF64), 1e-10); }
-TEST(CpuRun, MlpEveryScheduleMatchesSingleDeviceFloat32) { expect_same_step(tiny_mlp(DType::kF32), 1e-4); }
+TEST(CpuRun, MlpEveryScheduleMatchesSingleDeviceFloat64) {
+  expect_same_step(tiny_mlp(DType::kF64), 1e-10);
+}
+TEST(CpuRun, MlpEveryScheduleMatchesSingleDeviceFloat32) {
+  expect_same_step(tiny_mlp(DType::kF32), 1e-4);
+}
 TEST(CpuRun, LlamaEveryScheduleMatchesSingleDeviceFloat64) {
   expect_same_step(tiny_transformer("tiny-llama", DType::kF64), 1e-10);
 }
@@ -133,8 +140,9 @@ TEST(CpuRun, RecordCarriesTheContract) {
   o.warmup = 1;
   const RunOutput out = run_cpu(tiny_transformer("tiny-llama", DType::kF32), o);
   const auto& r = out.record;
-  for (const char* k : {"schedule", "devices", "microbatches", "workload", "provenance", "throughput",
-                        "measured", "predicted", "activation_bytes", "loss", "grad_norm", "step_time_s"})
+  for (const char* k :
+       {"schedule", "devices", "microbatches", "workload", "provenance", "throughput", "measured",
+        "predicted", "activation_bytes", "loss", "grad_norm", "step_time_s"})
     EXPECT_TRUE(r.contains(k)) << k;
   EXPECT_EQ(r["step_times_s"].size(), 2u);
   EXPECT_GT(r["throughput"]["tokens_per_s"].get<double>(), 0);
@@ -179,7 +187,8 @@ TEST(CpuRun, CheckRecordsTheLargestGradientError) {
   o.check_tolerance = 1e-12;
   const RunOutput strict = run_cpu(tiny_transformer("tiny-llama", DType::kF32), o);
   EXPECT_FALSE(strict.record["check"]["passed"].get<bool>());
-  EXPECT_NE(check_failure(strict.record).find("layer "), std::string::npos) << check_failure(strict.record);
+  EXPECT_NE(check_failure(strict.record).find("layer "), std::string::npos)
+      << check_failure(strict.record);
 }
 
 TEST(GradientComparison, NamesTheWorstTensorAndRefusesMismatches) {

@@ -7,12 +7,17 @@ of the ppbench binary; standard library only, so it runs before the venv.
 """
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run(*args):
@@ -46,6 +51,21 @@ class BadInput(unittest.TestCase):
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--bogus"], "--bogus"),
         (["nosuchcommand"], "nosuchcommand"),
         ([], "subcommand"),
+        # Costs: finite, > 0, at most 1e12, each key once, B = I + W when all three are given.
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "F=1e308"], "F=1e308"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "F=1e400"], "F=1e400"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "F=nan"], "F=nan"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "F=0"], "F=0"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "B=2,I=1,W=5"], "I + W"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "F=1,F=2"], "twice"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", ""], "--cost"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--comm", "nan"], "--comm"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--comm", "1e400"], "--comm"),
+        (["simulate", "-s", "gpipe", "-d", "010", "-n", "8", "--chunks", "0"], "--chunks"),
+        (["show", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "F=-1"], "F=-1"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--trace-out", ""], "--trace-out"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--max-memory", "64X"], "--max-memory"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--max-memory", "1K"], "--max-memory"),
     ]
 
     def test_exit_2_with_one_line_naming_the_value(self):
@@ -70,6 +90,160 @@ class BadInput(unittest.TestCase):
             self.assertIn("missing-dir", r.stderr)
 
 
+def one_line(test, r, code):
+    """Exit `code`, one line on stderr that a terminal cannot act on; returns the line."""
+    test.assertEqual(r.returncode, code, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    test.assertEqual(len(lines), 1, r.stderr)
+    test.assertNotIn("\x1b", r.stderr)
+    return lines[0]
+
+
+def make_char_device(path, minor):
+    """A character device node like /dev/null (minor 3) or /dev/full (minor 7) in a temp dir, so
+    that a ppbench that replaced its output could not damage the real ones; None where mknod is
+    not allowed."""
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+        return path
+    except (PermissionError, OSError):
+        return None
+
+
+class Outputs(unittest.TestCase):
+    """--trace-out and stdout: devices, FIFOs and - are streamed to, symlinks followed, regular
+    files replaced atomically, directories refused; write errors are exit 3 with one line."""
+    SIM = ["simulate", "-s", "1f1b", "-d", "4", "-n", "8"]
+
+    def test_character_devices_are_written_not_replaced(self):
+        with tempfile.TemporaryDirectory() as d:
+            null = make_char_device(os.path.join(d, "null"), 3)
+            full = make_char_device(os.path.join(d, "full"), 7)
+            if null is None:
+                if os.geteuid() == 0:
+                    self.skipTest("mknod not allowed (and /dev/null must not be risked as root)")
+                null, full = "/dev/null", "/dev/full"
+            r = run(*self.SIM, "--trace-out", null)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(stat.S_ISCHR(os.stat(null).st_mode), "the device was replaced")
+            r = run(*self.SIM, "--trace-out", full)
+            line = one_line(self, r, 3)  # the machine, not the input
+            self.assertIn("No space left", line)
+            self.assertTrue(stat.S_ISCHR(os.stat(full).st_mode), "the device was replaced")
+            # stdout itself on a full device is an error too, not exit 0.
+            with open(full, "w") as out:
+                r = subprocess.run([PPBENCH, "list"], stdout=out, stderr=subprocess.PIPE, text=True,
+                                   timeout=60)
+            self.assertIn("No space left", one_line(self, r, 3))
+
+    def test_fifo_is_streamed_to(self):
+        with tempfile.TemporaryDirectory() as d:
+            fifo = os.path.join(d, "pipe")
+            os.mkfifo(fifo)
+            got = {}
+            reader = threading.Thread(target=lambda: got.setdefault("text", open(fifo).read()),
+                                      daemon=True)
+            reader.start()
+            r = run(*self.SIM, "--trace-out", fifo)
+            reader.join(timeout=10)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced")
+            self.assertIn("traceEvents", json.loads(got["text"]))
+
+    def test_symlink_is_followed_and_kept(self):
+        with tempfile.TemporaryDirectory() as d:
+            target, link = os.path.join(d, "target.json"), os.path.join(d, "link.json")
+            with open(target, "w") as f:
+                f.write("old")
+            os.symlink("target.json", link)
+            r = run(*self.SIM, "--trace-out", link)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(os.path.islink(link))
+            with open(target) as f:
+                self.assertIn("traceEvents", json.load(f))
+            self.assertEqual(sorted(os.listdir(d)), ["link.json", "target.json"])
+
+    def test_directory_is_refused_clearly(self):
+        with tempfile.TemporaryDirectory() as d:
+            line = one_line(self, run(*self.SIM, "--trace-out", d), 2)
+            self.assertIn("is a directory", line)
+            self.assertNotIn("Success", line)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_dash_is_stdout(self):
+        r = run(*self.SIM, "--trace-out", "-")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("traceEvents", json.loads(r.stdout))
+
+    def test_no_temp_file_is_ever_visible(self):
+        # The trace is written to an unnamed file and linked in when complete: watching the
+        # directory while ppbench writes (and killing it the moment anything else shows up) finds
+        # nothing but the complete target. The old writer left `.t.json.tmp.<pid>` when killed.
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "t.json")
+            p = subprocess.Popen([PPBENCH, "simulate", "-s", "zb-v", "-d", "16", "-n", "2048",
+                                  "--trace-out", out], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+            seen = set()
+            while p.poll() is None:
+                names = set(os.listdir(d))
+                seen |= names
+                if names - {"t.json"}:
+                    p.kill()
+                    break
+                time.sleep(0.0005)
+            p.wait(timeout=120)
+            self.assertEqual(seen - {"t.json"}, set(), "a temp file was visible")
+            self.assertEqual(p.returncode, 0, p.stderr.read())
+            with open(out) as f:
+                self.assertIn("traceEvents", json.load(f))
+
+
+class Numbers(unittest.TestCase):
+    def test_range_messages_print_bounds_readably(self):
+        for args in (["simulate", "-s", "1f1b", "-d", "5000", "-n", "8"],
+                     ["simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--comm", "-1"],
+                     ["simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--comm", "1e300"]):
+            with self.subTest(args=args):
+                line = one_line(self, run(*args), 2)
+                self.assertLess(max(len(n) for n in re.findall(r"\d+", line)), 21, line)
+
+    def test_costs_never_make_inf_or_nan(self):
+        r = run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--cost", "F=1e12,B=1e12",
+                "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rec = json.loads(r.stdout)
+        for key in ["makespan", "bubble_fraction", "bubble_ratio", "zb_bubble_rate"]:
+            self.assertTrue(0 <= rec[key] < float("inf"), (key, rec[key]))
+
+    def test_huge_schedules_are_refused_before_work(self):
+        start = time.monotonic()
+        line = one_line(self, run("simulate", "-s", "1f1b", "-d", "4096", "-n", "1048576"), 2)
+        self.assertLess(time.monotonic() - start, 20)
+        for needle in ["--devices 4096", "--microbatches 1048576", "needs about", "available"]:
+            self.assertIn(needle, line)
+        line = one_line(self, run("show", "-s", "gpipe", "-d", "64", "-n", "65536", "--format",
+                                  "lowered", "--max-memory", "64M"), 2)
+        self.assertIn("--max-memory 64M", line)
+        # A grid as wide as the step is long: refused from the simulated length, before drawing.
+        line = one_line(self, run("show", "-s", "gpipe", "-d", "4", "-n", "8", "--format", "grid",
+                                  "--cost", "F=1e12"), 2)
+        self.assertIn("grid", line)
+
+
+class TerminalSafety(unittest.TestCase):
+    def test_control_characters_in_user_input_are_escaped(self):
+        evil = "nos\x1b[31mred\nx"
+        for args in (["simulate", "-s", evil, "-d", "4", "-n", "8"],
+                     ["simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--format", evil],
+                     ["simulate", "-s", "1f1b", "-d", evil, "-n", "8"],
+                     ["simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--cost", "F=" + evil],
+                     [evil]):
+            with self.subTest(args=args):
+                line = one_line(self, run(*args), 2)
+                self.assertIn("\\x1b[31mred\\nx", line)
+
+
 class Contract(unittest.TestCase):
     def test_json_names(self):
         r = run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--format", "json")
@@ -84,17 +258,21 @@ class Contract(unittest.TestCase):
         self.assertAlmostEqual(rec["bubble_fraction"], 3 / 11, places=12)
         self.assertEqual(rec["makespan"], 33)
 
-    def test_commit_of_a_tree_copied_without_git(self):
-        # A lent GPU machine gets the working tree without .git: the commit is handed over in
-        # PPBENCH_GIT_COMMIT and lands in the provenance instead of "unknown".
-        env = {**os.environ, "GIT_DIR": "/nonexistent-ppbench-git", "PPBENCH_GIT_COMMIT": "abc123def456"}
+    def test_commit_is_the_builds_not_the_environments(self):
+        # The record names the commit the binary was built from (fixed at build time), so neither
+        # the git state seen at run time nor PPBENCH_GIT_COMMIT (only for a build made from a copy
+        # without .git) can make it name another one.
         args = ["simulate", "-s", "1f1b", "-d", "2", "-n", "4", "--format", "json"]
+        plain = json.loads(run(*args).stdout)["provenance"]["git_commit"]
+        self.assertNotEqual(plain, "")
+        env = {**os.environ, "GIT_DIR": "/nonexistent-ppbench-git", "PPBENCH_GIT_COMMIT": "abc123def456"}
         r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60, env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(json.loads(r.stdout)["provenance"]["git_commit"], "abc123def456")
-        del env["PPBENCH_GIT_COMMIT"]
-        r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60, env=env)
-        self.assertEqual(json.loads(r.stdout)["provenance"]["git_commit"], "unknown")
+        self.assertEqual(json.loads(r.stdout)["provenance"]["git_commit"], plain)
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True)
+        if head.returncode == 0 and plain != "unknown":
+            self.assertEqual(plain.removesuffix("-dirty"), head.stdout.strip())
 
     def test_cost_derivation_rules(self):
         def costs(spec):

@@ -53,6 +53,20 @@ class BadInput(unittest.TestCase):
         (["-w", "mlp", "--stages", "2", "--partition", "greedy"], "greedy"),
         (["-w", "mlp", "--partition", "uniform"], "--stages"),
         (["--layers", "4"], "--workload"),
+        # Sizes: parameters, FLOPs and bytes that overflow 64 bits, and spec records that would
+        # not fit in memory, are refused in one line instead of printed wrapped or allocated.
+        (["-w", "mlp", "--width", "99999999999999999999"], "--width"),
+        (["-w", "mlp", "--width", "9999999999"], "overflow"),
+        (["-w", "transformer", "--vocab", "9223372036854775807"], "overflow"),
+        (["-w", "amoebanet", "--filters", "1099511627776"], "overflow"),
+        (["-w", "mlp", "--microbatch-size", "9223372036854775807"], "overflow"),
+        (["-w", "mlp", "--layers", "10000000", "--format", "json"], "--layers 10000000"),
+        (["-w", "mlp", "--layers", "100000", "--stages", "100000"], "needs about"),
+        (["-w", "mlp", "--input-dim", "0"], "--input-dim 0"),
+        (["-w", "mlp", "--stages", "0"], "--stages"),
+        (["-w", "mlp", "--layers", "4", "--stages", "2", "--partition", "999999999,999999999,999999999"],
+         "3 entries"),
+        (["-w", "mlp", "--max-memory", "lots"], "--max-memory"),
     ]
 
     def test_exit_2_with_one_line_naming_the_value(self):
@@ -126,6 +140,15 @@ class Contract(unittest.TestCase):
         spec = model_json("-w", "amoebanet", "--stages", "4")
         self.assertEqual(spec["partition"]["method"], "balanced")
         self.assertEqual(len(spec["stages"]), 4)
+
+    def test_large_counts_are_printed_correctly(self):
+        # 8 layers of width 10^9: 7 (w^2 + w) + 10 w + 10 parameters, just under 2^63.
+        spec = model_json("-w", "mlp", "--width", "1000000000")
+        self.assertEqual(spec["params"], 7000000017000000010)
+        r = run("model", "-w", "mlp", "--width", "1000000000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("7.00e+18 params (7000000017000000010)", r.stdout)
+        self.assertNotRegex(r.stdout, r"-\d")  # no wrapped, negative count anywhere
 
     def test_text_table(self):
         r = run("model", "-w", "transformer", "--preset", "llama3-8b", "--stages", "4")

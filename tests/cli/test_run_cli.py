@@ -4,10 +4,14 @@ exit 2 with one line naming the value, nothing on stdout, no file written; a
 good run prints a record whose loss does not depend on the schedule."""
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+from concurrent.futures import ThreadPoolExecutor
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 MLP = ["run", "--workload", "mlp", "--layers", "4", "--width", "16"]
@@ -36,6 +40,25 @@ class BadRunInput(unittest.TestCase):
           "-d", "2", "-n", "4"], "--kv-heads 2"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--microbatch-size", "0"], "--microbatch-size"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--cuda-graph"], "--backend cuda"),
+        # Numbers: seeds are 0..2^64-1 in decimal, the watchdog 0.001..1e6 seconds.
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--seed", "-1"], "--seed"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--seed", "18446744073709551616"], "--seed"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--watchdog", "nan"], "--watchdog"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--watchdog", "1e300"], "--watchdog"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--watchdog", "0"], "--watchdog"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--steps", "1e3"], "--steps"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--input-dim", "0"], "--input-dim 0"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--width", "99999999999999999999"], "--width"),
+        # Sizes the machine cannot hold, refused before anything is allocated.
+        (["run", "--workload", "mlp", "--layers", "2", "--width", "4294967297", "-s", "1f1b", "-d", "2",
+          "-n", "4"], "overflow"),
+        (["run", "--workload", "mlp", "--layers", "2", "--width", "100000", "-s", "1f1b", "-d", "2",
+          "-n", "4"], "--width 100000"),
+        (["run", "--workload", "transformer", "--preset", "llama3-8b", "-s", "1f1b", "-d", "2", "-n", "4"],
+         "needs about"),
+        (["run", "--workload", "mlp", "--layers", "10000000", "--width", "8", "-s", "1f1b", "-d", "2",
+          "-n", "4"], "--layers 10000000"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--max-memory", "1K"], "--max-memory 1K"),
     ]
 
     def test_exit_2_with_one_line(self):
@@ -79,6 +102,135 @@ class BadRunInput(unittest.TestCase):
         r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4", "--results", "/nonexistent-dir/x.jsonl")
         self.assertEqual(r.returncode, 2)
         self.assertIn("nonexistent-dir", r.stderr)
+
+
+TINY = ["run", "--workload", "mlp", "--layers", "2", "--width", "8", "-s", "1f1b", "-d", "2", "-n", "2"]
+
+
+def one_line(test, r, code):
+    test.assertEqual(r.returncode, code, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    test.assertEqual(len(lines), 1, r.stderr)
+    return lines[0]
+
+
+class Sizes(unittest.TestCase):
+    def test_refused_quickly_with_the_numbers(self):
+        start = time.monotonic()
+        line = one_line(self, run("run", "--workload", "mlp", "--layers", "2", "--width", "100000",
+                                  "-s", "1f1b", "-d", "2", "-n", "4"), 2)
+        self.assertLess(time.monotonic() - start, 20)
+        for needle in ["--width 100000", "needs about", "GiB", "available", "--max-memory"]:
+            self.assertIn(needle, line)
+
+    def test_watchdog_message_prints_bounds_readably(self):
+        line = one_line(self, run(*TINY, "--watchdog", "-1"), 2)
+        self.assertLess(max(len(n) for n in re.findall(r"\d+", line)), 21, line)
+
+
+class StepFailure(unittest.TestCase):
+    def test_a_stalled_step_is_exit_1_with_one_line_naming_the_rank(self):
+        # A watchdog far shorter than one forward pass (an F of 64 x 2048 x 2048 takes
+        # milliseconds) stops the step: ppbench's own failure, not bad input or the machine.
+        r = run("run", "--workload", "mlp", "--layers", "4", "--width", "2048",
+                "--microbatch-size", "64", "-s", "1f1b", "-d", "2", "-n", "4", "--steps", "1",
+                "--warmup", "0", "--watchdog", "0.001")
+        line = one_line(self, r, 1)
+        self.assertTrue(line.startswith("ppbench: error: watchdog: rank 1"), line)
+        self.assertNotIn("internal error", line)
+
+
+class Results(unittest.TestCase):
+    """--results appends one line under a lock, never rewrites the file, and is checked before
+    the run; --trace-out streams to devices, FIFOs and -."""
+
+    def test_concurrent_runs_lose_no_record(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "runs.jsonl")
+
+            def writer(_):
+                failures = 0
+                for _ in range(50):
+                    r = run(*TINY, "--results", path)
+                    failures += r.returncode != 0
+                return failures
+
+            with ThreadPoolExecutor(8) as pool:
+                self.assertEqual(sum(pool.map(writer, range(8))), 0)
+            with open(path) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(len(lines), 400)
+            for line in lines:
+                self.assertEqual(json.loads(line)["command"], "run")
+            self.assertEqual(os.listdir(d), ["runs.jsonl"])
+
+    def test_append_does_not_rewrite_and_starts_a_new_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "runs.jsonl")
+            with open(path, "w") as f:
+                f.write('{"complete": 1}\n{"killed": ')  # an old writer killed mid-line
+            before = os.stat(path)
+            r = run(*TINY, "--results", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            after = os.stat(path)
+            self.assertEqual(before.st_ino, after.st_ino, "the file was replaced, not appended to")
+            with open(path) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(lines[:2], ['{"complete": 1}', '{"killed": '])
+            self.assertEqual(json.loads(lines[2])["command"], "run")
+            self.assertEqual(len(lines), 3)
+
+    def test_bad_outputs_are_refused_before_the_run(self):
+        # --steps 1000000 would run for hours: only a check before the run returns at once.
+        long_run = TINY[:-2] + ["-n", "2", "--steps", "1000000"]
+        with tempfile.TemporaryDirectory() as d:
+            for flag in ["--results", "--trace-out"]:
+                with self.subTest(flag=flag):
+                    start = time.monotonic()
+                    line = one_line(self, run(*long_run, flag, d), 2)
+                    self.assertLess(time.monotonic() - start, 30)
+                    self.assertIn("is a directory", line)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_a_failed_run_creates_and_changes_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            new = os.path.join(d, "new.jsonl")
+            old = os.path.join(d, "old.jsonl")
+            with open(old, "w") as f:
+                f.write('{"kept": 1}\n')
+            for path in [new, old]:
+                r = run("run", "--workload", "mlp", "--layers", "2", "--width", "8", "-s", "1f1b",
+                        "-d", "4", "-n", "2", "--results", path, "--trace-out", path + ".trace")
+                self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertFalse(os.path.exists(new))
+            with open(old) as f:
+                self.assertEqual(f.read(), '{"kept": 1}\n')
+            self.assertEqual(sorted(os.listdir(d)), ["old.jsonl"])
+
+    def test_a_failed_trace_write_keeps_the_record(self):
+        with tempfile.TemporaryDirectory() as d:
+            full = os.path.join(d, "full")
+            try:
+                os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+            except (PermissionError, OSError):
+                if os.geteuid() == 0:
+                    self.skipTest("mknod not allowed")
+                full = "/dev/full"
+            path = os.path.join(d, "runs.jsonl")
+            r = run(*TINY, "--results", path, "--trace-out", full)
+            self.assertIn("No space left", one_line(self, r, 3))
+            self.assertTrue(stat.S_ISCHR(os.stat(full).st_mode))
+            with open(path) as f:
+                self.assertEqual(json.loads(f.read())["command"], "run")
+
+    def test_dash_streams_the_trace_or_the_record_to_stdout(self):
+        r = run(*TINY, "--trace-out", "-")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("traceEvents", json.loads(r.stdout))
+        r = run(*TINY, "--results", "-")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["command"], "run")
+        one_line(self, run(*TINY, "--results", "-", "--trace-out", "-"), 2)
 
 
 class GoodRun(unittest.TestCase):

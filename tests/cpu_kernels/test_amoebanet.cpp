@@ -209,7 +209,8 @@ TEST_P(AmoebaLayerTest, InterleavedMicroBatchesEqualSequentialAndWAccumulates) {
       layer->backward_weight(s);
       EXPECT_EQ(s.bytes(), 0);
     }
-    for (Param<double>* p : layer->params()) run.grads.emplace_back(p->grad.data.begin(), p->grad.data.end());
+    for (Param<double>* p : layer->params())
+      run.grads.emplace_back(p->grad.data.begin(), p->grad.data.end());
     return run;
   };
   const Run r0 = sequential({&x0}), r1 = sequential({&x1}), r01 = sequential({&x0, &x1});
@@ -243,7 +244,8 @@ TEST_P(AmoebaLayerTest, InterleavedMicroBatchesEqualSequentialAndWAccumulates) {
   }
   const std::vector<Param<double>*> ps = layer->params();
   for (std::size_t k = 0; k < ps.size(); ++k) {
-    EXPECT_EQ(std::vector<double>(ps[k]->grad.data.begin(), ps[k]->grad.data.end()), r01.grads[k]) << ps[k]->name;  // same order of sums: bitwise
+    EXPECT_EQ(std::vector<double>(ps[k]->grad.data.begin(), ps[k]->grad.data.end()), r01.grads[k])
+        << ps[k]->name;  // same order of sums: bitwise
     std::vector<double> sum(r0.grads[k].size());
     for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = r0.grads[k][i] + r1.grads[k][i];
     // Another order of the same sums: rounding only (a wrong accumulation is off by O(1)); a

@@ -169,7 +169,8 @@ TEST_P(LayerTest, SplitPassesInterleaveAndAccumulate) {
       layer->backward(random_tensor(y.shape, 50), s);
     }
     std::vector<std::vector<double>> g;
-    for (Param<double>* p : layer->params()) g.emplace_back(p->grad.data.begin(), p->grad.data.end());
+    for (Param<double>* p : layer->params())
+      g.emplace_back(p->grad.data.begin(), p->grad.data.end());
     return g;
   };
   const auto g0 = grads_of({&x0}), g1 = grads_of({&x1}), g01 = grads_of({&x0, &x1});
@@ -187,7 +188,8 @@ TEST_P(LayerTest, SplitPassesInterleaveAndAccumulate) {
   std::vector<Param<double>*> ps = layer->params();
   for (std::size_t k = 0; k < ps.size(); ++k) {
     // W accumulates: the two micro-batches' gradients add up (bitwise: same order of sums).
-    EXPECT_EQ(std::vector<double>(ps[k]->grad.data.begin(), ps[k]->grad.data.end()), g01[k]) << ps[k]->name;
+    EXPECT_EQ(std::vector<double>(ps[k]->grad.data.begin(), ps[k]->grad.data.end()), g01[k])
+        << ps[k]->name;
     std::vector<double> sum(g0[k].size());
     for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = g0[k][i] + g1[k][i];
     EXPECT_LE(rel_error(ps[k]->grad.data, sum), 1e-14) << ps[k]->name;

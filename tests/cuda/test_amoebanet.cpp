@@ -15,14 +15,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/error.h"
 #include "harness/backends/cpu/cpu_run.h"
-#include "harness/gpu/cuda_executor.h"
-#include "harness/gpu/cuda_run.h"
-#include "harness/gpu/gpu_model.h"
-#include "schedules/error.h"
+#include "harness/cuda/cuda_executor.h"
+#include "harness/cuda/cuda_run.h"
+#include "harness/cuda/gpu_model.h"
 #include "schedules/registry.h"
 #include "tests/cuda/gpu_test_util.h"
-#include "tests/gpu_exec/run_matches_cpu.h"
+#include "tests/cuda_exec/run_matches_cpu.h"
 #include "workloads/amoebanet.h"
 #include "workloads/cpu/amoebanet_cells.h"
 #include "workloads/cuda/amoebanet_cells.h"
@@ -420,7 +420,9 @@ class AmoebaRun : public ::testing::TestWithParam<DType> {
     if (has_gpu()) CUDA_CHECK(cudaSetDevice(0));
   }
   DType dtype() const { return GetParam(); }
-  double tol() const { return tolerance(GetParam()); }
+  // A whole model in bf16 against float64 with unrounded parameters: 5e-2 per tensor (see
+  // tests/cuda_exec/test_equivalence.cpp); f32 keeps the layers' 1e-4.
+  double tol() const { return GetParam() == DType::kBF16 ? 5e-2 : tolerance(GetParam()); }
 };
 
 TEST_P(AmoebaRun, CudaBackendStepMatchesTheCpuBackend) {
@@ -480,7 +482,7 @@ TEST(AmoebaHost, TwoTensorBoundariesTravelPacked) {
   const WorkloadSpec spec = build_amoebanet(small_amoebanet(), 2, ppbench::DType::kF32);
   const Schedule s = generate({"1f1b", 4, 8, 0, 0});
   const PartitionPlan plan = partition(spec, 4, "1,3,3,2");
-  const std::vector<Shape> shapes = gpu::stage_output_shapes(spec, plan, s.placement);
+  const std::vector<Shape> shapes = cuda::stage_output_shapes(spec, plan, s.placement);
   ASSERT_EQ(shapes.size(), 4u);
   EXPECT_EQ(shapes[0], spec.layers[0].boundary_out.at(0).shape);
   for (int st : {1, 2}) {
@@ -494,7 +496,7 @@ TEST(AmoebaHost, TwoTensorBoundariesTravelPacked) {
         << "stage " << st;
   }
   EXPECT_TRUE(shapes[3].empty());
-  EXPECT_NO_THROW(gpu::check_transfer_plan(s, shapes, DType::kF32));
+  EXPECT_NO_THROW(cuda::check_transfer_plan(s, shapes, DType::kF32));
 }
 
 }  // namespace

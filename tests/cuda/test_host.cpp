@@ -1,10 +1,10 @@
 // Host-side tests of the CUDA backend: they need no GPU and always run (arena bookkeeping, shape
 // handling, error formatting, bf16 rounding, the device query's no-GPU answer).
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "workloads/cuda/kernels.h"
 
@@ -108,9 +108,9 @@ TEST(DTensor, ShapesRowsColsAndReshape) {
 }
 
 TEST(CheckMacros, FormatCarriesFileLineCallAndLibraryText) {
-  EXPECT_EQ(format_error("a.cu", 12, "cudaMalloc(&p, n)", "cudaErrorMemoryAllocation",
-                         "out of memory"),
-            "a.cu:12: cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation (out of memory)");
+  EXPECT_EQ(
+      format_error("a.cu", 12, "cudaMalloc(&p, n)", "cudaErrorMemoryAllocation", "out of memory"),
+      "a.cu:12: cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation (out of memory)");
   try {
     CUDA_CHECK(cudaErrorInvalidValue);
     FAIL();
@@ -132,9 +132,9 @@ TEST(CheckMacros, FormatCarriesFileLineCallAndLibraryText) {
 TEST(DType, Bf16RoundsToNearestEven) {
   EXPECT_EQ(round_to_bf16(1.0f), 1.0f);
   // bf16 steps by 1/128 at 1.0: 1/256 above a value is a tie.
-  EXPECT_EQ(round_to_bf16(1.0f + 1.0f / 256), 1.0f);              // tie -> even (down)
+  EXPECT_EQ(round_to_bf16(1.0f + 1.0f / 256), 1.0f);               // tie -> even (down)
   EXPECT_EQ(round_to_bf16(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);  // tie -> even (up)
-  EXPECT_EQ(round_to_bf16(1.0f + 1.0f / 512), 1.0f);              // below half a step
+  EXPECT_EQ(round_to_bf16(1.0f + 1.0f / 512), 1.0f);               // below half a step
   EXPECT_EQ(round_to_bf16(1.0f + 3.0f / 512), 1.0f + 2.0f / 256);  // above half a step
   EXPECT_EQ(round_to_bf16(-2.5f), -2.5f);
   EXPECT_EQ(dtype_size(DType::kBF16), 2u);

@@ -157,7 +157,8 @@ TEST_P(Layers, CrossEntropyLossAndGradient) {
   cpu::SoftmaxCrossEntropy<double> c;
   Saved sg;
   cpu::Saved<double> sc;
-  DTensor loss = g.forward(*ctx_, device(z, {rows, classes}, dtype()), device(tf, {rows}, DType::kI32), sg);
+  DTensor loss =
+      g.forward(*ctx_, device(z, {rows, classes}, dtype()), device(tf, {rows}, DType::kI32), sg);
   const double lc = c.forward(host(z, {rows, classes}), ti, sc);
   EXPECT_LE(std::abs(download(loss)[0] - lc) / std::abs(lc), tol());
   DTensor dz = g.backward_input(*ctx_, sg, 0.25f);

@@ -1,14 +1,18 @@
 // The CPU executor on a toy workload small enough to differentiate by hand:
 // every schedule must compute exactly the single-device step's gradients,
 // and a stuck or failing rank must become an error, never a hang.
-#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
+#include "core/error.h"
 #include "harness/executor/cpu_executor.h"
-#include "schedules/error.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 
@@ -108,7 +112,8 @@ struct ToyRun {
 ToyRun run_toy(const Schedule& s, const ToyModel& model, ExecutorOptions options = {},
                int failing_rank = -1) {
   std::vector<ToyRank> ranks;
-  for (int r = 0; r < s.placement.ranks; ++r) ranks.emplace_back(model, s.placement, r, r == failing_rank);
+  for (int r = 0; r < s.placement.ranks; ++r)
+    ranks.emplace_back(model, s.placement, r, r == failing_rank);
   std::vector<StageWork<double>*> work;
   for (auto& r : ranks) work.push_back(&r);
   CpuExecutor<double> executor(s, work, options);
@@ -189,6 +194,42 @@ TEST(CpuExecutor, AFailingRankStopsTheStepWithItsMessage) {
   } catch (const ExecutionError& e) {
     EXPECT_NE(std::string(e.what()).find("toy failure on rank 2"), std::string::npos) << e.what();
   }
+}
+
+// In a child process: an address-space limit a little above what is mapped leaves room for a
+// few 8 MiB thread stacks, not for 64. Before the fix the ranks that had started waited in the
+// start latch for the one that never did, forever. Exit code 0: the step failed with the
+// environment's error.
+[[noreturn]] void run_64_ranks_under_a_tight_address_limit() {
+  alarm(30);  // a hang kills the child, and the test fails instead of stalling
+  const Schedule s = generate({"1f1b", 64, 64});
+  const ToyModel model = ToyModel::make(64, 64);
+  long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  const rlim_t mapped = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+  const rlimit limit{mapped + (rlim_t{32} << 20), mapped + (rlim_t{32} << 20)};
+  if (pages == 0 || setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(4);
+  try {
+    run_toy(s, model, {.watchdog_seconds = 10});
+    std::_Exit(1);  // every thread started: the limit did not bite
+  } catch (const EnvironmentError& e) {
+    const bool named =
+        std::string(e.what()).find("cannot start the thread of rank") != std::string::npos;
+    std::_Exit(named ? 0 : 2);
+  } catch (...) {
+    std::_Exit(3);
+  }
+}
+
+TEST(CpuExecutor, ARankThreadTheSystemRefusesFailsTheStepWithoutHanging) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers reserve address space that the limit would refuse them";
+#else
+  EXPECT_EXIT(run_64_ranks_under_a_tight_address_limit(), ::testing::ExitedWithCode(0), "");
+#endif
 }
 
 }  // namespace

@@ -2,10 +2,10 @@
 // one call, with uniform per-stage costs.
 #pragma once
 
+#include "core/error.h"
 #include "harness/cost_model.h"
 #include "harness/metrics.h"
 #include "harness/simulator.h"
-#include "schedules/error.h"
 #include "schedules/formulas.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"

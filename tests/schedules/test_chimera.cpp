@@ -1,16 +1,16 @@
 // Chimera (Li & Hoefler, SC'21): the per-rank order of the authors' runtime,
 // its soundness, the paper's bubble and memory claims, and its parameter rules.
-#include <gtest/gtest.h>
-
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "core/error.h"
 #include "harness/cost_model.h"
 #include "harness/metrics.h"
 #include "harness/simulator.h"
-#include "schedules/error.h"
 #include "schedules/formulas.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"

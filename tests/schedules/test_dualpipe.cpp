@@ -1,16 +1,16 @@
 // DualPipe and DualPipeV: the reference's per-rank order, soundness, the
-// closed forms of REFERENCE.md against the simulator, and parameter checks.
+// closed forms (docs/schedules.md) against the simulator, and parameter checks.
 #include <algorithm>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "harness/cost_model.h"
 #include "harness/metrics.h"
 #include "harness/simulator.h"
-#include "schedules/error.h"
-#include "schedules/generators/dual_rank_program.h"
 #include "schedules/formulas.h"
+#include "schedules/generators/dual_rank_program.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 

@@ -1,4 +1,4 @@
-// Closed forms of REFERENCE.md against the simulator for the one-stage-per-
+// Closed forms (docs/schedules.md) against the simulator for the one-stage-per-
 // rank families and Megatron's interleaving, exactly, over D in {2,4,8,16}.
 #include <gtest/gtest.h>
 
@@ -32,7 +32,8 @@ TEST(ClosedForm, GPipeAndOneFOneB) {
         for (const auto& c : kCosts) {
           auto r = simulate_uniform({name, d, n}, c);
           const double expected = (d - 1.0) / (d - 1.0 + n);
-          EXPECT_NEAR(r.metrics.bubble_fraction, expected, 1e-12) << name << " D=" << d << " N=" << n;
+          EXPECT_NEAR(r.metrics.bubble_fraction, expected, 1e-12)
+              << name << " D=" << d << " N=" << n;
           EXPECT_NEAR(r.metrics.bubble_ratio, (d - 1.0) / n, 1e-12);
           for (const auto& rk : r.metrics.ranks) EXPECT_NEAR(rk.idle, (d - 1) * (c.f + c.b), 1e-9);
           auto cf = closed_form(r.schedule.params, testing::uniform(c));
@@ -63,10 +64,12 @@ TEST(PeakActivations, GPipeHoldsAllMicroBatchesOneFOneBHoldsDMinusR) {
 }
 
 TEST(PeakActivations, SeedsMemoryExampleAtFourDevicesEightMicroBatches) {
-  // The seeds' figures: naive 1/4 A per GPU, GPipe 8/4 A, 1F1B 4/4 A.
+  // The textbook example's figures: naive 1/4 A per GPU, GPipe 8/4 A, 1F1B 4/4 A.
   const auto c = stage_cost(1, 1, 1);
-  EXPECT_DOUBLE_EQ(simulate_uniform({"naive", 4, 8}, c).metrics.ranks[0].peak_activation_share, 0.25);
-  EXPECT_DOUBLE_EQ(simulate_uniform({"gpipe", 4, 8}, c).metrics.ranks[0].peak_activation_share, 2.0);
+  EXPECT_DOUBLE_EQ(simulate_uniform({"naive", 4, 8}, c).metrics.ranks[0].peak_activation_share,
+                   0.25);
+  EXPECT_DOUBLE_EQ(simulate_uniform({"gpipe", 4, 8}, c).metrics.ranks[0].peak_activation_share,
+                   2.0);
   EXPECT_DOUBLE_EQ(simulate_uniform({"1f1b", 4, 8}, c).metrics.ranks[0].peak_activation_share, 1.0);
 }
 
@@ -100,11 +103,12 @@ TEST(ClosedForm, InterleavedWithAShortLastGroupHasNoClosedFormAndSaysWhy) {
   // The note's claim: at N = 3D + 1 the default group size is worse than plain 1F1B, and one
   // group of all N micro-batches is not.
   const int d = 4, n = 3 * d + 1;
-  const double interleaved =
-      simulate_uniform({"interleaved-1f1b", d, n, 2, 0}, stage_cost(1, 1, 1)).metrics.bubble_fraction;
-  const double one_group =
-      simulate_uniform({"interleaved-1f1b", d, n, 2, n}, stage_cost(1, 1, 1)).metrics.bubble_fraction;
-  const double plain = simulate_uniform({"1f1b", d, n}, stage_cost(1, 1, 1)).metrics.bubble_fraction;
+  const double interleaved = simulate_uniform({"interleaved-1f1b", d, n, 2, 0}, stage_cost(1, 1, 1))
+                                 .metrics.bubble_fraction;
+  const double one_group = simulate_uniform({"interleaved-1f1b", d, n, 2, n}, stage_cost(1, 1, 1))
+                               .metrics.bubble_fraction;
+  const double plain =
+      simulate_uniform({"1f1b", d, n}, stage_cost(1, 1, 1)).metrics.bubble_fraction;
   EXPECT_GT(interleaved, plain);
   EXPECT_LT(one_group, plain);
   EXPECT_FALSE(closed_form({"interleaved-1f1b", d, n, 2, 0}, {}).note.empty());
@@ -117,7 +121,8 @@ TEST(Registry, EveryFamilyHasItsGeneratorAndClosedForm) {
     EXPECT_NE(s.closed_form, nullptr) << s.name;
     EXPECT_FALSE(s.source.empty()) << s.name;
     EXPECT_FALSE(s.layout.empty()) << s.name;
-    EXPECT_FALSE(s.closed_form({std::string(s.name), 4, 16, 0, 0}, {}).bubble_formula.empty()) << s.name;
+    EXPECT_FALSE(s.closed_form({std::string(s.name), 4, 16, 0, 0}, {}).bubble_formula.empty())
+        << s.name;
   }
 }
 
@@ -139,19 +144,20 @@ TEST(Interleaved, MegatronWarmupCounts) {
 TEST(Interleaved, ChunkOrderFollowsMegatronScheduleTable) {
   // D=2, v=2, N=4, g=2: table (mb, chunk) = (0,0)(1,0)(0,1)(1,1)(2,0)(3,0)(2,1)(3,1).
   Schedule s = generate({"interleaved-1f1b", 2, 4, 2, 0});
-  EXPECT_EQ(to_text(s),
-            "rank 0: F0.0 F0.1 F2.0 F2.1 F0.2 B2.0 F0.3 B2.1 F2.2 B0.0 F2.3 B0.1 B2.2 B2.3 B0.2 B0.3\n"
-            "rank 1: F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 B1.2 B1.3\n");
+  EXPECT_EQ(
+      to_text(s),
+      "rank 0: F0.0 F0.1 F2.0 F2.1 F0.2 B2.0 F0.3 B2.1 F2.2 B0.0 F2.3 B0.1 B2.2 B2.3 B0.2 B0.3\n"
+      "rank 1: F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 B1.2 B1.3\n");
 }
 
 TEST(Generators, RejectParametersTheirDefinitionsDoNotAllow) {
   EXPECT_THROW(generate({"1f1b", 4, 3}), UsageError);
   EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 1, 0}), UsageError);
-  EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 3}), UsageError);   // g < D
-  EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 9}), UsageError);   // g > N
-  EXPECT_THROW(generate({"interleaved-1f1b", 4, 3, 2, 0}), UsageError);   // N < D
-  EXPECT_THROW(generate({"gpipe", 4, 8, 2, 0}), UsageError);              // chunks on gpipe
-  EXPECT_THROW(generate({"gpipe", 4, 8, 0, 4}), UsageError);              // group size on gpipe
+  EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 3}), UsageError);  // g < D
+  EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 9}), UsageError);  // g > N
+  EXPECT_THROW(generate({"interleaved-1f1b", 4, 3, 2, 0}), UsageError);  // N < D
+  EXPECT_THROW(generate({"gpipe", 4, 8, 2, 0}), UsageError);             // chunks on gpipe
+  EXPECT_THROW(generate({"gpipe", 4, 8, 0, 4}), UsageError);             // group size on gpipe
   EXPECT_THROW(generate({"gpipe", 0, 8}), UsageError);
   EXPECT_THROW(generate({"gpipe", 4, 0}), UsageError);
   EXPECT_THROW(generate({"no-such", 4, 8}), UsageError);

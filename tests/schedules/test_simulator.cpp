@@ -1,8 +1,8 @@
 // The simulator and metrics on cases small enough to compute by hand, the
 // --comm delay, and property tests over random valid parameters and costs.
-#include <gtest/gtest.h>
-
 #include <random>
+
+#include <gtest/gtest.h>
 
 #include "sim_helpers.h"
 
@@ -20,11 +20,11 @@ TEST(Simulator, TwoStageOneFOneBByHand) {
   auto r = simulate_uniform({"1f1b", 2, 2}, stage_cost(1, 1, 1, 0.5));
   ASSERT_EQ(r.trace.compute.size(), 8u);
   const auto& e = r.trace.compute;
-  EXPECT_DOUBLE_EQ(e[2].start, 5.0);   // B0.0: B1.0 ends 4.5, +0.5
-  EXPECT_DOUBLE_EQ(e[3].start, 8.0);   // B0.1: B1.1 ends 7.5, +0.5
+  EXPECT_DOUBLE_EQ(e[2].start, 5.0);  // B0.0: B1.0 ends 4.5, +0.5
+  EXPECT_DOUBLE_EQ(e[3].start, 8.0);  // B0.1: B1.1 ends 7.5, +0.5
   EXPECT_DOUBLE_EQ(e[3].end, 10.0);
-  EXPECT_DOUBLE_EQ(e[4].start, 1.5);   // F1.0
-  EXPECT_DOUBLE_EQ(e[6].start, 4.5);   // F1.1: F0.1 ended at 2 + 0.5, but rank 1 busy to 4.5
+  EXPECT_DOUBLE_EQ(e[4].start, 1.5);  // F1.0
+  EXPECT_DOUBLE_EQ(e[6].start, 4.5);  // F1.1: F0.1 ended at 2 + 0.5, but rank 1 busy to 4.5
   EXPECT_DOUBLE_EQ(r.metrics.makespan, 10.0);
   EXPECT_DOUBLE_EQ(r.metrics.ranks[0].busy, 6.0);
   EXPECT_DOUBLE_EQ(r.metrics.ranks[1].span_idle, (7.5 - 1.5) - 6.0);
@@ -64,9 +64,12 @@ TEST(Simulator, OverlappedPairCostsFB) {
 TEST(Metrics, PeakCountsSplitBackwardUntilW) {
   // One rank, one stage, ops F0 I0 F1 W0 I1 W1: micro-batch 0 lives until W0,
   // so two are alive during F1.
-  Schedule s{{"custom", 1, 2}, Placement::linear(1, 2), {}};
+  Schedule s;
+  s.params = {"custom", 1, 2};
+  s.placement = Placement::linear(1, 2);
   s.ranks = {{Action::single(Op::F, 0, 0), Action::single(Op::I, 0, 0), Action::single(Op::F, 0, 1),
-              Action::single(Op::W, 0, 0), Action::single(Op::I, 0, 1), Action::single(Op::W, 0, 1)}};
+              Action::single(Op::W, 0, 0), Action::single(Op::I, 0, 1),
+              Action::single(Op::W, 0, 1)}};
   validate(s);
   Metrics m = compute_metrics(simulate(s, CostModel::uniform(1, stage_cost(1, 1, 1))), s.placement);
   EXPECT_EQ(m.ranks[0].peak_activations, 2);
@@ -83,7 +86,8 @@ TEST(Property, RandomValidParametersAndCosts) {
   int checked = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const auto& info = all_schedules()[trial % all_schedules().size()];
-    ScheduleParams p{std::string(info.name), pick_d(rng), pick_n(rng), info.uses_chunks ? pick_v(rng) : 0, 0};
+    ScheduleParams p{std::string(info.name), pick_d(rng), pick_n(rng),
+                     info.uses_chunks ? pick_v(rng) : 0, 0};
     Schedule s;
     try {
       s = generate(p);

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "schedules/action.h"
-#include "schedules/error.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -13,8 +13,8 @@ TEST(TextForm, ActionRoundTrips) {
 }
 
 TEST(TextForm, RejectsMalformedActions) {
-  for (const char* text : {"", "X1.2", "F1", "F.1", "F1.", "F-1.2", "F1.2x", "(F0.1+F1.2)", "(B0.1+F1.2)",
-                           "(F0.1+B1.2", "(F0.1B1.2)"})
+  for (const char* text : {"", "X1.2", "F1", "F.1", "F1.", "F-1.2", "F1.2x", "(F0.1+F1.2)",
+                           "(B0.1+F1.2)", "(F0.1+B1.2", "(F0.1B1.2)"})
     EXPECT_THROW(parse_action(text), UsageError) << text;
 }
 

@@ -1,8 +1,8 @@
 // The validator rejects every kind of broken schedule with the rank and
 // action that break it; the lowering derives the right sends and receives.
-#include <gtest/gtest.h>
-
 #include <algorithm>
+
+#include <gtest/gtest.h>
 
 #include "schedules/lower.h"
 #include "sim_helpers.h"
@@ -61,7 +61,8 @@ TEST(Validate, RejectsMissingDuplicateAndMisplacedActions) {
 
   Schedule misplaced = one_f_one_b();
   misplaced.ranks[1][0] = Action::single(Op::F, 2, 0);
-  EXPECT_NE(rejection(misplaced).find("lives on rank 2"), std::string::npos) << rejection(misplaced);
+  EXPECT_NE(rejection(misplaced).find("lives on rank 2"), std::string::npos)
+      << rejection(misplaced);
 
   Schedule out_of_range = one_f_one_b();
   out_of_range.ranks[0][0] = Action::single(Op::F, 0, 99);
@@ -75,11 +76,15 @@ TEST(Validate, RejectsMissingDuplicateAndMisplacedActions) {
 TEST(Validate, RejectsBrokenSplitBackward) {
   Schedule s = one_f_one_b();
   // Replace B3.0 by I3.0 without its W.
-  auto& r3 = s.ranks[3];
-  *std::find(r3.begin(), r3.end(), Action::single(Op::B, 3, 0)) = Action::single(Op::I, 3, 0);
+  std::vector<Action>& r3 = s.ranks[3];
+  const auto b30 = std::find(r3.begin(), r3.end(), Action::single(Op::B, 3, 0));
+  ASSERT_NE(b30, r3.end());
+  *b30 = Action::single(Op::I, 3, 0);
   EXPECT_NE(rejection(s).find("without its W"), std::string::npos) << rejection(s);
   // W before its I.
-  r3.insert(r3.begin(), Action::single(Op::W, 3, 0));
+  std::vector<Action> w_first{Action::single(Op::W, 3, 0)};
+  w_first.insert(w_first.end(), r3.begin(), r3.end());
+  r3 = std::move(w_first);
   EXPECT_NE(rejection(s).find("W3.0"), std::string::npos) << rejection(s);
   // W after a full B.
   Schedule t = one_f_one_b();
@@ -96,9 +101,10 @@ TEST(Validate, RejectsBadOverlappedPairs) {
 
 TEST(Lowering, SendsFollowProducersAndReceivesPrecedeConsumers) {
   Schedule s = generate({"1f1b", 2, 2});
-  EXPECT_EQ(to_text(lower(s)),
-            "rank 0: F0.0 send(F0.0->1) F0.1 send(F0.1->1) recv(B1.0<-1) B0.0 recv(B1.1<-1) B0.1\n"
-            "rank 1: recv(F0.0<-0) F1.0 B1.0 send(B1.0->0) recv(F0.1<-0) F1.1 B1.1 send(B1.1->0)\n");
+  EXPECT_EQ(
+      to_text(lower(s)),
+      "rank 0: F0.0 send(F0.0->1) F0.1 send(F0.1->1) recv(B1.0<-1) B0.0 recv(B1.1<-1) B0.1\n"
+      "rank 1: recv(F0.0<-0) F1.0 B1.0 send(B1.0->0) recv(F0.1<-0) F1.1 B1.1 send(B1.1->0)\n");
 }
 
 TEST(Lowering, EveryCrossRankDependencyIsOneSendAndOneReceive) {
@@ -137,7 +143,10 @@ TEST(Lowering, BoundedChannelsCanDeadlockWhereUnboundedDoNot) {
   // Make rank 1 receive F0.3 first: it must wait behind three unreceived sends.
   std::vector<Instr> reordered;
   for (int m = 3; m >= 0; --m) reordered.push_back({Instr::Kind::Recv, {}, {Op::F, 0, m}, 0});
-  r1.erase(std::remove_if(r1.begin(), r1.end(), [](const Instr& i) { return i.kind == Instr::Kind::Recv && i.payload.op == Op::F; }), r1.end());
+  r1.erase(std::remove_if(
+               r1.begin(), r1.end(),
+               [](const Instr& i) { return i.kind == Instr::Kind::Recv && i.payload.op == Op::F; }),
+           r1.end());
   r1.insert(r1.begin(), reordered.begin(), reordered.end());
   EXPECT_NO_THROW(check_deadlock_free(s, prog, 0));
   EXPECT_THROW(check_deadlock_free(s, prog, 2), InvalidSchedule);

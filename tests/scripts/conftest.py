@@ -28,10 +28,17 @@ def fake_ppbench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, 
     return str(wrapper), log
 
 
-def calls(log: Path) -> list[list[str]]:
+# What sweep.py runs once per sweep before the first point (its probe of --ppbench).
+PROBE_CALLS = (["simulate", "--schedule", "naive", "--devices", "1", "--microbatches", "1",
+                "--format", "json"], ["--version"])
+
+
+def calls(log: Path, probes: bool = False) -> list[list[str]]:
+    """The fake ppbench's calls, in order; without the sweep's probes unless probes=True."""
     if not log.exists():
         return []
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    found = [json.loads(line) for line in log.read_text().splitlines()]
+    return found if probes else [c for c in found if c not in PROBE_CALLS]
 
 
 def result_row(schedule: str, d: int, n: int, bubble: float, closed: float | None,

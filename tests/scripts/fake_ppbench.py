@@ -16,7 +16,13 @@ the workload's bytes per activation (--width, or 1000), equal measured and model
 partitions of 128/D SMs (the record's "gpu" object); with FAKE_PPBENCH_NO_GPU set, --backend cuda
 exits 2 as ppbench does on a machine without a GPU.
 
-Test hooks: schedule "crash" exits 1; "garbage" prints non-JSON; when FAKE_PPBENCH_LOG is set,
+`list --format json` prints a registry of the ten schedules (ppbench's order and shape);
+`--version` prints ppbench's version lines, with "GPU 0: Fake H100, ..." when FAKE_PPBENCH_GPU is
+set. Records' provenance names commit FAKE_PPBENCH_COMMIT (default fake123) on host
+FAKE_PPBENCH_HOST (default testhost).
+
+Test hooks: schedule "crash" exits 1; "garbage" prints non-JSON; "slow" (simulate or run) writes
+its pid to FAKE_PPBENCH_PIDFILE when that is set, then sleeps 30 s; when FAKE_PPBENCH_LOG is set,
 every invocation's arguments are appended to that file as one JSON line.
 """
 
@@ -35,6 +41,52 @@ CLOSED_FORMS = {
     "interleaved-1f1b": "(D-1)/(D-1+vN)",
     "chimera": "(D-2)/(D-2+2N)",
 }
+
+
+REGISTRY = [  # (name, uses_chunks, bubble formula, idle formula, activations formula, params)
+    ("naive", False, "(D-1)/D", "(D-1)N(F+B)", "1", "1x"),
+    ("gpipe", False, "(D-1)/(D-1+N)", "(D-1)(F+B)", "N", "1x"),
+    ("1f1b", False, "(D-1)/(D-1+N)", "(D-1)(F+B)", "D-r on rank r", "1x"),
+    ("interleaved-1f1b", True, "(D-1)/(D-1+vN)", "(D-1)(F+B)", "", "1x"),
+    ("chimera", False, "(D-2)/(D-2+2N) with F = B", "(D/2-1)(F+B) with F = B", "D", "2x"),
+    ("zb-h1", False, "idle / (idle + N(F+I+W))", "(D-1)(F+I-W) when W <= F, I", "D", "1x"),
+    ("zb-h2", False, "idle / (idle + N(F+I+W))", "(D-1)(F+I-2W)", "2D-1", "1x"),
+    ("zb-v", False, "idle / (idle + 2N(F+I+W))", "(D-1)F when F = I = W", "2D chunks", "1x"),
+    ("dualpipe", False, "idle / (idle + N(F+B))", "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = D",
+     "PP+1 on every rank", "2x"),
+    ("dualpipev", False, "idle / (idle + 2N(F+B))",
+     "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = 2D stages", "PP+1 = 2D+1 on every rank", "2x"),
+]
+
+
+def list_main() -> None:
+    print(json.dumps({"schedules": [
+        {"name": name, "title": f"{name} (fake)", "source": "fake_ppbench", "constraints": "-",
+         "layout": "-", "uses_chunks": chunks,
+         "closed_form": {"bubble_fraction": bubble, "idle_per_rank": idle,
+                         "peak_activations": act, "parameters": params}}
+        for name, chunks, bubble, idle, act, params in REGISTRY]}))
+
+
+def version_main() -> None:
+    print("ppbench 0.1.0 (fake, built without CUDA)" if not os.environ.get("FAKE_PPBENCH_GPU")
+          else "ppbench 0.1.0 (CUDA support compiled in)\n"
+               "GPU 0: Fake H100, 132 SMs, 79.1 GiB, compute capability 9.0")
+
+
+def provenance() -> dict:
+    return {"ppbench_version": "0.1.0",
+            "git_commit": os.environ.get("FAKE_PPBENCH_COMMIT", "fake123"),
+            "host": os.environ.get("FAKE_PPBENCH_HOST", "testhost"), "cpu": "Test CPU",
+            "cpu_cores": 2, "compiler": "g++ 12", "date": "2026-11-21T10:00:00Z",
+            "cuda": "not compiled"}
+
+
+def be_slow() -> None:
+    if os.environ.get("FAKE_PPBENCH_PIDFILE"):
+        with open(os.environ["FAKE_PPBENCH_PIDFILE"], "w", encoding="utf-8") as f:
+            f.write(str(os.getpid()))
+    time.sleep(30)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -139,6 +191,12 @@ def main() -> None:
     if sys.argv[1:2] == ["run"]:
         run_main()
         return
+    if sys.argv[1:2] == ["list"]:
+        list_main()
+        return
+    if sys.argv[1:2] == ["--version"]:
+        version_main()
+        return
     p = argparse.ArgumentParser()
     p.add_argument("command")
     p.add_argument("--schedule", required=True)
@@ -158,6 +216,8 @@ def main() -> None:
     if s == "garbage":
         print("this is not json")
         return
+    if s == "slow":
+        be_slow()
     costs = parse_cost(a.cost)
     costs["comm"] = a.comm
     events = simulate(s if s in ("gpipe", "naive") else "1f1b", d, n, costs["F"], costs["B"])
@@ -177,12 +237,11 @@ def main() -> None:
                    "peak_activations": peaks[r], "peak_activation_share": peaks[r] / d}
                   for r in range(d)],
         "closed_form": {"bubble_formula": CLOSED_FORMS.get(s, "-"), "bubble_fraction": bubble,
+                        "idle_formula": "(D-1)(F+B)" if s in ("gpipe", "1f1b") else None,
                         "idle_per_rank": (d - 1) * (costs["F"] + costs["B"]) if s in ("gpipe", "1f1b") else None,
                         "activations_formula": "D-r on rank r", "peak_activations": d if s == "1f1b" else None,
-                        "params": "1x"},
-        "provenance": {"ppbench_version": "0.1.0", "git_commit": "fake123", "host": "testhost",
-                       "cpu": "Test CPU", "compiler": "g++ 12", "date": "2026-11-21T10:00:00Z",
-                       "cuda": "not compiled"},
+                        "params": "1x", "note": None},
+        "provenance": provenance(),
     }
     if a.trace_out:
         write_trace(a.trace_out, events, result)
@@ -234,7 +293,7 @@ def run_main() -> None:
     if s == "crash":
         fail("Segmentation fault (pretend)", 1)
     if s == "slow":
-        time.sleep(30)
+        be_slow()
     unit = 1e-3  # seconds per cost unit
     kind = s if s in ("gpipe", "naive") else "1f1b"
     predicted = simulate(kind, d, n, 1.0, 2.0)
@@ -263,9 +322,7 @@ def run_main() -> None:
         "measured": meas, "predicted": pred,
         "fidelity": {"bubble_fraction_gap": meas["bubble_fraction"] - pred["bubble_fraction"]},
         "activation_bytes": act, "loss": 2.5, "grad_norm": 0.75,
-        "provenance": {"ppbench_version": "0.1.0", "git_commit": "fake123", "host": "testhost",
-                       "cpu": "Test CPU", "cpu_cores": 2, "compiler": "g++ 12",
-                       "date": "2026-11-21T10:00:00Z", "cuda": "not compiled"},
+        "provenance": provenance(),
     }
     if a.backend == "cuda" and a.virtual_devices:
         k = 128 // d // 8 * 8

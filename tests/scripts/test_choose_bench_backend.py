@@ -65,7 +65,7 @@ def test_gpu_when_nvidia_smi_lists_a_device_and_ppbench_sees_it(machine):
     env, ppbench = machine(SMI_ONE, VERSION_GPU)
     run = choose(env, ppbench)
     assert run.returncode == 0, run.stderr
-    assert run.stdout == f"gpu: nvidia-smi lists 1 GPU and ppbench runs on {H100}\n"
+    assert run.stdout == f"cuda: nvidia-smi lists 1 GPU and ppbench runs on {H100}\n"
 
 
 @pytest.mark.parametrize("smi, version, why", [
@@ -90,9 +90,9 @@ def test_bench_backend_forces_cpu_on_a_gpu_machine(machine):
 
 def test_bench_backend_forces_gpu_without_nvidia_smi_where_ppbench_sees_one(machine):
     env, ppbench = machine(None, VERSION_GPU)
-    run = choose(env, ppbench, "gpu")
+    run = choose(env, ppbench, "cuda")
     assert run.returncode == 0
-    assert run.stdout == f"gpu: forced by BENCH_BACKEND=gpu; ppbench runs on {H100}\n"
+    assert run.stdout == f"cuda: forced by BENCH_BACKEND=cuda; ppbench runs on {H100}\n"
 
 
 @pytest.mark.parametrize("version, why", [
@@ -101,9 +101,9 @@ def test_bench_backend_forces_gpu_without_nvidia_smi_where_ppbench_sees_one(mach
 ])
 def test_forced_gpu_without_a_usable_gpu_exits_2(machine, version, why):
     env, ppbench = machine(SMI_ONE, version)
-    run = choose(env, ppbench, "gpu")
+    run = choose(env, ppbench, "cuda")
     assert run.returncode == 2 and run.stdout == ""
-    assert run.stderr.startswith("choose_bench_backend: BENCH_BACKEND=gpu, but ")
+    assert run.stderr.startswith("choose_bench_backend: BENCH_BACKEND=cuda, but ")
     assert why in run.stderr and len(run.stderr.splitlines()) == 1
 
 
@@ -138,15 +138,15 @@ def test_make_bench_picks_the_cpu_sweep_without_a_gpu(machine):
     assert ("make bench: theory sweep, then the cpu sweep: no GPU (nvidia-smi lists no device)"
             in run.stdout)
     assert "benchmarks/sweeps/cpu.json" in run.stdout
-    assert "benchmarks/sweeps/gpu.json" not in run.stdout
+    assert "benchmarks/sweeps/cuda.json" not in run.stdout
 
 
 def test_make_bench_picks_the_gpu_sweep_on_a_gpu_machine(machine):
     env, ppbench = machine(SMI_ONE, VERSION_GPU)
     run = make_dry_run(env, ppbench)
     assert run.returncode == 0, run.stderr
-    assert "make bench: theory sweep, then the gpu sweep: nvidia-smi lists 1 GPU" in run.stdout
-    assert "benchmarks/sweeps/gpu.json" in run.stdout and "--out results/gpu" in run.stdout
+    assert "make bench: theory sweep, then the cuda sweep: nvidia-smi lists 1 GPU" in run.stdout
+    assert "benchmarks/sweeps/cuda.json" in run.stdout and "--out results/latest/cuda" in run.stdout
     assert "benchmarks/sweeps/cpu.json" not in run.stdout
     # and BENCH_BACKEND still forces the CPU sweep there
     run = make_dry_run(env, ppbench, "BENCH_BACKEND=cpu")

@@ -1,160 +1,430 @@
-"""scripts/compare_perf.py on small synthetic Google Benchmark JSON files."""
+"""scripts/compare_perf.py on small synthetic Google Benchmark JSON files.
+
+No benchmark program runs here. Normalisation, the verdict, the regression lines and the exit
+codes are tested without Google Benchmark's compare.py (--no-compare-py, or a stub in its
+place); one test runs the real compare.py and is skipped where it (or scipy) is missing.
+"""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_perf.py"
-CONTEXT = {"cpu_model": "Test CPU 9000", "num_cpus": 2, "ppbench_build_type": "release"}
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPT = SCRIPTS / "compare_perf.py"
+CONTEXT = {"cpu_model": "Test CPU 9000", "num_cpus": 2, "ppbench_build_type": "release",
+           "commit": "0123abcd", "executable": "build/benchmarks/schedule_throughput"}
+# ms; only the compute one is divided by, unless --calibration says otherwise
+CALIBRATION = {"BM_Calibration/compute": 2.0, "BM_Calibration/memory": 5.0}
 
 
-def bench(name, rate=None, real_time=10.0, unit="ms", error=None):
-    """One iteration row as Google Benchmark writes it."""
-    row = {"name": name, "run_name": name, "run_type": "iteration", "iterations": 1,
-           "real_time": real_time, "cpu_time": real_time, "time_unit": unit}
-    if rate is not None:
-        row["actions_per_second"] = rate
-    if error is not None:
-        row.update(error_occurred=True, error_message=error, real_time=0.0)
-    return row
+def reps(name, times, unit="ms", cpu_scale=1.0, aggregates=True):
+    """Google Benchmark rows of one benchmark's repetitions (iteration rows, then aggregates)."""
+    rows = [{"name": name, "run_name": name, "run_type": "iteration", "repetitions": len(times),
+             "repetition_index": i, "family_index": 0, "per_family_instance_index": 0,
+             "iterations": 10, "real_time": t, "cpu_time": t * cpu_scale, "time_unit": unit,
+             "actions_per_second": 1e6}
+            for i, t in enumerate(times)]
+    if aggregates and len(times) > 1:
+        med = sorted(times)[len(times) // 2]
+        for agg, value, agg_unit in (("mean", sum(times) / len(times), "time"),
+                                     ("median", med, "time"), ("stddev", 0.1, "time"),
+                                     ("cv", 0.05, "percentage")):
+            rows.append({"name": f"{name}_{agg}", "run_name": name, "run_type": "aggregate",
+                         "repetitions": len(times), "aggregate_name": agg,
+                         "aggregate_unit": agg_unit, "iterations": len(times),
+                         "real_time": value, "cpu_time": value * cpu_scale, "time_unit": unit})
+    return rows
 
 
-def write(path, rows, context=CONTEXT):
+def error_row(name, message):
+    return {"name": name, "run_name": name, "run_type": "iteration", "error_occurred": True,
+            "error_message": message, "iterations": 0, "real_time": 0.0, "cpu_time": 0.0,
+            "time_unit": "ns"}
+
+
+def run_file(path, benches, speed=1.0, context=CONTEXT, calibration=True, n=3):
+    """One run: each benchmark's median time in ms (or a list of repetitions), the whole
+    machine `speed` times slower (calibration included)."""
+    rows = []
+    if calibration:
+        for name, t in CALIBRATION.items():
+            rows += reps(name, [t * speed] * n)
+    for name, t in benches.items():
+        if isinstance(t, dict):  # a ready-made row list
+            rows += t["rows"]
+        else:
+            times = t if isinstance(t, list) else [t * 0.98, t, t * 1.03][:n]
+            rows += reps(name, [x * speed for x in times])
     path.write_text(json.dumps({"context": context, "benchmarks": rows}))
     return path
 
 
-def run(baseline, latest, *extra):
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(baseline), str(latest), *extra],
-                          capture_output=True, text=True, check=False)
-    return proc.returncode, proc.stdout
+def run(*args, env=None):
+    proc = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
+                          text=True, check=False, env=env)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def summary(out):
     return out.strip().splitlines()[-1]
 
 
-def test_detects_rate_regression(tmp_path):
-    base = write(tmp_path / "base.json", [bench("BM_Pipeline/1f1b/D64/N1024", rate=5e6),
-                                          bench("BM_Pipeline/gpipe/D64/N1024", rate=5e6)])
-    latest = write(tmp_path / "latest.json", [bench("BM_Pipeline/1f1b/D64/N1024", rate=4e6),
-                                              bench("BM_Pipeline/gpipe/D64/N1024", rate=5e6)])
-    rc, out = run(base, latest)
-    assert rc == 1
-    regressed = [line for line in out.splitlines() if "REGRESSION" in line]
-    assert len(regressed) == 1 and "1f1b" in regressed[0]
-    assert summary(out) == "perf: 2 compared, 1 regressions, 0 improvements (threshold 10%)"
+def regression_lines(out):
+    return [line for line in out.splitlines() if line.startswith("REGRESSION ")]
 
 
-def test_warn_only_exits_zero(tmp_path):
-    base = write(tmp_path / "base.json", [bench("BM_a", rate=5e6)])
-    latest = write(tmp_path / "latest.json", [bench("BM_a", rate=1e6)])
-    rc, out = run(base, latest, "--warn-only")
+BENCHES = {"BM_Pipeline/1f1b/D64/N1024": 10.0, "BM_Pipeline/gpipe/D64/N1024": 5.0}
+
+
+def test_uniformly_slower_machine_is_not_a_regression(tmp_path):
+    base = run_file(tmp_path / "baseline-p.json", BENCHES)
+    latest = run_file(tmp_path / "latest-p.json", BENCHES, speed=2.0)  # everything 2x slower
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
     assert rc == 0
-    assert "REGRESSION" in out
+    assert regression_lines(out) == []
+    assert summary(out).startswith("perf: 2 compared, 0 regressions beyond 15%, 0 improvements")
+    assert "real time 2 ms -> 4 ms (x2.000)" in out
+    # Raw, the same files are two regressions.
+    rc, out, _ = run(base, latest, "--no-compare-py", "--raw", "--fail-on-regression")
+    assert rc == 1
+    assert summary(out).startswith("perf: 2 compared, 2 regressions beyond 15%")
 
 
-def test_noise_within_threshold_passes(tmp_path):
-    base = write(tmp_path / "base.json", [bench("BM_a", rate=5.0e6), bench("BM_b", rate=5.0e6)])
-    latest = write(tmp_path / "latest.json", [bench("BM_a", rate=4.7e6), bench("BM_b", rate=5.3e6)])
-    rc, out = run(base, latest)
+def test_regression_line_and_exit_codes(tmp_path):
+    base = run_file(tmp_path / "baseline-p.json", BENCHES)
+    latest = run_file(tmp_path / "latest-p.json",
+                      {"BM_Pipeline/1f1b/D64/N1024": 13.0, "BM_Pipeline/gpipe/D64/N1024": 5.2})
+    rc, out, _ = run(base, latest, "--no-compare-py")
+    assert rc == 0  # reported, not failing, without the flag
+    lines = regression_lines(out)
+    assert len(lines) == 1
+    # program, benchmark, normalised times (10 ms / 2 ms = 5, 13 / 2 = 6.5), ratio, raw times
+    assert lines[0] == ("REGRESSION schedule_throughput BM_Pipeline/1f1b/D64/N1024: 5 -> 6.5 "
+                        "calibration times (x1.300, +30.0% > 15%); raw CPU time 10 ms -> 13 ms")
+    assert summary(out) == ("perf: 2 compared, 1 regressions beyond 15%, 0 improvements; "
+                            "medians of repetitions, each divided by its run's calibration")
+    assert out.strip().splitlines()[-2] == lines[0]  # the regression lines come last
+    rc, _, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 1
+
+
+def test_threshold_noise_and_improvement(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_a": 10.0, "BM_b": 10.0, "BM_c": 10.0})
+    latest = run_file(tmp_path / "l.json", {"BM_a": 10.9, "BM_b": 8.0, "BM_c": 9.5})
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
     assert rc == 0
-    assert "REGRESSION" not in out
-    assert summary(out) == "perf: 2 compared, 0 regressions, 0 improvements (threshold 10%)"
-
-
-def test_threshold_option_and_improvement(tmp_path):
-    base = write(tmp_path / "base.json", [bench("BM_a", rate=5e6), bench("BM_b", rate=5e6)])
-    latest = write(tmp_path / "latest.json", [bench("BM_a", rate=4.7e6), bench("BM_b", rate=8e6)])
-    rc, out = run(base, latest, "--threshold", "0.05")
+    assert summary(out).startswith("perf: 3 compared, 0 regressions beyond 15%, 1 improvements")
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression",
+                     "--threshold", "0.05")
     assert rc == 1
-    assert summary(out) == "perf: 2 compared, 1 regressions, 1 improvements (threshold 5%)"
+    assert [line.split()[2].rstrip(":") for line in regression_lines(out)] == ["BM_a"]
+    assert summary(out).startswith("perf: 3 compared, 1 regressions beyond 5%, 2 improvements")
 
 
-def test_real_time_used_without_counter_and_units_converted(tmp_path):
-    # 10 ms -> 12000 us is 20% slower; 10 ms -> 10100 us is noise.
-    base = write(tmp_path / "base.json", [bench("BM_slow", real_time=10.0, unit="ms"),
-                                          bench("BM_same", real_time=10.0, unit="ms")])
-    latest = write(tmp_path / "latest.json", [bench("BM_slow", real_time=12000.0, unit="us"),
-                                              bench("BM_same", real_time=10100.0, unit="us")])
-    rc, out = run(base, latest)
+def test_median_of_repetitions_resists_an_outlier(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_a": [10.0, 10.1, 9.9, 10.0, 10.2]}, n=5)
+    latest = run_file(tmp_path / "l.json", {"BM_a": [10.0, 30.0, 9.8, 10.1, 10.3]}, n=5)
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 0
+    assert summary(out).startswith("perf: 1 compared, 0 regressions")
+
+
+def test_aggregates_only_files_use_the_median_row(tmp_path):
+    def aggregates_only(path, speed, t):
+        rows = []
+        for name, c in CALIBRATION.items():
+            rows += [r for r in reps(name, [c * speed] * 3) if r["run_type"] == "aggregate"]
+        rows += [r for r in reps("BM_a", [t, t, t * 5]) if r["run_type"] == "aggregate"]
+        path.write_text(json.dumps({"context": CONTEXT, "benchmarks": rows}))
+        return path
+
+    base = aggregates_only(tmp_path / "b.json", 1.0, 10.0)
+    latest = aggregates_only(tmp_path / "l.json", 1.5, 15.0)  # mean would be off, median not
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 0
+    assert summary(out).startswith("perf: 1 compared, 0 regressions")
+
+
+def test_normalised_copies(tmp_path):
+    base = run_file(tmp_path / "baseline-p.json", {"BM_a/min_time:0.100": 10.0})
+    latest = run_file(tmp_path / "latest-p.json", {"BM_a": 20.0}, speed=1.0)
+    # Latest machine 2x slower by its calibration; BM_a 2x slower: the same normalised time.
+    doc = json.loads(latest.read_text())
+    for row in doc["benchmarks"]:
+        if row["name"].startswith("BM_Calibration"):
+            row["real_time"] *= 2
+            row["cpu_time"] *= 4
+    latest.write_text(json.dumps(doc))
+    outdir = tmp_path / "norm"
+    rc, out, _ = run(base, latest, "--no-compare-py", "--normalised-dir", outdir)
+    # BM_a is measured in CPU time: 10 / 2 ms -> 20 / 8 ms, twice as fast
+    assert rc == 0 and summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, "
+                                               "1 improvements")
+    b = json.loads((outdir / "baseline-p.normalised.json").read_text())
+    lt = json.loads((outdir / "latest-p.normalised.json").read_text())
+    for doc in (b, lt):
+        names = [r["name"] for r in doc["benchmarks"]]
+        # calibration gone, option suffix gone, only the median aggregate kept
+        assert names == ["BM_a", "BM_a", "BM_a", "BM_a_median"]
+        assert {r["time_unit"] for r in doc["benchmarks"]} == {"ns"}
+        assert "ppbench_normalised" in doc["context"]
+        assert doc["context"]["cpu_model"] == "Test CPU 9000"
+    # The baseline keeps its own times; the latest's are scaled by 2 ms / 4 ms (real) and by
+    # the CPU calibration, 2 ms / 8 ms (cpu).
+    assert b["benchmarks"][-1]["real_time"] == pytest.approx(10e6)
+    assert lt["benchmarks"][-1]["real_time"] == pytest.approx(20e6 * 0.5)
+    assert lt["benchmarks"][-1]["cpu_time"] == pytest.approx(20e6 * 0.25)
+    assert lt["benchmarks"][0]["actions_per_second"] == 1e6  # counters unchanged
+
+
+def test_each_benchmark_compared_on_its_own_measure(tmp_path):
+    """Real time for /real_time and /manual_time benchmarks, else the CPU time."""
+    def write(path, real_slowdown):
+        rows = []
+        for name, c in CALIBRATION.items():
+            rows += reps(name, [c] * 3)
+        for name in ("BM_cpu", "BM_wall/real_time", "BM_layer/manual_time"):
+            rows += reps(name, [10.0 * real_slowdown] * 3, cpu_scale=1 / real_slowdown)
+        path.write_text(json.dumps({"context": CONTEXT, "benchmarks": rows}))
+        return path
+
+    # Waiting (real time x1.5, the same CPU time): only the real-time benchmarks regress.
+    rc, out, _ = run(write(tmp_path / "b.json", 1.0), write(tmp_path / "l.json", 1.5),
+                     "--no-compare-py")
+    assert sorted(line.split()[2] for line in regression_lines(out)) == [
+        "BM_layer:", "BM_wall:"]
+    assert "raw real time 10 ms -> 15 ms" in regression_lines(out)[0]
+    assert summary(out).startswith("perf: 3 compared, 2 regressions")
+
+
+def test_threshold_for_one_program(tmp_path):
+    pairs = []
+    for prog in ("schedule_throughput", "executor_overhead"):
+        ctx = dict(CONTEXT, executable=f"build/benchmarks/{prog}")
+        pairs += [run_file(tmp_path / f"baseline-{prog}.json", {"BM_a": 1.0}, context=ctx),
+                  run_file(tmp_path / f"latest-{prog}.json", {"BM_a": 1.3}, context=ctx)]
+    rc, out, _ = run(*pairs, "--no-compare-py", "--threshold-for", "executor_overhead=0.5")
+    assert rc == 0
+    assert [line.split()[1] for line in regression_lines(out)] == ["schedule_throughput"]
+    assert "== executor_overhead:" in out and "(threshold 50%)" in out
+    assert summary(out).startswith("perf: 2 compared, 1 regressions beyond 15% "
+                                   "(executor_overhead: 50%), 0 improvements")
+    rc, _, err = run(*pairs, "--no-compare-py", "--threshold-for", "executor_overhead")
+    assert rc == 2 and "PROGRAM=FRACTION" in err
+
+
+def test_memory_calibration_shown_not_divided_by_unless_asked(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_a": 10.0})
+    latest = run_file(tmp_path / "l.json", {"BM_a": 10.0})
+    doc = json.loads(latest.read_text())
+    for row in doc["benchmarks"]:
+        if row["name"].startswith("BM_Calibration/memory"):  # memory bandwidth 4x lower now
+            row["real_time"] *= 4
+            row["cpu_time"] *= 4
+    latest.write_text(json.dumps(doc))
+    rc, out, _ = run(base, latest, "--no-compare-py")
+    assert "memory 5 ms -> 20 ms" in out
+    assert summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, 0 improvements")
+    # Divided by the geometric mean of both, BM_a looks twice as fast.
+    rc, out, _ = run(base, latest, "--no-compare-py", "--calibration", "compute,memory")
+    assert "geometric mean of BM_Calibration/compute x BM_Calibration/memory" in out
+    assert summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, 1 improvements")
+    rc, _, err = run(base, latest, "--no-compare-py", "--calibration", "nope")
+    assert rc == 2 and "no BM_Calibration/nope rows" in err
+
+
+def test_units_are_converted(tmp_path):
+    base = run_file(tmp_path / "b.json", {})
+    latest = run_file(tmp_path / "l.json", {})
+    for path, t, unit in ((base, 10.0, "ms"), (latest, 12000.0, "us")):
+        doc = json.loads(path.read_text())
+        doc["benchmarks"] += reps("BM_slow", [t] * 3, unit=unit)
+        path.write_text(json.dumps(doc))
+    rc, out, _ = run(base, latest, "--no-compare-py")
+    assert [line.split()[2] for line in regression_lines(out)] == ["BM_slow:"]
+    assert "raw CPU time 10 ms -> 12 ms" in regression_lines(out)[0]
+
+
+def test_other_machine_compares_normalised_ratios_only(tmp_path):
+    other = dict(CONTEXT, cpu_model="Other CPU 1")
+    base = run_file(tmp_path / "b.json", BENCHES)
+    # A machine twice as fast (raw 6.5 ms and 2.5 ms), where 1f1b is 30% slower than it should be.
+    latest = run_file(tmp_path / "l.json", {"BM_Pipeline/1f1b/D64/N1024": 13.0,
+                                            "BM_Pipeline/gpipe/D64/N1024": 5.0},
+                      speed=0.5, context=other)
+    rc, out, _ = run(base, latest, "--no-compare-py")
+    assert rc == 0
+    assert "the baseline is from another machine" in out
+    assert "'Test CPU 9000'" in out and "'Other CPU 1'" in out
+    lines = regression_lines(out)
+    assert len(lines) == 1 and "BM_Pipeline/1f1b/D64/N1024" in lines[0]
+    assert "(x1.300," in lines[0] and "raw" not in lines[0]
+
+
+def test_same_machine_no_note(tmp_path):
+    base = run_file(tmp_path / "b.json", BENCHES)
+    latest = run_file(tmp_path / "l.json", BENCHES)
+    _, out, _ = run(base, latest, "--no-compare-py")
+    assert "another machine" not in out and "WARNING" not in out
+
+
+def test_debug_build_warned(tmp_path):
+    base = run_file(tmp_path / "b.json", BENCHES)
+    latest = run_file(tmp_path / "l.json", BENCHES,
+                      context=dict(CONTEXT, ppbench_build_type="debug (assertions on)"))
+    _, out, _ = run(base, latest, "--no-compare-py")
+    assert "WARNING: the latest run is a debug build" in out
+
+
+def test_failures(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_works": 1.0, "BM_stub": {"rows": [
+        error_row("BM_stub", "not implemented yet")]}})
+    latest = run_file(tmp_path / "l.json", {"BM_works": {"rows": [error_row("BM_works", "boom")]},
+                                            "BM_stub": 1.0})
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
     assert rc == 1
-    assert [line.split()[0] for line in out.splitlines() if "REGRESSION" in line] == ["BM_slow"]
+    assert "REGRESSION schedule_throughput BM_works: fails now: boom" in out
+    assert "BM_stub: not compared (ran now, failed in the baseline)" in out
+    assert summary(out).startswith("perf: 1 compared, 1 regressions")
+
+
+def test_new_and_missing_benchmarks_listed_not_compared(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_a": 1.0, "BM_gone": 1.0})
+    latest = run_file(tmp_path / "l.json", {"BM_a": 1.0, "BM_new": 9.0})
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 0
+    assert "not in the baseline (new, not compared): BM_new" in out
+    assert "in the baseline but not run now (not compared): BM_gone" in out
+    assert summary(out).startswith("perf: 1 compared, 0 regressions")
+
+
+def test_several_pairs_one_summary(tmp_path):
+    pairs = []
+    for prog, slow in (("schedule_throughput", 1.0), ("layer_flops", 1.5)):
+        ctx = dict(CONTEXT, executable=f"build/benchmarks/{prog}")
+        pairs += [run_file(tmp_path / f"baseline-{prog}.json", {"BM_a": 1.0}, context=ctx),
+                  run_file(tmp_path / f"latest-{prog}.json", {"BM_a": slow}, context=ctx)]
+    rc, out, _ = run(*pairs, "--no-compare-py")
+    assert rc == 0
+    assert "== schedule_throughput:" in out and "== layer_flops:" in out
+    assert [line.split()[1] for line in regression_lines(out)] == ["layer_flops"]
+    assert summary(out).startswith("perf: 2 compared, 1 regressions beyond 15%")
 
 
 def test_missing_baseline_exits_zero_with_hint(tmp_path):
-    latest = write(tmp_path / "latest.json", [bench("BM_a", rate=5e6)])
-    missing = tmp_path / "baseline.json"
-    rc, out = run(missing, latest)
+    latest = run_file(tmp_path / "latest-p.json", BENCHES)
+    missing = tmp_path / "baseline-p.json"
+    rc, out, _ = run(missing, latest, "--no-compare-py")
     assert rc == 0
-    assert f"cp {latest} {missing}" in out
+    assert "make perf-ci-baseline" in out and f"cp {latest} {missing}" in out
+    assert summary(out).startswith("perf: 0 compared, 0 regressions")
 
 
-def test_unmatched_names_are_listed_not_compared(tmp_path):
-    base = write(tmp_path / "base.json", [bench("BM_a", rate=5e6), bench("BM_gone", rate=5e6)])
-    latest = write(tmp_path / "latest.json", [bench("BM_a", rate=5e6), bench("BM_new", rate=1.0)])
-    rc, out = run(base, latest)
-    assert rc == 0
-    assert "BM_gone" in out and "missing from latest" in out
-    assert "BM_new" in out and "new: not in baseline" in out
-    assert summary(out) == "perf: 1 compared, 0 regressions, 0 improvements (threshold 10%)"
-
-
-def test_option_suffixes_do_not_unmatch(tmp_path):
-    name = "BM_Pipeline/1f1b/D64/N78144"
-    base = write(tmp_path / "base.json", [bench(name + "/iterations:1/real_time", rate=5e6)])
-    latest = write(tmp_path / "latest.json", [bench(name + "/min_time:0.300", rate=5e6)])
-    rc, out = run(base, latest)
-    assert rc == 0
-    assert summary(out).startswith("perf: 1 compared, 0 regressions")
-
-
-def test_errors_new_failure_is_regression_old_failure_is_not(tmp_path):
-    base = write(tmp_path / "base.json", [bench("BM_works", rate=5e6),
-                                          bench("BM_stub", error="not implemented yet")])
-    latest = write(tmp_path / "latest.json", [bench("BM_works", error="boom"),
-                                              bench("BM_stub", rate=5e6)])
-    rc, out = run(base, latest)
-    assert rc == 1
-    assert "now fails: boom" in out
-    assert "new: baseline errored" in out
-    assert summary(out) == "perf: 1 compared, 1 regressions, 0 improvements (threshold 10%)"
-
-
-def test_contexts_printed_and_mismatch_warned(tmp_path):
-    other = dict(CONTEXT, cpu_model="Other CPU 1")
-    base = write(tmp_path / "base.json", [bench("BM_a", rate=5e6)])
-    latest = write(tmp_path / "latest.json", [bench("BM_a", rate=5e6)], context=other)
-    rc, out = run(base, latest)
-    assert rc == 0
-    assert "Test CPU 9000" in out and "Other CPU 1" in out
-    assert "WARNING: cpu_model differs" in out
-
-
-def test_same_context_no_warning(tmp_path):
-    base = write(tmp_path / "base.json", [bench("BM_a", rate=5e6)])
-    latest = write(tmp_path / "latest.json", [bench("BM_a", rate=5e6)])
-    _, out = run(base, latest)
-    assert "WARNING" not in out
-
-
-def test_repetitions_reduced_to_median_and_aggregates_ignored(tmp_path):
-    rows = [bench("BM_a", rate=r) for r in (1e6, 5e6, 5.1e6)]
-    rows.append(dict(bench("BM_a_mean", rate=3.7e6), run_name="BM_a", run_type="aggregate"))
-    base = write(tmp_path / "base.json", [bench("BM_a", rate=5e6)])
-    latest = write(tmp_path / "latest.json", rows)
-    rc, out = run(base, latest)
-    assert rc == 0
-    assert summary(out).startswith("perf: 1 compared, 0 regressions")
-
-
-@pytest.mark.parametrize("content", ["{not json", '{"benchmarks": [{"no_name": 1}]}'])
-def test_unreadable_json_exits_two(tmp_path, content):
-    base = write(tmp_path / "base.json", [bench("BM_a", rate=5e6)])
-    bad = tmp_path / "latest.json"
-    bad.write_text(content)
-    rc, _ = run(base, bad)
+def test_missing_calibration_is_incompatible_unless_raw(tmp_path):
+    base = run_file(tmp_path / "b.json", BENCHES, calibration=False)
+    latest = run_file(tmp_path / "l.json", BENCHES)
+    rc, out, err = run(base, latest, "--no-compare-py")
     assert rc == 2
+    assert "no BM_Calibration/compute rows" in err and "--raw" in err
+    assert out == ""  # nothing printed before the inputs are known to be good
+    rc, out, _ = run(base, latest, "--no-compare-py", "--raw")
+    assert rc == 0
+    assert summary(out) == ("perf: 2 compared, 0 regressions beyond 15%, 0 improvements; "
+                            "raw times, no calibration")
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"benchmarks": [{"no_name": 1}]}',
+                                     '{"context": {}}', "[]",
+                                     '{"benchmarks": [{"name": "BM_a", "real_time": 1, '
+                                     '"cpu_time": 1, "time_unit": "fortnights"}]}'])
+def test_unreadable_json_exits_two(tmp_path, content):
+    base = run_file(tmp_path / "b.json", BENCHES)
+    bad = tmp_path / "l.json"
+    bad.write_text(content)
+    rc, _, err = run(base, bad, "--no-compare-py")
+    assert rc == 2
+    assert err.startswith("perf: ")
+
+
+def test_missing_latest_and_odd_arguments_exit_two(tmp_path):
+    base = run_file(tmp_path / "b.json", BENCHES)
+    rc, _, err = run(base, tmp_path / "nope.json", "--no-compare-py")
+    assert rc == 2 and "cannot read" in err
+    rc, _, _ = run(base, "--no-compare-py")
+    assert rc == 2
+
+
+def test_compare_py_missing_falls_back_to_own_table(tmp_path):
+    base = run_file(tmp_path / "b.json", BENCHES)
+    latest = run_file(tmp_path / "l.json", BENCHES)
+    rc, out, _ = run(base, latest, "--compare-py", tmp_path / "no-compare.py")
+    assert rc == 0
+    assert "compare.py not found" in out and "libbenchmark-tools" in out
+    assert "BM_Pipeline/gpipe/D64/N1024" in out  # own table
+    assert summary(out).startswith("perf: 2 compared, 0 regressions")
+
+
+def test_compare_py_is_run_on_the_normalised_copies(tmp_path):
+    """A stub in compare.py's place records how it is invoked."""
+    stub = tmp_path / "compare.py"
+    record = tmp_path / "args.json"
+    stub.write_text("import json, sys\n"
+                    f"json.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
+                    "print('STUB TABLE')\n")
+    base = run_file(tmp_path / "baseline-p.json", BENCHES)
+    latest = run_file(tmp_path / "latest-p.json", BENCHES, speed=3.0)
+    outdir = tmp_path / "norm"
+    rc, out, _ = run(base, latest, "--compare-py", stub, "--compare-python", sys.executable,
+                     "--normalised-dir", outdir)
+    assert rc == 0
+    assert "STUB TABLE" in out
+    args = json.loads(record.read_text())
+    assert args == ["--no-color", "-a", "benchmarks", str(outdir / "baseline-p.normalised.json"),
+                    str(outdir / "latest-p.normalised.json")]
+    # The stub's table comes before the verdict.
+    assert out.index("STUB TABLE") < out.index("perf: 2 compared")
+
+
+def _real_compare_py():
+    path = os.environ.get("PPBENCH_COMPARE_PY") or "/usr/share/benchmark/compare.py"
+    if not Path(path).is_file():
+        return None, None
+    for py in (sys.executable, "/usr/bin/python3", shutil.which("python3")):
+        if py and subprocess.run([py, "-c", "import numpy, scipy.stats"], capture_output=True,
+                                 check=False).returncode == 0:
+            return path, py
+    return path, None
+
+
+def test_real_compare_py(tmp_path):
+    path, py = _real_compare_py()
+    if path is None:
+        pytest.skip("Google Benchmark's compare.py is not installed (Debian: libbenchmark-tools)")
+    if py is None:
+        pytest.skip("no python3 here imports scipy, which compare.py needs (python3-scipy)")
+    base = run_file(tmp_path / "baseline-p.json", BENCHES, n=3)
+    latest = run_file(tmp_path / "latest-p.json",
+                      {"BM_Pipeline/1f1b/D64/N1024": 13.0, "BM_Pipeline/gpipe/D64/N1024": 5.0},
+                      speed=2.0, n=3)
+    rc, out, _ = run(base, latest, "--compare-py", path, "--compare-python", py)
+    assert rc == 0
+    assert "Comparing " in out and "OVERALL_GEOMEAN" in out
+    # compare.py's row for the median: +0.30 relative change of the normalised median
+    row = next(line for line in out.splitlines()
+               if line.startswith("BM_Pipeline/1f1b/D64/N1024_median"))
+    assert row.split()[1] == "+0.3000"
+    assert len(regression_lines(out)) == 1
+
+
+def test_normalize_name_kept_for_compare_torch():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from compare_perf import normalize_name
+    finally:
+        sys.path.pop(0)
+    assert normalize_name("BM_a/D64/min_time:0.300/repeats:3/manual_time") == "BM_a/D64"

@@ -229,7 +229,7 @@ esac
     write_exe(bundle / "bin" / "ppbench", FAKE_PPBENCH.replace("/usr/bin/env python3", sys.executable))
     passing = [("Layers.Gemm/f32", "OK", ""), ("Layers.Gemm/bf16", "OK", "")]
     write_exe(bundle / "bin" / "cuda_kernel_tests", fake_gtest(passing))
-    write_exe(bundle / "bin" / "gpu_exec_tests", fake_gtest(passing))
+    write_exe(bundle / "bin" / "cuda_exec_tests", fake_gtest(passing))
     env = {**os.environ, "PATH": f"{fakebin}:{os.environ['PATH']}",
            "PPBENCH_CUDA_LIB_DIRS": str(libs), "PPBENCH_BUNDLE_SYSTEM_DIRS": "",
            "PPBENCH_BUNDLE_PYTHON": "false"}
@@ -279,14 +279,14 @@ def test_all_tests_skipped_without_a_device_is_a_failure_where_a_gpu_is_visible(
 
 def test_a_two_gpu_skip_is_allowed(gpu_world):
     w = gpu_world
-    write_exe(w["bundle"] / "bin" / "gpu_exec_tests", fake_gtest(
+    write_exe(w["bundle"] / "bin" / "cuda_exec_tests", fake_gtest(
         [("Transport.Nccl", "SKIPPED", TWO_GPUS), ("Equivalence.OneF1B", "OK", "")]))
     r = check(w, "--only", "exec-tests")
     assert r.returncode == 0, r.stdout + r.stderr
     s, _ = piece_summary(tarballs(w)["exec-tests"])
     assert s["status"] == "passed"
     assert s["tests"]["skipped_allowed"] == [
-        {"name": "Transport.Nccl", "reason": TWO_GPUS, "program": "gpu_exec_tests"}]
+        {"name": "Transport.Nccl", "reason": TWO_GPUS, "program": "cuda_exec_tests"}]
     assert s["tests"]["skipped_disallowed"] == []
     # the unpacked record too, and the run's summary
     run = next(w["results"].iterdir())
@@ -329,8 +329,8 @@ def test_one_tarball_per_piece_and_gtest_shards(gpu_world):
                        "sanitizer-synccheck-shard1of3", "kernel-tests-shard1of3"}
     s, files = piece_summary(tb["sanitizer-racecheck-shard1of3"])
     assert s["shard"] == "1/3" and s["status"] == "passed"
-    assert {st["name"] for st in s["steps"]} == {"racecheck-cuda_kernel_tests", "racecheck-gpu_exec_tests"}
-    log = next(v for k, v in files.items() if k.endswith("/racecheck-gpu_exec_tests.log"))
+    assert {st["name"] for st in s["steps"]} == {"racecheck-cuda_kernel_tests", "racecheck-cuda_exec_tests"}
+    log = next(v for k, v in files.items() if k.endswith("/racecheck-cuda_exec_tests.log"))
     assert "shard 1/3" in log and "COMPUTE-SANITIZER" in log
     # unpacked records beside the tarballs, no temporary folders left
     run = next(p for p in w["results"].iterdir() if not p.name.startswith("."))
@@ -462,7 +462,7 @@ for a in "$@"; do
     help) echo "... cuda_gemm_bench"; echo "... ppbench" ;;
     ppbench) cp '{progs}/ppbench' "$dir/ppbench" ;;
     cuda_kernel_tests) mkdir -p "$dir/tests/cuda"; cp '{progs}/cuda_kernel_tests' "$dir/tests/cuda/" ;;
-    gpu_exec_tests) mkdir -p "$dir/tests/gpu_exec"; cp '{progs}/gpu_exec_tests' "$dir/tests/gpu_exec/" ;;
+    cuda_exec_tests) mkdir -p "$dir/tests/cuda_exec"; cp '{progs}/cuda_exec_tests' "$dir/tests/cuda_exec/" ;;
     *) mkdir -p "$dir/benchmarks"; cp "{progs}/$a" "$dir/benchmarks/" ;;
   esac
 done

@@ -211,3 +211,57 @@ def test_plot_memory_fails_without_matching_rows(tmp_path):
                                                            status="invalid")])
     assert plot_memory.main([str(results), "--out-dir", str(tmp_path / "p")]) == 1
     assert not (tmp_path / "p").exists()
+
+
+# --- schedule order from the registry ---------------------------------------------------------
+
+import results_io  # noqa: E402
+
+
+def legend_labels(monkeypatch, draw) -> list[str]:
+    seen: list[str] = []
+    real = plot_bubble.plt.Figure.legend
+
+    def spy(fig, *args, handles=None, **kwargs):
+        seen.extend(h.get_label() for h in handles or [])
+        return real(fig, *args, handles=handles, **kwargs)
+
+    monkeypatch.setattr(plot_bubble.plt.Figure, "legend", spy)
+    draw()
+    return [l for l in seen if not l.startswith(("markers", "lines"))]
+
+
+def test_bubble_series_follow_the_registry_else_the_data(tmp_path, monkeypatch, fake_ppbench):
+    data = [r for r in bubble_rows() if r.get("cost") == "F=1,B=2" or
+            (r.get("point") or {}).get("cost") == "F=1,B=2"]
+    data = [r for r in data if r.get("schedule") == "zb-h1"] + \
+        [r for r in data if r.get("schedule") != "zb-h1"]  # zb-h1 named first
+    registry = results_io.schedule_registry(fake_ppbench[0])
+    assert legend_labels(monkeypatch, lambda: plot_bubble.plot_bubble(
+        data, tmp_path / "a", registry=registry)) == ["gpipe", "zb-h1"]
+    assert legend_labels(monkeypatch, lambda: plot_bubble.plot_bubble(
+        data, tmp_path / "b")) == ["zb-h1", "gpipe"]
+    # and on the command line
+    results = write_jsonl(tmp_path / "r.jsonl", data)
+    assert plot_bubble.main([str(results), "--out-dir", str(tmp_path / "c"), "--ppbench",
+                             fake_ppbench[0]]) == 0
+    assert plot_bubble.main([str(results), "--out-dir", str(tmp_path / "d"), "--ppbench",
+                             str(tmp_path / "absent")]) == 2
+
+
+def test_memory_figure_without_schedules_draws_every_schedule_of_the_data(tmp_path, monkeypatch,
+                                                                         fake_ppbench):
+    drawn = {}
+    real = plot_memory.plot_memory
+
+    def spy(rows, out, workload, devices, microbatches, schedules, dpi=110):
+        drawn["schedules"] = list(schedules)
+        return real(rows, out, workload, devices, microbatches, schedules, dpi)
+
+    monkeypatch.setattr(plot_memory, "plot_memory", spy)
+    results = write_jsonl(tmp_path / "cpu.jsonl", memory_rows())
+    assert plot_memory.main([str(results), "--out-dir", str(tmp_path / "p"), "--ppbench",
+                             fake_ppbench[0]]) == 0
+    assert drawn["schedules"] == ["gpipe", "1f1b", "zb-h1", "dualpipev"]  # registry order
+    assert plot_memory.main([str(results), "--out-dir", str(tmp_path / "q")]) == 0
+    assert drawn["schedules"] == ["gpipe", "1f1b", "zb-h1", "dualpipev"]  # data order

@@ -2,31 +2,52 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import report
+import results_io
 from conftest import SCRIPTS, result_row, write_jsonl
+
+
+def closed(bubble, idle_formula, idle, act_formula, act, params="1x", note=None) -> dict:
+    """A record's closed_form as ppbench writes it (the registry's texts and their values)."""
+    return {"bubble_formula": "(D-1)/(D-1+N)", "bubble_fraction": bubble,
+            "idle_formula": idle_formula, "idle_per_rank": idle,
+            "activations_formula": act_formula, "peak_activations": act, "params": params,
+            "note": note}
 
 
 def rows() -> list[dict]:
     out = []
     for d in (2, 4, 8):
         for n in (4, 8, 16):
-            closed = (d - 1) / (d - 1 + n)
-            out.append(result_row("1f1b", d, n, closed, closed))
-            out.append(result_row("gpipe", d, n, closed, closed))
+            bubble = (d - 1) / (d - 1 + n)
+            out.append(result_row("1f1b", d, n, bubble, bubble,
+                                  closed_form=closed(bubble, "(D-1)(F+B)", 3 * (d - 1),
+                                                     "D-r on rank r", d)))
+            out.append(result_row("gpipe", d, n, bubble, bubble,
+                                  closed_form=closed(bubble, "(D-1)(F+B)", 3 * (d - 1), "N", n)))
     out.append(result_row("naive", 4, 8, 0.75, 0.75,
+                          closed_form=closed(0.75, "(D-1)N(F+B)", 72, "1", 1),
                           ranks=[{"rank": 0, "idle": 72, "peak_activations": 1,
                                   "peak_activation_share": 0.25}]))
     out.append(result_row("1f1b", 8, 4, 0, None, status="invalid"))
     for n in (16, 32):
-        out.append(result_row("zb-h1", 8, n, 0.1, None))
-        out.append(result_row("dualpipe", 8, n, 0.05, None, param_copies=2,
-                              peak_activations=9))
-        out.append(result_row("dualpipev", 4, n, 0.05, None, param_copies=2,
-                              peak_activations=9))
-    out.append(result_row("1f1b", 8, 32, 7 / 39, 7 / 39))
+        # zb-h1's idle needs W <= F, I: here it holds; its value comes from the record
+        out.append(result_row("zb-h1", 8, n, 0.1, None,
+                              closed_form=closed(0.1, "(D-1)(F+I-W) when W <= F, I", 7, "D", 8)))
+        out.append(result_row("dualpipe", 8, n, 0.05, None, param_copies=2, peak_activations=9,
+                              closed_form=closed(0.05, "(PP/2-1)(F&B+B-3W) on the most idle "
+                                                 "rank, PP = D", 6, "PP+1 on every rank", 9,
+                                                 "2x")))
+        out.append(result_row("dualpipev", 4, n, 0.05, None, param_copies=2, peak_activations=9,
+                              closed_form=closed(0.05, "(PP/2-1)(F&B+B-3W) on the most idle "
+                                                 "rank, PP = 2D stages", 6,
+                                                 "PP+1 = 2D+1 on every rank", 9, "2x")))
+    out.append(result_row("1f1b", 8, 32, 7 / 39, 7 / 39,
+                          closed_form=closed(7 / 39, "(D-1)(F+B)", 21, "D-r on rank r", 8)))
     return out
 
 
@@ -40,26 +61,57 @@ def test_bubble_table_puts_closed_form_beside_simulated():
     assert "| 1f1b | invalid |" in text  # D=8, N=4 is not allowed for 1F1B
 
 
-def test_dualpipe_table_has_the_papers_formulas_and_simulated_values():
+def test_dualpipe_table_takes_formulas_and_values_from_the_records():
     text = report.build_report(rows(), "r.jsonl")
     assert "### PP = 8, N = 16" in text and "### PP = 8, N = 32" in text
     lines = text.splitlines()
-    one = next(l for l in lines if l.startswith("| 1F1B | (PP−1)(F+B) = 21 |"))
-    assert "| 1× (simulated 1×) | PP = 8 |" in one
-    zb = next(l for l in lines if l.startswith("| ZB1P (zb-h1) | (PP−1)(F+B−2W) = 7 |"))
-    assert zb.endswith("| 8 |")
-    dual = next(l for l in lines if l.startswith("| DualPipe | (PP/2−1)(F&B+B−3W) = 6 |"))
-    assert "2× (simulated 2×)" in dual and "PP+1 = 9" in dual and dual.endswith("| 9 |")
-    assert any(l.startswith("| DualPipeV | (PP/2−1)(F&B+B−3W) = 6 |") for l in lines)
+    one = next(l for l in lines if l.startswith("| 1F1B | `1f1b` D=8 |"))
+    assert one.startswith("| 1F1B | `1f1b` D=8 | `(D-1)(F+B)` = 21 | ")
+    assert one.endswith(" | 1x; simulated 1× | `D-r on rank r` = 8 | 8 |")
+    zb = next(l for l in lines if l.startswith("| ZB1P | `zb-h1` D=8 |"))
+    assert "`(D-1)(F+I-W) when W <= F, I` = 7" in zb and zb.endswith("| 8 |")
+    dual = next(l for l in lines if l.startswith("| DualPipe | `dualpipe` D=8 |"))
+    assert "`(PP/2-1)(F&B+B-3W) on the most idle rank, PP = D` = 6" in dual
+    assert "2x; simulated 2×" in dual and "`PP+1 on every rank` = 9 | 9 |" in dual
     # simulated idle per rank comes from the rows: makespan 10 x bubble 0.05
     assert "| 0.5 |" in dual
+    dualv = next(l for l in lines if l.startswith("| DualPipeV | `dualpipev` D=4 |"))
+    assert "PP = 2D stages` = 6" in dualv and "2x; simulated 4×" in dualv
+    # the paper's columns are explained
+    assert "*Bubble* is the idle time of a pipeline rank" in text
+    assert "*Activation* is the peak number of micro-batch activations" in text
 
 
-def test_activation_example_rows():
-    text = report.build_report(rows(), "r.jsonl")
-    assert "| naive model parallel | 1/4·A = 0.25·A | 0.25·A | 1 |" in text
-    assert "| GPipe | 8/4·A = 2.00·A | 1.00·A | 4 |" in text
-    assert "| 1F1B | 4/4·A = 1.00·A | 1.00·A | 4 |" in text
+def test_dualpipe_table_says_when_the_costs_do_not_meet_the_formulas_condition():
+    data = rows()
+    for r in data:
+        if r.get("schedule") == "zb-h1":  # e.g. costs with W > F: ppbench states no value
+            r["closed_form"]["idle_per_rank"] = None
+        if r.get("schedule") == "dualpipe":
+            r["closed_form"]["idle_per_rank"] = None
+            r["closed_form"]["note"] = "F&B < B: the reference's overlap does not hold"
+    text = report.build_report(data, "r.jsonl")
+    zb = next(l for l in text.splitlines() if l.startswith("| ZB1P |"))
+    assert ("`(D-1)(F+I-W) when W <= F, I`: — (not defined for costs F=1,B=2,I=1,W=1,FB=3: "
+            "they do not satisfy its condition)") in zb
+    dual = next(l for l in text.splitlines() if l.startswith("| DualPipe |"))
+    assert "— (F&B < B: the reference's overlap does not hold)" in dual
+
+
+def test_report_evaluates_no_formula_of_its_own():
+    """The closed forms live in ppbench's registry only: report.py keeps no formula code."""
+    assert not hasattr(report, "PAPER_METHODS")
+    assert all(isinstance(label, str) and isinstance(schedule, str)
+               for label, schedule in report.PAPER_ROWS)
+    source = (SCRIPTS / "report.py").read_text()
+    assert "lambda c, pp" not in source and "Fraction(" not in source
+    # a record with other closed-form values gets those values, whatever the costs
+    data = rows()
+    for r in data:
+        if r.get("status") == "ok" and r["schedule"] == "1f1b" and r["devices"] == 8:
+            r["closed_form"]["idle_per_rank"] = 123.5
+            r["closed_form"]["idle_formula"] = "X(D)"
+    assert "| 1F1B | `1f1b` D=8 | `X(D)` = 123.5 |" in report.build_report(data, "r.jsonl")
 
 
 def test_header_names_source_commit_date_and_machine():
@@ -72,8 +124,8 @@ def test_header_names_source_commit_date_and_machine():
 
 def test_missing_points_say_not_run():
     text = report.build_report([result_row("gpipe", 4, 8, 0.27, 0.27)], "r.jsonl")
-    assert "| DualPipe | (PP/2−1)(F&B+B−3W) | not run |" in text
-    assert "| 1F1B | 4/4·A = 1.00·A | not run |" in text
+    assert "| DualPipe | `dualpipe` D=8 | not run |" in text
+    assert "| 1F1B | 4/4·A = 1.00·A | — | not run |" in text
 
 
 def test_cli_writes_report_atomically(tmp_path):
@@ -109,9 +161,10 @@ def measured_rows() -> list[dict]:
     ]
 
 
-def test_measured_section_has_gap_closed_form_throughput_and_bytes():
+def test_measured_section_has_gap_closed_form_throughput_and_bytes(fake_ppbench):
+    registry = results_io.schedule_registry(fake_ppbench[0])
     text = report.build_report(rows(), "results/theory.jsonl", measured=measured_rows(),
-                               measured_source="results/cpu.jsonl")
+                               measured_source="results/cpu.jsonl", registry=registry)
     assert "## 4. Measured runs" in text and "results/cpu.jsonl" in text
     assert "(5 points: 1 invalid, 4 ok)" in text
     assert "### transformer, `--preset tiny-llama`, b 2, dtype f32, steps 3, warm-up 1" in text
@@ -120,7 +173,7 @@ def test_measured_section_has_gap_closed_form_throughput_and_bytes():
     assert line == "| 1f1b | 8 | 0.4000 | 0.3850 | +1.5 | 0.2727 | 32 | 500 | 8 / 9 |"
     zb = next(l for l in text.splitlines() if l.startswith("| zb-h1 | 4 |"))
     assert "| -5.0 | — |" in zb
-    # schedules in the usual order within a D table
+    # schedules in the registry's order within a D table
     d4 = text[text.index("#### D = 4"):]
     assert d4.index("| gpipe | 8 |") < d4.index("| 1f1b | 8 |")
     assert "-5.0 … +1.5 percentage points" in text
@@ -146,3 +199,120 @@ def test_cli_measured_option(tmp_path):
     assert "## 4. Measured runs" in out.read_text()
     assert report.main([str(theory), "--measured", str(tmp_path / "absent.jsonl"),
                         "--out", str(out)]) == 1
+
+
+# --- schedule order from `ppbench list --format json` ------------------------------------------
+
+from conftest import calls  # noqa: E402
+
+
+def test_schedule_order_comes_from_the_registry_once(fake_ppbench):
+    binary, log = fake_ppbench
+    results_io._REGISTRY.clear()
+    registry = results_io.schedule_registry(binary)
+    assert results_io.schedule_registry(binary) is registry  # run once per process
+    assert [c for c in calls(log, probes=True) if c[:1] == ["list"]] == [["list", "--format",
+                                                                         "json"]]
+    names = [s["name"] for s in registry]
+    assert names[:3] == ["naive", "gpipe", "1f1b"] and names[-1] == "dualpipev"
+    data = [result_row("zb-h1", 2, 4, 0.1, None), result_row("gpipe", 2, 4, 0.1, None),
+            result_row("mystery", 2, 4, 0.1, None)]
+    assert results_io.schedule_order(registry, data)[:2] == ["naive", "gpipe"]
+    assert results_io.schedule_order(registry, data)[-1] == "mystery"  # unknown ones last
+    # without a ppbench (tests, a machine without a build): the order of the data
+    assert results_io.schedule_registry(None) is None
+    assert results_io.schedule_order(None, data) == ["zb-h1", "gpipe", "mystery"]
+
+
+def test_report_tables_follow_the_registry_not_the_data(fake_ppbench):
+    data = [r for r in rows() if r.get("schedule") != "1f1b" or r.get("status") != "ok"]
+    data = [result_row("1f1b", 4, n, 0.2, 0.2) for n in (4, 8)] + data  # 1f1b named first
+    registry = results_io.schedule_registry(fake_ppbench[0])
+    ordered = report.build_report(data, "r.jsonl", registry=registry)
+    table = ordered[ordered.index("### D = 4"):]
+    assert table.index("| gpipe |") < table.index("| 1f1b |")
+    assert "in the registry's order" in ordered
+    by_data = report.build_report(data, "r.jsonl")
+    table = by_data[by_data.index("### D = 4"):]
+    assert table.index("| 1f1b |") < table.index("| gpipe |")
+
+
+def test_scripts_keep_no_schedule_list_of_their_own():
+    import plot_bubble
+    import plot_memory
+
+    assert not hasattr(report, "SCHEDULE_ORDER") and not hasattr(plot_bubble, "SCHEDULE_ORDER")
+    assert not hasattr(plot_memory, "DEFAULT_SCHEDULES")
+    for name in ("report.py", "plot_bubble.py", "plot_memory.py", "plot_timeline.py"):
+        text = (SCRIPTS / name).read_text()
+        assert '"zb-h2", "zb-v"' not in text and "'zb-h2', 'zb-v'" not in text, name
+
+
+def test_cli_with_a_missing_ppbench_is_exit_2(tmp_path):
+    theory = write_jsonl(tmp_path / "t.jsonl", rows())
+    assert report.main([str(theory), "--out", str(tmp_path / "R.md"), "--ppbench",
+                        str(tmp_path / "absent")]) == 2
+    assert not (tmp_path / "R.md").exists()
+
+
+# --- the latest records beside the committed reference ----------------------------------------
+
+def reference_rows() -> list[dict]:
+    """The committed records: another commit on another machine, somewhat slower."""
+    out = []
+    for r in measured_rows():
+        r = json.loads(json.dumps(r))
+        if r.get("status") == "ok":
+            r["provenance"].update(git_commit="0ld0ld0", host="refbox", cpu="Xeon Ref",
+                                   date="2026-01-01T00:00:00Z")
+            r["measured"]["bubble_fraction"] += 0.05
+            r["throughput"]["samples_per_s"] /= 2
+        out.append(r)
+    return out
+
+
+def test_measured_tables_set_the_reference_beside_the_latest():
+    text = report.build_report(rows(), "results/latest/theory.jsonl", measured=measured_rows(),
+                               measured_source="results/latest/cpu.jsonl",
+                               reference_measured=reference_rows(),
+                               reference_measured_source="results/reference/cpu.jsonl")
+    section = text[text.index("## 4."):text.index("## 5.")]
+    assert "CPU EPYC 9999, 2 cores, host benchbox" in section and "beef123" in section
+    assert "the reference `results/reference/cpu.jsonl` (5 points): commit 0ld0ld0" in section
+    assert "host refbox, CPU Xeon Ref" in section
+    assert "| ref. measured | ref. samples/s |" in section
+    line = next(l for l in section.splitlines() if l.startswith("| 1f1b | 8 | 0.4000 |"))
+    assert line.endswith("| 8 / 9 | 0.4500 | 16 |")
+    five = text[text.index("## 5."):]
+    assert "latest measured: `results/latest/cpu.jsonl`, commit beef123" in five
+    assert "reference measured: `results/reference/cpu.jsonl`, commit 0ld0ld0" in five
+    assert "over the 4 points ok in both: median 2×" in five
+
+
+def test_simulated_records_are_checked_against_the_reference():
+    latest = rows()
+    reference = json.loads(json.dumps(rows()))
+    for r in reference:
+        if r.get("status") == "ok":
+            r["provenance"]["git_commit"] = "0ld0ld0"
+    changed = next(r for r in reference if r.get("schedule") == "gpipe" and r["devices"] == 4
+                   and r["microbatches"] == 8)
+    changed["bubble_fraction"] = 0.5
+    text = report.build_report(latest, "results/latest/theory.jsonl", reference=reference,
+                               reference_source="results/reference/theory.jsonl")
+    head = text[:text.index("## 1.")]
+    assert "- reference: `results/reference/theory.jsonl`" in head and "0ld0ld0" in head
+    five = text[text.index("## 5."):]
+    points = len(results_io.latest_rows(latest, key=report.point_id))
+    assert f"simulated points in both: {points}" in five
+    assert f": {points - 1}; different: 1" in five
+    assert "gpipe D=4 N=8, costs F=1,B=2: bubble_fraction 0.5 → 0.2727" in five
+
+
+def test_a_later_line_of_a_point_replaces_the_earlier_one(tmp_path):
+    first = result_row("gpipe", 4, 8, 0.9, 0.9)
+    second = result_row("gpipe", 4, 8, 3 / 11, 3 / 11)
+    path = write_jsonl(tmp_path / "t.jsonl", [first, result_row("1f1b", 4, 8, 0.2, 0.2), second])
+    rows_read = results_io.load_records(path)
+    assert [(r["schedule"], r["bubble_fraction"]) for r in rows_read] == [
+        ("gpipe", 3 / 11), ("1f1b", 0.2)]

@@ -346,7 +346,7 @@ GPU_GROUP = {**RUN_GROUP, "backend": "cuda", "virtual_devices": True, "dtype": "
 
 
 def gpu_spec() -> dict:
-    return json.loads((SCRIPTS.parent / "benchmarks/sweeps/gpu.json").read_text())
+    return json.loads((SCRIPTS.parent / "benchmarks/sweeps/cuda.json").read_text())
 
 
 def test_gpu_spec_covers_every_schedule_partition_count_and_microbatch_count():

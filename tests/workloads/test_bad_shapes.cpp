@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "schedules/error.h"
+#include "core/error.h"
 #include "workloads/amoebanet.h"
 #include "workloads/layer_spec.h"
 #include "workloads/mlp.h"

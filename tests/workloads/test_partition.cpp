@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "schedules/error.h"
+#include "core/error.h"
 #include "workloads/mlp.h"
 #include "workloads/partition.h"
 #include "workloads/transformer.h"

@@ -11,14 +11,15 @@ constexpr double kSqrt2OverPi = 0.7978845608028654;
 constexpr double kGeluCubic = 0.044715;
 }  // namespace
 
+// GeLU's tanh form, as Eigen array expressions: Eigen evaluates tanh with its vectorised
+// rational approximation for float (a scalar std::tanh per element cost these layers about a
+// sixth of their time), and with std::tanh for double.
 template <typename T>
 Tensor<T> GeLU<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
   Tensor<T> y(x.shape);
   const T c = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kGeluCubic);
-  for (std::size_t i = 0; i < x.data.size(); ++i) {
-    const T v = x.data[i];
-    y.data[i] = T(0.5) * v * (T(1) + std::tanh(c * (v + a * v * v * v)));
-  }
+  const auto v = vec(x).array();
+  vec(y).array() = T(0.5) * v * (T(1) + (c * (v + a * v.cube())).tanh());
   saved.clear();
   saved.in_shape = x.shape;
   saved.t.push_back(x);
@@ -31,12 +32,11 @@ Tensor<T> GeLU<T>::backward_input(const Tensor<T>& dy, Saved<T>& saved) {
   check(dy.data.size() == x.data.size(), "gelu: bad output gradient");
   Tensor<T> dx(x.shape);
   const T c = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kGeluCubic);
-  for (std::size_t i = 0; i < x.data.size(); ++i) {
-    const T v = x.data[i];
-    const T t = std::tanh(c * (v + a * v * v * v));
-    const T dt = (T(1) - t * t) * c * (T(1) + T(3) * a * v * v);
-    dx.data[i] = dy.data[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * dt);
-  }
+  const auto v = vec(x).array();
+  // t is evaluated once into a temporary: it appears three times below.
+  const Eigen::Array<T, 1, Eigen::Dynamic> t = (c * (v + a * v.cube())).tanh();
+  const auto dt = (T(1) - t.square()) * c * (T(1) + T(3) * a * v.square());
+  vec(dx).array() = vec(dy).array() * (T(0.5) * (T(1) + t) + T(0.5) * v * dt);
   saved.clear();
   return dx;
 }
@@ -56,7 +56,7 @@ Tensor<T> ReLU<T>::backward_input(const Tensor<T>& dy, Saved<T>& saved) {
   const Tensor<T>& y = saved.t.at(0);
   check(dy.data.size() == y.data.size(), "relu: bad output gradient");
   Tensor<T> dx(y.shape);
-  for (std::size_t i = 0; i < y.data.size(); ++i) dx.data[i] = y.data[i] > T(0) ? dy.data[i] : T(0);
+  vec(dx).array() = (vec(y).array() > T(0)).select(vec(dy).array(), T(0));
   saved.clear();
   return dx;
 }

@@ -216,42 +216,32 @@ std::vector<Param<T>*> AmoebaPoolClassifier<T>::params() {
 
 // ---- builder ----
 
-namespace {
-
-std::int64_t attr(const ppbench::LayerSpec& spec, const std::string& key) {
-  const auto it = spec.attrs.find(key);
-  check(it != spec.attrs.end(), "amoebanet layer '" + spec.name + "': spec lacks attr " + key);
-  return it->second;
-}
-
-}  // namespace
-
 template <typename T>
 PipelineLayerPtr<T> make_amoebanet_layer(const ppbench::LayerSpec& spec, std::uint64_t seed) {
   switch (spec.kind) {
     case ppbench::LayerKind::kAmoebaStem:
-      return std::make_unique<AmoebaStem<T>>(attr(spec, "in_channels"), attr(spec, "out_channels"),
+      return std::make_unique<AmoebaStem<T>>(spec.attr("in_channels"), spec.attr("out_channels"),
                                              seed);
     case ppbench::LayerKind::kAmoebaNormalCell:
     case ppbench::LayerKind::kAmoebaReductionCell: {
       AmoebaCellConfig c;
       c.reduction = spec.kind == ppbench::LayerKind::kAmoebaReductionCell;
-      c.channels = attr(spec, "channels");
-      c.in_channels = attr(spec, "in_channels");
-      c.skip_channels = attr(spec, "skip_channels");
-      c.reduction_prev = attr(spec, "reduction_prev") != 0;
+      c.channels = spec.attr("channels");
+      c.in_channels = spec.attr("in_channels");
+      c.skip_channels = spec.attr("skip_channels");
+      c.reduction_prev = spec.attr("reduction_prev") != 0;
       // Not an attr: the spec lists {out, skip} unless the classifier comes next.
       c.emits_skip = spec.boundary_out.size() == 2;
-      check(attr(spec, "reduction") == static_cast<std::int64_t>(c.reduction),
+      check(spec.attr("reduction") == static_cast<std::int64_t>(c.reduction),
             "amoebanet layer '" + spec.name + "': kind and attr reduction disagree");
       auto cell = std::make_unique<AmoebaCell<T>>(c, seed);
-      check(cell->out_channels() == attr(spec, "out_channels"),
+      check(cell->out_channels() == spec.attr("out_channels"),
             "amoebanet layer '" + spec.name + "': out_channels disagrees with the genotype");
       return cell;
     }
     case ppbench::LayerKind::kPoolClassifier:
-      return std::make_unique<AmoebaPoolClassifier<T>>(attr(spec, "in_channels"),
-                                                       attr(spec, "classes"), seed);
+      return std::make_unique<AmoebaPoolClassifier<T>>(spec.attr("in_channels"),
+                                                       spec.attr("classes"), seed);
     default:
       break;
   }

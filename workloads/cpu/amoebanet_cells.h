@@ -1,4 +1,4 @@
-// AmoebaNet-D's partitionable layers (REFERENCE.md, workloads/amoebanet.h): the stem, the normal
+// AmoebaNet-D's partitionable layers (docs/papers.md, workloads/amoebanet.h): the stem, the normal
 // and reduction cells, and the pool-classifier loss head, as PipelineLayer<T>s.
 //
 // Boundary convention (torchgpipe's, and the spec's boundary_out):
@@ -20,6 +20,7 @@
 
 #include "workloads/cpu/amoebanet_ops.h"
 #include "workloads/cpu/pipeline_layer.h"
+#include "workloads/layer_configs.h"
 #include "workloads/layer_spec.h"
 
 namespace ppbench::cpu {
@@ -41,14 +42,7 @@ class AmoebaStem final : public PipelineLayer<T> {
   LayerPtr<T> body_;
 };
 
-struct AmoebaCellConfig {
-  bool reduction = false;          // halves the size; its ops on states 0 and 1 have stride 2
-  std::int64_t channels = 0;       // c: every state's channel count
-  std::int64_t in_channels = 0;    // s1's channels (the previous cell's output)
-  std::int64_t skip_channels = 0;  // s2's channels (the cell before that)
-  bool reduction_prev = false;     // s2 is twice s1's size: preprocess it with a factorized reduce
-  bool emits_skip = true;          // false for the last cell: the classifier reads only {out}
-};
+using ::ppbench::AmoebaCellConfig;
 
 // One cell: preprocess s1 (ReLU-1x1 conv-BN to c) and s2 (factorized reduce after a reduction
 // cell, else ReLU-1x1 conv-BN if its channels are not c, else identity) into states 0 and 1;

@@ -1,4 +1,4 @@
-// AmoebaNet-D's op library (REFERENCE.md), as Layer<T>s built from the basic kernels:
+// AmoebaNet-D's op library (docs/papers.md), as Layer<T>s built from the basic kernels:
 //   conv1x1      ReLU-1x1 conv-BN, c -> c
 //   conv3x3      ReLU-conv-BN three times: 1x1 c -> c/4, 3x3 (strided), 1x1 back to c
 //   conv1x7-7x1  ReLU-conv-BN four times: 1x1 c -> c/4, 1x7, 7x1, 1x1 back to c
@@ -15,8 +15,8 @@
 
 namespace ppbench::cpu {
 
-using ::ppbench::AmoebaOp;
 using ::ppbench::amoeba_op_name;
+using ::ppbench::AmoebaOp;
 
 // ReLU -> conv (kh x kw, stride, "same" padding, no bias) -> BatchNorm, as a Sequential whose
 // Saved.sub is {relu, conv, bn}.

@@ -11,18 +11,11 @@
 
 #include "workloads/cpu/layer.h"
 #include "workloads/cpu/linear.h"
+#include "workloads/layer_configs.h"
 
 namespace ppbench::cpu {
 
-struct AttentionConfig {
-  std::int64_t hidden = 0;
-  std::int64_t heads = 0;
-  std::int64_t kv_heads = 0;  // divides heads; == heads is plain multi-head attention
-  std::int64_t head_dim = 0;  // 0: hidden / heads
-  bool bias = false;
-  bool rope = true;
-  double rope_theta = 10000.0;
-};
+using ::ppbench::AttentionConfig;
 
 template <typename T>
 class Attention final : public Layer<T> {

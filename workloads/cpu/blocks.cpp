@@ -72,29 +72,6 @@ LayerPtr<T> make_mlp_block(std::int64_t in, std::int64_t out, std::uint64_t seed
   return block;
 }
 
-DecoderConfig DecoderConfig::llama(std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads,
-                                   std::int64_t ffn) {
-  DecoderConfig c;
-  c.hidden = hidden;
-  c.heads = heads;
-  c.kv_heads = kv_heads;
-  c.ffn = ffn;
-  return c;
-}
-
-DecoderConfig DecoderConfig::gpipe(std::int64_t hidden, std::int64_t heads, std::int64_t ffn) {
-  DecoderConfig c;
-  c.hidden = hidden;
-  c.heads = heads;
-  c.kv_heads = heads;
-  c.ffn = ffn;
-  c.norm = Norm::kLayerNorm;
-  c.ffn_kind = Ffn::kGeLU;
-  c.bias = true;
-  c.rope = false;
-  return c;
-}
-
 template <typename T>
 LayerPtr<T> make_decoder_layer(const DecoderConfig& c, std::uint64_t seed) {
   auto norm = [&]() -> LayerPtr<T> {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "workloads/cpu/layer.h"
+#include "workloads/layer_configs.h"
 
 namespace ppbench::cpu {
 
@@ -52,29 +53,7 @@ class Residual final : public Layer<T> {
 template <typename T>
 LayerPtr<T> make_mlp_block(std::int64_t in, std::int64_t out, std::uint64_t seed);
 
-// Pre-norm transformer decoder layer:
-//   h = x + Attention(Norm1(x));  y = h + FFN(Norm2(h))
-// Llama: RMSNorm, rotary GQA without biases, SwiGLU. GPipe's Transformer: LayerNorm, multi-head
-// attention with biases and no rotary embedding, GeLU MLP (linear-GeLU-linear with biases).
-struct DecoderConfig {
-  enum class Norm { kRMSNorm, kLayerNorm };
-  enum class Ffn { kSwiGLU, kGeLU };
-  std::int64_t hidden = 0;
-  std::int64_t heads = 0;
-  std::int64_t kv_heads = 0;  // 0: heads
-  std::int64_t head_dim = 0;  // 0: hidden / heads
-  std::int64_t ffn = 0;
-  Norm norm = Norm::kRMSNorm;
-  Ffn ffn_kind = Ffn::kSwiGLU;
-  bool bias = false;
-  bool rope = true;
-  double rope_theta = 10000.0;
-  double norm_eps = 1e-5;
-
-  static DecoderConfig llama(std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads,
-                             std::int64_t ffn);
-  static DecoderConfig gpipe(std::int64_t hidden, std::int64_t heads, std::int64_t ffn);
-};
+using ::ppbench::DecoderConfig;
 
 template <typename T>
 LayerPtr<T> make_decoder_layer(const DecoderConfig& config, std::uint64_t seed);

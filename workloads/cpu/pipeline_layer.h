@@ -24,7 +24,7 @@ using Tensors = std::vector<Tensor<T>>;
 // What a layer may need to know of the micro-batch it runs.
 template <typename T>
 struct MicroBatchData {
-  const Tensors<T>* inputs = nullptr;              // the first layer's input (data)
+  const Tensors<T>* inputs = nullptr;                  // the first layer's input (data)
   const std::vector<std::int32_t>* targets = nullptr;  // the loss head's targets
   T loss_scale = T(1);
 };

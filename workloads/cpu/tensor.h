@@ -110,7 +110,8 @@ using ::ppbench::param_key;
 // tensor in its own layout holds them bit for bit.
 template <typename T>
 void fill_symmetric(Tensor<T>& x, std::uint64_t key, double a) {
-  for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<T>(draw_symmetric(key, i, a));
+  for (std::size_t i = 0; i < x.data.size(); ++i)
+    x.data[i] = static_cast<T>(draw_symmetric(key, i, a));
 }
 
 // A stream of draws under one key, for test and benchmark data: the n-th draw is element n.

@@ -1,5 +1,4 @@
 #include "workloads/cuda/activations.h"
-
 #include "workloads/cuda/kernel_util.cuh"
 
 namespace ppbench::cuda {
@@ -9,9 +8,9 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
-#define PPB_GRID_STRIDE(i, n)                                                              \
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; \
-       i < (n); i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+#define PPB_GRID_STRIDE(i, n)                                                                      \
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
 template <typename T>
 __global__ void gelu_forward_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t n) {

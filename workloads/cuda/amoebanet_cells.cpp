@@ -18,7 +18,6 @@ namespace ppbench::cuda {
 
 namespace {
 
-
 enum CellSub { kPre1, kPre2, kFirstOp };
 
 // a + b. Adds in place into whichever operand no other tensor holds (the sum is the same either
@@ -36,12 +35,6 @@ void accumulate(Context& ctx, DTensor& into, DTensor g) {
     return;
   }
   into = sum(ctx, std::move(into), std::move(g));
-}
-
-std::int64_t attr(const LayerSpec& spec, const std::string& key) {
-  const auto it = spec.attrs.find(key);
-  require(it != spec.attrs.end(), "amoebanet layer '" + spec.name + "': spec lacks attr " + key);
-  return it->second;
 }
 
 }  // namespace
@@ -69,14 +62,13 @@ AmoebaCell::AmoebaCell(DeviceArena& params, const AmoebaCellConfig& config, DTyp
   const std::int64_t c = config.channels;
   require(c > 0 && config.in_channels > 0 && config.skip_channels > 0,
           "amoeba cell: channel counts must be positive");
-  pre1_ =
-      make_relu_conv_bn(params, config.in_channels, c, 1, 1, 1, dtype, derive_seed(seed, 0));
+  pre1_ = make_relu_conv_bn(params, config.in_channels, c, 1, 1, 1, dtype, derive_seed(seed, 0));
   if (config.reduction_prev)
     pre2_ = std::make_unique<FactorizedReduce>(params, config.skip_channels, c, dtype,
                                                derive_seed(seed, 1));
   else if (config.skip_channels != c)
-    pre2_ = make_relu_conv_bn(params, config.skip_channels, c, 1, 1, 1, dtype,
-                              derive_seed(seed, 1));
+    pre2_ =
+        make_relu_conv_bn(params, config.skip_channels, c, 1, 1, 1, dtype, derive_seed(seed, 1));
   else
     pre2_ = std::make_unique<Identity>();
 
@@ -198,16 +190,16 @@ std::unique_ptr<AmoebaCell> make_amoeba_cell(DeviceArena& params, const LayerSpe
           "amoebanet layer '" + spec.name + "' is not an AmoebaNet cell");
   AmoebaCellConfig c;
   c.reduction = spec.kind == LayerKind::kAmoebaReductionCell;
-  c.channels = attr(spec, "channels");
-  c.in_channels = attr(spec, "in_channels");
-  c.skip_channels = attr(spec, "skip_channels");
-  c.reduction_prev = attr(spec, "reduction_prev") != 0;
+  c.channels = spec.attr("channels");
+  c.in_channels = spec.attr("in_channels");
+  c.skip_channels = spec.attr("skip_channels");
+  c.reduction_prev = spec.attr("reduction_prev") != 0;
   // Not an attr: the spec lists {out, skip} unless the classifier comes next.
   c.emits_skip = spec.boundary_out.size() == 2;
-  require(attr(spec, "reduction") == static_cast<std::int64_t>(c.reduction),
+  require(spec.attr("reduction") == static_cast<std::int64_t>(c.reduction),
           "amoebanet layer '" + spec.name + "': kind and attr reduction disagree");
   auto cell = std::make_unique<AmoebaCell>(params, c, dtype, seed);
-  require(cell->out_channels() == attr(spec, "out_channels"),
+  require(cell->out_channels() == spec.attr("out_channels"),
           "amoebanet layer '" + spec.name + "': out_channels disagrees with the genotype");
   return cell;
 }

@@ -4,7 +4,7 @@
 //   cell        {s1} or {s1, s2} -> {out, skip = s1}, or {out} for the last cell: AmoebaCell
 //   classifier  global average pool, linear with bias: a one-tensor Layer giving the logits; the
 //               caller adds the softmax cross-entropy (cuda::SoftmaxCrossEntropy), as the GPU
-//               model does for every loss layer (harness/gpu/gpu_model.h)
+//               model does for every loss layer (harness/cuda/gpu_model.h)
 // The boundary convention is the CPU's (see there): the first cell reads the stem's output as
 // both s1 and s2 and returns one gradient, their sum; `skip` is s1 itself (the same buffer) and
 // its gradient adds into s1's. Tensors are NHWC.
@@ -15,14 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "workloads/cpu/amoebanet_cells.h"
 #include "workloads/cuda/amoebanet_ops.h"
 #include "workloads/cuda/layer.h"
+#include "workloads/layer_configs.h"
 #include "workloads/layer_spec.h"
 
 namespace ppbench::cuda {
 
-using cpu::AmoebaCellConfig;
 using DTensors = std::vector<DTensor>;
 
 // The body of cpu::AmoebaStem: make_relu_conv_bn(in_channels, channels, 3, 3, 2, seed).

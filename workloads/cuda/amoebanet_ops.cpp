@@ -79,8 +79,7 @@ FactorizedReduce::FactorizedReduce(DeviceArena& params, std::int64_t cin, std::i
       relu_(std::make_unique<ReLU>()),
       conv_even_(
           std::make_unique<Conv2d>(params, cin, half_, 1, 1, 1, dtype, derive_seed(seed, 0))),
-      conv_odd_(
-          std::make_unique<Conv2d>(params, cin, half_, 1, 1, 1, dtype, derive_seed(seed, 1))),
+      conv_odd_(std::make_unique<Conv2d>(params, cin, half_, 1, 1, 1, dtype, derive_seed(seed, 1))),
       bn_(std::make_unique<BatchNorm>(params, cout, dtype)) {}
 
 DTensor FactorizedReduce::forward(Context& ctx, const DTensor& x, Saved& saved) {

@@ -13,7 +13,6 @@
 
 namespace ppbench::cuda {
 
-
 // ReLU -> conv (kh x kw, stride, "same" padding, no bias) -> BatchNorm, a Sequential whose
 // Saved.sub is {relu, conv, bn}, as cpu::make_relu_conv_bn.
 LayerPtr make_relu_conv_bn(DeviceArena& params, std::int64_t cin, std::int64_t cout,

@@ -9,18 +9,16 @@
 
 #include <memory>
 
-#include "workloads/cpu/attention.h"
 #include "workloads/cuda/attention_note.h"
 #include "workloads/cuda/layer.h"
 #include "workloads/cuda/linear.h"
+#include "workloads/layer_configs.h"
 
 namespace ppbench::cuda {
 
 enum class AttentionKernel { kFused, kMaterialised };
 
 const char* attention_kernel_name(AttentionKernel k);
-
-using cpu::AttentionConfig;
 
 class Attention final : public Layer {
  public:

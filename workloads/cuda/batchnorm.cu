@@ -7,16 +7,16 @@ namespace ppbench::cuda {
 
 namespace {
 
-using namespace norm;  // the shared slot layout
+using namespace norm;      // the shared slot layout
 constexpr int kCols = 32;  // channels per block: each row segment is one coalesced load
 constexpr int kRowThreads = 8;
 constexpr int kRowsPerBlock = 256;
 
-// Second pass of the statistics: sq[c] += sum over a chunk of rows of (x - mean)^2, with mean =
+// Second pass of the statistics: sq[c] += sum over a block of rows of (x - mean)^2, with mean =
 // sum[c] / rows from the first pass (col_sum_accumulate). Two passes keep the variance free of
-// the cancellation of E[x^2] - mean^2; chunking the rows over the grid (one atomic per column and
-// block) keeps every SM busy when C is small and N*H*W large, as in AmoebaNet's early cells. The
-// atomics make the last bits of the statistics depend on the order of the blocks.
+// the cancellation of E[x^2] - mean^2; spreading the rows over the grid in blocks (one atomic per
+// column and block) keeps every SM busy when C is small and N*H*W large, as in AmoebaNet's early
+// cells. The atomics make the last bits of the statistics depend on the order of the blocks.
 template <typename T>
 __global__ void bn_centered_sq_kernel(const T* __restrict__ x, std::int64_t rows, int cols,
                                       const float* __restrict__ sum, float* __restrict__ sq) {
@@ -25,7 +25,7 @@ __global__ void bn_centered_sq_kernel(const T* __restrict__ x, std::int64_t rows
   float q = 0.0f;
   if (c < cols) {
     const float mean = sum[c] / static_cast<float>(rows);
-    // Chunks blockIdx.y, + gridDim.y, ...: gridDim.y is capped at 65535 (grid_y_for).
+    // Row blocks blockIdx.y, + gridDim.y, ...: gridDim.y is capped at 65535 (grid_y_for).
     for (std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock; r0 < rows;
          r0 += static_cast<std::int64_t>(gridDim.y) * kRowsPerBlock) {
       for (std::int64_t r = r0 + threadIdx.y; r < rows && r < r0 + kRowsPerBlock;

@@ -1,8 +1,7 @@
-#include "workloads/cuda/blocks.h"
-
 #include "workloads/counter_rng.h"
 #include "workloads/cuda/activations.h"
 #include "workloads/cuda/attention.h"
+#include "workloads/cuda/blocks.h"
 #include "workloads/cuda/kernel_util.cuh"
 #include "workloads/cuda/layernorm.h"
 #include "workloads/cuda/linear.h"
@@ -129,11 +128,11 @@ LayerPtr make_decoder_layer(DeviceArena& params, const DecoderConfig& c, DType d
   if (c.ffn_kind == DecoderConfig::Ffn::kSwiGLU) {
     ffn->add(std::make_unique<SwiGLU>(params, c.hidden, c.ffn, dtype, derive_seed(seed, 1)));
   } else {
-    ffn->add(std::make_unique<Linear>(params, c.hidden, c.ffn, c.bias, dtype,
-                                      derive_seed(seed, 1)));
+    ffn->add(
+        std::make_unique<Linear>(params, c.hidden, c.ffn, c.bias, dtype, derive_seed(seed, 1)));
     ffn->add(std::make_unique<GeLU>());
-    ffn->add(std::make_unique<Linear>(params, c.ffn, c.hidden, c.bias, dtype,
-                                      derive_seed(seed, 2)));
+    ffn->add(
+        std::make_unique<Linear>(params, c.ffn, c.hidden, c.bias, dtype, derive_seed(seed, 2)));
   }
 
   auto layer = std::make_unique<Sequential>("decoder_layer");

@@ -7,12 +7,10 @@
 #include <memory>
 #include <vector>
 
-#include "workloads/cpu/blocks.h"
 #include "workloads/cuda/layer.h"
+#include "workloads/layer_configs.h"
 
 namespace ppbench::cuda {
-
-using cpu::DecoderConfig;
 
 class Sequential final : public Layer {
  public:

@@ -3,11 +3,11 @@
 // so a failure on a remote GPU machine can be traced from its log alone.
 #pragma once
 
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
-
 #include <stdexcept>
 #include <string>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
 
 namespace ppbench::cuda {
 
@@ -31,8 +31,8 @@ inline void check_cuda(cudaError_t e, const char* expr, const char* file, int li
 
 inline void check_cublas(cublasStatus_t s, const char* expr, const char* file, int line) {
   if (s != CUBLAS_STATUS_SUCCESS) {
-    throw CudaError(format_error(file, line, expr, cublasLtGetStatusName(s),
-                                 cublasLtGetStatusString(s)));
+    throw CudaError(
+        format_error(file, line, expr, cublasLtGetStatusName(s), cublasLtGetStatusString(s)));
   }
 }
 

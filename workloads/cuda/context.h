@@ -3,11 +3,11 @@
 // microseconds; a step repeats the same shapes many times).
 #pragma once
 
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
-
 #include <string>
 #include <unordered_map>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
 
 #include "workloads/cuda/arena.h"
 

@@ -1,9 +1,9 @@
 #include <cmath>
 
 #include "workloads/counter_rng.h"
-#include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/conv2d.h"
 #include "workloads/cuda/gemm.h"
+#include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/kernel_util.cuh"
 
 namespace ppbench::cuda {

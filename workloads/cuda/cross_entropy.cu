@@ -1,5 +1,4 @@
 #include "workloads/cuda/cross_entropy.h"
-
 #include "workloads/cuda/kernel_util.cuh"
 
 namespace ppbench::cuda {

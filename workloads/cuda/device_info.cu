@@ -1,9 +1,9 @@
-#include "workloads/cuda/device_info.h"
+#include <cstdio>
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
+#include "workloads/cuda/device_info.h"
 
 namespace ppbench::cuda {
 

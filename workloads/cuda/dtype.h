@@ -13,9 +13,12 @@ enum class DType { kBF16, kF32, kI32 };
 inline std::size_t dtype_size(DType t) { return t == DType::kBF16 ? 2 : 4; }
 inline std::string dtype_name(DType t) {
   switch (t) {
-    case DType::kBF16: return "bf16";
-    case DType::kF32: return "f32";
-    case DType::kI32: return "i32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }

@@ -1,6 +1,5 @@
-#include "workloads/cuda/embedding.h"
-
 #include "workloads/counter_rng.h"
+#include "workloads/cuda/embedding.h"
 #include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/kernel_util.cuh"
 

@@ -79,15 +79,14 @@ void gemm(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t k, const vo
                           "," + std::to_string(trans_a) + std::to_string(trans_b) + "," +
                           dtype_name(ab_type) + dtype_name(c_type) + "," +
                           std::to_string(bias != nullptr) + std::to_string(beta != 0.0f) + "," +
-                          std::to_string(batch.count) + "," + std::to_string(batch.stride_a) +
-                          "," + std::to_string(batch.stride_b) + "," +
-                          std::to_string(batch.stride_c);
+                          std::to_string(batch.count) + "," + std::to_string(batch.stride_a) + "," +
+                          std::to_string(batch.stride_b) + "," + std::to_string(batch.stride_c);
   auto found = ctx.algos.find(key);
   if (found == ctx.algos.end()) {
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx.workspace_bytes,
-        sizeof(ctx.workspace_bytes)));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &ctx.workspace_bytes, sizeof(ctx.workspace_bytes)));
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1,

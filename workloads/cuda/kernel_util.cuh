@@ -2,10 +2,10 @@
 // in fp32 arithmetic, block reductions, launch sizes and the dtype dispatch of launchers.
 #pragma once
 
+#include <cstdint>
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-
-#include <cstdint>
 
 #include "workloads/cuda/check.h"
 #include "workloads/cuda/context.h"

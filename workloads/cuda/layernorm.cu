@@ -1,6 +1,5 @@
-#include "workloads/cuda/layernorm.h"
-
 #include "workloads/cuda/kernel_util.cuh"
+#include "workloads/cuda/layernorm.h"
 #include "workloads/cuda/norm_saved.h"
 #include "workloads/cuda/reduce.h"
 

@@ -1,17 +1,16 @@
-#include "workloads/cuda/reduce.h"
-
 #include "workloads/cuda/kernel_util.cuh"
+#include "workloads/cuda/reduce.h"
 
 namespace ppbench::cuda {
 
 namespace {
 
-constexpr int kCols = 32;     // threads along the columns: coalesced row segments
+constexpr int kCols = 32;  // threads along the columns: coalesced row segments
 constexpr int kRowThreads = 8;
 constexpr int kRowsPerBlock = 256;
 
 // Block (32, 8) sums a [kRowsPerBlock, 32] tile, then one atomic per column: the grid covers the
-// rows in chunks so that tall inputs (every token of a micro-batch) keep all SMs busy.
+// rows in blocks so that tall inputs (every token of a micro-batch) keep all SMs busy.
 template <typename T, bool kDot>
 __global__ void col_reduce_kernel(const T* __restrict__ a, const T* __restrict__ b,
                                   std::int64_t rows, std::int64_t cols, float* __restrict__ out) {
@@ -19,7 +18,7 @@ __global__ void col_reduce_kernel(const T* __restrict__ a, const T* __restrict__
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kCols + threadIdx.x;
   float s = 0.0f;
   if (c < cols) {
-    // Chunks blockIdx.y, + gridDim.y, ...: gridDim.y is capped at 65535 (grid_y_for).
+    // Row blocks blockIdx.y, + gridDim.y, ...: gridDim.y is capped at 65535 (grid_y_for).
     for (std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock; r0 < rows;
          r0 += static_cast<std::int64_t>(gridDim.y) * kRowsPerBlock) {
       for (std::int64_t r = r0 + threadIdx.y; r < rows && r < r0 + kRowsPerBlock;
@@ -46,8 +45,8 @@ void col_reduce(Context& ctx, const DTensor& a, const DTensor* b, float* out) {
   const dim3 block(kCols, kRowThreads);
   dispatch_float(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    col_reduce_kernel<T, kDot><<<grid, block, 0, ctx.stream>>>(
-        a.as<T>(), b ? b->as<T>() : nullptr, rows, cols, out);
+    col_reduce_kernel<T, kDot>
+        <<<grid, block, 0, ctx.stream>>>(a.as<T>(), b ? b->as<T>() : nullptr, rows, cols, out);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -1,8 +1,7 @@
-#include "workloads/cuda/rmsnorm.h"
-
 #include "workloads/cuda/kernel_util.cuh"
 #include "workloads/cuda/norm_saved.h"
 #include "workloads/cuda/reduce.h"
+#include "workloads/cuda/rmsnorm.h"
 
 namespace ppbench::cuda {
 
@@ -35,13 +34,14 @@ __global__ void rmsnorm_forward_kernel(const T* __restrict__ x, const T* __restr
 // dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = dy * gamma.
 template <typename T>
 __global__ void rmsnorm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ xhat,
-                                        const float* __restrict__ rstd,
-                                        const T* __restrict__ gamma, T* __restrict__ dx, int c) {
+                                        const float* __restrict__ rstd, const T* __restrict__ gamma,
+                                        T* __restrict__ dx, int c) {
   const std::int64_t row = blockIdx.x;
   const T* dyr = dy + row * c;
   const T* hr = xhat + row * c;
   float s = 0.0f;
-  for (int i = threadIdx.x; i < c; i += blockDim.x) s += to_f(dyr[i]) * to_f(gamma[i]) * to_f(hr[i]);
+  for (int i = threadIdx.x; i < c; i += blockDim.x)
+    s += to_f(dyr[i]) * to_f(gamma[i]) * to_f(hr[i]);
   const float m = block_sum(s) / static_cast<float>(c);
   const float rs = rstd[row];
   for (int i = threadIdx.x; i < c; i += blockDim.x) {

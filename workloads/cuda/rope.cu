@@ -1,7 +1,6 @@
-#include "workloads/cuda/rope.h"
-
 #include "workloads/cuda/kernel_util.cuh"
 #include "workloads/cuda/rope.cuh"
+#include "workloads/cuda/rope.h"
 
 namespace ppbench::cuda {
 
@@ -12,8 +11,8 @@ template <typename T>
 __global__ void rope_kernel(const T* x, T* y, std::int64_t pairs, std::int64_t seq,
                             std::int64_t heads, std::int64_t d, double theta, float sign) {
   const std::int64_t half = d / 2;
-  for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       k < pairs; k += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < pairs;
+       k += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t i = k % half;
     const std::int64_t row = k / half;  // (b, p, h)
     const std::int64_t p = (row / heads) % seq;

@@ -1,7 +1,6 @@
-#include "workloads/cuda/swiglu.h"
-
 #include "workloads/counter_rng.h"
 #include "workloads/cuda/kernel_util.cuh"
+#include "workloads/cuda/swiglu.h"
 
 namespace ppbench::cuda {
 
@@ -14,8 +13,8 @@ __device__ __forceinline__ float sigmoidf(float z) { return 1.0f / (1.0f + expf(
 
 // One thread per (row, j): gate at column j, up at column ffn + j of the fused projection.
 template <typename T>
-__global__ void swiglu_forward_kernel(const T* __restrict__ gu, T* __restrict__ a,
-                                      std::int64_t n, std::int64_t ffn) {
+__global__ void swiglu_forward_kernel(const T* __restrict__ gu, T* __restrict__ a, std::int64_t n,
+                                      std::int64_t ffn) {
   for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
        k += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = k / ffn, j = k % ffn;

@@ -1,8 +1,8 @@
 #include "workloads/cuda/tensor.h"
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+
+#include <cuda_runtime_api.h>
 
 namespace ppbench::cuda {
 

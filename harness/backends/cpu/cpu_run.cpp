@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iostream>
 #include <memory>
 
+#include "core/error.h"
 #include "harness/backends/cpu/pipeline_rank.h"
+#include "harness/backends/run_loop.h"
 #include "harness/backends/run_record.h"
-#include "schedules/error.h"
+#include "harness/executor/cpu_executor.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "workloads/partition.h"
@@ -19,13 +20,14 @@ namespace {
 template <typename T>
 class CpuRun {
  public:
-  CpuRun(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan, const RunOptions& o)
+  CpuRun(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
+         const RunOptions& o)
       : spec_(spec) {
     const int n = s.params.microbatches;
     for (int m = 0; m < n; ++m) data_.push_back(cpu::make_microbatch<T>(spec, o.seed, m));
     for (int r = 0; r < s.placement.ranks; ++r)
-      ranks_.push_back(std::make_unique<cpu::PipelineRank<T>>(spec, plan, s.placement, r, data_, o.seed,
-                                                              o.recompute));
+      ranks_.push_back(std::make_unique<cpu::PipelineRank<T>>(spec, plan, s.placement, r, data_,
+                                                              o.seed, o.recompute));
     std::vector<StageWork<cpu::Tensors<T>>*> work;
     for (auto& r : ranks_) work.push_back(r.get());
     executor_ = std::make_unique<CpuExecutor<cpu::Tensors<T>>>(s, work, o.executor);
@@ -47,13 +49,13 @@ class CpuRun {
   void summarize(bool keep, StepValues& out) {
     std::vector<std::vector<StageParams<cpu::Param<T>>>> by_rank;
     for (auto& r : ranks_) by_rank.push_back(r->params_by_layer());
-    summarize_gradients_on_host(spec_, by_rank, parts_, keep, out,
-                                [](const StageParams<cpu::Param<T>>&, const cpu::Param<T>* p,
-                                   std::vector<double>& sum) {
-                                  const auto& g = p->grad.data;
-                                  if (sum.empty()) sum.assign(g.size(), 0.0);
-                                  for (std::size_t i = 0; i < g.size(); ++i) sum[i] += static_cast<double>(g[i]);
-                                });
+    summarize_gradients_on_host(
+        spec_, by_rank, parts_, keep, out,
+        [](const StageParams<cpu::Param<T>>&, const cpu::Param<T>* p, std::vector<double>& sum) {
+          const auto& g = p->grad.data;
+          if (sum.empty()) sum.assign(g.size(), 0.0);
+          for (std::size_t i = 0; i < g.size(); ++i) sum[i] += static_cast<double>(g[i]);
+        });
   }
 
  private:
@@ -68,35 +70,27 @@ template <typename T>
 RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
                     const RunOptions& o) {
   CpuRun<T> run(spec, s, plan, o);
-  std::vector<double> step_times;
   StepRecord last;
   RunOutput out;
-  for (int k = 0; k < o.warmup + o.steps; ++k) {
+  const RunTimings timings = run_steps(o.warmup, o.steps, o.progress, [&](int, bool) {
     last = run.step(out.values.loss);
-    const double t = makespan_of(last.trace);
-    if (k >= o.warmup) step_times.push_back(t);
-    if (o.progress)
-      std::cerr << "step " << k + 1 << "/" << o.warmup + o.steps << (k < o.warmup ? " (warm-up)" : "")
-                << ": " << t * 1e3 << " ms, loss " << out.values.loss << "\n";
-  }
+    return StepOutcome{makespan_of(last.trace), out.values.loss, ""};
+  });
+  // Once, after the last step: nothing of it is inside a timed step.
   run.summarize(o.keep_gradients || o.check, out.values);
   out.trace = last.trace;
 
-  const std::vector<double> model_peak = predicted_peak_bytes(s, plan, o.recompute);
-  nlohmann::json r = run_record({&spec, &s, &plan, o.steps, o.warmup, o.seed, o.recompute, step_times,
-                                 &out.trace, out.values},
-                                "cpu");
-  nlohmann::json mem = nlohmann::json::array();
-  for (int k = 0; k < s.placement.ranks; ++k)
-    mem.push_back({{"rank", k},
-                   {"measured_peak_bytes", last.arenas[k].peak()},
-                   {"model_peak_bytes", model_peak[k]}});
-  r["activation_bytes"] = mem;
+  nlohmann::json r =
+      run_record({&spec, &s, &plan, o.seed, o.recompute, timings, &out.trace, out.values}, "cpu");
+  std::vector<double> measured;
+  for (const ActivationArena& a : last.arenas) measured.push_back(a.peak());
+  r["activation_bytes"] =
+      activation_bytes_json(measured, predicted_peak_bytes(s, plan, o.recompute));
   if (o.check) {
     const StepValues ref = single_device_step(spec, s.params.microbatches, o.seed);
     const double tol = o.check_tolerance > 0 ? o.check_tolerance : check_tolerance(spec.dtype);
-    r["check"] = check_json(compare_gradients(out.values.tensors, ref.tensors), tol, out.values.loss,
-                            ref.loss, "the CPU float64 single-device step");
+    r["check"] = check_json(compare_gradients(out.values.tensors, ref.tensors), tol,
+                            out.values.loss, ref.loss, "the CPU float64 single-device step");
   }
   if (!o.keep_gradients) out.values.tensors.clear();
   out.record = std::move(r);
@@ -106,26 +100,29 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
 }  // namespace
 
 RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& o) {
-  require(o.steps >= 1, "--steps must be >= 1, got " + std::to_string(o.steps));
-  require(o.warmup >= 0, "--warmup must be >= 0, got " + std::to_string(o.warmup));
-  require(spec.dtype != DType::kBF16, "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
+  check_step_counts(o.steps, o.warmup);
+  require(spec.dtype != DType::kBF16,
+          "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
   const Schedule s = generate(o.schedule);
   validate(s, {.channel_capacity = o.executor.channel_capacity});
   const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.partition);
-  return spec.dtype == DType::kF64 ? run_typed<double>(spec, s, plan, o) : run_typed<float>(spec, s, plan, o);
+  return spec.dtype == DType::kF64 ? run_typed<double>(spec, s, plan, o)
+                                   : run_typed<float>(spec, s, plan, o);
 }
 
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed) {
   using T = double;
   std::vector<cpu::PipelineLayerPtr<T>> layers;
-  for (std::size_t l = 0; l < spec.layers.size(); ++l) layers.push_back(cpu::make_pipeline_layer<T>(spec, l, seed));
+  for (std::size_t l = 0; l < spec.layers.size(); ++l)
+    layers.push_back(cpu::make_pipeline_layer<T>(spec, l, seed));
   StepValues out;
   for (int m = 0; m < microbatches; ++m) {
     const cpu::MicroBatch<T> d = cpu::make_microbatch<T>(spec, seed, m);
     const cpu::MicroBatchData<T> md{&d.inputs, &d.targets, T(1) / static_cast<T>(microbatches)};
     std::vector<cpu::Saved<T>> saved(layers.size());
     cpu::Tensors<T> x;
-    for (std::size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(std::move(x), saved[l], md);
+    for (std::size_t l = 0; l < layers.size(); ++l)
+      x = layers[l]->forward(std::move(x), saved[l], md);
     out.loss += x.front().data.front() / microbatches;
     for (std::size_t l = layers.size(); l-- > 0;) {
       x = layers[l]->backward_input(std::move(x), saved[l], md);
@@ -134,25 +131,15 @@ StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::u
   }
   // One part holding every layer: the reference has no stages.
   StageParams<cpu::Param<T>> all;
-  for (std::size_t l = 0; l < layers.size(); ++l) all.layers.emplace_back(static_cast<int>(l), layers[l]->params());
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    all.layers.emplace_back(static_cast<int>(l), layers[l]->params());
   const std::vector<std::vector<StageParams<cpu::Param<T>>>> one_rank = {{all}};
-  summarize_gradients_on_host(spec, one_rank, 1, true, out,
-                              [](const StageParams<cpu::Param<T>>&, const cpu::Param<T>* p,
-                                 std::vector<double>& sum) {
-                                sum.assign(p->grad.data.begin(), p->grad.data.end());
-                              });
+  summarize_gradients_on_host(
+      spec, one_rank, 1, true, out,
+      [](const StageParams<cpu::Param<T>>&, const cpu::Param<T>* p, std::vector<double>& sum) {
+        sum.assign(p->grad.data.begin(), p->grad.data.end());
+      });
   return out;
-}
-
-std::string check_failure(const nlohmann::json& record) {
-  if (!record.contains("check") || record["check"].value("passed", false)) return "";
-  const nlohmann::json& c = record["check"];
-  if (c.contains("mismatch"))
-    return "--check failed: the gradients do not match the reference's tensors (" +
-           c["mismatch"].get<std::string>() + ")";
-  return "--check failed: largest relative gradient error " + c["max_rel_error"].dump() + " in " +
-         c["worst_tensor"].get<std::string>() + ", loss error " + c["loss_rel_error"].dump() +
-         ", tolerance " + c["tolerance"].dump() + " (against " + c["reference"].get<std::string>() + ")";
 }
 
 }  // namespace ppbench

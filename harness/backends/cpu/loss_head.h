@@ -21,7 +21,8 @@ class LossHead final : public PipelineLayer<T> {
     const Tensor<T>& x = reads_data_ ? data.inputs->front() : in.front();
     const Tensor<T> logits = head_->forward(x, saved.sub[0]);
     Tensors<T> out;
-    out.emplace_back(std::vector<std::int64_t>{1}, loss_.forward(logits, *data.targets, saved.sub[1]));
+    out.emplace_back(std::vector<std::int64_t>{1},
+                     loss_.forward(logits, *data.targets, saved.sub[1]));
     return out;
   }
   Tensors<T> backward_input(Tensors<T>, Saved<T>& saved, const MicroBatchData<T>& data) override {

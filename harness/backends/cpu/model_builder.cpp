@@ -1,7 +1,7 @@
 #include "harness/backends/cpu/model_builder.h"
 
+#include "core/error.h"
 #include "harness/backends/cpu/loss_head.h"
-#include "schedules/error.h"
 #include "workloads/cpu/amoebanet_cells.h"
 #include "workloads/cpu/blocks.h"
 #include "workloads/cpu/embedding.h"
@@ -12,43 +12,38 @@
 
 namespace ppbench::cpu {
 
-namespace {
-
-std::int64_t attr(const LayerSpec& l, const char* name) {
-  auto it = l.attrs.find(name);
-  if (it == l.attrs.end())
-    throw std::logic_error("layer '" + l.name + "' has no attribute '" + name + "'");
-  return it->second;
-}
-
-}  // namespace
-
 template <typename T>
-PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t index, std::uint64_t seed) {
+PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t index,
+                                        std::uint64_t seed) {
   const LayerSpec& l = spec.layers[index];
   const std::uint64_t s = derive_seed(seed, index);
   const bool first = index == 0;
   switch (l.kind) {
     case LayerKind::kMlpBlock:
-      return std::make_unique<SingleTensorLayer<T>>(make_mlp_block<T>(attr(l, "in"), attr(l, "out"), s), first);
+      return std::make_unique<SingleTensorLayer<T>>(
+          make_mlp_block<T>(l.attr("in"), l.attr("out"), s), first);
     case LayerKind::kClassifierLoss:
       return std::make_unique<LossHead<T>>(
-          std::make_unique<Linear<T>>(attr(l, "in"), attr(l, "out"), true, s), first);
+          std::make_unique<Linear<T>>(l.attr("in"), l.attr("out"), true, s), first);
     case LayerKind::kEmbedding:
       return std::make_unique<SingleTensorLayer<T>>(
-          std::make_unique<Embedding<T>>(attr(l, "vocab"), attr(l, "hidden"), s), true);
+          std::make_unique<Embedding<T>>(l.attr("vocab"), l.attr("hidden"), s), true);
     case LayerKind::kLlamaLayer:
-      return std::make_unique<SingleTensorLayer<T>>(make_decoder_layer<T>(
-          DecoderConfig::llama(attr(l, "hidden"), attr(l, "heads"), attr(l, "kv_heads"), attr(l, "ffn")), s));
-    case LayerKind::kGptLayer:
       return std::make_unique<SingleTensorLayer<T>>(
-          make_decoder_layer<T>(DecoderConfig::gpipe(attr(l, "hidden"), attr(l, "heads"), attr(l, "ffn")), s));
+          make_decoder_layer<T>(DecoderConfig::llama(l.attr("hidden"), l.attr("heads"),
+                                                     l.attr("kv_heads"), l.attr("ffn")),
+                                s));
+    case LayerKind::kGptLayer:
+      return std::make_unique<SingleTensorLayer<T>>(make_decoder_layer<T>(
+          DecoderConfig::gpipe(l.attr("hidden"), l.attr("heads"), l.attr("ffn")), s));
     case LayerKind::kLmHead: {
-      const std::int64_t h = attr(l, "hidden");
+      const std::int64_t h = l.attr("hidden");
       auto head = std::make_unique<Sequential<T>>("final norm + lm head");
-      if (spec.layers[index - 1].kind == LayerKind::kGptLayer) head->add(std::make_unique<LayerNorm<T>>(h));
-      else head->add(std::make_unique<RMSNorm<T>>(h));
-      head->add(std::make_unique<Linear<T>>(h, attr(l, "vocab"), false, s));
+      if (spec.layers[index - 1].kind == LayerKind::kGptLayer)
+        head->add(std::make_unique<LayerNorm<T>>(h));
+      else
+        head->add(std::make_unique<RMSNorm<T>>(h));
+      head->add(std::make_unique<Linear<T>>(h, l.attr("vocab"), false, s));
       return std::make_unique<LossHead<T>>(std::move(head), false);
     }
     case LayerKind::kAmoebaStem:
@@ -70,7 +65,8 @@ MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int 
     const std::int64_t b = x.dim(0), seq = x.dim(1);
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t t = 0; t < seq; ++t) {
-        x.data[static_cast<std::size_t>(i * seq + t)] = static_cast<T>(data_token(keys, i, t, seq, vocab));
+        x.data[static_cast<std::size_t>(i * seq + t)] =
+            static_cast<T>(data_token(keys, i, t, seq, vocab));
         mb.targets.push_back(data_next_token(keys, i, t, seq, vocab));
       }
   } else {
@@ -79,18 +75,22 @@ MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int 
       const auto& sh = spec.input.shape;
       x = Tensor<T>({sh[0], sh[2], sh[3], sh[1]});
     }
-    for (std::size_t k = 0; k < x.data.size(); ++k) x.data[k] = static_cast<T>(data_feature(keys, k));
+    for (std::size_t k = 0; k < x.data.size(); ++k)
+      x.data[k] = static_cast<T>(data_feature(keys, k));
     const auto classes = static_cast<std::uint32_t>(spec.layers.back().attrs.count("classes")
                                                         ? spec.layers.back().attrs.at("classes")
                                                         : spec.layers.back().attrs.at("out"));
-    for (std::int64_t i = 0; i < spec.microbatch_size; ++i) mb.targets.push_back(data_label(keys, i, classes));
+    for (std::int64_t i = 0; i < spec.microbatch_size; ++i)
+      mb.targets.push_back(data_label(keys, i, classes));
   }
   mb.inputs.push_back(std::move(x));
   return mb;
 }
 
-template PipelineLayerPtr<float> make_pipeline_layer<float>(const WorkloadSpec&, std::size_t, std::uint64_t);
-template PipelineLayerPtr<double> make_pipeline_layer<double>(const WorkloadSpec&, std::size_t, std::uint64_t);
+template PipelineLayerPtr<float> make_pipeline_layer<float>(const WorkloadSpec&, std::size_t,
+                                                            std::uint64_t);
+template PipelineLayerPtr<double> make_pipeline_layer<double>(const WorkloadSpec&, std::size_t,
+                                                              std::uint64_t);
 template MicroBatch<float> make_microbatch<float>(const WorkloadSpec&, std::uint64_t, int);
 template MicroBatch<double> make_microbatch<double>(const WorkloadSpec&, std::uint64_t, int);
 

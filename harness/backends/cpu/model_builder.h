@@ -14,7 +14,8 @@
 namespace ppbench::cpu {
 
 template <typename T>
-PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t index, std::uint64_t seed);
+PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t index,
+                                        std::uint64_t seed);
 
 // Inputs and targets of one micro-batch (its global index across chains):
 // uniform features or images, token ids and class or next-token targets,

@@ -88,7 +88,8 @@ class PipelineRank final : public StageWork<Tensors<T>> {
   void zero_grad() {
     for (Stage& s : stages_)
       for (auto& layer : s.layers)
-        for (Param<T>* prm : layer->params()) std::fill(prm->grad.data.begin(), prm->grad.data.end(), T(0));
+        for (Param<T>* prm : layer->params())
+          std::fill(prm->grad.data.begin(), prm->grad.data.end(), T(0));
     losses.clear();
   }
 
@@ -120,7 +121,8 @@ class PipelineRank final : public StageWork<Tensors<T>> {
 
   Tensors<T> run_forward(Stage& s, int mb, Tensors<T> x, const MicroBatchData<T>& md) {
     if (recompute_) input_copy_ = x;
-    for (std::size_t l = 0; l < s.layers.size(); ++l) x = s.layers[l]->forward(std::move(x), s.saved[mb][l], md);
+    for (std::size_t l = 0; l < s.layers.size(); ++l)
+      x = s.layers[l]->forward(std::move(x), s.saved[mb][l], md);
     return x;
   }
 

@@ -1,0 +1,362 @@
+// The GPU pipeline's performance goals on one GPU split into virtual devices (green-context
+// partitions of equal SM counts, device-to-device copies between them), recorded by
+// scripts/gpu-check.sh. Without a visible GPU the program says so and exits 0.
+//
+// The model: Llama-3-8B's layer shape (hidden 4096, 32 query / 8 key-value heads, SwiGLU 14336,
+// its 128256-token embedding and LM head), sequence 512, micro-batch 1, bf16. At sequence 512
+// the LM head costs about 2.3 layers of FLOPs, so a pipeline of D stages gets 3(D-1) layers:
+// three on every stage (the embedding joins the first), the head on a stage of its own; the
+// mean stage then costs 89 % (D = 2), 95 % (D = 4) and 97 % (D = 8) of the largest. More layers
+// or sequence 1024 do not fit D = 8 in 80 GB: parameters with their f32 gradients are 34 GB
+// there, and the 1F1B warm-up keeps D micro-batches of a stage on rank 0.
+//
+// BM_Scaling/1f1b/D<D>/N32 (D = 2, 4, 8, as far as the GPU's SMs allow): 1F1B at N = 32 on D
+// partitions of k SMs, then the same model as ONE pipeline stage (D = 1) on one partition of the
+// same k SMs. Counters:
+//   scaling_efficiency = rate(D) / (D x rate(one partition) x (1 - theory_bubble)), rates in
+//       samples/s; goal >= 0.9 (goal_met). theory_bubble is the simulator's bubble_fraction for
+//       this schedule with each stage costing its F, I and W FLOPs (the partition's imbalance
+//       included, communication free); with that bubble the denominator is exactly the
+//       pipeline's ideal throughput, so what the figure measures is the partitions sharing one
+//       GPU (memory bandwidth, L2), the transfers and the executor, not the partitioner.
+//   scaling_efficiency_uniform: the same against the closed form (D-1)/(N+D-1) of equal stages.
+//   samples_per_s, samples_per_s_one_partition, theory_bubble, closed_form_bubble,
+//   measured_bubble, sms_per_partition, partitions_as_requested (the driver granted k SMs each).
+//
+// BM_Fidelity/<schedule>/D4/N8 (every family; interleaved-1f1b with v = 2): the bubble_fraction
+// measured on the GPU beside the simulator replaying the same step's measured per-op costs
+// (ppbench's run record holds both, as for benchmarks/bubble_fidelity on CPU threads). Counters
+// measured_bubble, predicted_bubble, gap_pp (measured - predicted, percentage points; goal
+// within 3), within_3pp.
+//
+// BM_Overhead/<schedule>/D<D>/N<N>: the GPU executor's own cost per action, with passes that do
+// nothing (F and B hand a 128-byte tensor on, W returns): the host threads' event records, NVTX
+// ranges, the copy transport's device-to-device copies and host hand-over, the trace. Counters:
+//   us_per_rank_action = wall per step x D / actions: how much every action lengthens its rank's
+//       timeline (goal < 10 us; under_10us); it includes starting and joining the D host threads
+//       of a step, which is why N = 128 is the fairer row;
+//   gpu_us_per_rank_action: the same from the GPU timeline (first to last event of the step),
+//       without the host threads' start-up and the final synchronisation;
+//   us_per_action = wall / actions; compute_us, handoff_us: mean compute and transfer event on
+//       the GPU timeline; actions (DualPipe's overlapped pairs count once).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include "bench_context.h"
+#include "harness/backends/run_record.h"
+#include "harness/cuda/cuda_executor.h"
+#include "harness/cuda/cuda_run.h"
+#include "harness/cuda/gpu_devices.h"
+#include "harness/cuda/gpu_placement.h"
+#include "harness/cuda/transport_factory.h"
+#include "harness/metrics.h"
+#include "harness/simulator.h"
+#include "schedules/registry.h"
+#include "workloads/cuda/check.h"
+#include "workloads/cuda/device_info.h"
+#include "workloads/partition.h"
+#include "workloads/transformer.h"
+
+namespace {
+
+using namespace ppbench;
+using WallClock = std::chrono::steady_clock;
+
+constexpr std::int64_t kSeq = 512;
+constexpr int kLayersPerStage = 3;
+constexpr double kGoalEfficiency = 0.9;
+
+WorkloadSpec llama_shaped(int layers) {
+  TransformerConfig c = transformer_preset("llama3-8b");
+  c.layers = layers;
+  c.seq = kSeq;
+  return build_transformer(c, 1, DType::kBF16);
+}
+
+// --- (a) scaling ------------------------------------------------------------------------------
+
+// The simulator's bubble for a one-stage-per-rank schedule whose stages cost their FLOPs.
+double theory_bubble(const WorkloadSpec& spec, const ScheduleParams& params) {
+  const Schedule s = generate(params);
+  const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), "balanced");
+  std::vector<StageCost> costs;
+  for (const StageSpec& st : plan.stages) {
+    StageCost c;
+    c.f = st.flops.f * 1e-12;  // TFLOP: any unit will do, only ratios matter
+    c.i = st.flops.i * 1e-12;
+    c.w = st.flops.w * 1e-12;
+    c.b = c.i + c.w;
+    c.fb = c.f + c.b;
+    costs.push_back(c);
+  }
+  const Trace t = simulate(s, CostModel(costs), {.record_comm = false});
+  return compute_metrics(t, s.placement).bubble_fraction;
+}
+
+// Each rank's activation arena: the 1F1B warm-up keeps up to min(D, N) micro-batches of the
+// largest stage (rank 0 the most), plus the passes' temporaries. Explicit, because run_cuda's
+// default share of free memory sizes every rank by its own parameters, and rank 0 (the
+// embedding) has the most.
+std::size_t arena_bytes(const WorkloadSpec& spec, int devices, int microbatches) {
+  const PartitionPlan plan = partition(spec, devices, "balanced");
+  std::int64_t largest = 0;
+  for (const StageSpec& st : plan.stages) largest = std::max(largest, st.activation.b);
+  const auto kept =
+      static_cast<double>(std::min(devices, microbatches)) * static_cast<double>(largest);
+  return static_cast<std::size_t>(kept * 1.25) + (std::size_t{1} << 30);
+}
+
+RunOutput run_1f1b(const WorkloadSpec& spec, int devices, int microbatches, int partition_sms) {
+  CudaRunOptions o;
+  o.run.schedule = {"1f1b", devices, microbatches, 0, 0};
+  o.run.steps = 2;
+  o.run.warmup = 1;
+  o.virtual_devices = devices;
+  o.partition_sms = partition_sms;
+  o.activation_arena_bytes = arena_bytes(spec, devices, microbatches);
+  return run_cuda(spec, o);
+}
+
+void BM_Scaling(benchmark::State& state, int devices) {
+  constexpr int kMicrobatches = 32;
+  const WorkloadSpec spec = llama_shaped(kLayersPerStage * (devices - 1));
+  for (auto _ : state) {
+    try {
+      // Only the figures of each run are kept: the pipelined run is gone before the single
+      // partition's starts, so the two never hold the GPU or the host's memory together.
+      double rate = 0, step_s = 0, measured_bubble = 0;
+      int k = 0;
+      bool as_requested = false;
+      {
+        const RunOutput piped = run_1f1b(spec, devices, kMicrobatches, 0);
+        const nlohmann::json& parts = piped.record["gpu"]["partitions"];
+        k = parts["requested"]["sms_per_partition"].get<int>();
+        as_requested = parts["as_requested"].get<bool>();
+        rate = piped.record["throughput"]["samples_per_s"].get<double>();
+        step_s = piped.record["step_time_s"].get<double>();
+        measured_bubble = piped.record["measured"]["bubble_fraction"].get<double>();
+      }
+      const double rate_one =
+          run_1f1b(spec, 1, kMicrobatches, k).record["throughput"]["samples_per_s"].get<double>();
+
+      const double theory = theory_bubble(spec, {"1f1b", devices, kMicrobatches, 0, 0});
+      const double closed = static_cast<double>(devices - 1) / (kMicrobatches + devices - 1);
+      const double efficiency = rate / (devices * rate_one * (1 - theory));
+      state.SetIterationTime(step_s);
+      state.counters["scaling_efficiency"] = efficiency;
+      state.counters["scaling_efficiency_uniform"] = rate / (devices * rate_one * (1 - closed));
+      state.counters["goal_met"] = efficiency >= kGoalEfficiency ? 1 : 0;
+      state.counters["samples_per_s"] = rate;
+      state.counters["samples_per_s_one_partition"] = rate_one;
+      state.counters["theory_bubble"] = theory;
+      state.counters["closed_form_bubble"] = closed;
+      state.counters["measured_bubble"] = measured_bubble;
+      state.counters["sms_per_partition"] = k;
+      state.counters["partitions_as_requested"] = as_requested ? 1 : 0;
+      state.counters["layers"] = kLayersPerStage * (devices - 1);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());  // e.g. not enough SMs for D partitions, out of memory
+      return;
+    }
+  }
+}
+
+// --- (b) fidelity -----------------------------------------------------------------------------
+
+void BM_Fidelity(benchmark::State& state, ScheduleParams params) {
+  // Three layers per rank for one-stage-per-rank schedules; the 2D-stage ones get fewer.
+  static const WorkloadSpec spec = llama_shaped(kLayersPerStage * (4 - 1));
+  for (auto _ : state) {
+    try {
+      CudaRunOptions o;
+      o.run.schedule = params;
+      o.run.steps = 2;
+      o.run.warmup = 1;
+      o.virtual_devices = params.devices;
+      const RunOutput out = run_cuda(spec, o);
+      const double measured = out.record["measured"]["bubble_fraction"].get<double>();
+      const double predicted = out.record["predicted"]["bubble_fraction"].get<double>();
+      const double gap = measured - predicted;
+      state.SetIterationTime(out.record["step_time_s"].get<double>());
+      state.counters["measured_bubble"] = measured;
+      state.counters["predicted_bubble"] = predicted;
+      state.counters["gap_pp"] = 100 * gap;
+      state.counters["within_3pp"] = std::abs(100 * gap) <= 3 ? 1 : 0;
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      return;
+    }
+  }
+}
+
+// --- (c) executor overhead --------------------------------------------------------------------
+
+const cuda::Shape kPayload{1, 64};  // 128 bytes of bf16
+
+// Passes that do nothing: F and B pass their input on (a first or last stage, which has none,
+// takes a fresh 128-byte block from the rank's arena), W returns at once.
+class EmptyWork final : public StageWork<cuda::DTensor> {
+ public:
+  explicit EmptyWork(cuda::DeviceArena& arena) : arena_(arena) {}
+  cuda::DTensor forward(int, int, cuda::DTensor input) override { return pass(std::move(input)); }
+  cuda::DTensor backward(int, int, cuda::DTensor grad, bool) override {
+    return pass(std::move(grad));
+  }
+  void backward_weight(int, int) override {}
+  std::size_t saved_bytes(int) const override { return 0; }
+
+ private:
+  cuda::DTensor pass(cuda::DTensor t) {
+    return t.empty() ? cuda::DTensor(arena_, kPayload, cuda::DType::kBF16, "empty pass") : t;
+  }
+  cuda::DeviceArena& arena_;
+};
+
+void BM_Overhead(benchmark::State& state, const ScheduleParams& params) {
+  try {
+    const Schedule s = generate(params);
+    int visible = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&visible));
+    GpuPlacementFlags f;
+    f.virtual_devices = params.devices;
+    f.devices = params.devices;
+    f.visible_gpus = visible;
+    // Declared in the order run_cuda uses, so they are destroyed in reverse: the executor and
+    // the arenas before the transport, everything before the partitions' contexts.
+    const std::unique_ptr<cuda::GpuDevices> devices = cuda::GpuDevices::open(plan_gpu_placement(f));
+    const std::shared_ptr<cuda::GpuTransport> transport =
+        cuda::make_copy_transport(params.devices, std::nullopt);
+    std::vector<std::unique_ptr<cuda::DeviceArena>> arenas;
+    std::vector<std::unique_ptr<EmptyWork>> ranks;
+    std::vector<StageWork<cuda::DTensor>*> work;
+    std::vector<cuda::DeviceArena*> arena_ptrs;
+    for (int r = 0; r < params.devices; ++r) {
+      devices->rank(r).make_current();
+      arenas.push_back(
+          std::make_unique<cuda::DeviceArena>("rank " + std::to_string(r), std::size_t{64} << 20));
+      ranks.push_back(std::make_unique<EmptyWork>(*arenas.back()));
+      work.push_back(ranks.back().get());
+      arena_ptrs.push_back(arenas.back().get());
+    }
+    cuda::CudaExecutor executor(
+        s, *devices, work, arena_ptrs, *transport,
+        std::vector<cuda::Shape>(static_cast<std::size_t>(s.stages()), kPayload),
+        cuda::DType::kBF16, {});
+    executor.run_step();  // first use: stream, event and copy-path set-up
+
+    double wall = 0, gpu_span = 0, compute_s = 0, handoff_s = 0;
+    std::size_t compute_n = 0, handoff_n = 0;
+    for (auto _ : state) {
+      const auto t0 = WallClock::now();
+      const cuda::CudaStepRecord record = executor.run_step();
+      wall += std::chrono::duration<double>(WallClock::now() - t0).count();
+      state.PauseTiming();  // reading the trace is not the executor's cost
+      gpu_span += makespan_of(record.trace);
+      for (const ComputeEvent& e : record.trace.compute) compute_s += e.end - e.start;
+      for (const CommEvent& e : record.trace.comm) handoff_s += e.end - e.start;
+      compute_n += record.trace.compute.size();
+      handoff_n += record.trace.comm.size();
+      state.ResumeTiming();
+    }
+    const double steps =
+        static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+    const double actions = static_cast<double>(s.action_count());
+    const double per_rank = 1e6 * wall / steps * params.devices / actions;
+    state.counters["us_per_rank_action"] = per_rank;
+    state.counters["gpu_us_per_rank_action"] = 1e6 * gpu_span / steps * params.devices / actions;
+    state.counters["us_per_action"] = 1e6 * wall / steps / actions;
+    state.counters["under_10us"] = per_rank < 10 ? 1 : 0;
+    state.counters["compute_us"] = compute_n ? 1e6 * compute_s / static_cast<double>(compute_n) : 0;
+    state.counters["handoff_us"] = handoff_n ? 1e6 * handoff_s / static_cast<double>(handoff_n) : 0;
+    state.counters["actions"] = actions;
+    state.counters["sms_per_partition"] = devices->rank(0).sms;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// --- registration -----------------------------------------------------------------------------
+
+ScheduleParams params_of(std::string_view family, int devices, int microbatches) {
+  return {std::string(family), devices, microbatches, find_schedule(family).uses_chunks ? 2 : 0, 0};
+}
+
+std::string name_of(const char* bench, const ScheduleParams& p) {
+  std::string name = std::string(bench) + "/" + p.name + "/D" + std::to_string(p.devices) + "/N" +
+                     std::to_string(p.microbatches);
+  return p.chunks > 0 ? name + "/v" + std::to_string(p.chunks) : name;
+}
+
+void register_benchmarks() {
+  for (int d : {2, 4, 8})
+    benchmark::RegisterBenchmark(name_of("BM_Scaling", params_of("1f1b", d, 32)).c_str(),
+                                 BM_Scaling, d)
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  for (const ScheduleInfo& info : all_schedules()) {
+    const ScheduleParams p = params_of(info.name, 4, 8);
+    benchmark::RegisterBenchmark(name_of("BM_Fidelity", p).c_str(), BM_Fidelity, p)
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (const char* family : {"1f1b", "gpipe", "zb-h1", "interleaved-1f1b", "dualpipe"})
+    for (int d : {2, 4, 8})
+      for (int n : {8, 32, 128}) {
+        const ScheduleParams p = params_of(family, d, n);
+        // Wall clock: the ranks' host threads and the GPU are what is measured, not this
+        // thread's CPU time. The median of three resists a stall of the shared host.
+        benchmark::RegisterBenchmark(name_of("BM_Overhead", p).c_str(), BM_Overhead, p)
+            ->UseRealTime()
+            ->MinTime(0.2)
+            ->Repetitions(3)
+            ->DisplayAggregatesOnly(true)
+            ->Unit(benchmark::kMicrosecond);
+      }
+}
+
+// --benchmark_list_tests needs no GPU: the names are known before anything runs.
+bool listing_only(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--benchmark_list_tests" || a == "--benchmark_list_tests=true" ||
+        a == "--benchmark_list_tests=1")
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool listing = listing_only(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  std::string why;
+  if (!listing && !cuda::has_gpu(&why)) {
+    std::printf("cuda_pipeline_bench: skipped, no CUDA device visible (%s); nothing was run\n",
+                why.c_str());
+    return 0;
+  }
+  add_benchmark_context();
+  benchmark::AddCustomContext("gpu", cuda::device_info_text());
+  benchmark::AddCustomContext("model",
+                              "Llama-3-8B layer shape, 3 layers per stage + LM head stage, seq " +
+                                  std::to_string(kSeq) + ", micro-batch 1, bf16");
+  register_benchmarks();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

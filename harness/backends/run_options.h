@@ -1,0 +1,41 @@
+// What `ppbench run` asks of any backend, and what every backend returns (harness/backends/
+// cpu/cpu_run.h, harness/cuda/cuda_run.h): kept apart from both so that neither links the other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/backends/step_values.h"
+#include "harness/executor/executor_core.h"
+#include "harness/trace.h"
+#include "schedules/schedule.h"
+
+namespace ppbench {
+
+struct RunOptions {
+  ScheduleParams schedule;
+  std::string partition = "balanced";
+  int steps = 1;
+  int warmup = 0;
+  std::uint64_t seed = 1234;
+  bool recompute = false;
+  ExecutorOptions executor;
+  bool progress = false;  // one line per step on stderr
+  // Keep the last step's gradient tensors in RunOutput::values (tests); off, only their
+  // statistics are computed, once, after the last step.
+  bool keep_gradients = false;
+  // --check: also compute the step on one device and record the largest relative gradient
+  // error per tensor (and fail past the tolerance: 0 takes check_tolerance(dtype)).
+  bool check = false;
+  double check_tolerance = 0;
+};
+
+struct RunOutput {
+  nlohmann::json record;  // the JSON record (config, provenance, metrics, ...)
+  Trace trace;            // the last measured step
+  StepValues values;      // of the last step
+};
+
+}  // namespace ppbench

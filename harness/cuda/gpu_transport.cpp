@@ -1,0 +1,380 @@
+#include "harness/cuda/gpu_transport.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+#include "harness/cuda/graph_record.h"
+#include "harness/cuda/nccl_api.h"
+#include "harness/cuda/nvtx.h"
+#include "harness/cuda/step_graph.h"
+#include "workloads/cuda/check.h"
+
+namespace ppbench::cuda {
+
+EventPool::~EventPool() {
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+cudaEvent_t EventPool::next() {
+  if (used_ == events_.size()) {
+    cudaEvent_t e{};
+    CUDA_CHECK(cudaEventCreate(&e));  // timing enabled: every event may time an action
+    events_.push_back(e);
+  }
+  return events_[used_++];
+}
+
+void EventPool::reserve(std::size_t n) {
+  while (events_.size() < n) {
+    cudaEvent_t e{};
+    CUDA_CHECK(cudaEventCreate(&e));
+    events_.push_back(e);
+  }
+}
+
+WireDType plan_dtype(cuda::DType t) {
+  switch (t) {
+    case cuda::DType::kBF16:
+      return WireDType::BF16;
+    case cuda::DType::kF32:
+      return WireDType::F32;
+    case cuda::DType::kI32:
+      break;
+  }
+  throw std::logic_error("int32 tensors never cross a stage boundary");
+}
+
+namespace {
+
+std::string transfer_name(const P2POp& op) {
+  return (op.dir == P2POp::Dir::Send ? "send " : "recv ") + to_string(op.payload) +
+         (op.dir == P2POp::Dir::Send ? " ->" : " <-") + std::to_string(op.peer);
+}
+
+// ---- device-to-device copies ----------------------------------------------------------------
+
+class CopyTransport final : public GpuTransport {
+ public:
+  CopyTransport(int ranks, std::optional<LinkModel> link)
+      : ranks_(ranks),
+        link_(link),
+        channels_(static_cast<std::size_t>(ranks * ranks)),
+        returns_(static_cast<std::size_t>(ranks)) {}
+
+  std::string name() const override { return "device-to-device copies"; }
+
+  void run_group(const RankIo& io, const std::vector<P2POp>& ops,
+                 std::vector<cuda::DTensor>& tensors) override {
+    if (io.capturing)
+      throw std::logic_error("the copy transport cannot be captured into a CUDA graph");
+    // Sends first: they never wait, so a group whose receive needs the peer's send from the
+    // same group position cannot stall on this rank's own send.
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      if (op.dir != P2POp::Dir::Send) continue;
+      NvtxRange range(transfer_name(op));
+      cudaEvent_t produced = io.events->next();
+      CUDA_CHECK(cudaEventRecord(produced, io.compute));
+      Channel& ch = channel(io.rank, op.peer);
+      {
+        std::lock_guard lock(ch.mutex);
+        ch.queue.push_back({op.tag, std::move(tensors[i]), produced});
+      }
+      ch.cv.notify_all();
+    }
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      if (op.dir != P2POp::Dir::Recv) continue;
+      NvtxRange range(transfer_name(op));
+      Message m = wait_for(channel(op.peer, io.rank), io.deadline, op, io.rank);
+      try {
+        tensors[i] = receive(io, op, m);
+      } catch (...) {
+        // The sender's block must go back to the sender's arena on the sender's thread, even
+        // when the receive fails (DeviceArena is not thread-safe).
+        give_back(op.peer, nullptr, std::move(m.tensor));
+        throw;
+      }
+    }
+  }
+
+  void reclaim(int rank, bool wait) override {
+    Returns& r = returns_[static_cast<std::size_t>(rank)];
+    std::vector<Returned> done;
+    {
+      std::lock_guard lock(r.mutex);
+      for (auto it = r.items.begin(); it != r.items.end();) {
+        // No event: handed back by a receive that failed before its copy was enqueued.
+        if (wait && it->done) CUDA_CHECK(cudaEventSynchronize(it->done));
+        if (wait || !it->done || cudaEventQuery(it->done) == cudaSuccess) {
+          done.push_back(std::move(*it));
+          it = r.items.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    // `done` goes out of scope here, on the sender's thread: its blocks return to its arena.
+  }
+
+  void abort() override {
+    aborted_ = true;
+    for (Channel& c : channels_) {
+      std::lock_guard lock(c.mutex);
+      c.cv.notify_all();
+    }
+  }
+
+  void begin_step() override { aborted_ = false; }
+
+  bool capturable(std::string* why) const override {
+    if (ranks_ == 1) return true;  // nothing crosses ranks: no transfer is ever captured
+    if (why) *why = kCudaGraphNeedsGpus;
+    return false;
+  }
+
+  void release_sent(int) override {}  // never captured: reclaim() releases every sent tensor
+
+ private:
+  struct Message {
+    std::uint64_t tag = 0;
+    cuda::DTensor tensor;
+    cudaEvent_t produced = nullptr;
+  };
+  struct Channel {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<Message> queue;
+  };
+  struct Returned {
+    cudaEvent_t done;
+    cuda::DTensor tensor;
+  };
+  struct Returns {
+    std::mutex mutex;
+    std::deque<Returned> items;
+  };
+
+  Channel& channel(int src, int dst) {
+    return channels_[static_cast<std::size_t>(src * ranks_ + dst)];
+  }
+
+  // Copies a received message into a block of this rank's arena on its communication stream;
+  // the sender's block is handed back once the copy's `end` event has fired.
+  cuda::DTensor receive(const RankIo& io, const P2POp& op, Message& m) {
+    if (m.tag != op.tag)
+      throw std::logic_error("rank " + std::to_string(io.rank) + " expected " +
+                             to_string(op.payload) + " from rank " + std::to_string(op.peer) +
+                             " but the next message there has another tag: the plan and the " +
+                             "executor disagree");
+    // Ordered after the producer on the sender and after this rank's compute so far (the
+    // receive buffer may reuse a block that compute kernels enqueued earlier still read).
+    cudaEvent_t here = io.events->next();
+    CUDA_CHECK(cudaEventRecord(here, io.compute));
+    CUDA_CHECK(cudaStreamWaitEvent(io.comm, here, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(io.comm, m.produced, 0));
+    cudaEvent_t begin = io.events->next(), end = io.events->next();
+    CUDA_CHECK(cudaEventRecord(begin, io.comm));
+    if (link_)
+      enqueue_delay(io.comm, link_->transfer_seconds(static_cast<std::size_t>(m.tensor.bytes())));
+    cuda::DTensor dst(*io.arena, m.tensor.shape(), m.tensor.dtype(), "received tensor");
+    // cudaMemcpyDefault: both buffers are device memory of one GPU in different (green)
+    // contexts; unified addressing resolves them.
+    CUDA_CHECK(cudaMemcpyAsync(dst.data(), m.tensor.data(),
+                               static_cast<std::size_t>(m.tensor.bytes()), cudaMemcpyDefault,
+                               io.comm));
+    CUDA_CHECK(cudaEventRecord(end, io.comm));
+    CUDA_CHECK(cudaStreamWaitEvent(io.compute, end, 0));
+    io.timings->push_back({op.peer, io.rank, io.rank, begin, end, op.payload});
+    io.pending->push_back({end, op.instr, op.peer, false});
+    give_back(op.peer, end, std::move(m.tensor));
+    return dst;
+  }
+
+  void give_back(int sender, cudaEvent_t done, cuda::DTensor tensor) {
+    std::lock_guard lock(returns_[static_cast<std::size_t>(sender)].mutex);
+    returns_[static_cast<std::size_t>(sender)].items.push_back({done, std::move(tensor)});
+  }
+
+  Message wait_for(Channel& ch, Clock::time_point deadline, const P2POp& op, int rank) {
+    std::unique_lock lock(ch.mutex);
+    if (!ch.cv.wait_until(lock, deadline, [&] { return aborted_ || !ch.queue.empty(); }))
+      throw TransportTimeout(op.instr, op.peer,
+                             "nothing arrives from rank " + std::to_string(op.peer));
+    if (ch.queue.empty()) throw TransportAborted();
+    (void)rank;
+    Message m = std::move(ch.queue.front());
+    ch.queue.pop_front();
+    return m;
+  }
+
+  int ranks_;
+  std::optional<LinkModel> link_;
+  std::vector<Channel> channels_;
+  std::vector<Returns> returns_;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace
+
+std::shared_ptr<GpuTransport> make_copy_transport(int ranks, std::optional<LinkModel> link) {
+  return std::make_unique<CopyTransport>(ranks, link);
+}
+
+// ---- NCCL ------------------------------------------------------------------------------------
+
+#if PPBENCH_HAVE_NCCL_H
+
+namespace {
+
+void check_nccl(ncclResult_t r, const char* call) {
+  if (r != ncclSuccess && r != ncclInProgress)
+    throw cuda::CudaError(std::string(call) + " failed: " + nccl().GetErrorString(r));
+}
+#define NCCL_CHECK(call) check_nccl((call), #call)
+
+ncclDataType_t nccl_type(WireDType t) {
+  switch (t) {
+    case WireDType::F32:
+      return ncclFloat32;
+    case WireDType::BF16:
+      return ncclBfloat16;
+    case WireDType::F16:
+      return ncclFloat16;
+    case WireDType::F64:
+      return ncclFloat64;
+  }
+  return ncclFloat32;
+}
+
+class NcclTransport final : public GpuTransport {
+ public:
+  explicit NcclTransport(const std::vector<int>& devices)
+      : comms_(devices.size()), in_flight_(devices.size()) {
+    NCCL_CHECK(nccl().CommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
+  }
+  ~NcclTransport() override {
+    for (ncclComm_t c : comms_)
+      if (c) aborted_ ? nccl().CommAbort(c) : nccl().CommDestroy(c);
+  }
+
+  std::string name() const override { return "NCCL point-to-point"; }
+
+  void run_group(const RankIo& io, const std::vector<P2POp>& ops,
+                 std::vector<cuda::DTensor>& tensors) override {
+    std::string label = "group";
+    for (const P2POp& op : ops) label += " " + transfer_name(op);
+    NvtxRange range(label);
+    cudaEvent_t here = io.events->next();
+    CUDA_CHECK(cudaEventRecord(here, io.compute));
+    CUDA_CHECK(cudaStreamWaitEvent(io.comm, here, 0));
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].dir == P2POp::Dir::Recv)
+        tensors[i] =
+            cuda::DTensor(*io.arena, io.shape_of(ops[i].payload), io.dtype, "received tensor");
+    cudaEvent_t begin = io.events->next(), end = io.events->next();
+    record_timing_event(begin, io.comm, io.capturing);
+    ncclComm_t comm = comms_[static_cast<std::size_t>(io.rank)];
+    NCCL_CHECK(nccl().GroupStart());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      if (static_cast<std::size_t>(tensors[i].bytes()) != op.bytes)
+        throw std::logic_error("rank " + std::to_string(io.rank) + ": " + to_string(op) +
+                               " but the tensor holds " + std::to_string(tensors[i].bytes()) +
+                               " B");
+      if (op.dir == P2POp::Dir::Send)
+        NCCL_CHECK(
+            nccl().Send(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
+      else
+        NCCL_CHECK(
+            nccl().Recv(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
+    }
+    NCCL_CHECK(nccl().GroupEnd());
+    record_timing_event(end, io.comm, io.capturing);
+    // In a capture the timing event is a graph node and cannot also order the streams.
+    cudaEvent_t arrived = end;
+    if (io.capturing) {
+      arrived = io.events->next();
+      CUDA_CHECK(cudaEventRecord(arrived, io.comm));
+    }
+    CUDA_CHECK(cudaStreamWaitEvent(io.compute, arrived, 0));
+    auto& flight = in_flight_[static_cast<std::size_t>(io.rank)];
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      if (!io.capturing)
+        io.pending->push_back({end, op.instr, op.peer, op.dir == P2POp::Dir::Send});
+      if (op.dir == P2POp::Dir::Send) {
+        // The group is timed on the sender: NCCL runs its ops together, so each send of the
+        // group gets the group's span.
+        io.timings->push_back({io.rank, op.peer, io.rank, begin, end, op.payload});
+        flight.push_back({end, std::move(tensors[i])});
+      }
+    }
+  }
+
+  void reclaim(int rank, bool wait) override {
+    auto& flight = in_flight_[static_cast<std::size_t>(rank)];
+    for (auto it = flight.begin(); it != flight.end();) {
+      if (wait) CUDA_CHECK(cudaEventSynchronize(it->first));
+      if (wait || cudaEventQuery(it->first) == cudaSuccess)
+        it = flight.erase(it);
+      else
+        ++it;
+    }
+  }
+
+  bool capturable(std::string* why) const override {
+    int v = 0;
+    if (nccl().GetVersion(&v) == ncclSuccess && v >= 20900) return true;
+    if (why)
+      *why =
+          "--cuda-graph needs NCCL 2.9 or newer to capture point-to-point calls; this build "
+          "runs NCCL " +
+          nccl_version_text() + " (run without --cuda-graph)";
+    return false;
+  }
+
+  void release_sent(int rank) override { in_flight_[static_cast<std::size_t>(rank)].clear(); }
+
+  void abort() override {
+    // A rank stuck in a transfer that will never complete: aborting the communicators makes
+    // its kernels return, so the step can end with the watchdog's error.
+    if (aborted_.exchange(true)) return;
+    for (ncclComm_t c : comms_) nccl().CommAbort(c);
+    for (ncclComm_t& c : comms_) c = nullptr;
+  }
+
+ private:
+  std::vector<ncclComm_t> comms_;
+  std::vector<std::deque<std::pair<cudaEvent_t, cuda::DTensor>>> in_flight_;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace
+
+#endif
+
+std::shared_ptr<GpuTransport> make_nccl_transport(const std::vector<int>& devices) {
+  std::set<int> seen;
+  for (int d : devices)
+    if (!seen.insert(d).second)
+      throw UsageError("NCCL cannot run two ranks on one GPU (GPU " + std::to_string(d) +
+                       " listed twice); use --virtual-devices to split one GPU");
+#if PPBENCH_HAVE_NCCL_H
+  return std::make_unique<NcclTransport>(devices);
+#else
+  throw EnvironmentError(
+      "this build has no NCCL (nccl.h was not found by CMake); --gpus with more "
+      "than one GPU needs it, one GPU and --virtual-devices do not");
+#endif
+}
+
+}  // namespace ppbench::cuda
+
+namespace ppbench::cuda {
+std::string transport_name(const GpuTransport& t) { return t.name(); }
+}  // namespace ppbench::cuda

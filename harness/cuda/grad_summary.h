@@ -1,0 +1,26 @@
+// A GPU step's loss and gradient statistics, computed where the gradients are: each part's
+// copies (Chimera, DualPipe) are summed on the device of the first one that holds it, and the sum
+// of squares and the sum of every tensor are reduced there in double (workloads/cuda/reduce.h);
+// only those scalars cross to the host. With `keep`, the gradients are downloaded instead, in
+// the CPU backend's layout (for tests and --check, which compare them tensor by tensor).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "harness/backends/step_values.h"
+#include "harness/cuda/gpu_devices.h"
+#include "harness/cuda/gpu_model.h"
+
+namespace ppbench::cuda {
+
+// Every rank's compute stream must be idle (the step synchronised).
+void summarize_gradients(const WorkloadSpec& spec, const GpuDevices& devices,
+                         const std::vector<std::unique_ptr<GpuPipelineRank>>& ranks, int parts,
+                         bool keep, StepValues& out);
+
+// The step's mean loss over its micro-batches.
+double mean_loss(const GpuDevices& devices,
+                 const std::vector<std::unique_ptr<GpuPipelineRank>>& ranks);
+
+}  // namespace ppbench::cuda

@@ -1,0 +1,52 @@
+// NCCL, loaded at run time and only by a run that needs it (`--gpus` with more than one GPU).
+// ppbench does not link libnccl: a single-GPU run, virtual devices, and every command that is
+// not `run --backend cuda` start and work on a machine without NCCL. nccl.h gives the types at
+// build time (PPBENCH_HAVE_NCCL_H); without it the NCCL transport is not compiled in.
+//
+// The library is looked for, in order: $PPBENCH_NCCL_LIBRARY (a path), "libnccl.so.2" through the
+// dynamic loader (LD_LIBRARY_PATH, the system's cache), then the library CMake found at build time.
+#pragma once
+
+#include <string>
+
+#if PPBENCH_HAVE_NCCL_H
+#include <nccl.h>
+#endif
+
+namespace ppbench::cuda {
+
+#if PPBENCH_HAVE_NCCL_H
+// The NCCL calls ppbench makes, as nccl.h declares them.
+struct NcclApi {
+  decltype(&::ncclGetVersion) GetVersion = nullptr;
+  decltype(&::ncclGetErrorString) GetErrorString = nullptr;
+  decltype(&::ncclGetUniqueId) GetUniqueId = nullptr;
+  decltype(&::ncclCommInitAll) CommInitAll = nullptr;
+  decltype(&::ncclCommInitRank) CommInitRank = nullptr;
+  decltype(&::ncclCommDestroy) CommDestroy = nullptr;
+  decltype(&::ncclCommAbort) CommAbort = nullptr;
+  decltype(&::ncclCommGetAsyncError) CommGetAsyncError = nullptr;
+  decltype(&::ncclGroupStart) GroupStart = nullptr;
+  decltype(&::ncclGroupEnd) GroupEnd = nullptr;
+  decltype(&::ncclSend) Send = nullptr;
+  decltype(&::ncclRecv) Recv = nullptr;
+  decltype(&::ncclAllReduce) AllReduce = nullptr;
+};
+
+// Loads NCCL on first use. Throws ppbench::EnvironmentError (exit code 3) naming where it looked
+// and what the loader said.
+const NcclApi& nccl();
+#endif
+
+// Whether this build can use NCCL at all (nccl.h was found), and whether this process has loaded
+// it; neither call loads anything.
+bool nccl_compiled_in();
+bool nccl_loaded();
+// Loads NCCL if it is not loaded yet; false (and `why`) when it cannot be (tests skip on it).
+bool try_load_nccl(std::string* why = nullptr);
+// The loaded library's version ("2.28.9") and path, or why there is none ("not loaded",
+// "not built"): for records, without loading it.
+std::string nccl_version_text();
+std::string nccl_library_path();
+
+}  // namespace ppbench::cuda

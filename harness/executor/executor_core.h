@@ -1,0 +1,130 @@
+// What the CPU executor (harness/executor/cpu_executor.h) and the GPU executor
+// (harness/cuda/cuda_executor.h) share: one thread per rank released together, the first
+// failure of a step kept as a typed error (later ones are its consequences), the watchdog's
+// patience and message, and the stages each rank holds. Each executor adds only how a rank
+// walks its program: a mailbox per rank pair on the CPU, streams, events and a transport on
+// GPUs.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/executor/stage_work.h"
+#include "schedules/placement.h"
+
+namespace ppbench {
+
+// What a run asks of its executor (the CPU executor uses all of it, the GPU executor the
+// watchdog).
+struct ExecutorOptions {
+  int channel_capacity = 4;      // messages one (src, dst) mailbox holds
+  double watchdog_seconds = 60;  // longest a rank may wait on the transport
+  // How long a waiting rank spins before it sleeps, used only when every
+  // rank has a hardware thread of its own (spinning on a shared core only
+  // delays the thread it waits for).
+  double spin_microseconds = 50;
+};
+
+// Why a step stopped.
+enum class StepFailure {
+  kWatchdog,  // a rank waited longer than the watchdog allows
+  kWork,      // a pass, a transfer or a device call failed on a rank
+  kCapture,   // capturing the step as CUDA graphs failed
+};
+
+class ExecutionError : public std::runtime_error {
+ public:
+  ExecutionError(StepFailure kind, int rank, const std::string& what)
+      : std::runtime_error(what), kind_(kind), rank_(rank) {}
+  StepFailure kind() const { return kind_; }
+  int rank() const { return rank_; }  // the rank that failed first
+
+ private:
+  StepFailure kind_;
+  int rank_;
+};
+
+// The first failure of a step, from any rank's thread. Recording it calls `abort` once, which
+// must make every blocked wait of the other ranks return at once (they then stop quietly).
+class StepErrors {
+ public:
+  explicit StepErrors(std::function<void()> abort) : abort_(std::move(abort)) {}
+
+  void fail(StepFailure kind, int rank, const std::string& message) {
+    {
+      std::lock_guard lock(mutex_);
+      if (failed_) return;
+      failed_ = true;
+      kind_ = kind;
+      rank_ = rank;
+      message_ = message;
+    }
+    if (abort_) abort_();
+  }
+  bool failed() const {
+    std::lock_guard lock(mutex_);
+    return failed_;
+  }
+  void clear() {
+    std::lock_guard lock(mutex_);
+    failed_ = false;
+    message_.clear();
+  }
+  // Throws the first failure as an ExecutionError, `context` prefixed to its message.
+  void rethrow(const std::string& context = "") const {
+    std::lock_guard lock(mutex_);
+    if (failed_) throw ExecutionError(kind_, rank_, context + message_);
+  }
+
+ private:
+  std::function<void()> abort_;
+  mutable std::mutex mutex_;
+  bool failed_ = false;
+  StepFailure kind_ = StepFailure::kWork;
+  int rank_ = -1;
+  std::string message_;
+};
+
+// Runs body(r) for every rank on a thread of its own, releasing them together (after
+// `on_release`, e.g. to take the step's time origin), and joins them. A body that throws fails
+// the step on its rank. A thread the system refuses to start (a limit on threads or on memory
+// for stacks) is a ppbench::EnvironmentError: the threads already started are released at once
+// with the step failed, so they return without work and nothing waits forever.
+void run_rank_threads(int ranks, StepErrors& errors, const std::function<void(int)>& body,
+                      const std::function<void()>& on_release = {});
+
+// How long a rank may wait, and the one message every executor gives when it waited longer.
+struct Watchdog {
+  using Clock = std::chrono::steady_clock;
+  double seconds = 60;
+
+  Clock::duration patience() const {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+  Clock::time_point deadline() const { return Clock::now() + patience(); }
+  // "watchdog: rank 2 waited 60 s at recv B3.1 from rank 3 (nothing arrives from rank 3)"
+  std::string message(int rank, const std::string& at, const std::string& why) const;
+};
+
+// The stages each rank holds (placement order), and the bytes they keep for later passes.
+class RankStages {
+ public:
+  explicit RankStages(const Placement& p);
+  const std::vector<int>& of(int rank) const { return stages_.at(static_cast<std::size_t>(rank)); }
+
+  template <class Payload>
+  double saved_bytes(int rank, const StageWork<Payload>& work) const {
+    double total = 0;
+    for (int st : of(rank)) total += static_cast<double>(work.saved_bytes(st));
+    return total;
+  }
+
+ private:
+  std::vector<std::vector<int>> stages_;
+};
+
+}  // namespace ppbench

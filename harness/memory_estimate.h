@@ -1,0 +1,84 @@
+// What a command will need in memory, estimated from its parameters before it allocates, and the
+// bar it must stay under: the machine's available memory (MemAvailable in /proc/meminfo, or the
+// cgroup's limit where that is lower) or `--max-memory BYTES`. A size that cannot fit is refused
+// with one line naming the options, the estimate and the bar (UsageError, exit 2): the user asked
+// for it, and nothing has been spent on it yet.
+//
+// The per-action and per-layer figures are peak resident bytes measured with /usr/bin/time -v
+// (see the constants in memory_estimate.cpp), rounded up.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/schedule.h"
+#include "workloads/layer_spec.h"
+#include "workloads/partition.h"
+
+namespace ppbench {
+
+struct MemoryBudget {
+  double bytes = 0;    // 0: unknown, nothing is refused
+  std::string source;  // "available (MemAvailable in /proc/meminfo)", "--max-memory 64G"
+};
+
+// The "MemAvailable:" line of /proc/meminfo's text, in bytes; 0 when absent.
+double meminfo_available_bytes(std::string_view meminfo);
+// The machine's available memory: MemAvailable, or the cgroup's memory.max less memory.current
+// where that is lower; bytes 0 when neither can be read.
+MemoryBudget available_memory();
+
+// "64G", "1.5T", "512MiB", "4096" (bytes). K, M, G, T, P (optionally followed by B or iB, any
+// case) are powers of 1024. UsageError naming `flag` for anything else, zero, or past 2^63.
+double parse_byte_size(std::string_view text, std::string_view flag = "--max-memory");
+
+// --max-memory when given (non-empty), the available memory otherwise.
+MemoryBudget memory_budget(const std::string& max_memory);
+
+// "1.50 GiB", "640 B".
+std::string bytes_text(double bytes);
+
+struct MemoryEstimate {
+  double bytes = 0;
+  std::string detail;  // how it was reckoned, e.g. "8.6e+09 actions x 180 bytes"
+};
+
+// Throws UsageError when `e` is larger than the budget (or not finite):
+// "<what> needs about 1.3 TiB of memory (<detail>), more than the 21.9 GiB available
+// (MemAvailable in /proc/meminfo); use smaller sizes or --max-memory BYTES".
+void require_memory(const MemoryBudget& budget, const MemoryEstimate& e, const std::string& what);
+
+// F, B, I and W tasks of a schedule (an overlapped pair counts as two), from its parameters
+// alone: stage-micro-batch pairs (D N; v D N interleaved; 2 D N for the V shapes) times 2, or 3
+// where the backward is split. 0 for an unknown name (the generator names it).
+double schedule_tasks(const ScheduleParams& p);
+
+// `simulate` (generate, validate, simulate, metrics; with `trace_out` the Chrome trace as a JSON
+// tree and its text).
+MemoryEstimate estimate_simulate(const ScheduleParams& p, bool trace_out);
+// `show --format text|lowered|grid` up to the grid itself (see estimate_grid).
+MemoryEstimate estimate_show(const ScheduleParams& p, std::string_view format);
+// The time-step grid of `ranks` rows and `steps` columns of cells `width` characters wide.
+MemoryEstimate estimate_grid(int ranks, double steps, std::size_t width);
+// A workload spec of `layers` layers and its table or JSON (`model`), and the balanced
+// partition's table of stages x (layers + 1) doubles when `stages` > 0.
+MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balanced);
+
+// `run --backend cpu`: parameters and gradients in the dtype (twice for chimera and dualpipe,
+// which hold two copies of each stage), the memory model's peak activations per rank (and with
+// --recompute the largest stage rebuilt), the micro-batches' data, the boundary tensors in the
+// mailboxes, each rank's working set of its largest layer, the per-(micro-batch, layer) records,
+// the schedule and its trace, and with --check the float64 single-device step. `peaks` are
+// predicted_peak_bytes() per rank.
+struct CpuRunShape {
+  bool recompute = false;
+  bool check = false;
+  int channel_capacity = 4;
+};
+MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& p,
+                                const PartitionPlan& plan, const std::vector<double>& peaks,
+                                const CpuRunShape& o);
+
+}  // namespace ppbench

@@ -1,0 +1,128 @@
+// Memory estimates and the bar they are held to (harness/memory_estimate.h), and the checked sizes
+// of the workload builders (workloads/shape_check.h): a size that cannot fit or that overflows 64
+// bits is refused before anything is allocated, with the numbers in one line.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "harness/memory_estimate.h"
+#include "workloads/amoebanet.h"
+#include "workloads/mlp.h"
+#include "workloads/partition.h"
+#include "workloads/shape_check.h"
+#include "workloads/transformer.h"
+
+namespace ppbench {
+namespace {
+
+TEST(ByteSize, ParsesSuffixesAndRefusesTheRest) {
+  EXPECT_EQ(parse_byte_size("4096"), 4096);
+  EXPECT_EQ(parse_byte_size("64G"), 64.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(parse_byte_size("64GiB"), 64.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(parse_byte_size("512m"), 512.0 * 1024 * 1024);
+  EXPECT_EQ(parse_byte_size("1.5T"), 1.5 * 1024 * 1024 * 1024 * 1024);
+  EXPECT_EQ(parse_byte_size("2KB"), 2048);
+  for (const char* bad :
+       {"", "0", "-1", "nan", "inf", "1e400", "64X", "G", "1.5.2G", " 1G", "8E", "99999P"})
+    EXPECT_THROW(parse_byte_size(bad), UsageError) << bad;
+  try {
+    parse_byte_size("64X");
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Meminfo, ReadsMemAvailable) {
+  EXPECT_EQ(meminfo_available_bytes("MemTotal:       24000000 kB\nMemFree:         1000 kB\n"
+                                    "MemAvailable:   22920960 kB\n"),
+            22920960.0 * 1024);
+  EXPECT_EQ(meminfo_available_bytes("MemTotal: 1 kB\n"), 0);
+  EXPECT_GT(available_memory().bytes, 0);  // a Linux machine has /proc/meminfo
+}
+
+TEST(RequireMemory, NamesWhatTheEstimateAndTheBar) {
+  const MemoryBudget bar{1024.0 * 1024 * 1024, "available (MemAvailable in /proc/meminfo)"};
+  EXPECT_NO_THROW(require_memory(bar, {1000, "small"}, "simulate --devices 2"));
+  try {
+    require_memory(bar, {3.0 * 1024 * 1024 * 1024 * 1024, "8.6e+09 actions x 180 bytes"},
+                   "simulate --devices 4096 --microbatches 1048576");
+    FAIL();
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--devices 4096 --microbatches 1048576"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 TiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("1 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("MemAvailable"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  EXPECT_THROW(require_memory(bar, {std::numeric_limits<double>::infinity(), "x"}, "w"),
+               UsageError);
+  EXPECT_THROW(require_memory(bar, {std::nan(""), "x"}, "w"), UsageError);
+}
+
+TEST(ScheduleTasks, CountsFBIWFromTheParameters) {
+  EXPECT_EQ(schedule_tasks({"1f1b", 4, 16, 0, 0}), 128);
+  EXPECT_EQ(schedule_tasks({"gpipe", 4, 16, 0, 0}), 128);
+  EXPECT_EQ(schedule_tasks({"interleaved-1f1b", 4, 16, 0, 0}), 256);
+  EXPECT_EQ(schedule_tasks({"interleaved-1f1b", 4, 16, 3, 0}), 384);
+  EXPECT_EQ(schedule_tasks({"chimera", 4, 16, 0, 0}), 128);
+  EXPECT_EQ(schedule_tasks({"zb-h1", 4, 16, 0, 0}), 192);
+  EXPECT_EQ(schedule_tasks({"zb-v", 4, 16, 0, 0}), 384);
+  EXPECT_EQ(schedule_tasks({"dualpipe", 4, 16, 0, 0}), 192);
+  EXPECT_EQ(schedule_tasks({"dualpipev", 4, 16, 0, 0}), 384);
+  EXPECT_EQ(schedule_tasks({"nosuch", 4, 16, 0, 0}), 0);
+  // The size a new user asked for: D = 4096, N = 2^20 is beyond any machine.
+  EXPECT_GT(estimate_simulate({"1f1b", 4096, 1 << 20, 0, 0}, false).bytes, 1e12);
+  EXPECT_GT(estimate_simulate({"1f1b", 64, 64, 0, 0}, true).bytes,
+            estimate_simulate({"1f1b", 64, 64, 0, 0}, false).bytes);
+}
+
+TEST(CpuRunEstimate, CountsParametersTwiceForTwoCopiesAndGrowsWithCheck) {
+  MlpConfig c;
+  c.layers = 4;
+  c.width = 1024;
+  const WorkloadSpec spec = build_mlp(c, 8, DType::kF32);
+  const PartitionPlan plan = partition(spec, 2, "balanced");
+  const std::vector<double> peaks = {1e6, 1e6};
+  const double one = estimate_cpu_run(spec, {"1f1b", 2, 4, 0, 0}, plan, peaks, {}).bytes;
+  const double two = estimate_cpu_run(spec, {"chimera", 2, 4, 0, 0}, plan, peaks, {}).bytes;
+  const double weights = static_cast<double>(spec.params()) * 4 * 2;
+  EXPECT_GT(one, weights);
+  EXPECT_GT(two - one, weights);  // chimera holds every stage twice
+  CpuRunShape check;
+  check.check = true;
+  EXPECT_GT(estimate_cpu_run(spec, {"1f1b", 2, 4, 0, 0}, plan, peaks, check).bytes, one);
+}
+
+TEST(CheckedSizes, OverflowIsRefusedNotWrapped) {
+  EXPECT_EQ(checked_mul(3037000499, 3037000499), 9223372030926249001);
+  EXPECT_THROW(checked_mul(3037000500, 3037000500), SizeOverflow);
+  EXPECT_THROW(checked_add(std::numeric_limits<int64_t>::max(), 1), SizeOverflow);
+  Size s = 4294967297;
+  EXPECT_THROW(static_cast<void>(s * s), SizeOverflow);
+  EXPECT_EQ(static_cast<int64_t>(Size(6) * 7 + 1), 43);
+
+  MlpConfig mlp;
+  mlp.width = 4294967297;  // squared: 2^64 + ...
+  EXPECT_THROW(build_mlp(mlp, 1, DType::kF32), SizeOverflow);
+  mlp.width = 1000000000;  // 8 layers of 10^18 parameters each still fit
+  const WorkloadSpec big = build_mlp(mlp, 1, DType::kBF16);
+  EXPECT_EQ(big.params(), 7000000017000000010);
+
+  TransformerConfig t = transformer_preset("tiny-llama");
+  t.vocab = 1LL << 40;
+  t.hidden = 1LL << 30;
+  t.heads = 1;
+  t.kv_heads = 1;
+  EXPECT_THROW(build_transformer(t, 1, DType::kF32), SizeOverflow);
+
+  AmoebaNetConfig a;
+  a.filters = 1LL << 40;
+  EXPECT_THROW(build_amoebanet(a, 1, DType::kF32), SizeOverflow);
+}
+
+}  // namespace
+}  // namespace ppbench
