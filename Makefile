@@ -255,9 +255,9 @@ PERF_CI_THRESHOLD    ?= 0.25
 # Two threads on a shared machine: hand-overs wait for time slices when other work holds the cores.
 PERF_CI_THRESHOLD_executor_overhead ?= 0.5
 PERF_CI_THRESHOLD_bubble_fidelity   ?= 0.3
-# The calibration benchmarks (BM_Calibration/<name>) every time is divided by; the memory one is
-# shown but, dividing by it, added noise on a shared machine (docs/perf-ci.md).
-PERF_CI_CALIBRATION  ?= compute
+# The calibration benchmarks (BM_Calibration/<name>) every time is divided by: the geometric mean of
+# both, which followed a shared machine's swings best (docs/perf-ci.md, "Thresholds and noise").
+PERF_CI_CALIBRATION  ?= compute,memory
 PERF_CI_RUNNER       ?=
 PERF_BASELINE        ?= 0
 PERF_CI_FILTER_schedule_throughput ?= ^BM_Calibration/|^BM_Pipeline/[^/]+/D64/N1024|^BM_Pipeline/(1f1b|zb-v)/D16/|^BM_Phase/[^/]+/1f1b/

@@ -11,10 +11,10 @@ one pair per benchmark program). For each pair:
 1. Both files are read (Google Benchmark JSON). Every ppbench CPU benchmark program runs the
    calibration benchmarks BM_Calibration/compute and BM_Calibration/memory in the same run
    (benchmarks/calibration.cpp). The run's calibration time is the median over the repetitions
-   of BM_Calibration/compute, in real time and in CPU time (--calibration picks others: the
-   geometric mean of those named). The memory one is shown, not divided by: on a shared machine
-   the memory bandwidth a DRAM-bound loop gets swings with the neighbours' work far more than
-   ppbench's mostly cache-resident benchmarks do, and dividing by it added noise.
+   of the calibration benchmarks --calibration names (their geometric mean when several), in
+   real time and in CPU time. The default here is compute; make perf-ci passes compute,memory,
+   because a shared machine slows ppbench's benchmarks through the core it lends (compute) and
+   through the memory bandwidth its neighbours leave (memory): docs/perf-ci.md.
 2. Normalised copies of both files are written (Google Benchmark's format, to --normalised-dir or a
    temporary folder): every real time divided by its own run's real calibration time and every
    CPU time by the CPU one, then multiplied by the baseline's, and given in ns. The baseline copy
