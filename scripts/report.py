@@ -64,7 +64,10 @@ def series_label(row: dict) -> str:
     chunks = field(row, "chunks")
     if chunks is not None and int(chunks) > 1:
         label += f" v={chunks}"
-    group = field(row, "group_size")
+    # The group size the point asked for: a record holds the one the generator resolved (D by
+    # default), which would split one series into its valid and its invalid points.
+    point = row.get("point")
+    group = point.get("group_size") if isinstance(point, dict) else field(row, "group_size")
     if group:
         label += f" g={group}"
     return label
