@@ -1,8 +1,10 @@
 #include "harness/output_file.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -309,6 +311,15 @@ OutputTarget check_output(const std::string& flag, const std::string& path, Outp
       t.kind = OutputTarget::Kind::kStream;
       return t;
     }
+    // A kernel file (/proc, /sys) may be opened for writing by root and then refuse the write
+    // after the run: never a place for a record or a trace.
+    struct statfs fs {};
+    if (::statfs(t.resolved.c_str(), &fs) == 0 &&
+        (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC || fs.f_type == DEBUGFS_MAGIC ||
+         fs.f_type == CGROUP2_SUPER_MAGIC))
+      throw UsageError(
+          what +
+          " is a kernel file (/proc, /sys): give a file name, a device, a FIFO, or - for stdout");
     // Opening for writing changes nothing (no O_TRUNC, no O_CREAT) but finds a read-only file
     // system or a file in use as a program.
     Fd fd(::open(t.resolved.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));

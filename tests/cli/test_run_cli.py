@@ -103,6 +103,14 @@ class BadRunInput(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("nonexistent-dir", r.stderr)
 
+    @unittest.skipUnless(os.path.exists("/proc/version"), "no procfs")
+    def test_a_kernel_file_is_refused_up_front(self):
+        # Root may open /proc/version for writing; the write would fail only after the run.
+        r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4", "--results", "/proc/version")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("kernel file", r.stderr)
+        self.assertEqual(r.stdout, "")
+
 
 TINY = ["run", "--workload", "mlp", "--layers", "2", "--width", "8", "-s", "1f1b", "-d", "2", "-n", "2"]
 
