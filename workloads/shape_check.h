@@ -29,26 +29,25 @@ class SizeOverflow : public UsageError {
   using UsageError::UsageError;
 };
 
-// a * b and a + b of non-negative or negative 64-bit integers, or SizeOverflow.
+// a * b, a + b and a - b of 64-bit integers, or SizeOverflow naming the operands.
+[[noreturn]] inline void throw_size_overflow(int64_t a, const char* op, int64_t b,
+                                             const char* bound) {
+  throw SizeOverflow("a parameter, FLOP or byte count overflows 64-bit integers (" +
+                     std::to_string(a) + op + std::to_string(b) + bound + ")");
+}
 inline int64_t checked_mul(int64_t a, int64_t b) {
   int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r))
-    throw SizeOverflow("a parameter, FLOP or byte count overflows 64-bit integers (" +
-                       std::to_string(a) + " x " + std::to_string(b) + " > 9.2e18)");
+  if (__builtin_mul_overflow(a, b, &r)) throw_size_overflow(a, " x ", b, " > 9.2e18");
   return r;
 }
 inline int64_t checked_add(int64_t a, int64_t b) {
   int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r))
-    throw SizeOverflow("a parameter, FLOP or byte count overflows 64-bit integers (" +
-                       std::to_string(a) + " + " + std::to_string(b) + " > 9.2e18)");
+  if (__builtin_add_overflow(a, b, &r)) throw_size_overflow(a, " + ", b, " > 9.2e18");
   return r;
 }
 inline int64_t checked_sub(int64_t a, int64_t b) {
   int64_t r = 0;
-  if (__builtin_sub_overflow(a, b, &r))
-    throw SizeOverflow("a parameter, FLOP or byte count overflows 64-bit integers (" +
-                       std::to_string(a) + " - " + std::to_string(b) + " beyond +-9.2e18)");
+  if (__builtin_sub_overflow(a, b, &r)) throw_size_overflow(a, " - ", b, " beyond +-9.2e18");
   return r;
 }
 
