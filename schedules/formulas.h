@@ -37,6 +37,17 @@ inline double idle_fraction(double idle, double busy) {
   return idle + busy > 0 ? idle / (idle + busy) : 0;
 }
 
+// The flush bubble GPipe and 1F1B share: (D-1)(F+B) idle on every rank. The
+// caller adds its activation figures.
+ClosedForm flush_closed_form(const ScheduleParams& p, const UniformCost& c);
+
+// DualPipe's idle on its most idle rank, (PP/2-1)(F&B+B-3W), which the reference's
+// order reaches only when I = F, W <= F and B <= FB <= F + B (found by sweeping
+// costs in the simulator); with FB = F + B (no overlap saving) it is every
+// rank's, and the bubble fraction follows with `work` per rank. Shared by
+// dualpipe (PP = D) and dualpipev (PP = 2D).
+void set_dual_idle(ClosedForm& out, double half_pp_minus_one, double work, const UniformCost& c);
+
 // Each family's closed form (schedules/generators/*.cpp).
 ClosedForm closed_form_naive(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_gpipe(const ScheduleParams& p, const UniformCost& c);

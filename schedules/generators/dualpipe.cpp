@@ -50,18 +50,9 @@ Schedule generate_dualpipe(const ScheduleParams& p) {
 ClosedForm closed_form_dualpipe(const ScheduleParams& p, const UniformCost& c) {
   const double d = p.devices, n = p.microbatches;
   ClosedForm out;
-  // The reference's order idles this long only when I = F, W <= F and
-  // B <= FB <= F + B (found by sweeping costs in the simulator): on the
-  // most idle (middle) ranks, and on every rank when overlapping saves
-  // nothing (FB = F + B).
   out.bubble_formula = "idle / (idle + N(F+B)) with F&B = F+B, idle = (PP/2-1)(F&B+B-3W)";
   out.idle_formula = "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = D";
-  const bool as_drawn =
-      c.i == c.f && c.w <= c.f && c.b == c.i + c.w && c.b <= c.fb && c.fb <= c.f + c.b;
-  if (as_drawn) {
-    out.idle_per_rank = (d / 2 - 1) * (c.fb + c.b - 3 * c.w);
-    if (c.fb == c.f + c.b) out.bubble_fraction = idle_fraction(*out.idle_per_rank, n * (c.f + c.b));
-  }
+  set_dual_idle(out, d / 2 - 1, n * (c.f + c.b), c);
   out.activations_formula = "PP+1 on every rank";
   out.peak_activations = p.devices + 1;
   out.params_formula = "2x";

@@ -46,13 +46,7 @@ ClosedForm closed_form_dualpipev(const ScheduleParams& p, const UniformCost& c) 
   // does 2N forwards and backwards.
   out.bubble_formula = "idle / (idle + 2N(F+B)) with F&B = F+B, idle = (PP/2-1)(F&B+B-3W)";
   out.idle_formula = "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = 2D stages";
-  const bool as_drawn =
-      c.i == c.f && c.w <= c.f && c.b == c.i + c.w && c.b <= c.fb && c.fb <= c.f + c.b;
-  if (as_drawn) {
-    out.idle_per_rank = (d - 1) * (c.fb + c.b - 3 * c.w);
-    if (c.fb == c.f + c.b)
-      out.bubble_fraction = idle_fraction(*out.idle_per_rank, 2 * n * (c.f + c.b));
-  }
+  set_dual_idle(out, d - 1, 2 * n * (c.f + c.b), c);
   out.activations_formula = "PP+1 = 2D+1 on every rank";
   out.peak_activations = 2 * p.devices + 1;
   out.params_formula = "2x";

@@ -17,12 +17,7 @@ Schedule generate_gpipe(const ScheduleParams& p) {
 }
 
 ClosedForm closed_form_gpipe(const ScheduleParams& p, const UniformCost& c) {
-  const double d = p.devices, n = p.microbatches;
-  ClosedForm out;
-  out.bubble_formula = "(D-1)/(D-1+N)";
-  out.idle_formula = "(D-1)(F+B)";
-  out.bubble_fraction = (d - 1) / (d - 1 + n);
-  out.idle_per_rank = (d - 1) * (c.f + c.b);
+  ClosedForm out = flush_closed_form(p, c);
   out.activations_formula = "N";
   out.peak_activations = p.microbatches;
   return out;
