@@ -13,12 +13,23 @@
 
 namespace ppbench {
 
+// The uniform per-stage costs a cost-aware generator plans for (the automatic zero-bubble
+// search): forward, input-gradient and weight-gradient time of one stage and one micro-batch, and
+// the delay of a transfer between ranks. Families with a fixed order ignore them.
+struct PlanningCosts {
+  double f = 1, i = 1, w = 1, comm = 0;
+};
+
 struct ScheduleParams {
-  std::string name;      // registry name, e.g. "1f1b"
-  int devices = 0;       // D: pipeline ranks
-  int microbatches = 0;  // N: micro-batches per step, over all chains
-  int chunks = 0;        // v: model chunks per rank for interleaving (0: not given)
-  int group_size = 0;    // Megatron's micro-batch group size per virtual stage (0: default D)
+  std::string name;       // registry name, e.g. "1f1b"
+  int devices = 0;        // D: pipeline ranks
+  int microbatches = 0;   // N: micro-batches per step, over all chains
+  int chunks = 0;         // v: model chunks per rank for interleaving (0: not given)
+  int group_size = 0;     // Megatron's micro-batch group size per virtual stage (0: default D)
+  PlanningCosts costs{};  // what a cost-aware generator plans for
+  // Peak activations a rank may hold, in units of M_B: the activations one micro-batch leaves on
+  // 1/D of the model (1F1B's rank 0 peaks at D M_B). 0: the family's default.
+  double memory_limit = 0;
 };
 
 struct Schedule {
