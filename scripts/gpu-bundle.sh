@@ -26,7 +26,7 @@ BUILD="$ROOT/build-bundle"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 LIMIT_MIB=64
 # The programs of the bundle, in one place.
-TARGETS=(ppbench cuda_kernel_tests cuda_exec_tests cuda_gemm_bench cuda_layer_bench cuda_pipeline_bench)
+TARGETS=(ppbench ppbench-cuda cuda_kernel_tests cuda_exec_tests cuda_gemm_bench cuda_layer_bench cuda_pipeline_bench)
 # What gpu-check.sh needs at run time besides the programs (read them: these are their imports).
 HELPERS=(gtest_summary.py gpu_equivalence.py torch_reference.py compare_torch.py compare_perf.py
          results_io.py)

@@ -335,6 +335,7 @@ prog() {  # prog NAME: sets CMD to the command that starts program NAME
   else
     case "$1" in
       ppbench) CMD=("$BUILD/ppbench") ;;
+      ppbench-cuda) CMD=("$BUILD/ppbench-cuda") ;;
       cuda_kernel_tests) CMD=("$BUILD/tests/cuda/cuda_kernel_tests") ;;
       cuda_exec_tests) CMD=("$BUILD/tests/cuda_exec/cuda_exec_tests") ;;
       *) CMD=("$(find "$BUILD" -type f -name "$1" -perm -u+x -not -path '*/CMakeFiles/*' 2>/dev/null | head -1)") ;;
@@ -467,7 +468,7 @@ if [ -z "$BUNDLE" ]; then
   piece_end ""
 fi
 
-prog ppbench
+prog ppbench-cuda  # ppbench hands CUDA runs to it; its --version lists the GPUs and cuBLAS
 PPBENCH_VERSION_TEXT="$(PPBENCH_BUNDLE_QUIET=1 "${CMD[@]}" --version 2>&1 || true)"
 echo "$PPBENCH_VERSION_TEXT" >"$COMMON/ppbench-version.txt"
 CUBLAS="$(echo "$PPBENCH_VERSION_TEXT" | sed -n 's/.*cuBLASLt \([0-9.]*\).*/\1/p' | head -1)"

@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kCpuAttention =
     "materialises the s x s probabilities per (batch, head) and keeps them until I";
 std::string cuda_attention() {
-#if PPBENCH_HAVE_CUDA
+#if PPBENCH_HAVE_CUDA || defined(PPBENCH_CUDA_PROGRAM)
   return cuda::kAttentionNote;
 #else
   return std::string("not compiled in (would be: ") + cuda::kAttentionNote + ")";

@@ -9,6 +9,7 @@
 #include "harness/backends/run_record.h"
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/cuda_program.h"
 #include "harness/cli/options.h"
 #include "harness/memory_estimate.h"
 #include "harness/output_file.h"
@@ -179,8 +180,8 @@ Command add_run(CLI::App& parent) {
           "--gpus, --virtual-devices, --link-bandwidth, --link-latency and --cuda-graph "
           "need --backend cuda");
 #if !PPBENCH_HAVE_CUDA
-    if (st->backend == "cuda")
-      throw EnvironmentError("--backend cuda: this ppbench was built without CUDA (no nvcc found)");
+    // Before anything is checked or written: ppbench-cuda starts over from the command line.
+    if (st->backend == "cuda") exec_cuda_program();
 #endif
     // Refuse an unwritable output before spending the run on it (nothing is created or
     // truncated here), then a size that cannot fit.

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/cuda_program.h"
 #include "harness/executor/executor_core.h"
 #include "harness/output_file.h"
 #ifdef PPBENCH_HAVE_CUDA
@@ -27,7 +28,11 @@ std::string version_text() {
 #ifdef PPBENCH_HAVE_CUDA
   v += " (CUDA support compiled in)\n" + ppbench::cuda::device_info_text();
 #else
-  v += " (built without CUDA)";
+  const std::string cuda = ppbench::cli::cuda_program_name();
+  if (cuda.empty())
+    v += " (built without CUDA)";
+  else
+    v += " (CUDA runs by " + cuda + " beside it; `" + cuda + " --version` lists the GPUs)";
 #endif
   return v;
 }
@@ -52,6 +57,7 @@ int usage_error(const std::string& message) { return fail("error", message, 2); 
 }  // namespace
 
 int main(int argc, char** argv) {
+  ppbench::cli::remember_command_line(argc, argv);
   CLI::App app{
       "ppbench: generate, prove, simulate and run pipeline-parallel training schedules (GPipe, "
       "1F1B, "

@@ -320,5 +320,34 @@ class Contract(unittest.TestCase):
         self.assertIn("ppbench", run("--version").stdout)
 
 
+class CudaProgram(unittest.TestCase):
+    """ppbench links no GPU library; `run --backend cuda` is made by ppbench-cuda beside it."""
+
+    GPU_LIBRARIES = re.compile(r"lib(cuda|cudart|cublas|cublasLt|nccl|nvrtc)\.so")
+
+    def test_ppbench_links_no_gpu_library(self):
+        ldd = subprocess.run(["ldd", PPBENCH], capture_output=True, text=True)
+        self.assertEqual(ldd.returncode, 0, ldd.stderr)
+        self.assertIsNone(self.GPU_LIBRARIES.search(ldd.stdout), ldd.stdout)
+
+    def test_a_missing_cuda_program_is_one_line_and_exit_3(self):
+        if "CUDA runs by ppbench-cuda" not in run("--version").stdout:
+            self.skipTest("this ppbench was built without CUDA")
+        with tempfile.TemporaryDirectory() as d:
+            alone = os.path.join(d, "ppbench")
+            with open(PPBENCH, "rb") as src, open(alone, "wb") as dst:
+                dst.write(src.read())
+            os.chmod(alone, 0o755)
+            r = subprocess.run([alone, "run", "--backend", "cuda", "--workload", "mlp", "-s",
+                                "1f1b", "-d", "2", "-n", "4"], capture_output=True, text=True,
+                               timeout=60)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertEqual(r.stdout, "")
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("ppbench-cuda", lines[0])
+        self.assertIn("missing", lines[0])
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]], verbosity=1)
