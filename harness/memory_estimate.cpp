@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "schedules/registry.h"
 
 namespace ppbench {
 
@@ -194,14 +195,18 @@ void require_memory(const MemoryBudget& budget, const MemoryEstimate& e, const s
 
 double schedule_tasks(const ScheduleParams& p) {
   const double d = p.devices, n = p.microbatches;
+  // (stage, micro-batch) pairs from the family's stage layout (schedules/registry.h); two-chain
+  // layouts carry N/2 micro-batches on each of their two chains of D stages.
   double pairs = 0;
-  if (p.name == "naive" || p.name == "gpipe" || p.name == "1f1b" || p.name == "zb-h1" ||
-      p.name == "zb-h2" || p.name == "chimera" || p.name == "dualpipe")
-    pairs = d * n;  // chimera, dualpipe: two chains of D stages, N/2 micro-batches each
-  else if (p.name == "interleaved-1f1b")
-    pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
-  else if (p.name == "zb-v" || p.name == "dualpipev")
-    pairs = 2 * d * n;
+  for (const ScheduleInfo& info : all_schedules())
+    if (info.name == p.name) {
+      if (info.layout == kLayoutInterleaved)
+        pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
+      else if (info.layout == kLayoutV)
+        pairs = 2 * d * n;
+      else
+        pairs = d * n;
+    }
   return pairs * (splits_backward(p.name) ? 3 : 2);
 }
 

@@ -7,86 +7,119 @@ namespace ppbench {
 
 namespace {
 
-// Peak of alive (stage, mb) activations per rank: +1 at the start of an F,
-// -1 at the end of the last backward op of that (stage, mb). Releases at a
-// time sort before acquisitions at the same time (intervals are half-open).
-void peak_activations(const Trace& trace, const Placement& p, std::vector<RankMetrics>& out) {
-  // Which (stage, mb) split their backward: their activation lives until W.
-  std::vector<std::size_t> base(p.stages() + 1, 0);
-  for (int s = 0; s < p.stages(); ++s) base[s + 1] = base[s] + p.microbatches_of(s);
-  std::vector<std::uint8_t> split(base.back(), 0);
-  for (const auto& e : trace.compute)
-    if (!e.action.paired && e.action.task.op == Op::W)
-      split[base[e.action.task.stage] + e.action.task.mb] = 1;
+// The activation rule (docs/metrics.md): an F holds its (stage, micro-batch) activation from its
+// start; B, or W after I, frees it at its end.
+bool frees_activation(const Task& t) { return t.op == Op::B || t.op == Op::W; }
 
+// A rank's events in execution order, none starting before the previous one ended.
+bool in_order(const std::vector<const ComputeEvent*>& events) {
+  for (std::size_t k = 1; k < events.size(); ++k)
+    if (events[k]->start < events[k - 1]->end) return false;
+  return true;
+}
+
+// Peak of alive activations over a rank's events in any order: +1 at the start of an F, -1 at
+// the end of B or W, releases before acquisitions at equal times (half-open intervals).
+int peak_by_edges(const std::vector<const ComputeEvent*>& events) {
   struct Edge {
     double time;
     int delta;
   };
-  std::vector<std::vector<Edge>> edges(trace.ranks);
-  auto visit = [&](const ComputeEvent& e, const Task& t) {
-    const bool is_split = split[base[t.stage] + t.mb];
-    if (t.op == Op::F)
-      edges[e.rank].push_back({e.start, +1});
-    else if ((t.op == Op::B) || (t.op == Op::W) || (t.op == Op::I && !is_split))
-      edges[e.rank].push_back({e.end, -1});
-  };
-  for (const auto& e : trace.compute) {
-    visit(e, e.action.task);
-    if (e.action.paired) visit(e, e.action.partner);
-  }
-  for (int r = 0; r < trace.ranks; ++r) {
-    auto& ev = edges[r];
-    auto before = [](const Edge& a, const Edge& b) {
-      return a.time < b.time || (a.time == b.time && a.delta < b.delta);
-    };
-    // A rank's events arrive in execution order, which is already time order
-    // with releases first at ties; sort only traces that are not.
-    if (!std::is_sorted(ev.begin(), ev.end(), before)) std::sort(ev.begin(), ev.end(), before);
-    int alive = 0, peak = 0;
-    for (const auto& e : ev) peak = std::max(peak, alive += e.delta);
-    out[r].peak_activations = peak;
-    out[r].peak_activation_share = static_cast<double>(peak) / p.stages_per_chain();
-  }
+  std::vector<Edge> edges;
+  for (const ComputeEvent* e : events)
+    for (int half = 0; half < (e->action.paired ? 2 : 1); ++half) {
+      const Task& t = half == 0 ? e->action.task : e->action.partner;
+      if (t.op == Op::F) edges.push_back({e->start, +1});
+      if (frees_activation(t)) edges.push_back({e->end, -1});
+    }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+    return a.time < b.time || (a.time == b.time && a.delta < b.delta);
+  });
+  int alive = 0, peak = 0;
+  for (const Edge& e : edges) peak = std::max(peak, alive += e.delta);
+  return peak;
 }
 
 }  // namespace
 
-Metrics compute_metrics(const Trace& trace, const Placement& placement) {
+MetricsStream::MetricsStream(const Placement& placement, int ranks)
+    : placement_(&placement), ranks_(static_cast<std::size_t>(ranks)) {}
+
+void MetricsStream::add(int rank, double start, double end, const Action& a) {
+  Rank& r = ranks_[static_cast<std::size_t>(rank)];
+  if (!r.any) r.first_start = start, r.last_end = end, r.any = true;
+  r.busy += end - start;
+  r.first_start = std::min(r.first_start, start);
+  r.last_end = std::max(r.last_end, end);
+  // The acquisition at this action's start comes after every earlier release (they ended at or
+  // before it) and before this action's own release at its end.
+  for (int half = 0; half < (a.paired ? 2 : 1); ++half)
+    if ((half == 0 ? a.task : a.partner).op == Op::F) r.peak = std::max(r.peak, ++r.alive);
+  for (int half = 0; half < (a.paired ? 2 : 1); ++half)
+    if (frees_activation(half == 0 ? a.task : a.partner)) --r.alive;
+}
+
+Metrics MetricsStream::finish() const {
   Metrics m;
-  m.ranks.resize(trace.ranks);
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < trace.ranks; ++r) {
-    m.ranks[r].rank = r;
-    m.ranks[r].first_start = inf;
-    m.ranks[r].last_end = -inf;
+  const int n = static_cast<int>(ranks_.size());
+  m.ranks.resize(ranks_.size());
+  double t0 = std::numeric_limits<double>::infinity(), t1 = -t0;
+  for (const Rank& r : ranks_)
+    if (r.any) t0 = std::min(t0, r.first_start), t1 = std::max(t1, r.last_end);
+  if (t1 < t0) {  // no work at all
+    for (int i = 0; i < n; ++i) m.ranks[i].rank = i;
+    return m;
   }
-  double t0 = inf, t1 = -inf;
-  for (const auto& e : trace.compute) {
-    auto& rm = m.ranks[e.rank];
-    rm.busy += e.end - e.start;
-    rm.first_start = std::min(rm.first_start, e.start);
-    rm.last_end = std::max(rm.last_end, e.end);
-    t0 = std::min(t0, e.start);
-    t1 = std::max(t1, e.end);
-  }
-  if (trace.compute.empty()) return m;
   m.makespan = t1 - t0;
   double total_idle = 0, longest_span = 0, busy_of_longest = 0;
-  for (auto& rm : m.ranks) {
-    if (rm.first_start == inf) rm.first_start = rm.last_end = t0;  // a rank with no work
+  for (int i = 0; i < n; ++i) {
+    const Rank& r = ranks_[static_cast<std::size_t>(i)];
+    RankMetrics& rm = m.ranks[static_cast<std::size_t>(i)];
+    rm.rank = i;
+    rm.busy = r.busy;
+    rm.first_start = r.any ? r.first_start : t0;  // a rank with no work
+    rm.last_end = r.any ? r.last_end : t0;
     rm.idle = m.makespan - rm.busy;
     const double span = rm.last_end - rm.first_start;
     rm.span_idle = span - rm.busy;
+    rm.peak_activations = r.peak;
+    rm.peak_activation_share = static_cast<double>(r.peak) / placement_->stages_per_chain();
     m.total_busy += rm.busy;
     total_idle += rm.idle;
     if (span > longest_span) longest_span = span, busy_of_longest = rm.busy;
+    m.peak_activations = std::max(m.peak_activations, rm.peak_activations);
   }
-  m.bubble_fraction = m.makespan > 0 ? total_idle / (trace.ranks * m.makespan) : 0;
+  m.bubble_fraction = m.makespan > 0 ? total_idle / (n * m.makespan) : 0;
   m.bubble_ratio = m.total_busy > 0 ? total_idle / m.total_busy : 0;
   m.zb_bubble_rate = longest_span > 0 ? (longest_span - busy_of_longest) / longest_span : 0;
-  peak_activations(trace, placement, m.ranks);
-  for (const auto& rm : m.ranks)
+  return m;
+}
+
+Metrics compute_metrics(const Trace& trace, const Placement& placement) {
+  // Each rank's events in the order it ran them (a trace lists them so; a measured one may be
+  // merged from several sources, so order by start, keeping execution order at ties).
+  std::vector<std::vector<const ComputeEvent*>> by_rank(static_cast<std::size_t>(trace.ranks));
+  for (const ComputeEvent& e : trace.compute)
+    by_rank[static_cast<std::size_t>(e.rank)].push_back(&e);
+  MetricsStream stream(placement, trace.ranks);
+  std::vector<int> peaks;
+  for (auto& events : by_rank) {
+    std::stable_sort(
+        events.begin(), events.end(),
+        [](const ComputeEvent* a, const ComputeEvent* b) { return a->start < b->start; });
+    for (const ComputeEvent* e : events) stream.add(e->rank, e->start, e->end, e->action);
+    // Overlapping events (a measured trace's clock skew) count activations by their edges.
+    peaks.push_back(in_order(events) ? -1 : peak_by_edges(events));
+  }
+  Metrics m = stream.finish();
+  for (std::size_t r = 0; r < peaks.size(); ++r)
+    if (peaks[r] >= 0) {
+      m.ranks[r].peak_activations = peaks[r];
+      m.ranks[r].peak_activation_share =
+          static_cast<double>(peaks[r]) / placement.stages_per_chain();
+    }
+  m.peak_activations = 0;
+  for (const RankMetrics& rm : m.ranks)
     m.peak_activations = std::max(m.peak_activations, rm.peak_activations);
   return m;
 }

@@ -10,7 +10,8 @@
 //                    every rank is equally busy when costs are uniform)
 //  peak_activations  most (stage, mb) activations alive at once on a rank:
 //                    alive from the start of F to the end of its last backward
-//                    op (B, or W when the backward is split)
+//                    op (B, or W when the backward is split: a valid schedule
+//                    has a W for every I)
 #pragma once
 
 #include <vector>
@@ -38,6 +39,28 @@ struct Metrics {
   std::vector<RankMetrics> ranks;
 };
 
+// The metrics of a trace (simulated or measured).
 Metrics compute_metrics(const Trace& trace, const Placement& placement);
+
+// The same metrics gathered one action at a time, with nothing kept per action: what the
+// simulator computes when no trace is asked for (harness/simulator.h, simulate_metrics). Each
+// rank's actions must come in execution order, each starting no earlier than the previous one
+// ended (so that activations are counted as they come: a release at time t precedes an
+// acquisition at t, as on the trace's half-open intervals).
+class MetricsStream {
+ public:
+  MetricsStream(const Placement& placement, int ranks);
+  void add(int rank, double start, double end, const Action& a);
+  Metrics finish() const;
+
+ private:
+  struct Rank {
+    double busy = 0, first_start = 0, last_end = 0;
+    bool any = false;
+    int alive = 0, peak = 0;
+  };
+  const Placement* placement_;
+  std::vector<Rank> ranks_;
+};
 
 }  // namespace ppbench

@@ -1,24 +1,30 @@
 #include "harness/simulator.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/error.h"
 #include "schedules/deps.h"
+#include "schedules/validate.h"
 
 namespace ppbench {
 
-Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions& options) {
+namespace {
+
+// Walks the schedule in dependency order, timing each action: `on_action(rank, position, action,
+// start, end)` for every action and `on_transfer(producer rank, consumer rank, sent, arrived,
+// task)` for every input that crosses ranks. Only the end times of F and of B or I are kept (W
+// has no dependents), one pair per (stage, micro-batch).
+template <class OnAction, class OnTransfer>
+void timed_walk(const Schedule& s, const CostModel& costs, OnAction&& on_action,
+                OnTransfer&& on_transfer) {
   const Placement& p = s.placement;
   const TaskIndex index(p);
-  std::vector<double> end(index.size(), 0.0);
+  std::vector<double> end(index.size() / 3 * 2, 0.0);
+  auto end_of = [&](std::size_t task_id) -> double& {
+    return end[task_id / 3 * 2 + (task_id % 3 == 0 ? 0 : 1)];
+  };
   std::vector<double> free_at(p.ranks, 0.0);
-
-  Trace trace;
-  trace.ranks = p.ranks;
-  // Events go straight to their final slot: rank r's block starts at offset[r].
-  std::vector<std::size_t> offset(p.ranks + 1, 0);
-  for (int r = 0; r < p.ranks; ++r) offset[r + 1] = offset[r] + s.ranks[r].size();
-  trace.compute.resize(offset[p.ranks]);
 
   auto stall = walk_in_dependency_order(s, index, [&](int r, std::size_t pos, const Action& a) {
     double start = free_at[r];
@@ -28,26 +34,54 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
       const int n = index.dependencies(t, deps);
       for (int k = 0; k < n; ++k) {
         const int producer = p.stage_rank[deps[k].stage];
-        double arrive = end[deps[k].id];
+        double arrive = end_of(deps[k].id);
         if (producer != r) {
           const double sent = arrive;
           arrive += costs.comm(deps[k].stage, t.stage);
-          if (options.record_comm) trace.comm.push_back({producer, r, sent, arrive, deps[k].task});
+          on_transfer(producer, r, sent, arrive, deps[k].task);
         }
         start = std::max(start, arrive);
       }
     }
     const double finish = start + costs.time(a);
-    end[index.id(a.task)] = finish;
-    if (a.paired) end[index.id(a.partner)] = finish;
+    if (a.task.op != Op::W) end_of(index.id(a.task)) = finish;
+    if (a.paired) end_of(index.id(a.partner)) = finish;
     free_at[r] = finish;
-    trace.compute[offset[r] + pos] = {r, start, finish, a};
+    on_action(r, pos, a, start, finish);
   });
-  if (!stall.empty())
-    throw InvalidSchedule("deadlock: rank " + std::to_string(stall[0].rank) + " action " +
-                          to_string(stall[0].action) + " waits for " +
-                          to_string(stall[0].waiting_for) + " (run the validator for the cause)");
+  if (!stall.empty()) explain_stall(s, stall);
+}
+
+}  // namespace
+
+Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions& options) {
+  const Placement& p = s.placement;
+  Trace trace;
+  trace.ranks = p.ranks;
+  // Events go straight to their final slot: rank r's block starts at offset[r].
+  std::vector<std::size_t> offset(p.ranks + 1, 0);
+  for (int r = 0; r < p.ranks; ++r) offset[r + 1] = offset[r] + s.ranks[r].size();
+  trace.compute.resize(offset[p.ranks]);
+  timed_walk(
+      s, costs,
+      [&](int r, std::size_t pos, const Action& a, double start, double finish) {
+        trace.compute[offset[r] + pos] = {r, start, finish, a};
+      },
+      [&](int from, int to, double sent, double arrived, const Task& t) {
+        if (options.record_comm) trace.comm.push_back({from, to, sent, arrived, t});
+      });
   return trace;
+}
+
+Metrics simulate_metrics(const Schedule& s, const CostModel& costs) {
+  MetricsStream stream(s.placement, s.placement.ranks);
+  timed_walk(
+      s, costs,
+      [&](int r, std::size_t, const Action& a, double start, double finish) {
+        stream.add(r, start, finish, a);
+      },
+      [](int, int, double, double, const Task&) {});
+  return stream.finish();
 }
 
 }  // namespace ppbench

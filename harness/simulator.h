@@ -8,6 +8,7 @@
 #pragma once
 
 #include "harness/cost_model.h"
+#include "harness/metrics.h"
 #include "harness/trace.h"
 #include "schedules/schedule.h"
 
@@ -17,8 +18,14 @@ struct SimulateOptions {
   bool record_comm = true;  // add a CommEvent for every cross-rank dependency
 };
 
-// Throws InvalidSchedule if the schedule deadlocks. Validate first for the
-// structural checks (validate.h).
+// The timeline: every action's start and end, and (record_comm) every transfer.
+// Throws InvalidSchedule, as validate() words it, if the schedule deadlocks.
+// Check the structure first (validate_structure or validate, validate.h).
 Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions& options = {});
+
+// The step's metrics, equal to compute_metrics(simulate(s, costs), s.placement), computed during
+// the walk without keeping any event: 16 bytes per (stage, micro-batch) beside the schedule, for
+// `ppbench simulate` without --trace-out and for searches that simulate many candidates.
+Metrics simulate_metrics(const Schedule& s, const CostModel& costs);
 
 }  // namespace ppbench

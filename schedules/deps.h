@@ -87,14 +87,20 @@ struct Stall {
 // rank that can never continue (a deadlock or a dependency the order breaks);
 // empty when every rank finished.
 // Requires a structurally valid schedule (every task once, stages in range).
+//
+// Memory: one byte per task slot (done or not). A rank that waits is not
+// listed under the task it waits for: a task's only dependent on another rank
+// is on the next stage (after an F) or the previous one (after a B or I), so
+// finishing it wakes that rank, which checks its next action again. The walk
+// is linear in the number of actions and keeps nothing per action.
 template <class OnAction>
 std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& index,
                                             OnAction&& on_action) {
+  const Placement& p = s.placement;
   const int ranks = static_cast<int>(s.ranks.size());
   std::vector<std::uint8_t> done(index.size(), 0);
-  // A task has at most two dependents, so at most two ranks wait on it.
-  std::vector<std::array<std::int32_t, 2>> waiters(index.size(), {-1, -1});
   std::vector<std::size_t> next(ranks, 0);
+  std::vector<std::uint8_t> waiting(ranks, 0);  // blocked and not in `ready`
   std::vector<std::int32_t> ready;
   ready.reserve(ranks);
   for (int r = ranks - 1; r >= 0; --r) ready.push_back(r);
@@ -108,28 +114,35 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
     }
     return std::nullopt;
   };
+  auto wake = [&](int stage) {
+    const int q = p.stage_rank[stage];
+    if (waiting[q]) {
+      waiting[q] = 0;
+      ready.push_back(q);
+    }
+  };
 
   while (!ready.empty()) {
     const int r = ready.back();
     ready.pop_back();
     const auto& actions = s.ranks[r];
-    while (next[r] < actions.size()) {
-      const Action& a = actions[next[r]];
-      if (auto dep = blocked_on(a)) {
-        auto& w = waiters[dep->id];
-        (w[0] < 0 ? w[0] : w[1]) = r;
+    std::size_t& at = next[r];
+    while (at < actions.size()) {
+      const Action& a = actions[at];
+      if (blocked_on(a)) {
+        waiting[r] = 1;
         break;
       }
-      on_action(r, next[r], a);
-      ++next[r];
+      on_action(r, at, a);
+      ++at;
       for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
-        const std::size_t id = index.id(half == 0 ? a.task : a.partner);
-        done[id] = 1;
-        for (auto& w : waiters[id])
-          if (w >= 0) {
-            ready.push_back(w);
-            w = -1;
-          }
+        const Task& t = half == 0 ? a.task : a.partner;
+        done[index.id(t)] = 1;
+        if (t.op == Op::F) {
+          if (!p.is_last(t.stage)) wake(t.stage + 1);
+        } else if (t.op != Op::W && !p.is_first(t.stage)) {
+          wake(t.stage - 1);
+        }
       }
     }
   }

@@ -35,7 +35,9 @@ void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
 
 // Names the cause of a stall: an action ordered before a same-rank action it
 // depends on, or else the cycle of ranks waiting on each other.
-[[noreturn]] void report_stall(const Schedule& s, const std::vector<Stall>& stalls) {
+}  // namespace
+
+void explain_stall(const Schedule& s, const std::vector<Stall>& stalls) {
   const Placement& p = s.placement;
   for (const Stall& st : stalls)
     if (p.stage_rank[st.waiting_for.stage] == st.rank) {
@@ -73,9 +75,7 @@ void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
   reject(first.rank, first.action, "deadlock: " + cycle);
 }
 
-}  // namespace
-
-void validate(const Schedule& s, const ValidateOptions& options) {
+void validate_structure(const Schedule& s) {
   const Placement& p = s.placement;
   if (static_cast<int>(s.ranks.size()) != p.ranks)
     throw InvalidSchedule("invalid schedule: " + std::to_string(s.ranks.size()) +
@@ -119,9 +119,13 @@ void validate(const Schedule& s, const ValidateOptions& options) {
       if (!full && !seen[f + 2])
         reject(rank, Action::single(Op::W, st, m), "missing: I is scheduled without its W");
     }
+}
 
-  const auto stalls = walk_in_dependency_order(s, index, [](int, std::size_t, const Action&) {});
-  if (!stalls.empty()) report_stall(s, stalls);
+void validate(const Schedule& s, const ValidateOptions& options) {
+  validate_structure(s);
+  const auto stalls =
+      walk_in_dependency_order(s, TaskIndex(s.placement), [](int, std::size_t, const Action&) {});
+  if (!stalls.empty()) explain_stall(s, stalls);
   if (options.channel_capacity > 0) check_deadlock_free(s, lower(s), options.channel_capacity);
 }
 

@@ -14,6 +14,9 @@
 // only for bounded channels, where a full mailbox can block a sender.
 #pragma once
 
+#include <vector>
+
+#include "schedules/deps.h"
 #include "schedules/schedule.h"
 
 namespace ppbench {
@@ -23,5 +26,14 @@ struct ValidateOptions {
 };
 
 void validate(const Schedule& s, const ValidateOptions& options = {});
+
+// The structural checks of validate() alone (every action on the rank holding its stage, every
+// task exactly once, pairs well formed), for a caller that walks the schedule in dependency
+// order anyway (the simulator) and reports a stall through explain_stall.
+void validate_structure(const Schedule& s);
+
+// Throws the InvalidSchedule that validate() gives for these stalls of
+// walk_in_dependency_order (schedules/deps.h): the out-of-order action or the wait-for cycle.
+[[noreturn]] void explain_stall(const Schedule& s, const std::vector<Stall>& stalls);
 
 }  // namespace ppbench
