@@ -33,6 +33,14 @@ class CheckFailed : public std::runtime_error {
 class InvalidSchedule : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // `rank`: the rank whose order breaks the schedule, so that a schedule read from a file can
+  // name the line that lists that rank (schedules/schedule_file.h).
+  InvalidSchedule(const std::string& message, int rank)
+      : std::runtime_error(message), rank_(rank) {}
+  int rank() const { return rank_; }  // -1: the message names no single rank
+
+ private:
+  int rank_ = -1;
 };
 
 namespace detail {

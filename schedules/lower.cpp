@@ -96,9 +96,10 @@ void check_deadlock_free(const Schedule& s, const Program& program, int capacity
     if (pc[r] < program.ranks[r].size())
       throw InvalidSchedule(
           "deadlock in the lowered program: rank " + std::to_string(r) +
-          " is stuck at instruction " + std::to_string(pc[r]) + " (" +
-          to_string(program.ranks[r][pc[r]]) + ")" +
-          (capacity > 0 ? " with channel capacity " + std::to_string(capacity) : std::string()));
+              " is stuck at instruction " + std::to_string(pc[r]) + " (" +
+              to_string(program.ranks[r][pc[r]]) + ")" +
+              (capacity > 0 ? " with channel capacity " + std::to_string(capacity) : std::string()),
+          r);
 }
 
 std::string to_string(const Instr& i) {

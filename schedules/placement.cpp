@@ -1,5 +1,7 @@
 #include "schedules/placement.h"
 
+#include <utility>
+
 namespace ppbench {
 
 namespace {
@@ -46,6 +48,14 @@ Placement Placement::bidirectional(int ranks, int microbatches_down, int microba
   add_chain(p, ranks, microbatches_up);
   for (int s = 0; s < ranks; ++s) p.stage_rank[s] = s;
   for (int j = 0; j < ranks; ++j) p.stage_rank[ranks + j] = ranks - 1 - j;
+  return p;
+}
+
+Placement Placement::single_chain(int ranks, std::vector<int> stage_rank, int microbatches) {
+  Placement p;
+  p.ranks = ranks;
+  add_chain(p, static_cast<int>(stage_rank.size()), microbatches);
+  p.stage_rank = std::move(stage_rank);
   return p;
 }
 

@@ -37,6 +37,10 @@ struct Placement {
   // Two directions (Chimera, DualPipe): chain 0 is stages 0..D-1 with stage s
   // on rank s; chain 1 is stages D..2D-1 with stage D+j on rank D-1-j.
   static Placement bidirectional(int ranks, int microbatches_down, int microbatches_up);
+  // One chain with stage s on stage_rank[s], any mapping (a schedule read from a file).
+  static Placement single_chain(int ranks, std::vector<int> stage_rank, int microbatches);
+
+  friend bool operator==(const Placement&, const Placement&) = default;
 };
 
 }  // namespace ppbench

@@ -12,8 +12,9 @@ namespace ppbench {
 namespace {
 
 [[noreturn]] void reject(int rank, const Action& a, const std::string& why) {
-  throw InvalidSchedule("invalid schedule: rank " + std::to_string(rank) + ", action " +
-                        to_string(a) + ": " + why);
+  throw InvalidSchedule(
+      "invalid schedule: rank " + std::to_string(rank) + ", action " + to_string(a) + ": " + why,
+      rank);
 }
 
 void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {

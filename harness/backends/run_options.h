@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -10,12 +11,16 @@
 #include "harness/backends/step_values.h"
 #include "harness/executor/executor_core.h"
 #include "harness/trace.h"
+#include "schedules/registry.h"
 #include "schedules/schedule.h"
 
 namespace ppbench {
 
 struct RunOptions {
   ScheduleParams schedule;
+  // --schedule-file: this schedule (validated) instead of one generated from `schedule`, which
+  // then holds its parameters.
+  std::shared_ptr<const Schedule> file_schedule;
   std::string partition = "balanced";
   int steps = 1;
   int warmup = 0;
@@ -31,6 +36,11 @@ struct RunOptions {
   bool check = false;
   double check_tolerance = 0;
 };
+
+// The schedule `o` runs: the file's, or the one generated from o.schedule.
+inline Schedule schedule_of(const RunOptions& o) {
+  return o.file_schedule ? *o.file_schedule : generate(o.schedule);
+}
 
 struct RunOutput {
   nlohmann::json record;  // the JSON record (config, provenance, metrics, ...)

@@ -69,14 +69,15 @@ void print_text(const nlohmann::json& r) {
 void require_run_memory(const MemoryBudget& budget, const WorkloadFlags& flags,
                         const ScheduleFlags& schedule, const RunOptions& o,
                         const WorkloadSpec* spec) {
+  // A file is proven sound here (its message naming the line), before the workload is built.
   const std::string what = "run " + flags.describe() + " " + schedule.describe();
   if (spec == nullptr) {
     require_memory(budget, estimate_spec(flags.layer_count(), false, 0, false), what);
+    if (schedule.file) schedule.build({.channel_capacity = o.executor.channel_capacity});
     return;
   }
   require_memory(budget, estimate_simulate(o.schedule, false), what);
-  const Schedule s = generate(o.schedule);
-  validate(s, {.channel_capacity = o.executor.channel_capacity});
+  const Schedule s = schedule.build({.channel_capacity = o.executor.channel_capacity});
   const PartitionPlan plan = partition(*spec, s.placement.stages_per_chain(), o.partition);
   require_memory(
       budget,
@@ -171,7 +172,8 @@ Command add_run(CLI::App& parent) {
   st->memory.add_to(*app);
   app->footer(
       "Example: ppbench run --workload transformer --preset tiny-llama --schedule 1f1b --devices 2 "
-      "--microbatches 8 --steps 3 --warmup 1");
+      "--microbatches 8 --steps 3 --warmup 1\n"
+      "         ppbench run --workload mlp --layers 4 --schedule-file my_schedule.txt");
   return [st] {
     const bool cuda_flags = st->cuda.gpus || st->cuda.virtual_devices || st->cuda.link_bandwidth ||
                             st->cuda.link_latency || st->cuda.graph;
@@ -194,7 +196,9 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--trace-out - and --results - both ask for stdout: give one of them a file");
     const MemoryBudget budget = st->memory.budget();
-    st->options.schedule = st->schedule.params();
+    st->options.schedule = st->schedule.resolve(budget);
+    if (st->schedule.file)
+      st->options.file_schedule = std::make_shared<const Schedule>(st->schedule.file->schedule);
     require_run_memory(budget, st->workload, st->schedule, st->options, nullptr);
     const WorkloadSpec spec = st->workload.build();
     if (st->backend == "cpu")

@@ -7,8 +7,7 @@
 #include "harness/memory_estimate.h"
 #include "harness/simulator.h"
 #include "schedules/lower.h"
-#include "schedules/registry.h"
-#include "schedules/validate.h"
+#include "schedules/schedule_file.h"
 
 namespace ppbench::cli {
 
@@ -27,20 +26,27 @@ Command add_show(CLI::App& parent) {
   st->schedule.add_to(*app);
   app->add_option("--format", st->format,
                   "text: per-rank action lists; grid: a time-step grid (simulated with --cost); "
-                  "lowered: the per-rank program with the derived sends and receives")
-      ->check(one_of({"text", "grid", "lowered"}));
+                  "lowered: the per-rank program with the derived sends and receives; csv: "
+                  "PyTorch's pipeline CSV (torch.distributed.pipelining _load_csv)")
+      ->check(one_of({"text", "grid", "lowered", "csv"}));
   st->costs.add_to(*app);
   st->memory.add_to(*app);
-  app->footer("Example: ppbench show --schedule 1f1b --devices 4 --microbatches 8 --format grid");
+  app->footer(
+      "Example: ppbench show --schedule 1f1b --devices 4 --microbatches 8 --format grid\n"
+      "         ppbench show --schedule-file my_schedule.txt --format csv > my_schedule.csv");
   return [st] {
     const StageCost c = st->costs.resolve();  // checked whatever the format
     const MemoryBudget budget = st->memory.budget();
+    const ScheduleParams params = st->schedule.resolve(budget);
     const std::string what = "show " + st->schedule.describe() + " --format " + st->format;
-    require_memory(budget, estimate_show(st->schedule.params(), st->format), what);
-    const Schedule s = generate(st->schedule.params());
-    validate(s);
+    require_memory(budget, estimate_show(params, st->format), what);
+    const Schedule s = st->schedule.build();
     if (st->format == "text") {
-      std::cout << to_text(s);
+      // With its placement header where that is not one stage per rank, so that the output
+      // reads back with --schedule-file.
+      std::cout << to_schedule_text(s);
+    } else if (st->format == "csv") {
+      std::cout << to_pytorch_csv(s);
     } else if (st->format == "lowered") {
       std::cout << to_text(lower(s));
     } else {

@@ -12,8 +12,6 @@
 #include "harness/report_json.h"
 #include "harness/simulator.h"
 #include "schedules/formulas.h"
-#include "schedules/registry.h"
-#include "schedules/validate.h"
 
 namespace ppbench::cli {
 
@@ -107,24 +105,34 @@ Command add_simulate(CLI::App& parent) {
       "sum "
       "idle / sum busy;\nzb_bubble_rate = (max span - busy) / max span; peak activations per "
       "rank.\n"
-      "Example: ppbench simulate --schedule zb-h1 --devices 4 --microbatches 8 --cost F=1,I=1,W=1");
+      "Example: ppbench simulate --schedule zb-h1 --devices 4 --microbatches 8 --cost F=1,I=1,W=1\n"
+      "         ppbench simulate --schedule-file my_schedule.txt --cost F=1,I=1,W=1");
   return [st] {
     const StageCost cost = st->costs.resolve();
     // Everything that can be refused is refused before the work: the output, then the size.
     OutputTarget trace_out;
     if (st->trace_option->count() > 0)
       trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
+    const MemoryBudget budget = st->memory.budget();
+    const ScheduleParams params = st->schedule.resolve(budget);
     require_memory(
-        st->memory.budget(), estimate_simulate(st->schedule.params(), trace_out.given()),
+        budget, estimate_simulate(params, trace_out.given()),
         "simulate " + st->schedule.describe() + (trace_out.given() ? " --trace-out" : ""));
-    const Schedule s = generate(st->schedule.params());
-    validate_structure(s);  // the simulation's own walk proves it deadlock-free
+    // A file is validated in full, its errors located by line; a generated schedule needs its
+    // structure checked only, as the simulation's own walk proves it deadlock-free.
+    const Schedule s = st->schedule.file ? st->schedule.build() : generate(params);
+    if (!st->schedule.file) validate_structure(s);
     const CostModel costs = CostModel::uniform(s.stages(), cost);
     // The timeline is kept only where it is written; the metrics need none of it.
     const Trace trace = trace_out.given() ? simulate(s, costs) : Trace{};
     const Metrics m =
         trace_out.given() ? compute_metrics(trace, s.placement) : simulate_metrics(s, costs);
-    const ClosedForm cf = closed_form(s.params, {cost.f, cost.b, cost.i, cost.w, cost.fb});
+    // A family's closed forms describe its own order; a file's order has none.
+    ClosedForm cf;
+    if (st->schedule.file)
+      cf.note = "a schedule from a file has no closed form";
+    else
+      cf = closed_form(s.params, {cost.f, cost.b, cost.i, cost.w, cost.fb});
 
     nlohmann::json record = schedule_json(s);
     record["costs"] = to_json(cost);

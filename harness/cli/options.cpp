@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "schedules/registry.h"
 
 namespace ppbench::cli {
 
@@ -122,24 +123,74 @@ CLI::Validator one_of(std::initializer_list<const char*> names) {
 }
 
 void ScheduleFlags::add_to(CLI::App& app) {
-  app.add_option("-s,--schedule", schedule, "Schedule family (see `ppbench list`)")->required();
-  app.add_option("-d,--devices", devices, "Pipeline ranks D")
-      ->required()
-      ->check(integer_in(1, 4096));
-  app.add_option("-n,--microbatches", microbatches,
-                 "Micro-batches per training step N (all chains)")
-      ->required()
-      ->check(integer_in(1, 1 << 20));
-  app.add_option("-v,--chunks", chunks,
-                 "Model chunks per rank v (interleaved-1f1b only; default 2)")
-      ->check(integer_in(1, 1024));
-  app.add_option("--group-size", group_size,
-                 "Megatron's micro-batch group size per virtual stage (interleaved-1f1b only; "
-                 "default D, allowed D..N)")
-      ->check(integer_in(1, 1 << 20));
+  schedule_option = app.add_option("-s,--schedule", schedule,
+                                   "Schedule family (see `ppbench list`); or --schedule-file");
+  file_option = app.add_option(
+      "--schedule-file", schedule_file,
+      "Your own schedule from FILE instead of --schedule: ppbench's text form (rank 0: F0.0 ...; "
+      "a '# placement: ...' header for other layouts than one stage per rank) or PyTorch's "
+      "pipeline CSV (0F0,0B0; .csv or rows not starting with 'rank'); D and N come from the file "
+      "(docs/schedules.md, \"Your own schedule\")");
+  devices_option = app.add_option("-d,--devices", devices, "Pipeline ranks D (with --schedule)")
+                       ->check(integer_in(1, 4096));
+  microbatches_option =
+      app.add_option("-n,--microbatches", microbatches,
+                     "Micro-batches per training step N (all chains; with --schedule)")
+          ->check(integer_in(1, 1 << 20));
+  chunks_option = app.add_option("-v,--chunks", chunks,
+                                 "Model chunks per rank v (interleaved-1f1b only; default 2)")
+                      ->check(integer_in(1, 1024));
+  group_size_option =
+      app.add_option("--group-size", group_size,
+                     "Megatron's micro-batch group size per virtual stage (interleaved-1f1b only; "
+                     "default D, allowed D..N)")
+          ->check(integer_in(1, 1 << 20));
+}
+
+ScheduleParams ScheduleFlags::resolve(const MemoryBudget& budget) {
+  const bool named = schedule_option->count() > 0, from_file = file_option->count() > 0;
+  if (named && from_file)
+    throw UsageError(
+        "--schedule and --schedule-file exclude each other: give a family or a file, not both");
+  if (!named && !from_file)
+    throw UsageError("--schedule is required (a family, see `ppbench list`), or --schedule-file");
+  if (named) {
+    if (devices_option->count() == 0) throw UsageError("--devices is required with --schedule");
+    if (microbatches_option->count() == 0)
+      throw UsageError("--microbatches is required with --schedule");
+    return params();
+  }
+  // The file fixes the layout: the generator's flags have nothing to say about it.
+  if (chunks_option->count() > 0 || group_size_option->count() > 0)
+    throw UsageError(
+        "--chunks and --group-size are for --schedule interleaved-1f1b, not --schedule-file (a "
+        "file's '# placement: interleaved v=N' header gives its chunks)");
+  file = std::make_shared<const ScheduleFile>(read_schedule_file(schedule_file, budget.bytes));
+  const ScheduleParams& p = file->schedule.params;
+  if (devices_option->count() > 0 && devices != p.devices)
+    throw UsageError("--devices " + std::to_string(devices) + " disagrees with --schedule-file " +
+                     quoted(schedule_file) + ", which lists " + std::to_string(p.devices) +
+                     " ranks (leave --devices out: D comes from the file)");
+  if (microbatches_option->count() > 0 && microbatches != p.microbatches)
+    throw UsageError("--microbatches " + std::to_string(microbatches) +
+                     " disagrees with --schedule-file " + quoted(schedule_file) +
+                     ", which carries " + std::to_string(p.microbatches) +
+                     " micro-batches (leave --microbatches out: N comes from the file)");
+  return p;
+}
+
+Schedule ScheduleFlags::build(const ValidateOptions& options) const {
+  if (file) {
+    validate_file(*file, options);
+    return file->schedule;
+  }
+  Schedule s = generate(params());
+  validate(s, options);
+  return s;
 }
 
 std::string ScheduleFlags::describe() const {
+  if (file) return "--schedule-file " + quoted(schedule_file);
   std::string s =
       "--devices " + std::to_string(devices) + " --microbatches " + std::to_string(microbatches);
   if (chunks > 0) s += " --chunks " + std::to_string(chunks);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,8 @@
 #include "harness/cost_model.h"
 #include "harness/memory_estimate.h"
 #include "schedules/schedule.h"
+#include "schedules/schedule_file.h"
+#include "schedules/validate.h"
 
 namespace ppbench::cli {
 
@@ -35,16 +38,35 @@ CLI::Validator one_of(std::initializer_list<const char*> names);
 // The readable form of a number in messages: 1e+06, 0.5, 4096.
 std::string number_text(double v);
 
+// --schedule with --devices and --microbatches (and --chunks, --group-size), or --schedule-file:
+// a schedule generated from its family, or read from a file (schedules/schedule_file.h).
 struct ScheduleFlags {
   std::string schedule;
+  std::string schedule_file;
   int devices = 0;
   int microbatches = 0;
   int chunks = 0;
   int group_size = 0;
+  CLI::Option* schedule_option = nullptr;
+  CLI::Option* file_option = nullptr;
+  CLI::Option* devices_option = nullptr;
+  CLI::Option* microbatches_option = nullptr;
+  CLI::Option* chunks_option = nullptr;
+  CLI::Option* group_size_option = nullptr;
+  // The file once resolve() read it.
+  std::shared_ptr<const ScheduleFile> file;
 
   void add_to(CLI::App& app);
+  // Checks which flags were given (one of --schedule and --schedule-file; --devices and
+  // --microbatches with --schedule, and agreeing with the file when given with it), reads the
+  // file (its size checked against `budget`), and returns the schedule's parameters.
+  ScheduleParams resolve(const MemoryBudget& budget);
+  // The schedule, proven sound: generated from the flags, or the file's (resolve() first).
+  Schedule build(const ValidateOptions& options = {}) const;
+  // The generator's parameters from the flags alone.
   ScheduleParams params() const { return {schedule, devices, microbatches, chunks, group_size}; }
-  // "--devices 4 --microbatches 8" (and --chunks, --group-size when given), for messages.
+  // "--devices 4 --microbatches 8" (and --chunks, --group-size when given), or
+  // "--schedule-file FILE", for messages.
   std::string describe() const;
 };
 

@@ -221,7 +221,7 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
 
 RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   check_cuda_run_options(spec, o);
-  const Schedule s = generate(o.run.schedule);
+  const Schedule s = schedule_of(o.run);
   validate(s, {.channel_capacity = 0});
   const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.run.partition);
   std::string why;

@@ -103,7 +103,7 @@ RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& o) {
   check_step_counts(o.steps, o.warmup);
   require(spec.dtype != DType::kBF16,
           "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
-  const Schedule s = generate(o.schedule);
+  const Schedule s = schedule_of(o);
   validate(s, {.channel_capacity = o.executor.channel_capacity});
   const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.partition);
   return spec.dtype == DType::kF64 ? run_typed<double>(spec, s, plan, o)

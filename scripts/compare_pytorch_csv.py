@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Schedules travel both ways between ppbench and PyTorch's pipeline CSV (not run in CI: it needs
+torch).
+
+1. PyTorch's orders: ScheduleInterleaved1F1B and ScheduleZBVZeroBubble compute their
+   `pipeline_order` per rank (`_calculate_single_rank_operations`) without a process group; the
+   schedule object is made without its constructor (which wants real stages) and given the
+   attributes that computation reads. `_dump_csv(..., format="compute_only")` writes them, and
+   `ppbench show --schedule-file` must read back the order ppbench generates for the same
+   family (interleaved-1f1b --chunks 2, zb-v).
+2. ppbench's CSV for every family with one chain is read the way `_load_csv` reads it
+   (`_Action.from_str` per cell, then `_validate_schedule`, which infers the stage-to-rank
+   mapping and checks every F, B/I and W).
+
+Usage: /tmp/torchvenv/bin/python scripts/compare_pytorch_csv.py [build/ppbench]
+Exit 0 when everything matches; prints one line per check.
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from torch.distributed.pipelining import schedules as S
+
+PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
+
+
+def ppbench(*args):
+    r = subprocess.run([PPBENCH, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"ppbench {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def torch_order(cls, devices, microbatches, local_stages):
+    """PyTorch's compute-only pipeline_order, as its constructor computes it."""
+    sched = cls.__new__(cls)
+    sched.pp_group_size = devices
+    sched.n_local_stages = local_stages
+    sched._n_microbatches = microbatches
+    sched.num_stages = sched._num_stages = devices * local_stages
+    rounds = max(1, microbatches // devices)  # ScheduleInterleaved1F1B.__init__
+    sched.number_of_rounds = rounds
+    sched.microbatches_per_round = microbatches // rounds
+    sched.pipeline_order = {r: sched._calculate_single_rank_operations(r) for r in range(devices)}
+    return sched
+
+
+def check_torch_to_ppbench(cls, family, devices, microbatches, extra):
+    sched = torch_order(cls, devices, microbatches, 2)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "torch.csv")
+        # PipelineScheduleMulti._dump_csv: the compute-only rows.
+        S.PipelineScheduleMulti._dump_csv(sched, path)
+        mine = ppbench("show", "--schedule-file", path)
+    want = ppbench("show", "-s", family, "-d", str(devices), "-n", str(microbatches), *extra)
+    ok = mine == want
+    print(f"{'OK  ' if ok else 'DIFF'} PyTorch {cls.__name__} D={devices} N={microbatches} "
+          f"-> ppbench reads the order of {family}")
+    if not ok:
+        print("  ppbench generates:\n" + want + "  ppbench read from PyTorch's CSV:\n" + mine)
+    return ok
+
+
+def check_ppbench_to_torch(family, devices, microbatches):
+    text = ppbench("show", "-s", family, "-d", str(devices), "-n", str(microbatches),
+                   "--format", "csv")
+    if text.startswith("#"):
+        print(f"SKIP {family}: two chains, which PyTorch's CSV cannot express")
+        return True
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "ppbench.csv")
+        with open(path, "w") as f:
+            f.write(text)
+        # As PipelineScheduleMulti._load_csv reads it.
+        with open(path, newline="") as f:
+            order = {r: [S._Action.from_str(c) for c in row] for r, row in enumerate(csv.reader(f))}
+    actions = [a for row in order.values() for a in row if a is not None]
+    stages = 1 + max(x.stage_index for a in actions for x in (a.sub_actions or (a,)))
+    try:
+        mapping = S._validate_schedule(order, devices, stages, microbatches)
+        ok = True
+    except Exception as e:  # noqa: BLE001 - report whatever PyTorch refuses
+        print(f"DIFF {family}: PyTorch refuses ppbench's CSV: {str(e).splitlines()[0]}")
+        return False
+    print(f"OK   ppbench {family} D={devices} N={microbatches} -> PyTorch reads it "
+          f"(stage->rank {dict(sorted(mapping.items()))})")
+    return ok
+
+
+def main():
+    names = [s["name"] for s in json.loads(ppbench("list", "--format", "json"))["schedules"]]
+    ok = True
+    for d, n in ((4, 8), (2, 4), (4, 12)):
+        ok &= check_torch_to_ppbench(S.ScheduleInterleaved1F1B, "interleaved-1f1b", d, n,
+                                     ["--chunks", "2"])
+    for d, n in ((4, 8), (2, 4), (4, 12)):
+        ok &= check_torch_to_ppbench(S.ScheduleZBVZeroBubble, "zb-v", d, n, [])
+    for name in names:
+        ok &= check_ppbench_to_torch(name, 4, 8)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+// Schedules read from a file (schedules/schedule_file.h): both formats read back what ppbench
+// writes for every family, PyTorch's CSV as torch.distributed.pipelining writes it, and broken
+// files refused with the file's line, the rank and the action.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "schedules/registry.h"
+#include "schedules/schedule_file.h"
+#include "schedules/validate.h"
+
+namespace ppbench {
+namespace {
+
+using Format = ScheduleFileFormat;
+
+ScheduleFile parse(const std::string& text, Format f = Format::kText) {
+  return parse_schedule_file(text, "f.txt", f);
+}
+
+// The message of whatever parsing and validating `text` throws ("" when it is sound).
+std::string error_of(const std::string& text, Format f = Format::kText) {
+  try {
+    validate_file(parse(text, f));
+  } catch (const UsageError& e) {
+    return std::string("usage: ") + e.what();
+  } catch (const InvalidSchedule& e) {
+    return std::string("invalid: ") + e.what();
+  }
+  return "";
+}
+
+void expect_same(const Schedule& a, const Schedule& b) {
+  EXPECT_EQ(a.ranks, b.ranks);
+  EXPECT_EQ(a.placement, b.placement);
+  EXPECT_EQ(a.params.devices, b.params.devices);
+  EXPECT_EQ(a.params.microbatches, b.params.microbatches);
+}
+
+TEST(ScheduleFile, EveryFamilyReadsBackFromTextAndCsv) {
+  for (const ScheduleInfo& info : all_schedules()) {
+    SCOPED_TRACE(std::string(info.name));
+    const Schedule s = generate({std::string(info.name), 4, 8});
+    const ScheduleFile text = parse(to_schedule_text(s), Format::kText);
+    expect_same(text.schedule, s);
+    EXPECT_NO_THROW(validate_file(text));
+    EXPECT_EQ(text.schedule.params.name, "file:f.txt");
+    const std::string csv = to_pytorch_csv(s);
+    const ScheduleFile back = parse(csv, detect_format("x", csv));
+    expect_same(back.schedule, s);
+    // And the text form of what the CSV gave is the original text.
+    EXPECT_EQ(to_schedule_text(back.schedule), to_schedule_text(s));
+  }
+}
+
+TEST(ScheduleFile, GoldenCsvOfGPipe) {
+  const Schedule s = generate({"gpipe", 2, 2});
+  EXPECT_EQ(to_pytorch_csv(s), "0F0,0F1,0B1,0B0\n1F0,1F1,1B1,1B0\n");
+  EXPECT_EQ(to_schedule_text(s), "rank 0: F0.0 F0.1 B0.1 B0.0\nrank 1: F1.0 F1.1 B1.1 B1.0\n");
+}
+
+TEST(ScheduleFile, HeadersNameTheLayouts) {
+  EXPECT_EQ(to_schedule_text(generate({"interleaved-1f1b", 2, 4, 2})).substr(0, 36),
+            "# placement: interleaved v=2\nrank 0:");
+  EXPECT_EQ(placement_header_text(Placement::v_shape(3, 1)), "v-shape");
+  EXPECT_EQ(placement_header_text(Placement::bidirectional(2, 1, 1)), "bidirectional");
+  EXPECT_EQ(placement_header_text(Placement::single_chain(2, {1, 0}, 1)), "stage-ranks 1,0");
+  const ScheduleFile f =
+      parse("# placement: stage-ranks 1,0\nrank 0: F1.0 B1.0\nrank 1: F0.0 B0.0\n");
+  EXPECT_EQ(f.schedule.placement, Placement::single_chain(2, {1, 0}, 1));
+  EXPECT_NO_THROW(validate_file(f));
+}
+
+TEST(ScheduleFile, ReadsPyTorchCsvWithIdleCellsCommsAndCrLf) {
+  // As csv.writer writes a compute_comms dump: \r\n, empty cells for None.
+  const std::string csv = "0F0,,0SEND_F0,0RECV_B0,0B0,0UNSHARD\r\n1RECV_F0,1F0,1B0,1SEND_B0,\r\n";
+  const ScheduleFile f = parse(csv, detect_format("dump", csv));
+  EXPECT_EQ(to_text(f.schedule), "rank 0: F0.0 B0.0\nrank 1: F1.0 B1.0\n");
+  EXPECT_EQ(f.skipped_comm, 5u);
+  EXPECT_EQ(f.schedule.placement, Placement::linear(2, 1));
+  EXPECT_NO_THROW(validate_file(f));
+}
+
+TEST(ScheduleFile, ReadsOverlappedPairsAndInfersTheVShape) {
+  const Schedule s = generate({"dualpipev", 2, 4});
+  const std::string csv = to_pytorch_csv(s);
+  EXPECT_NE(csv.find(")OVERLAP_F_B"), std::string::npos);
+  const ScheduleFile f = parse(csv, Format::kPytorchCsv);
+  EXPECT_EQ(f.schedule.placement, Placement::v_shape(2, 4));
+  // Either half may come first in PyTorch's cell; the forward is the pair's first half here.
+  const RankLines one = parse_pytorch_csv("(0F1;3B0)OVERLAP_F_B,(3I0;0F2)OVERLAP_F_B\n", "f");
+  ASSERT_EQ(one.ranks.size(), 1u);
+  ASSERT_EQ(one.ranks[0].size(), 2u);
+  EXPECT_EQ(one.ranks[0][0], Action::pair({Op::F, 0, 1}, {Op::B, 3, 0}));
+  EXPECT_EQ(one.ranks[0][1], Action::pair({Op::F, 0, 2}, {Op::I, 3, 0}));
+}
+
+TEST(ScheduleFile, DetectsTheFormat) {
+  EXPECT_EQ(detect_format("a.csv", "rank 0: F0.0"), Format::kPytorchCsv);
+  EXPECT_EQ(detect_format("a.txt", "# x\n\nrank 0: F0.0"), Format::kText);
+  EXPECT_EQ(detect_format("a", "# placement: bidirectional\n0F0,0B0"), Format::kPytorchCsv);
+}
+
+TEST(ScheduleFile, ValidationNamesTheLineRankAndAction) {
+  // A missing W for an I: rank 0 is listed on line 3.
+  EXPECT_EQ(error_of("# two ranks, one micro-batch\n\nrank 0: F0.0 I0.0\n"
+                     "rank 1: F1.0 I1.0 W1.0\n"),
+            "invalid: f.txt:3: invalid schedule: rank 0, action W0.0: missing: I is scheduled "
+            "without its W");
+  EXPECT_EQ(error_of("rank 0: F0.0 F0.0 B0.0\n"),
+            "invalid: f.txt:1: invalid schedule: rank 0, action F0.0: F0.0 appears more than once");
+  EXPECT_EQ(error_of("rank 0: F0.0 B0.0\nrank 1: F1.0 F0.0 B1.0\n"),
+            "invalid: f.txt:2: invalid schedule: rank 1, action F0.0: stage 0 lives on rank 0");
+  // A forward ordered before the backward it needs on the same rank...
+  EXPECT_EQ(error_of("rank 0: B0.0 F0.0\n"),
+            "invalid: f.txt:1: invalid schedule: rank 0, action B0.0: depends on F0.0, which "
+            "this rank runs later at position 1 (this action is at position 0)");
+  // ... and two ranks waiting on each other.
+  const std::string cycle = error_of("rank 0: F0.0 B0.0 F0.1 B0.1\nrank 1: F1.1 F1.0 B1.0 B1.1\n");
+  EXPECT_EQ(cycle.rfind("invalid: f.txt:", 0), 0u) << cycle;
+  EXPECT_NE(cycle.find("deadlock: "), std::string::npos) << cycle;
+}
+
+TEST(ScheduleFile, ParseErrorsNameTheLine) {
+  EXPECT_EQ(error_of("rank 0: F0.0\nrank 1: F1.0 X1.0\n"),
+            "usage: f.txt:2: rank 1: bad action 'X1.0': op must be one of F, B, I, W (expected "
+            "e.g. F3.1, B0.2, I1.0, W1.0 or (F0.7+B15.3))");
+  EXPECT_EQ(error_of("# c\nrank 1: F0.0\n"),
+            "usage: f.txt:2: expected 'rank 0: ...' (ranks listed 0, 1, 2, ... one per line), got "
+            "'rank 1: F0.0'");
+  EXPECT_EQ(error_of("# placement: diagonal\nrank 0: F0.0 B0.0\n"),
+            "usage: f.txt:1: unknown placement 'diagonal' (allowed: linear, interleaved v=N, "
+            "v-shape, bidirectional, stage-ranks R0,R1,... (stage s on rank Rs))");
+  EXPECT_EQ(error_of("rank 0: F0.0 B0.0\n# placement: v-shape\n"),
+            "usage: f.txt:2: the placement header must come before the first rank line");
+  EXPECT_EQ(error_of("# placement: interleaved v=0\nrank 0: F0.0 B0.0\n"),
+            "usage: f.txt:1: placement interleaved needs v=N with N from 1 to 1024 model chunks "
+            "per rank, got 'v=0'");
+  EXPECT_EQ(error_of("0F0,0B0\n0F1,0X0\n", Format::kPytorchCsv),
+            "usage: f.txt:2: rank 1: bad action '0X0': unknown action type (expected e.g. 0F1, "
+            "1I0, 2W3, 0B0, (0F1;3B0)OVERLAP_F_B, or a communication action such as 1SEND_F0, "
+            "which is skipped)");
+  EXPECT_EQ(error_of("0F0,0B0,0F1\n0B1\n", Format::kPytorchCsv),
+            "usage: f.txt:2: rank 1, action B0.1: stage 0 already runs on rank 0 (line 1); a "
+            "stage lives on one rank");
+  EXPECT_EQ(error_of("", Format::kText).rfind("usage: f.txt: no actions", 0), 0u);
+}
+
+TEST(ScheduleFile, AbsurdNumbersAreRefusedBeforeAllocating) {
+  EXPECT_EQ(error_of("rank 0: F0.0 B0.0 F999999999.0\n"),
+            "usage: f.txt:1: rank 0, action F999999999.0: stage 999999999 is out of range "
+            "(allowed: 0..4194303, 4096 ranks x 1024 chunks)");
+  EXPECT_EQ(error_of("rank 0: F0.0 B0.0\nrank 1: F1.999999\n"),
+            "usage: f.txt:2: rank 1, action F1.999999: micro-batch 999999 on 2 stages needs "
+            "2000000 (stage, micro-batch) pairs, at least 4000000 tasks, but the file has 3 "
+            "(each pair needs an F and a B, or an F, an I and a W)");
+  EXPECT_EQ(error_of("0F0,0B0,4000000F0\n", Format::kPytorchCsv),
+            "usage: f.txt:1: rank 0, action F4000000.0: stage 4000000 makes 4000001 stages, "
+            "which needs 4000001 (stage, micro-batch) pairs, at least 8000002 tasks, but the "
+            "file has 3 (each pair needs an F and a B, or an F, an I and a W)");
+  EXPECT_EQ(error_of("0F99999999999\n", Format::kPytorchCsv),
+            "usage: f.txt:1: rank 0: bad action '0F99999999999': micro-batch 99999999999 is out "
+            "of range (allowed: 0..1048575) (expected e.g. 0F1, 1I0, 2W3, 0B0, "
+            "(0F1;3B0)OVERLAP_F_B, or a communication action such as 1SEND_F0, which is "
+            "skipped)");
+}
+
+}  // namespace
+}  // namespace ppbench
