@@ -12,6 +12,7 @@
 #include "harness/report_json.h"
 #include "harness/simulator.h"
 #include "schedules/formulas.h"
+#include "schedules/registry.h"
 
 namespace ppbench::cli {
 
