@@ -62,8 +62,8 @@ std::string num_text(double v) {
 }
 
 bool splits_backward(std::string_view name) {
-  return name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == "dualpipe" ||
-         name == "dualpipev";
+  return name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == "interleaved-zb" ||
+         name == "dualpipe" || name == "dualpipev";
 }
 
 }  // namespace
@@ -198,7 +198,7 @@ double schedule_tasks(const ScheduleParams& p) {
   if (p.name == "naive" || p.name == "gpipe" || p.name == "1f1b" || p.name == "zb-h1" ||
       p.name == "zb-h2" || p.name == "chimera" || p.name == "dualpipe")
     pairs = d * n;  // chimera, dualpipe: two chains of D stages, N/2 micro-batches each
-  else if (p.name == "interleaved-1f1b")
+  else if (p.name == "interleaved-1f1b" || p.name == "looped-bfs" || p.name == "interleaved-zb")
     pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
   else if (p.name == "zb-v" || p.name == "dualpipev")
     pairs = 2 * d * n;

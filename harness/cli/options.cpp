@@ -130,8 +130,9 @@ void ScheduleFlags::add_to(CLI::App& app) {
                  "Micro-batches per training step N (all chains)")
       ->required()
       ->check(integer_in(1, 1 << 20));
-  app.add_option("-v,--chunks", chunks,
-                 "Model chunks per rank v (interleaved-1f1b only; default 2)")
+  app.add_option(
+         "-v,--chunks", chunks,
+         "Model chunks per rank v (interleaved-1f1b, looped-bfs, interleaved-zb; default 2)")
       ->check(integer_in(1, 1024));
   app.add_option("--group-size", group_size,
                  "Megatron's micro-batch group size per virtual stage (interleaved-1f1b only; "
