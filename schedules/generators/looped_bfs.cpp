@@ -1,5 +1,5 @@
 // Breadth-first looped pipeline (Lamy-Poirier, "Breadth-First Pipeline
-// Parallelism", MLSys 2023, arXiv:2211.05953), in the order of PyTorch's
+// Parallelism", 2022, arXiv:2211.05953), in the order of PyTorch's
 // ScheduleLoopedBFS (torch/distributed/pipelining/schedules.py,
 // ScheduleLoopedBFS._calculate_single_rank_operations, PyTorch 2.15).
 //
