@@ -10,8 +10,8 @@
 // be a multiple of the rounds. The k-th forward of a rank is for chunk
 // (k / P) mod v, the j-th backward for chunk v-1 - (j / P) mod v; each chunk
 // takes its micro-batches in order. Warm-up: (v-1)P + (D-1-r) forwards (at most
-// vN), one hop fewer per rank than interleaved 1F1B's 2 because the split
-// backward I is short. Then one forward and one I per step; from step r of
+// vN): one forward per hop to the last rank where PyTorch's interleaved 1F1B
+// takes two. Then one forward and one I per step; from step r of
 // that phase on, each step also runs the oldest pending W (rank r delays W by
 // r steps, ZB-H1's rule). The cool-down runs the remaining I, each with a W
 // after the first r, and the W still pending come last.
