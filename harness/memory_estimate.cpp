@@ -63,8 +63,8 @@ std::string num_text(double v) {
 }
 
 bool splits_backward(std::string_view name) {
-  return name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == "dualpipe" ||
-         name == "dualpipev";
+  return name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == "interleaved-zb" ||
+         name == "dualpipe" || name == "dualpipev";
 }
 
 }  // namespace

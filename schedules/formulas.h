@@ -53,6 +53,8 @@ ClosedForm closed_form_naive(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_gpipe(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_1f1b(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_interleaved_1f1b(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_looped_bfs(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_interleaved_zb(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_chimera(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h1(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h2(const ScheduleParams& p, const UniformCost& c);

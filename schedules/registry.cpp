@@ -8,6 +8,8 @@ namespace ppbench {
 
 namespace {
 
+constexpr std::string_view kGroupSizeFamily = "interleaved-1f1b";
+
 constexpr std::array kSchedules = {
     ScheduleInfo{"naive",
                  "naive model parallelism: one micro-batch through the whole pipeline at a time",
@@ -26,6 +28,17 @@ constexpr std::array kSchedules = {
                  "--chunks v >= 2; --group-size g (default D), D <= g <= N; N mod g != 0 only "
                  "where it cannot deadlock",
                  kLayoutInterleaved, true, generate_interleaved_1f1b, closed_form_interleaved_1f1b},
+    ScheduleInfo{"looped-bfs",
+                 "Breadth-first looping: every micro-batch through a chunk before the next",
+                 "Lamy-Poirier 2022 (arXiv:2211.05953); PyTorch ScheduleLoopedBFS",
+                 "--chunks v >= 1 (default 2); any N >= 1", kLayoutInterleaved, true,
+                 generate_looped_bfs, closed_form_looped_bfs},
+    ScheduleInfo{"interleaved-zb",
+                 "Interleaved zero bubble (ZB1P on v chunks per rank), backward split into I and W",
+                 "Qi et al., ICLR 2024; PyTorch ScheduleInterleavedZeroBubble",
+                 "--chunks v >= 1 (default 2); N a multiple of max(1, N/D) rounds (N < 2D or "
+                 "a multiple of D)",
+                 kLayoutInterleaved, true, generate_interleaved_zb, closed_form_interleaved_zb},
     ScheduleInfo{
         "chimera", "Chimera: two bidirectional pipelines, 2x parameters (Li & Hoefler 2021)",
         "Li & Hoefler, SC'21: direct concatenation of basic units", "D even, N a multiple of D",
@@ -59,6 +72,16 @@ std::string known_names() {
   return names;
 }
 
+std::string chunked_names() {
+  std::string names;
+  for (const auto& s : kSchedules) {
+    if (!s.uses_chunks) continue;
+    if (!names.empty()) names += ", ";
+    names += s.name;
+  }
+  return names;
+}
+
 }  // namespace
 
 void require(bool ok, const std::string& message) {
@@ -78,13 +101,15 @@ Schedule generate(const ScheduleParams& p) {
   require(p.devices >= 1, "--devices must be >= 1, got " + std::to_string(p.devices));
   require(p.microbatches >= 1,
           "--microbatches must be >= 1, got " + std::to_string(p.microbatches));
-  if (!info.uses_chunks) {
+  if (!info.uses_chunks)
     require(p.chunks == 0 || p.chunks == 1, "--chunks " + std::to_string(p.chunks) +
                                                 " is not allowed for '" + std::string(p.name) +
-                                                "': only interleaved-1f1b takes --chunks");
-    require(p.group_size == 0, "--group-size is not allowed for '" + std::string(p.name) +
-                                   "': only interleaved-1f1b takes --group-size");
-  }
+                                                "': only " + chunked_names() + " take --chunks");
+  // Megatron's micro-batch group size is interleaved-1f1b's own knob; the other chunked
+  // families fix their rounds as their reference does.
+  require(p.group_size == 0 || info.name == kGroupSizeFamily,
+          "--group-size is not allowed for '" + std::string(p.name) + "': only " +
+              std::string(kGroupSizeFamily) + " takes --group-size");
   // The generator's parameters, as it resolved them (interleaving's default chunks and group
   // size), so that records say what ran.
   Schedule s = info.generate(p);

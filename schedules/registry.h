@@ -21,7 +21,7 @@ struct ScheduleInfo {
   std::string_view source;       // the paper and the reference implementation it follows
   std::string_view constraints;  // human-readable, printed by `ppbench list`
   std::string_view layout;       // stage placement: one of kLayout* below
-  bool uses_chunks = false;      // accepts --chunks / --group-size
+  bool uses_chunks = false;      // accepts --chunks (interleaved-1f1b also --group-size)
   Schedule (*generate)(const ScheduleParams&) = nullptr;
   ClosedForm (*closed_form)(const ScheduleParams&, const UniformCost&) = nullptr;
 };
@@ -37,7 +37,8 @@ inline constexpr std::string_view kLayoutTwoDirections =
 std::span<const ScheduleInfo> all_schedules();
 // Throws UsageError listing the known names when `name` is unknown.
 const ScheduleInfo& find_schedule(std::string_view name);
-// Checks the generic parameters, rejects --chunks on a schedule without chunks,
+// Checks the generic parameters, rejects --chunks on a schedule without chunks
+// and --group-size on any but interleaved-1f1b,
 // then calls the family's generator (which checks its own constraints).
 Schedule generate(const ScheduleParams& params);
 
@@ -47,6 +48,8 @@ Schedule generate_naive(const ScheduleParams& p);
 Schedule generate_gpipe(const ScheduleParams& p);
 Schedule generate_1f1b(const ScheduleParams& p);
 Schedule generate_interleaved_1f1b(const ScheduleParams& p);
+Schedule generate_looped_bfs(const ScheduleParams& p);
+Schedule generate_interleaved_zb(const ScheduleParams& p);
 Schedule generate_chimera(const ScheduleParams& p);
 Schedule generate_zb_h1(const ScheduleParams& p);
 Schedule generate_zb_h2(const ScheduleParams& p);

@@ -20,8 +20,9 @@ microbatch_size, dtype, steps, warmup, seed, recompute, backend, virtual_devices
 have a "name" (used in messages) and a "description". "workload_flags" is one string of workload
 options per value ("--preset tiny-llama --seq 64"). "backend" is ppbench's --backend (cpu when
 not given); "virtual_devices": true (cuda only) runs each point on one GPU split into D
-green-context partitions (`--virtual-devices D`). "chunks" and "group_size" are passed only to
-schedules that take them (interleaved-1f1b); for the others they are recorded as 1 and 0. The
+green-context partitions (`--virtual-devices D`). "chunks" is passed only to
+schedules that take it (interleaved-1f1b, looped-bfs, interleaved-zb) and "group_size" only to
+interleaved-1f1b; for the others they are recorded as 1 and 0. The
 spec's optional "timeout" is the seconds allowed per point (--timeout overrides it).
 
 Before anything runs, the spec is checked against the schema (a problem is one line naming the
@@ -99,8 +100,10 @@ from results_io import (EXIT_INVALID, EXIT_MACHINE, PpbenchError, append_jsonl, 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "benchmarks" / "sweeps" / "sweep.schema.json"
 
-# Schedules that take --chunks / --group-size (see `ppbench list`).
-CHUNKED_SCHEDULES = frozenset({"interleaved-1f1b"})
+# Schedules that take --chunks (see `ppbench list`); of them only interleaved-1f1b takes
+# --group-size (Megatron's micro-batch group size; the others fix their rounds).
+CHUNKED_SCHEDULES = frozenset({"interleaved-1f1b", "looped-bfs", "interleaved-zb"})
+GROUPED_SCHEDULES = frozenset({"interleaved-1f1b"})
 
 SPEC_KEYS = ("schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm")
 RUN_KEYS = ("command", "backend", "virtual_devices", "workload", "workload_flags", "schedule",
@@ -285,8 +288,10 @@ def make_point(schedule: str, devices: int, microbatches: int, chunks: int | Non
     command = command or "simulate"
     if command not in COMMANDS:
         raise ValueError(f"unknown command '{command}' (known: {', '.join(COMMANDS)})")
-    if schedule in CHUNKED_SCHEDULES:
+    if schedule in GROUPED_SCHEDULES:
         group_size = group_size or None
+    elif schedule in CHUNKED_SCHEDULES:
+        group_size = None
     else:
         chunks, group_size = 1, None
     common = dict(schedule=str(schedule), devices=int(devices), microbatches=int(microbatches),

@@ -137,9 +137,11 @@ void ScheduleFlags::add_to(CLI::App& app) {
       app.add_option("-n,--microbatches", microbatches,
                      "Micro-batches per training step N (all chains; with --schedule)")
           ->check(integer_in(1, 1 << 20));
-  chunks_option = app.add_option("-v,--chunks", chunks,
-                                 "Model chunks per rank v (interleaved-1f1b only; default 2)")
-                      ->check(integer_in(1, 1024));
+  chunks_option =
+      app.add_option(
+             "-v,--chunks", chunks,
+             "Model chunks per rank v (interleaved-1f1b, looped-bfs, interleaved-zb; default 2)")
+          ->check(integer_in(1, 1024));
   group_size_option =
       app.add_option("--group-size", group_size,
                      "Megatron's micro-batch group size per virtual stage (interleaved-1f1b only; "
@@ -163,7 +165,7 @@ ScheduleParams ScheduleFlags::resolve(const MemoryBudget& budget) {
   // The file fixes the layout: the generator's flags have nothing to say about it.
   if (chunks_option->count() > 0 || group_size_option->count() > 0)
     throw UsageError(
-        "--chunks and --group-size are for --schedule interleaved-1f1b, not --schedule-file (a "
+        "--chunks and --group-size are for --schedule families with chunks, not --schedule-file (a "
         "file's '# placement: interleaved v=N' header gives its chunks)");
   file = std::make_shared<const ScheduleFile>(read_schedule_file(schedule_file, budget.bytes));
   const ScheduleParams& p = file->schedule.params;

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "harness/memory_estimate.h"
+#include "schedules/registry.h"
 #include "workloads/amoebanet.h"
 #include "workloads/mlp.h"
 #include "workloads/partition.h"
@@ -68,6 +69,14 @@ TEST(ScheduleTasks, CountsFBIWFromTheParameters) {
   EXPECT_EQ(schedule_tasks({"gpipe", 4, 16, 0, 0}), 128);
   EXPECT_EQ(schedule_tasks({"interleaved-1f1b", 4, 16, 0, 0}), 256);
   EXPECT_EQ(schedule_tasks({"interleaved-1f1b", 4, 16, 3, 0}), 384);
+  EXPECT_EQ(schedule_tasks({"looped-bfs", 4, 16, 0, 0}), 256);
+  EXPECT_EQ(schedule_tasks({"looped-bfs", 4, 16, 3, 0}), 384);
+  EXPECT_EQ(schedule_tasks({"interleaved-zb", 4, 16, 3, 0}), 576);
+  // The chunked families have no overlapped pairs: the count is the generated one.
+  for (const char* name : {"looped-bfs", "interleaved-zb"})
+    EXPECT_EQ(schedule_tasks({name, 4, 16, 3, 0}),
+              static_cast<double>(generate({name, 4, 16, 3, 0}).action_count()))
+        << name;
   EXPECT_EQ(schedule_tasks({"chimera", 4, 16, 0, 0}), 128);
   EXPECT_EQ(schedule_tasks({"zb-h1", 4, 16, 0, 0}), 192);
   EXPECT_EQ(schedule_tasks({"zb-v", 4, 16, 0, 0}), 384);

@@ -35,6 +35,8 @@ class BadInput(unittest.TestCase):
         (["simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--group-size", "4"], "--group-size"),
         (["simulate", "-s", "interleaved-1f1b", "-d", "4", "-n", "8", "--chunks", "1"], "--chunks"),
         (["simulate", "-s", "interleaved-1f1b", "-d", "4", "-n", "8", "--group-size", "2"], "group size"),
+        (["simulate", "-s", "looped-bfs", "-d", "4", "-n", "8", "--group-size", "4"], "--group-size"),
+        (["simulate", "-s", "interleaved-zb", "-d", "4", "-n", "9"], "N=9"),
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "F=-1"], "F=-1"),
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "F=abc"], "abc"),
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "X=1"], "X"),
@@ -313,8 +315,8 @@ class Contract(unittest.TestCase):
 
     def test_list_and_help_and_version(self):
         r = run("list")
-        for name in ["naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
-                     "zb-v", "dualpipe", "dualpipev"]:
+        for name in ["naive", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "interleaved-zb",
+                     "chimera", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipev"]:
             self.assertIn(name, r.stdout)
         self.assertEqual(run("simulate", "--help").returncode, 0)
         self.assertIn("ppbench", run("--version").stdout)

@@ -36,6 +36,18 @@ def test_expand_spec_passes_chunks_only_to_interleaved():
         assert argv[-2:] == ["--format", "json"]
 
 
+def test_expand_spec_passes_group_size_only_to_interleaved_1f1b():
+    points = sweep.expand_spec({"runs": [{"schedule": ["looped-bfs", "interleaved-zb",
+                                                       "interleaved-1f1b"],
+                                          "devices": [2], "microbatches": [4], "chunks": [3],
+                                          "group_size": [4]}]})
+    assert len(points) == 3
+    for p in points:
+        argv = p.argv()
+        assert argv[argv.index("--chunks") + 1] == "3"
+        assert ("--group-size" in argv) == (p.schedule == "interleaved-1f1b"), argv
+
+
 def test_expand_spec_dedupes_across_groups_and_accepts_scalars():
     spec = {"runs": [{"schedule": "gpipe", "devices": [4], "microbatches": 8},
                      {"schedule": ["gpipe"], "devices": 4, "microbatches": [8, 16]}]}
