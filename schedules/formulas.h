@@ -56,6 +56,7 @@ ClosedForm closed_form_interleaved_1f1b(const ScheduleParams& p, const UniformCo
 ClosedForm closed_form_chimera(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h1(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h2(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_zb_auto(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_v(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_dualpipe(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_dualpipev(const ScheduleParams& p, const UniformCost& c);

@@ -24,6 +24,9 @@ struct ScheduleInfo {
   bool uses_chunks = false;      // accepts --chunks / --group-size
   Schedule (*generate)(const ScheduleParams&) = nullptr;
   ClosedForm (*closed_form)(const ScheduleParams&, const UniformCost&) = nullptr;
+  // Plans for ScheduleParams::costs and memory_limit (accepts --memory-limit); every other
+  // family's order ignores them.
+  bool cost_aware = false;
 };
 
 inline constexpr std::string_view kLayoutOnePerRank = "one stage per rank: stage r on rank r";
@@ -50,6 +53,8 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p);
 Schedule generate_chimera(const ScheduleParams& p);
 Schedule generate_zb_h1(const ScheduleParams& p);
 Schedule generate_zb_h2(const ScheduleParams& p);
+Schedule generate_zb_1p(const ScheduleParams& p);
+Schedule generate_zb_2p(const ScheduleParams& p);
 Schedule generate_zb_v(const ScheduleParams& p);
 Schedule generate_dualpipe(const ScheduleParams& p);
 Schedule generate_dualpipev(const ScheduleParams& p);
