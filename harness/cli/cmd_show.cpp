@@ -36,8 +36,8 @@ Command add_show(CLI::App& parent) {
     const StageCost c = st->costs.resolve();  // checked whatever the format
     const MemoryBudget budget = st->memory.budget();
     const std::string what = "show " + st->schedule.describe() + " --format " + st->format;
-    require_memory(budget, estimate_show(st->schedule.params(), st->format), what);
-    const Schedule s = generate(st->schedule.params());
+    require_memory(budget, estimate_show(st->schedule.params(c), st->format), what);
+    const Schedule s = generate(st->schedule.params(c));
     validate(s);
     if (st->format == "text") {
       std::cout << to_text(s);

@@ -115,9 +115,9 @@ Command add_simulate(CLI::App& parent) {
     if (st->trace_option->count() > 0)
       trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
     require_memory(
-        st->memory.budget(), estimate_simulate(st->schedule.params(), trace_out.given()),
+        st->memory.budget(), estimate_simulate(st->schedule.params(cost), trace_out.given()),
         "simulate " + st->schedule.describe() + (trace_out.given() ? " --trace-out" : ""));
-    const Schedule s = generate(st->schedule.params());
+    const Schedule s = generate(st->schedule.params(cost));
     validate(s);
     const Trace trace = simulate(s, CostModel::uniform(s.stages(), cost));
     const Metrics m = compute_metrics(trace, s.placement);

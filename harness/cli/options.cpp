@@ -137,6 +137,10 @@ void ScheduleFlags::add_to(CLI::App& app) {
                  "Megatron's micro-batch group size per virtual stage (interleaved-1f1b only; "
                  "default D, allowed D..N)")
       ->check(integer_in(1, 1 << 20));
+  app.add_option("--memory-limit", memory_limit,
+                 "Activations a rank may hold, in units of M_B (one micro-batch on one stage), for "
+                 "the families that plan for it (zb-1p: default D, zb-2p: default 2D)")
+      ->check(number_in(0, kMaxCost, true));
 }
 
 std::string ScheduleFlags::describe() const {
@@ -144,6 +148,7 @@ std::string ScheduleFlags::describe() const {
       "--devices " + std::to_string(devices) + " --microbatches " + std::to_string(microbatches);
   if (chunks > 0) s += " --chunks " + std::to_string(chunks);
   if (group_size > 0) s += " --group-size " + std::to_string(group_size);
+  if (memory_limit > 0) s += " --memory-limit " + number_text(memory_limit);
   return s;
 }
 

@@ -41,10 +41,21 @@ struct ScheduleFlags {
   int microbatches = 0;
   int chunks = 0;
   int group_size = 0;
+  double memory_limit = 0;  // 0: the family's default
 
   void add_to(CLI::App& app);
-  ScheduleParams params() const { return {schedule, devices, microbatches, chunks, group_size}; }
-  // "--devices 4 --microbatches 8" (and --chunks, --group-size when given), for messages.
+  // Planned for the default costs (F = I = W = 1, comm 0): the commands without --cost.
+  ScheduleParams params() const {
+    return {schedule, devices, microbatches, chunks, group_size, {}, memory_limit};
+  }
+  // Planned for the costs of --cost and --comm.
+  ScheduleParams params(const StageCost& planned) const {
+    return {schedule,    devices,    microbatches,
+            chunks,      group_size, {planned.f, planned.i, planned.w, planned.comm},
+            memory_limit};
+  }
+  // "--devices 4 --microbatches 8" (and --chunks, --group-size, --memory-limit when given), for
+  // messages.
   std::string describe() const;
 };
 
