@@ -70,7 +70,8 @@ nlohmann::json schedule_json(const Schedule& s) {
                    {"I", c.i},
                    {"W", c.w},
                    {"comm", c.comm},
-                   {"memory_limit", s.params.memory_limit}};
+                   {"memory_limit", s.params.memory_limit},
+                   {"w_memory", s.params.w_memory}};
   }
   return out;
 }

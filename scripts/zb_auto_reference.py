@@ -14,8 +14,8 @@ reference, e.g.
 
 zb.py imports torch (a type annotation only), pulp (for the ILP's values, unused by the
 heuristic) and its sibling graph.py (GraphConfig); small stand-ins replace them so that plain
-python3 runs it. Memory as the reference's runtime plans its first schedule: F +1 M_B, B 0,
-W -1 M_B, limit in M_B.
+python3 runs it. Memory in units of M_B: F +1, B -(1 - w), W -w with w = --w-memory (M_W / M_B;
+the default 1 is how the reference's runtime plans its first schedule), limit in M_B.
 """
 import argparse
 import dataclasses
@@ -82,11 +82,11 @@ def parse_cost(text):
     return costs
 
 
-def reference_order(zb, devices, microbatches, costs, comm, limit):
+def reference_order(zb, devices, microbatches, costs, comm, limit, w_memory=1.0):
     config = GraphConfig(
         mem_f=[1.0] * devices,
-        mem_b=[0.0] * devices,
-        mem_w=[-1.0] * devices,
+        mem_b=[w_memory - 1.0] * devices,
+        mem_w=[-w_memory] * devices,
         max_mem=[float(limit)] * devices,
         cost_f=[costs["F"]] * devices,
         cost_b=[costs["I"]] * devices,
@@ -115,11 +115,18 @@ def main():
     ap.add_argument("--memory-limit", type=float, required=True, help="in M_B per rank")
     ap.add_argument("--cost", default="F=1,I=1,W=1")
     ap.add_argument("--comm", type=float, default=0.0)
+    ap.add_argument("--w-memory", type=float, default=1.0, help="M_W / M_B (default 1)")
     args = ap.parse_args()
     zb = load_zb(args.zb_py)
     sys.stdout.write(
         reference_order(
-            zb, args.devices, args.microbatches, parse_cost(args.cost), args.comm, args.memory_limit
+            zb,
+            args.devices,
+            args.microbatches,
+            parse_cost(args.cost),
+            args.comm,
+            args.memory_limit,
+            args.w_memory,
         )
     )
 

@@ -141,6 +141,10 @@ void ScheduleFlags::add_to(CLI::App& app) {
                  "Activations a rank may hold, in units of M_B (one micro-batch on one stage), for "
                  "the families that plan for it (zb-1p: default D, zb-2p: default 2D)")
       ->check(number_in(0, kMaxCost, true));
+  app.add_option("--w-memory", w_memory,
+                 "The share of M_B that only W still needs once I has run (M_W / M_B, the Zero "
+                 "Bubble paper's 32h / (34h + 5as)), for zb-1p and zb-2p (default 1: W frees all)")
+      ->check(number_in(0, 1));
 }
 
 std::string ScheduleFlags::describe() const {
@@ -149,6 +153,7 @@ std::string ScheduleFlags::describe() const {
   if (chunks > 0) s += " --chunks " + std::to_string(chunks);
   if (group_size > 0) s += " --group-size " + std::to_string(group_size);
   if (memory_limit > 0) s += " --memory-limit " + number_text(memory_limit);
+  if (w_memory != 1) s += " --w-memory " + number_text(w_memory);
   return s;
 }
 

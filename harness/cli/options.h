@@ -42,20 +42,21 @@ struct ScheduleFlags {
   int chunks = 0;
   int group_size = 0;
   double memory_limit = 0;  // 0: the family's default
+  double w_memory = 1;      // M_W / M_B
 
   void add_to(CLI::App& app);
   // Planned for the default costs (F = I = W = 1, comm 0): the commands without --cost.
   ScheduleParams params() const {
-    return {schedule, devices, microbatches, chunks, group_size, {}, memory_limit};
+    return {schedule, devices, microbatches, chunks, group_size, {}, memory_limit, w_memory};
   }
   // Planned for the costs of --cost and --comm.
   ScheduleParams params(const StageCost& planned) const {
-    return {schedule,    devices,    microbatches,
-            chunks,      group_size, {planned.f, planned.i, planned.w, planned.comm},
-            memory_limit};
+    return {schedule,     devices,    microbatches,
+            chunks,       group_size, {planned.f, planned.i, planned.w, planned.comm},
+            memory_limit, w_memory};
   }
-  // "--devices 4 --microbatches 8" (and --chunks, --group-size, --memory-limit when given), for
-  // messages.
+  // "--devices 4 --microbatches 8" (and --chunks, --group-size, --memory-limit, --w-memory when
+  // given), for messages.
   std::string describe() const;
 };
 

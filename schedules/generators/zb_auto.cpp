@@ -16,9 +16,11 @@
 // run out of memory. It tries the 2 x 2 x 2 settings of its three switches and keeps the first
 // with the shortest longest-stage time.
 //
-// Memory as the reference's runtime plans its first schedule: F holds one micro-batch's
-// activations (M_B), I frees none, W frees them; the limit per rank is D M_B for ZB-1p (1F1B's
-// peak) and 2D M_B for ZB-2p unless ScheduleParams::memory_limit gives another.
+// Memory as the reference counts it (its mem_f, mem_b, mem_w, in units of M_B): F holds one
+// micro-batch's activations M_B, I frees all but M_W, W frees M_W (the paper's Table 1), with
+// M_W / M_B = ScheduleParams::w_memory; the default 1 (I frees nothing) is how the reference's
+// runtime plans its first schedule. The limit per rank is D M_B for ZB-1p (1F1B's peak) and
+// 2D M_B for ZB-2p unless ScheduleParams::memory_limit gives another.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -56,8 +58,9 @@ std::string number(double v) {
 // One run of the reference's manual_order under one setting of its switches.
 class Search {
  public:
-  Search(int stages, int mbs, const PlanningCosts& c, double limit, const std::string& family)
-      : s_(stages), n_(mbs), c_(c), limit_(limit), family_(family) {
+  Search(int stages, int mbs, const PlanningCosts& c, double limit, double w_memory,
+         const std::string& family)
+      : s_(stages), n_(mbs), c_(c), limit_(limit), w_memory_(w_memory), family_(family) {
     plan_.end.resize(static_cast<std::size_t>(s_));
     for (auto& kinds : plan_.end)
       for (auto& v : kinds) v.assign(static_cast<std::size_t>(n_), 0.0);
@@ -71,8 +74,8 @@ class Search {
 
  private:
   double cost(int k) const { return k == kF ? c_.f : k == kI ? c_.i : c_.w; }
-  // F holds M_B, I frees nothing, W frees M_B (the reference's mem_f, mem_b, mem_w).
-  static double mem(int k) { return k == kF ? 1.0 : k == kI ? 0.0 : -1.0; }
+  // F holds M_B, I frees M_B - M_W, W frees M_W (the reference's mem_f, mem_b, mem_w).
+  double mem(int k) const { return k == kF ? 1.0 : k == kI ? w_memory_ - 1.0 : -w_memory_; }
   double t(int stage, int k, int mb) const {
     return plan_.end[static_cast<std::size_t>(stage)][k][static_cast<std::size_t>(mb)];
   }
@@ -99,6 +102,7 @@ class Search {
   int s_, n_;
   PlanningCosts c_;
   double limit_;
+  double w_memory_;
   std::string family_;
   Plan plan_;
   std::vector<std::array<int, 3>> count_;  // placed F, I, W per stage
@@ -253,6 +257,9 @@ Schedule generate_zb_auto(const ScheduleParams& p, int default_limit_per_rank) {
   require(std::isfinite(limit) && limit >= 1,
           "--memory-limit " + number(limit) + " is too small for " + family +
               " (allowed: a finite number >= 1, in units of M_B)");
+  require(std::isfinite(p.w_memory) && p.w_memory >= 0 && p.w_memory <= 1,
+          "--w-memory " + number(p.w_memory) + " is out of range for " + family +
+              " (allowed: 0 to 1, the share of M_B that W still needs)");
 
   // The reference tries every setting and keeps the first with the least longest-stage time.
   Plan best;
@@ -260,7 +267,7 @@ Schedule generate_zb_auto(const ScheduleParams& p, int default_limit_per_rank) {
   for (bool allow : {true, false})
     for (bool prioritize : {true, false})
       for (bool greedy : {true, false}) {
-        Plan plan = Search(d, n, c, limit, family).run({allow, prioritize, greedy});
+        Plan plan = Search(d, n, c, limit, p.w_memory, family).run({allow, prioritize, greedy});
         if (!have || plan.longest_stage < best.longest_stage) {
           best = std::move(plan);
           have = true;
@@ -313,12 +320,13 @@ ClosedForm closed_form_zb_auto(const ScheduleParams& p, const UniformCost& c) {
                            : "(D-1)F when F = I = W and N >= D";
   out.activations_formula =
       two_p ? "at most 2D (or --memory-limit)" : "at most D (or --memory-limit)";
-  const bool default_memory = p.memory_limit == 0 || p.memory_limit == default_limit;
+  const bool default_memory =
+      (p.memory_limit == 0 || p.memory_limit == default_limit) && p.w_memory == 1;
   if (default_memory && c.f == c.i && c.i == c.w && n >= d) {
     out.idle_per_rank = (d - 1) * c.f;
     out.bubble_fraction = idle_fraction(*out.idle_per_rank, n * (c.f + c.i + c.w));
   } else {
-    out.note = "a heuristic search: figures only for F = I = W, N >= D and the default limit";
+    out.note = "a heuristic search: figures only for F = I = W, N >= D and the default memory";
   }
   return out;
 }

@@ -75,6 +75,9 @@ class BadInput(unittest.TestCase):
         (["show", "-s", "zb-1p", "-d", "4", "-n", "8", "--memory-limit", "0.5"],
          "--memory-limit 0.5"),
         (["simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--memory-limit", "4"], "'1f1b'"),
+        (["simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--w-memory", "1.5"], "'1.5'"),
+        (["simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--w-memory", "-0.5"], "'-0.5'"),
+        (["show", "-s", "zb-h2", "-d", "4", "-n", "8", "--w-memory", "0.5"], "'zb-h2'"),
     ]
 
     def test_exit_2_with_one_line_naming_the_value(self):
@@ -107,9 +110,12 @@ class ZbAutoPlan(unittest.TestCase):
                 "--comm", "1", "--memory-limit", "5", "--format", "json")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["plan"],
-                         {"F": 5, "I": 6, "W": 4, "comm": 1, "memory_limit": 5})
+                         {"F": 5, "I": 6, "W": 4, "comm": 1, "memory_limit": 5, "w_memory": 1})
         r = run("simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--format", "json")
         self.assertEqual(json.loads(r.stdout)["plan"]["memory_limit"], 8)  # default 2D
+        r = run("simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--w-memory", "0.25",
+                "--format", "json")
+        self.assertEqual(json.loads(r.stdout)["plan"]["w_memory"], 0.25)
         r = run("simulate", "-s", "zb-h1", "-d", "4", "-n", "8", "--format", "json")
         self.assertNotIn("plan", json.loads(r.stdout))
 
