@@ -32,7 +32,15 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
             << "  stages=" << r["stages"] << "  actions=" << r["actions"]
             << "  parameter copies=" << r["param_copies"] << '\n';
   std::cout << "costs per stage: F=" << c["F"] << " B=" << c["B"] << " I=" << c["I"]
-            << " W=" << c["W"] << " FB=" << c["FB"] << " comm=" << c["comm"] << "\n\n";
+            << " W=" << c["W"] << " FB=" << c["FB"] << " comm=" << c["comm"] << '\n';
+  if (r.contains("plan")) {
+    // A cost-aware family's order: what it was planned for.
+    const auto& p = r["plan"];
+    std::cout << "planned for: F=" << p["F"] << " I=" << p["I"] << " W=" << p["W"]
+              << " comm=" << p["comm"] << ", memory limit " << p["memory_limit"]
+              << " M_B per rank, M_W/M_B=" << p["w_memory"] << '\n';
+  }
+  std::cout << '\n';
   auto line = [](const char* name, double v, const std::string& note = "") {
     std::string n(name);
     n.resize(18, ' ');

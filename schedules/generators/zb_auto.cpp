@@ -4,9 +4,11 @@
 // finds: sail-sg/zero-bubble-pipeline-parallelism,
 // megatron/core/pipeline_parallel/zerobubble/scheduler/zb.py (Graph.manual_order,
 // initial_solution, create_scheduled_nodes; commit 39f2c186), whose heuristic is the same as
-// the older megatron/core/pipeline_parallel/auto_schedule.py. That older file also builds an ILP
-// to refine the heuristic's order but runs it only for graphs of fewer than 0 nodes ("Disabling
-// ILP for now"), so the reference schedules are the heuristic's, and so are ours: no ILP here.
+// the older megatron/core/pipeline_parallel/auto_schedule.py. That older file also builds the
+// paper's ILP to refine the heuristic's order, but guards it with `nnodes < 0`, which never holds
+// ("Disabling ILP for now"); the newer file has no ILP. So the reference's schedules are the
+// heuristic's, and so are ours: the ILP is not implemented. The heuristic alone reproduces the
+// paper's Table 5 figures for ZB-1p and ZB-2p (scripts/zb_table5.py).
 //
 // The search greedily places F, I (the paper's B) and W on every stage, micro-batch by
 // micro-batch, simulating their end times under the planning costs (F, I, W and the transfer
