@@ -200,13 +200,15 @@ report: deps  ## results/latest/REPORT.md from latest theory + cpu records besid
 	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(REPORT) $(PPBENCH_LIST) \
 	    $$( [ -f $(REFERENCE_DIR)/theory.jsonl ] && echo --reference $(REFERENCE_DIR)/theory.jsonl ) \
 	    $$( [ -f $(CPU_RESULTS).jsonl ] && echo --measured $(CPU_RESULTS).jsonl ) \
-	    $$( [ -f $(REFERENCE_DIR)/cpu.jsonl ] && echo --reference-measured $(REFERENCE_DIR)/cpu.jsonl ); \
+	    $$( [ -f $(REFERENCE_DIR)/cpu.jsonl ] && echo --reference-measured $(REFERENCE_DIR)/cpu.jsonl ) \
+	    $$( [ -f $(REFERENCE_DIR)/zb_table5.json ] && echo --zb-table5 $(REFERENCE_DIR)/zb_table5.json ); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; exit 1; fi
 	@if [ -f $(CUDA_RESULTS).jsonl ]; then \
 	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(CUDA_REPORT) $(PPBENCH_LIST) \
 	    $$( [ -f $(REFERENCE_DIR)/theory.jsonl ] && echo --reference $(REFERENCE_DIR)/theory.jsonl ) \
 	    --measured $(CUDA_RESULTS).jsonl \
-	    $$( [ -f $(REFERENCE_DIR)/cuda.jsonl ] && echo --reference-measured $(REFERENCE_DIR)/cuda.jsonl ); \
+	    $$( [ -f $(REFERENCE_DIR)/cuda.jsonl ] && echo --reference-measured $(REFERENCE_DIR)/cuda.jsonl ) \
+	    $$( [ -f $(REFERENCE_DIR)/zb_table5.json ] && echo --zb-table5 $(REFERENCE_DIR)/zb_table5.json ); \
 	fi
 
 # Single runs on a shared 2-core machine vary by up to ~30% (results/perf/README.md), so a

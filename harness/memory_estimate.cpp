@@ -63,8 +63,8 @@ std::string num_text(double v) {
 }
 
 bool splits_backward(std::string_view name) {
-  return name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == "interleaved-zb" ||
-         name == "dualpipe" || name == "dualpipev";
+  return name == "zb-h1" || name == "zb-h2" || name == "zb-1p" || name == "zb-2p" ||
+         name == "zb-v" || name == "interleaved-zb" || name == "dualpipe" || name == "dualpipev";
 }
 
 }  // namespace
@@ -198,15 +198,14 @@ double schedule_tasks(const ScheduleParams& p) {
   // (stage, micro-batch) pairs from the family's stage layout (schedules/registry.h); two-chain
   // layouts carry N/2 micro-batches on each of their two chains of D stages.
   double pairs = 0;
-  for (const ScheduleInfo& info : all_schedules())
-    if (info.name == p.name) {
-      if (info.layout == kLayoutInterleaved)
-        pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
-      else if (info.layout == kLayoutV)
-        pairs = 2 * d * n;
-      else
-        pairs = d * n;
-    }
+  if (const ScheduleInfo* info = lookup_schedule(p.name)) {
+    if (info->layout == kLayoutInterleaved)
+      pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
+    else if (info->layout == kLayoutV)
+      pairs = 2 * d * n;
+    else
+      pairs = d * n;
+  }
   return pairs * (splits_backward(p.name) ? 3 : 2);
 }
 

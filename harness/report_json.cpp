@@ -1,5 +1,7 @@
 #include "harness/report_json.h"
 
+#include "schedules/registry.h"
+
 namespace ppbench {
 
 namespace {
@@ -52,15 +54,26 @@ nlohmann::json to_json(const StageCost& c) {
 
 nlohmann::json schedule_json(const Schedule& s) {
   const Placement& p = s.placement;
-  return {{"schedule", s.params.name},
-          {"devices", s.params.devices},
-          {"microbatches", s.params.microbatches},
-          {"chunks", s.params.chunks == 0 ? 1 : s.params.chunks},
-          {"group_size", s.params.group_size},
-          {"stages", p.stages()},
-          {"actions", s.action_count()},
-          // Copies of each model stage: two for the bidirectional layouts.
-          {"param_copies", p.chains()}};
+  nlohmann::json out = {{"schedule", s.params.name},
+                        {"devices", s.params.devices},
+                        {"microbatches", s.params.microbatches},
+                        {"chunks", s.params.chunks == 0 ? 1 : s.params.chunks},
+                        {"group_size", s.params.group_size},
+                        {"stages", p.stages()},
+                        {"actions", s.action_count()},
+                        // Copies of each model stage: two for the bidirectional layouts.
+                        {"param_copies", p.chains()}};
+  // What a cost-aware family planned for: its order depends on these, not only on D and N.
+  if (const ScheduleInfo* info = lookup_schedule(s.params.name); info && info->cost_aware) {
+    const PlanningCosts& c = s.params.costs;
+    out["plan"] = {{"F", c.f},
+                   {"I", c.i},
+                   {"W", c.w},
+                   {"comm", c.comm},
+                   {"memory_limit", s.params.memory_limit},
+                   {"w_memory", s.params.w_memory}};
+  }
+  return out;
 }
 
 }  // namespace ppbench

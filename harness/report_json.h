@@ -15,7 +15,8 @@ nlohmann::json to_json(const Metrics& m);
 nlohmann::json to_json(const ClosedForm& c);
 nlohmann::json to_json(const StageCost& c);
 // The schedule's identity: schedule, devices, microbatches, chunks,
-// group_size, stages, actions, param_copies.
+// group_size, stages, actions, param_copies; for a cost-aware family (zb-1p, zb-2p) also
+// "plan": the costs, the memory limit (M_B per rank) and M_W / M_B its order was planned for.
 nlohmann::json schedule_json(const Schedule& s);
 
 }  // namespace ppbench

@@ -58,6 +58,7 @@ ClosedForm closed_form_interleaved_zb(const ScheduleParams& p, const UniformCost
 ClosedForm closed_form_chimera(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h1(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h2(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_zb_auto(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_v(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_dualpipe(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_dualpipev(const ScheduleParams& p, const UniformCost& c);

@@ -50,6 +50,18 @@ constexpr std::array kSchedules = {
                  "Zero Bubble ZB-H2: extra warm-up forwards fill the bubble, 2D-1 activations",
                  "Qi et al., ICLR 2024, handcrafted ZB-H2", "N >= 2D-1", kLayoutOnePerRank, false,
                  generate_zb_h2, closed_form_zb_h2},
+    ScheduleInfo{"zb-1p",
+                 "Zero Bubble ZB-1p: heuristic search for the costs, D activations per rank",
+                 "Qi et al., ICLR 2024, automatic scheduling; sail-sg/zero-bubble-pipeline-"
+                 "parallelism zerobubble/scheduler/zb.py manual_order",
+                 "N >= 1; --memory-limit >= 1 (default D); 0 <= --w-memory <= 1", kLayoutOnePerRank,
+                 false, generate_zb_1p, closed_form_zb_auto, true},
+    ScheduleInfo{"zb-2p",
+                 "Zero Bubble ZB-2p: heuristic search for the costs, 2D activations per rank",
+                 "Qi et al., ICLR 2024, automatic scheduling; sail-sg/zero-bubble-pipeline-"
+                 "parallelism zerobubble/scheduler/zb.py manual_order",
+                 "N >= 1; --memory-limit >= 1 (default 2D); 0 <= --w-memory <= 1",
+                 kLayoutOnePerRank, false, generate_zb_2p, closed_form_zb_auto, true},
     ScheduleInfo{"zb-v", "Zero Bubble ZB-V: V-shaped placement, two stages per rank",
                  "Qi et al. 2024; sail-sg/zero-bubble-pipeline-parallelism get_zb_v_schedule",
                  "any N >= 1 (zero bubble needs N >= 2D-1)", kLayoutV, false, generate_zb_v,
@@ -90,6 +102,12 @@ void require(bool ok, const std::string& message) {
 
 std::span<const ScheduleInfo> all_schedules() { return kSchedules; }
 
+const ScheduleInfo* lookup_schedule(std::string_view name) {
+  for (const auto& s : kSchedules)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
 const ScheduleInfo& find_schedule(std::string_view name) {
   for (const auto& s : kSchedules)
     if (s.name == name) return s;
@@ -110,6 +128,12 @@ Schedule generate(const ScheduleParams& p) {
   require(p.group_size == 0 || info.name == kGroupSizeFamily,
           "--group-size is not allowed for '" + std::string(p.name) + "': only " +
               std::string(kGroupSizeFamily) + " takes --group-size");
+  if (!info.cost_aware) {
+    require(p.memory_limit == 0, "--memory-limit is not allowed for '" + std::string(p.name) +
+                                     "': only zb-1p and zb-2p take it");
+    require(p.w_memory == 1, "--w-memory is not allowed for '" + std::string(p.name) +
+                                 "': only zb-1p and zb-2p take it");
+  }
   // The generator's parameters, as it resolved them (interleaving's default chunks and group
   // size), so that records say what ran.
   Schedule s = info.generate(p);

@@ -24,6 +24,9 @@ struct ScheduleInfo {
   bool uses_chunks = false;      // accepts --chunks (interleaved-1f1b also --group-size)
   Schedule (*generate)(const ScheduleParams&) = nullptr;
   ClosedForm (*closed_form)(const ScheduleParams&, const UniformCost&) = nullptr;
+  // Plans for ScheduleParams::costs and memory_limit (accepts --memory-limit); every other
+  // family's order ignores them.
+  bool cost_aware = false;
 };
 
 inline constexpr std::string_view kLayoutOnePerRank = "one stage per rank: stage r on rank r";
@@ -37,6 +40,8 @@ inline constexpr std::string_view kLayoutTwoDirections =
 std::span<const ScheduleInfo> all_schedules();
 // Throws UsageError listing the known names when `name` is unknown.
 const ScheduleInfo& find_schedule(std::string_view name);
+// The family's entry, or nullptr where the name is none (a schedule read from a file).
+const ScheduleInfo* lookup_schedule(std::string_view name);
 // Checks the generic parameters, rejects --chunks on a schedule without chunks
 // and --group-size on any but interleaved-1f1b,
 // then calls the family's generator (which checks its own constraints).
@@ -53,6 +58,8 @@ Schedule generate_interleaved_zb(const ScheduleParams& p);
 Schedule generate_chimera(const ScheduleParams& p);
 Schedule generate_zb_h1(const ScheduleParams& p);
 Schedule generate_zb_h2(const ScheduleParams& p);
+Schedule generate_zb_1p(const ScheduleParams& p);
+Schedule generate_zb_2p(const ScheduleParams& p);
 Schedule generate_zb_v(const ScheduleParams& p);
 Schedule generate_dualpipe(const ScheduleParams& p);
 Schedule generate_dualpipev(const ScheduleParams& p);

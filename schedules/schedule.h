@@ -30,6 +30,11 @@ struct ScheduleParams {
   // Peak activations a rank may hold, in units of M_B: the activations one micro-batch leaves on
   // 1/D of the model (1F1B's rank 0 peaks at D M_B). 0: the family's default.
   double memory_limit = 0;
+  // M_W / M_B: the share of a micro-batch's activations that only W still needs once I has run.
+  // F holds 1, I frees 1 - w_memory, W frees w_memory (the Zero Bubble paper's Table 1: M_W =
+  // 32sbh of M_B = sb(34h + 5as)). 1, the default, frees everything at W, as the reference's
+  // runtime plans its first schedule.
+  double w_memory = 1;
 };
 
 struct Schedule {

@@ -19,7 +19,9 @@ Sections:
      with --reference-measured REFERENCE.jsonl (the committed records, results/reference/)
      the reference's measured bubble and throughput of the same point beside them;
   5. with --reference / --reference-measured: the latest records against the reference: which
-     machine and commit made each, whether the simulated points agree, and the throughput ratio.
+     machine and commit made each, whether the simulated points agree, and the throughput ratio;
+  6. with --zb-table5 FILE (results/reference/zb_table5.json, written by scripts/zb_table5.py):
+     the Zero Bubble paper's Table 5 bubble rates, ppbench's simulated rate beside each.
 
 No formula is written or evaluated here: formulas and their values come from the records'
 "closed_form" fields (ppbench's registry, the one home of the closed forms); schedule order
@@ -558,6 +560,33 @@ def reference_section(rows: list[dict], source: str, reference: list[dict] | Non
     return out
 
 
+def zb_table5_section(table: dict | None, source: str) -> list[str]:
+    """The Zero Bubble paper's Table 5, as scripts/zb_table5.py recorded it."""
+    if not table:
+        return []
+    columns = table["columns"]
+    out = ["## 6. Zero Bubble's Table 5 (bubble rates from the profiled costs)", "",
+           f"From `{source}` (`scripts/zb_table5.py`): {table['source']}. Each cell is ppbench's "
+           f"simulated rate, the paper's in parentheses; {table['definition']}.", "",
+           "| Model | p | m | F / B / W / comm | " + " | ".join(columns) + " |",
+           "|" + "---|" * (4 + len(columns))]
+    for r in table["rows"]:
+        c = r["costs"]
+        # Four decimals, as the paper prints its rates.
+        cells = [f"{r['ppbench'][k]:.4f} ({r['paper'][k]:.4f})" for k in columns]
+        out.append(f"| {r['model']} | {r['p']} | {r['m']} | {c['F']} / {c['B']} / {c['W']} / "
+                   f"{c['comm']} | " + " | ".join(cells) + " |")
+    # Equal to the paper's four decimals, or not, per column.
+    differ = {k: sum(f"{r['ppbench'][k]:.4f}" != f"{r['paper'][k]:.4f}" for r in table["rows"])
+              for k in columns}
+    same = [k for k in columns if differ[k] == 0]
+    out += ["", f"Equal to the paper's figure to four decimals in every row: "
+            f"{', '.join(same) or 'none'}."
+            + "".join(f" {k}: {n} of {len(table['rows'])} rows differ." for k, n in differ.items()
+                      if n), ""]
+    return out
+
+
 # --- output --------------------------------------------------------------------------------
 
 def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT_COST,
@@ -565,7 +594,8 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
                  measured_source: str = "", registry: list[dict] | None = None,
                  reference: list[dict] | None = None, reference_source: str = "",
                  reference_measured: list[dict] | None = None,
-                 reference_measured_source: str = "") -> str:
+                 reference_measured_source: str = "", zb_table5: dict | None = None,
+                 zb_table5_source: str = "") -> str:
     costs_present = {cost_of(r) for r in rows}
     if cost not in costs_present and costs_present:
         cost = max(costs_present, key=lambda c: sum(cost_of(r) == c for r in rows))
@@ -579,6 +609,7 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
                                    reference_measured_source)
     lines += reference_section(rows, source, reference, reference_source, measured,
                                measured_source, reference_measured, reference_measured_source)
+    lines += zb_table5_section(zb_table5, zb_table5_source)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -606,6 +637,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ppbench",
                         help="ppbench binary: schedule order and names from `ppbench list "
                              "--format json` (default: the order in the data)")
+    parser.add_argument("--zb-table5", type=Path,
+                        help="the Zero Bubble Table 5 reproduction (results/reference/"
+                             "zb_table5.json, from scripts/zb_table5.py): adds section 6")
     parser.add_argument("--cost", default=DEFAULT_COST,
                         help="cost setting of sections 2 and 3 (default: %(default)s)")
     return parser.parse_args(argv)
@@ -622,7 +656,9 @@ def main(argv: list[str] | None = None) -> int:
         measured = read_optional(args.measured) or []
         reference = read_optional(args.reference)
         reference_measured = read_optional(args.reference_measured)
-    except OSError as e:
+        zb_table5 = json.loads(args.zb_table5.read_text(encoding="utf-8")) \
+            if args.zb_table5 else None
+    except (OSError, ValueError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 1
     if not rows:
@@ -637,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write(args.out, build_report(
         rows, str(args.results), args.pp, args.cost, ns, measured, str(args.measured or ""),
         registry, reference, str(args.reference or ""), reference_measured,
-        str(args.reference_measured or "")))
+        str(args.reference_measured or ""), zb_table5, str(args.zb_table5 or "")))
     print(f"wrote {args.out}")
     return 0
 

@@ -37,6 +37,7 @@ Command add_show(CLI::App& parent) {
   return [st] {
     const StageCost c = st->costs.resolve();  // checked whatever the format
     const MemoryBudget budget = st->memory.budget();
+    st->schedule.plan_for(c);
     const ScheduleParams params = st->schedule.resolve(budget);
     const std::string what = "show " + st->schedule.describe() + " --format " + st->format;
     require_memory(budget, estimate_show(params, st->format), what);

@@ -31,7 +31,15 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
             << "  stages=" << r["stages"] << "  actions=" << r["actions"]
             << "  parameter copies=" << r["param_copies"] << '\n';
   std::cout << "costs per stage: F=" << c["F"] << " B=" << c["B"] << " I=" << c["I"]
-            << " W=" << c["W"] << " FB=" << c["FB"] << " comm=" << c["comm"] << "\n\n";
+            << " W=" << c["W"] << " FB=" << c["FB"] << " comm=" << c["comm"] << '\n';
+  if (r.contains("plan")) {
+    // A cost-aware family's order: what it was planned for.
+    const auto& p = r["plan"];
+    std::cout << "planned for: F=" << p["F"] << " I=" << p["I"] << " W=" << p["W"]
+              << " comm=" << p["comm"] << ", memory limit " << p["memory_limit"]
+              << " M_B per rank, M_W/M_B=" << p["w_memory"] << '\n';
+  }
+  std::cout << '\n';
   auto line = [](const char* name, double v, const std::string& note = "") {
     std::string n(name);
     n.resize(18, ' ');
@@ -115,6 +123,7 @@ Command add_simulate(CLI::App& parent) {
     if (st->trace_option->count() > 0)
       trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
     const MemoryBudget budget = st->memory.budget();
+    st->schedule.plan_for(cost);
     const ScheduleParams params = st->schedule.resolve(budget);
     require_memory(
         budget, estimate_simulate(params, trace_out.given()),

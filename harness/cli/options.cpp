@@ -147,6 +147,18 @@ void ScheduleFlags::add_to(CLI::App& app) {
                      "Megatron's micro-batch group size per virtual stage (interleaved-1f1b only; "
                      "default D, allowed D..N)")
           ->check(integer_in(1, 1 << 20));
+  memory_limit_option =
+      app.add_option(
+             "--memory-limit", memory_limit,
+             "Activations a rank may hold, in units of M_B (one micro-batch on one stage), for "
+             "the families that plan for it (zb-1p: default D, zb-2p: default 2D)")
+          ->check(number_in(0, kMaxCost, true));
+  w_memory_option =
+      app.add_option(
+             "--w-memory", w_memory,
+             "The share of M_B that only W still needs once I has run (M_W / M_B, the Zero "
+             "Bubble paper's 32h / (34h + 5as)), for zb-1p and zb-2p (default 1: W frees all)")
+          ->check(number_in(0, 1));
 }
 
 ScheduleParams ScheduleFlags::resolve(const MemoryBudget& budget) {
@@ -167,6 +179,10 @@ ScheduleParams ScheduleFlags::resolve(const MemoryBudget& budget) {
     throw UsageError(
         "--chunks and --group-size are for --schedule families with chunks, not --schedule-file (a "
         "file's '# placement: interleaved v=N' header gives its chunks)");
+  if (memory_limit_option->count() > 0 || w_memory_option->count() > 0)
+    throw UsageError(
+        "--memory-limit and --w-memory are for --schedule zb-1p and zb-2p, not --schedule-file "
+        "(a file's order is already planned)");
   file = std::make_shared<const ScheduleFile>(read_schedule_file(schedule_file, budget.bytes));
   const ScheduleParams& p = file->schedule.params;
   if (devices_option->count() > 0 && devices != p.devices)
@@ -197,6 +213,8 @@ std::string ScheduleFlags::describe() const {
       "--devices " + std::to_string(devices) + " --microbatches " + std::to_string(microbatches);
   if (chunks > 0) s += " --chunks " + std::to_string(chunks);
   if (group_size > 0) s += " --group-size " + std::to_string(group_size);
+  if (memory_limit > 0) s += " --memory-limit " + number_text(memory_limit);
+  if (w_memory != 1) s += " --w-memory " + number_text(w_memory);
   return s;
 }
 

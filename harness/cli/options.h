@@ -53,6 +53,10 @@ struct ScheduleFlags {
   CLI::Option* microbatches_option = nullptr;
   CLI::Option* chunks_option = nullptr;
   CLI::Option* group_size_option = nullptr;
+  CLI::Option* memory_limit_option = nullptr;
+  CLI::Option* w_memory_option = nullptr;
+  double memory_limit = 0;  // 0: the family's default
+  double w_memory = 1;      // M_W / M_B
   // The file once resolve() read it.
   std::shared_ptr<const ScheduleFile> file;
 
@@ -63,8 +67,14 @@ struct ScheduleFlags {
   ScheduleParams resolve(const MemoryBudget& budget);
   // The schedule, proven sound: generated from the flags, or the file's (resolve() first).
   Schedule build(const ValidateOptions& options = {}) const;
+  // What a cost-aware family plans for: the default costs (F = I = W = 1, comm 0), or those of
+  // --cost and --comm where a command takes them (plan_for, before resolve).
+  PlanningCosts planning{};
+  void plan_for(const StageCost& c) { planning = {c.f, c.i, c.w, c.comm}; }
   // The generator's parameters from the flags alone.
-  ScheduleParams params() const { return {schedule, devices, microbatches, chunks, group_size}; }
+  ScheduleParams params() const {
+    return {schedule, devices, microbatches, chunks, group_size, planning, memory_limit, w_memory};
+  }
   // "--devices 4 --microbatches 8" (and --chunks, --group-size when given), or
   // "--schedule-file FILE", for messages.
   std::string describe() const;

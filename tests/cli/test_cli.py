@@ -68,6 +68,18 @@ class BadInput(unittest.TestCase):
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--trace-out", ""], "--trace-out"),
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--max-memory", "64X"], "--max-memory"),
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--max-memory", "1K"], "--max-memory"),
+        # --memory-limit: finite, > 0, and only for the families that plan for it.
+        (["simulate", "-s", "zb-1p", "-d", "4", "-n", "8", "--memory-limit", "0"], "'0'"),
+        (["simulate", "-s", "zb-1p", "-d", "4", "-n", "8", "--memory-limit", "-3"], "'-3'"),
+        (["simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--memory-limit", "nan"], "'nan'"),
+        (["simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--memory-limit", "inf"], "'inf'"),
+        (["show", "-s", "zb-2p", "-d", "4", "-n", "8", "--memory-limit", "lots"], "'lots'"),
+        (["show", "-s", "zb-1p", "-d", "4", "-n", "8", "--memory-limit", "0.5"],
+         "--memory-limit 0.5"),
+        (["simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--memory-limit", "4"], "'1f1b'"),
+        (["simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--w-memory", "1.5"], "'1.5'"),
+        (["simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--w-memory", "-0.5"], "'-0.5'"),
+        (["show", "-s", "zb-h2", "-d", "4", "-n", "8", "--w-memory", "0.5"], "'zb-h2'"),
     ]
 
     def test_exit_2_with_one_line_naming_the_value(self):
@@ -90,6 +102,35 @@ class BadInput(unittest.TestCase):
                     os.path.join(d, "missing-dir", "t.json"))
             self.assertEqual(r.returncode, 2)
             self.assertIn("missing-dir", r.stderr)
+
+
+class ZbAutoPlan(unittest.TestCase):
+    """zb-1p / zb-2p plan for --cost, --comm and --memory-limit, and records say so."""
+
+    def test_simulate_records_the_plan(self):
+        r = run("simulate", "-s", "zb-1p", "-d", "4", "-n", "10", "--cost", "F=5,I=6,W=4",
+                "--comm", "1", "--memory-limit", "5", "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["plan"],
+                         {"F": 5, "I": 6, "W": 4, "comm": 1, "memory_limit": 5, "w_memory": 1})
+        r = run("simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--format", "json")
+        self.assertEqual(json.loads(r.stdout)["plan"]["memory_limit"], 8)  # default 2D
+        r = run("simulate", "-s", "zb-2p", "-d", "4", "-n", "8", "--w-memory", "0.25",
+                "--format", "json")
+        self.assertEqual(json.loads(r.stdout)["plan"]["w_memory"], 0.25)
+        r = run("simulate", "-s", "zb-h1", "-d", "4", "-n", "8", "--format", "json")
+        self.assertNotIn("plan", json.loads(r.stdout))
+
+    def test_show_plans_for_the_costs(self):
+        # The reference search's rank 0 for these costs (tests/schedules/test_zb_auto.cpp).
+        r = run("show", "-s", "zb-1p", "-d", "4", "-n", "10", "--cost", "F=5,I=6,W=4",
+                "--comm", "1", "--memory-limit", "5")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith(
+            "rank 0: F0.0 F0.1 F0.2 F0.3 F0.4 I0.0 W0.0 F0.5 I0.1 W0.1 F0.6 I0.2 I0.3 W0.2"),
+            r.stdout)
+        uniform = run("show", "-s", "zb-1p", "-d", "4", "-n", "10", "--memory-limit", "5")
+        self.assertNotEqual(uniform.stdout, r.stdout)
 
 
 def one_line(test, r, code):

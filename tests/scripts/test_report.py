@@ -316,3 +316,19 @@ def test_a_later_line_of_a_point_replaces_the_earlier_one(tmp_path):
     rows_read = results_io.load_records(path)
     assert [(r["schedule"], r["bubble_fraction"]) for r in rows_read] == [
         ("gpipe", 3 / 11), ("1f1b", 0.2)]
+
+
+def test_zb_table5_section_sets_ppbench_beside_the_paper():
+    table = {"source": "the paper: Table 5", "definition": "bubble rate = (cost - m(F+B+W)) / cost",
+             "columns": ["1F1B", "ZB-2p"],
+             "rows": [{"model": "1.5B", "p": 8, "m": 24,
+                       "costs": {"F": 18.5, "B": 18.1, "W": 9.3, "comm": 0.6},
+                       "paper": {"1F1B": 0.2431, "ZB-2p": 0.0433},
+                       "ppbench": {"1F1B": 0.24312, "ZB-2p": 0.1015}}]}
+    text = report.build_report(rows(), "results/latest/theory.jsonl", zb_table5=table,
+                               zb_table5_source="results/reference/zb_table5.json")
+    six = text[text.index("## 6."):]
+    assert "`results/reference/zb_table5.json`" in six
+    assert "| 1.5B | 8 | 24 | 18.5 / 18.1 / 9.3 / 0.6 | 0.2431 (0.2431) | 0.1015 (0.0433) |" in six
+    assert "in every row: 1F1B. ZB-2p: 1 of 1 rows differ." in six
+    assert "## 6." not in report.build_report(rows(), "results/latest/theory.jsonl")
