@@ -51,6 +51,8 @@ Schedule generate_chimera(const ScheduleParams& p);
 Schedule generate_zb_h1(const ScheduleParams& p);
 Schedule generate_zb_h2(const ScheduleParams& p);
 Schedule generate_zb_v(const ScheduleParams& p);
+Schedule generate_v_half(const ScheduleParams& p);
+Schedule generate_v_min(const ScheduleParams& p);
 Schedule generate_dualpipe(const ScheduleParams& p);
 Schedule generate_dualpipev(const ScheduleParams& p);
 
