@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
+#include <queue>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -35,12 +37,6 @@ int last_slot(const Lists& s) {
   return bound;
 }
 
-int last_slot(const Plan& plan) {
-  int bound = 0;
-  for (const auto& s : plan) bound = std::max(bound, last_slot(s));
-  return bound;
-}
-
 // The earliest pending pass among kinds [0, kinds): (slot, kind); the slot is
 // `inf` when none is left.
 std::pair<int, int> next_pass(const Lists& s, const std::vector<std::size_t>& at, int kinds,
@@ -51,6 +47,59 @@ std::pair<int, int> next_pass(const Lists& s, const std::vector<std::size_t>& at
     if (std::pair{slot, k} < best) best = {slot, k};
   }
   return best;
+}
+
+// Every pass of every rank, earliest slot first; ties go to the lower rank,
+// then the lower kind (the reference's min over (slot, rank, kind)). Only the
+// pass just taken may change its slot before the next call: the heap holds the
+// slot of each list's next pass, read when that pass becomes the next.
+class SlotWalk {
+ public:
+  SlotWalk(const Plan& plan, int kinds) : plan_(plan), at_(plan.size()) {
+    for (std::size_t r = 0; r < plan.size(); ++r) {
+      at_[r].assign(static_cast<std::size_t>(kinds), 0);
+      for (int k = 0; k < kinds; ++k) push(static_cast<int>(r), k);
+    }
+  }
+  bool done() const { return heap_.empty(); }
+  // (rank, kind, micro-batch) of the next pass.
+  std::array<int, 3> next() {
+    const auto [slot, rank, kind] = heap_.top();
+    heap_.pop();
+    const int mb = static_cast<int>(at_[rank][kind]++);
+    push(rank, kind);
+    return {rank, kind, mb};
+  }
+
+ private:
+  void push(int rank, int kind) {
+    const auto& list = plan_[rank][kind];
+    if (at_[rank][kind] < list.size()) heap_.push({list[at_[rank][kind]], rank, kind});
+  }
+  const Plan& plan_;
+  std::vector<std::vector<std::size_t>> at_;
+  std::priority_queue<std::array<int, 3>, std::vector<std::array<int, 3>>,
+                      std::greater<std::array<int, 3>>>
+      heap_;
+};
+
+// The k-th smallest (from 0) of the union of two ascending lists.
+int kth_of_two(const std::vector<int>& a, const std::vector<int>& b, std::size_t k) {
+  if (k >= a.size() + b.size()) broken("a W without its I");
+  // The least value with more than k entries at or below it.
+  int lo = std::min(a.empty() ? b.front() : a.front(), b.empty() ? a.front() : b.front());
+  int hi = std::max(a.empty() ? b.back() : a.back(), b.empty() ? a.back() : b.back());
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    const auto at_or_below =
+        static_cast<std::size_t>((std::upper_bound(a.begin(), a.end(), mid) - a.begin()) +
+                                 (std::upper_bound(b.begin(), b.end(), mid) - b.begin()));
+    if (at_or_below > k)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
 }
 
 // Appends W lists to F0 F1 I1 I0 lists: every slot without a pass runs the W
@@ -108,6 +157,83 @@ int peak_memory(const Lists& s) {
   return peak;
 }
 
+// peak_memory of one rank while the squeeze tries slots for its passes, without
+// rescanning the whole rank for each try. Every rank has at most one pass per
+// slot (the block's four offsets differ modulo 6, W and moves only take empty
+// slots, and re-timing runs one pass at a time), so the rank is a row of slots.
+// Moving a pass earlier changes the running memory only from its new slot until
+// the running state (memory, I without W) meets the old one again; the rest is
+// read from a max-tree over the old running memory.
+class RankMemory {
+ public:
+  explicit RankMemory(const Lists& s) : has_w_(s.size() > 4) {
+    for (const auto& l : s) size_ = std::max(size_, l.back() + 1);
+    kind_at_.assign(static_cast<std::size_t>(size_), -1);
+    for (std::size_t k = 0; k < s.size(); ++k)
+      for (int t : s[k]) kind_at_[static_cast<std::size_t>(t)] = static_cast<int>(k);
+    cur_.assign(static_cast<std::size_t>(size_), 0);
+    waiting_.assign(static_cast<std::size_t>(size_), 0);
+    tree_.assign(2 * static_cast<std::size_t>(size_), 0);
+    replay(0, -1, -1, true);
+  }
+  // The rank's peak with the pass of `kind` at slot `from` moved to `to` < from.
+  int peak_if_moved(int kind, int from, int to) { return replay(to, kind, from, false); }
+  void move(int kind, int from, int to) {
+    replay(to, kind, from, true);
+    kind_at_[static_cast<std::size_t>(from)] = -1;
+    kind_at_[static_cast<std::size_t>(to)] = kind;
+  }
+
+ private:
+  // Runs peak_memory's scan from slot `start` with `kind` there and slot `gone`
+  // empty, until the state meets the stored one at or after `gone` (kind < 0:
+  // the stored row as is, to the end). With `store`, writes the new state.
+  int replay(int start, int kind, int gone, bool store) {
+    static constexpr int kDelta[5] = {1, 1, 0, 0, -1};
+    const auto at = [](int i) { return static_cast<std::size_t>(i); };
+    int cur = start > 0 ? cur_[at(start - 1)] : 0;
+    int waiting = start > 0 ? waiting_[at(start - 1)] : 0;
+    int peak = std::max(0, max_of(0, start));
+    for (int i = start; i < size_; ++i) {
+      const int k = i == start && kind >= 0 ? kind : i == gone ? -1 : kind_at_[at(i)];
+      if (k >= 0) {
+        cur += kDelta[k];
+        if (k == kI1 || k == kI0) ++waiting;
+      } else if (!has_w_ && waiting > 0) {
+        --cur;
+        --waiting;
+      }
+      peak = std::max(peak, cur);
+      if (kind >= 0 && i >= gone && cur == cur_[at(i)] && waiting == waiting_[at(i)])
+        return std::max(peak, max_of(i + 1, size_));
+      if (store) {
+        cur_[at(i)] = cur;
+        waiting_[at(i)] = waiting;
+        set(i, cur);
+      }
+    }
+    return peak;
+  }
+  void set(int i, int v) {
+    std::size_t j = static_cast<std::size_t>(i + size_);
+    for (tree_[j] = v; j > 1; j /= 2) tree_[j / 2] = std::max(tree_[j], tree_[j ^ 1]);
+  }
+  // Max of the stored running memory over slots [lo, hi); 0 when empty.
+  int max_of(int lo, int hi) const {
+    int best = 0;
+    for (auto l = static_cast<std::size_t>(lo + size_), h = static_cast<std::size_t>(hi + size_);
+         l < h; l /= 2, h /= 2) {
+      if (l & 1) best = std::max(best, tree_[l++]);
+      if (h & 1) best = std::max(best, tree_[--h]);
+    }
+    return best;
+  }
+
+  bool has_w_;
+  int size_ = 0;
+  std::vector<int> kind_at_, cur_, waiting_, tree_;
+};
+
 // Walks every pass of every rank in slot order (ties: lower rank, then lower
 // kind) and starts it, with unit lengths, once its predecessors ended: the
 // same pass of the previous micro-batch, the previous pass of the rank, the
@@ -122,10 +248,6 @@ struct Timed {
 Timed run_eagerly(const Plan& plan) {
   const int ranks = static_cast<int>(plan.size());
   const int kinds = static_cast<int>(plan[0].size());
-  const int inf = last_slot(plan) + 1;
-  std::size_t total = 0;
-  for (const auto& l : plan[0]) total += l.size();
-  total *= plan.size();
 
   Plan end(plan.size());
   for (std::size_t r = 0; r < plan.size(); ++r) {
@@ -140,18 +262,9 @@ Timed run_eagerly(const Plan& plan) {
     return t;
   };
 
-  std::vector<std::vector<std::size_t>> at(plan.size(), std::vector<std::size_t>(kinds, 0));
   Order order(plan.size());
-  for (std::size_t e = 0; e < total; ++e) {
-    std::pair<int, int> best{inf + 1, 0};
-    int rank = 0;
-    for (int r = 0; r < ranks; ++r) {
-      const auto cand = next_pass(plan[r], at[r], kinds, inf);
-      if (cand.first < best.first) best = cand, rank = r;
-    }
-    const auto [slot, kind] = best;
-    if (slot == inf) broken("the eager walk ran out of passes");
-    const int mb = static_cast<int>(at[rank][kind]++);
+  for (SlotWalk walk(plan, kinds); !walk.done();) {
+    const auto [rank, kind, mb] = walk.next();
     int ready = 0;
     if ((kind == kF0 || kind == kI1) && rank > 0)
       ready = std::max(ready, ended(rank - 1, kind, mb));
@@ -186,31 +299,20 @@ Plan squeeze(Plan plan, bool with_w) {
   }
   int budget = 0;
   for (const auto& s : plan) budget = std::max(budget, peak_memory(s));
+  std::vector<RankMemory> memory(plan.begin(), plan.end());
 
   const int ranks = static_cast<int>(plan.size());
-  const int inf = last_slot(plan) + 1;
   const int last_mb = static_cast<int>(plan[0][kF0].size()) - 1;
-  std::size_t total = 0;
-  for (const auto& l : plan[0]) total += l.size();
-  total *= plan.size();
   // Sized like the reference: up to the last slot of the rank's last list.
   std::vector<std::vector<char>> taken;
   for (const auto& s : plan)
     taken.emplace_back(static_cast<std::size_t>(s.back().back() + 1), char{0});
 
-  std::vector<std::vector<std::size_t>> at(plan.size(), std::vector<std::size_t>(kinds, 0));
   int phase = 0;  // 0: before the steady phase, 1: in it, 2: after it
-  for (std::size_t e = 0; e < total; ++e) {
-    std::pair<int, int> best{inf + 1, 0};
-    int rank = 0;
-    for (int r = 0; r < ranks; ++r) {
-      const auto cand = next_pass(plan[r], at[r], kinds, inf);
-      if (cand.first < best.first) best = cand, rank = r;
-    }
-    const auto [slot, kind] = best;
-    if (slot == inf) broken("the squeeze ran out of passes");
-    const int mb = static_cast<int>(at[rank][kind]++);
+  for (SlotWalk walk(plan, kinds); !walk.done();) {
+    const auto [rank, kind, mb] = walk.next();
     int& mine = plan[rank][kind][static_cast<std::size_t>(mb)];
+    const int slot = mine;
 
     if (kind == kI0 && rank == 0 && phase == 0) phase = 1;
     if (phase == 1) {
@@ -230,11 +332,11 @@ Plan squeeze(Plan plan, bool with_w) {
       after = std::max(after, plan[rank + 1][kind][mb]);
     if (kind > kF0 && kind < kW1) after = std::max(after, plan[rank][kind - 1][mb]);
     if (kind == kW1) {
-      // One W list serves both chunks: its mb-th W follows the mb-th I.
-      std::vector<int> inputs = plan[rank][kI1];
-      inputs.insert(inputs.end(), plan[rank][kI0].begin(), plan[rank][kI0].end());
-      std::sort(inputs.begin(), inputs.end());
-      after = std::max(after, inputs.at(static_cast<std::size_t>(mb)));
+      // One W list serves both chunks: its mb-th W follows the mb-th I of
+      // either chunk (each list ascends: a pass never precedes its previous
+      // micro-batch's).
+      after = std::max(after,
+                       kth_of_two(plan[rank][kI1], plan[rank][kI0], static_cast<std::size_t>(mb)));
     }
     if (mb > 0) after = std::max(after, plan[rank][kind][mb - 1]);
     if (after + 1 > slot) broken("a pass precedes its dependency");
@@ -243,9 +345,10 @@ Plan squeeze(Plan plan, bool with_w) {
     for (int t = after + 1; t < slot && !moved; ++t) {
       if (taken[rank].at(static_cast<std::size_t>(t))) continue;
       mine = t;
-      moved = peak_memory(plan[rank]) <= budget;
+      moved = memory[rank].peak_if_moved(kind, slot, t) <= budget;
     }
     if (!moved) mine = slot;
+    if (mine != slot) memory[rank].move(kind, slot, mine);
     taken[rank].at(static_cast<std::size_t>(mine)) = 1;
   }
   if (!with_w)
