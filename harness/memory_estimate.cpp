@@ -62,8 +62,8 @@ std::string num_text(double v) {
 }
 
 bool splits_backward(std::string_view name) {
-  return name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == "dualpipe" ||
-         name == "dualpipev";
+  return name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == "v-half" ||
+         name == "v-min" || name == "dualpipe" || name == "dualpipev";
 }
 
 }  // namespace
@@ -200,7 +200,7 @@ double schedule_tasks(const ScheduleParams& p) {
     pairs = d * n;  // chimera, dualpipe: two chains of D stages, N/2 micro-batches each
   else if (p.name == "interleaved-1f1b")
     pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
-  else if (p.name == "zb-v" || p.name == "dualpipev")
+  else if (p.name == "zb-v" || p.name == "v-half" || p.name == "v-min" || p.name == "dualpipev")
     pairs = 2 * d * n;
   return pairs * (splits_backward(p.name) ? 3 : 2);
 }

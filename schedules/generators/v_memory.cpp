@@ -280,7 +280,7 @@ Timed run_eagerly(const Plan& plan) {
     order[rank].push_back({kind, mb});
   }
 
-  Timed out{end, std::move(order)};
+  Timed out{std::move(end), std::move(order)};
   for (auto& s : out.start)
     for (auto& l : s)
       for (int& t : l) --t;
@@ -375,17 +375,20 @@ Schedule v_memory_schedule(const ScheduleParams& p, const std::vector<VBlock>& b
   plan = squeeze(std::move(plan), false);
   drop_w(plan);
   for (auto& s : plan) s = put_w(std::move(s), true);
-  const Order order = run_eagerly(plan).order;
+  Order order = run_eagerly(plan).order;
+  Plan().swap(plan);  // the slots are no longer needed; large N keeps the peak down
 
   Schedule s{p, Placement::v_shape(d, n), {}};
   s.ranks.resize(static_cast<std::size_t>(d));
   for (int r = 0; r < d; ++r) {
     const int down = r, up = 2 * d - 1 - r;  // chunk 0 and chunk 1
+    s.ranks[r].reserve(order[r].size());
     for (const auto& [kind, mb] : order[r]) {
       static constexpr Op kOp[6] = {Op::F, Op::F, Op::I, Op::I, Op::W, Op::W};
       const bool on_up = kind == kF1 || kind == kI1 || kind == kW1;
       s.ranks[r].push_back(Action::single(kOp[kind], on_up ? up : down, mb));
     }
+    std::vector<std::pair<int, int>>().swap(order[r]);
   }
   return s;
 }
