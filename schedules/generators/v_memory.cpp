@@ -2,7 +2,12 @@
 // Follows zbv_greedy.py (sail-sg/zero-bubble-pipeline-parallelism at
 // 39f2c186a27580b7051eb51e0f651e1efd0a8170): put_w, mem_of_stage, reorder,
 // eager_execution_time and schedule_from_pattern, with the same tie-breaks, so
-// that the per-rank orders are the reference's.
+// that the per-rank orders are the reference's. Two things are computed another
+// way with the same results, for large D and N: the slot-order walks use a heap
+// (SlotWalk) instead of a scan over all lists, and a slot try replays only the
+// stretch of the rank that it changes (RankMemory) instead of the whole rank.
+// scripts/v_memory_reference_orders.py --compare checks the orders against the
+// reference file.
 #include "schedules/generators/v_memory.h"
 
 #include <algorithm>
