@@ -53,9 +53,10 @@ constexpr int kHeadlineD = 64, kHeadlineN = 1024;
 double actions_per_dn(std::string_view family) {
   if (family == "interleaved-1f1b") return 2.0 * kChunks;  // F, B on v stages per rank
   if (family == "zb-h1" || family == "zb-h2") return 3;    // F, I, W
-  if (family == "zb-v") return 6;                          // F, I, W on 2 stages per rank
-  if (family == "dualpipev") return 4;                     // 2 stages per rank, pairs merge
-  return 2;                                                // F, B
+  if (family == "zb-v" || family == "v-half" || family == "v-min")
+    return 6;                           // F, I, W on 2 stages per rank
+  if (family == "dualpipev") return 4;  // 2 stages per rank, pairs merge
+  return 2;                             // F, B
 }
 
 // N a multiple of D and >= 2D satisfies every family's constraints in the

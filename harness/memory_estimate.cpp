@@ -64,7 +64,8 @@ std::string num_text(double v) {
 
 bool splits_backward(std::string_view name) {
   return name == "zb-h1" || name == "zb-h2" || name == "zb-1p" || name == "zb-2p" ||
-         name == "zb-v" || name == "interleaved-zb" || name == "dualpipe" || name == "dualpipev";
+         name == "zb-v" || name == "interleaved-zb" || name == "v-half" || name == "v-min" ||
+         name == "dualpipe" || name == "dualpipev";
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ ClosedForm closed_form_zb_h1(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h2(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_auto(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_v(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_v_half(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_v_min(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_dualpipe(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_dualpipev(const ScheduleParams& p, const UniformCost& c);
 

@@ -66,6 +66,18 @@ constexpr std::array kSchedules = {
                  "Qi et al. 2024; sail-sg/zero-bubble-pipeline-parallelism get_zb_v_schedule",
                  "any N >= 1 (zero bubble needs N >= 2D-1)", kLayoutV, false, generate_zb_v,
                  closed_form_zb_v},
+    ScheduleInfo{"v-half",
+                 "V-Half: V-shape building block, about half of 1F1B's activations (Qi et al. "
+                 "2024)",
+                 "Qi, Wan, Amar & Lin, NeurIPS 2024 (arXiv 2405.15362); sail-sg "
+                 "zero-bubble-pipeline-parallelism zbv_greedy.py, mem setup 'half'",
+                 "D >= 1, N >= 1", kLayoutV, false, generate_v_half, closed_form_v_half},
+    ScheduleInfo{"v-min",
+                 "V-Min: V-shape building block, about a third of 1F1B's activations (Qi et al. "
+                 "2024)",
+                 "Qi, Wan, Amar & Lin, NeurIPS 2024 (arXiv 2405.15362); sail-sg "
+                 "zero-bubble-pipeline-parallelism zbv_greedy.py, mem setup 'min'",
+                 "D >= 1, N >= 1", kLayoutV, false, generate_v_min, closed_form_v_min},
     ScheduleInfo{"dualpipe", "DeepSeek DualPipe: two directions, overlapped F&B, eight steps",
                  "DeepSeek-V3 report; deepseek-ai/DualPipe dualpipe.py DualPipe.step",
                  "D even, N even, N >= 2D", kLayoutTwoDirections, false, generate_dualpipe,

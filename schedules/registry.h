@@ -61,6 +61,8 @@ Schedule generate_zb_h2(const ScheduleParams& p);
 Schedule generate_zb_1p(const ScheduleParams& p);
 Schedule generate_zb_2p(const ScheduleParams& p);
 Schedule generate_zb_v(const ScheduleParams& p);
+Schedule generate_v_half(const ScheduleParams& p);
+Schedule generate_v_min(const ScheduleParams& p);
 Schedule generate_dualpipe(const ScheduleParams& p);
 Schedule generate_dualpipev(const ScheduleParams& p);
 

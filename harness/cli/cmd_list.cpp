@@ -55,9 +55,9 @@ Command add_list(CLI::App& parent) {
     std::cout
         << "\nD = --devices, N = --microbatches, v = --chunks, g = --group-size.\n"
            "Stage placement: one stage per rank (stage r on rank r); interleaved: stage c*D+r\n"
-           "on rank r; zb-v and dualpipev: rank r holds stages r and 2D-1-r; chimera and\n"
-           "dualpipe: chain 0 is stages 0..D-1 (stage s on rank s), chain 1 is stages D..2D-1\n"
-           "(stage D+j on rank D-1-j), N/2 micro-batches each.\n"
+           "on rank r; zb-v, v-half, v-min and dualpipev: rank r holds stages r and 2D-1-r;\n"
+           "chimera and dualpipe: chain 0 is stages 0..D-1 (stage s on rank s), chain 1 is\n"
+           "stages D..2D-1 (stage D+j on rank D-1-j), N/2 micro-batches each.\n"
            "`ppbench list --format json` adds each family's source, layout and closed forms.\n";
   };
 }

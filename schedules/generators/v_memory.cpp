@@ -1,0 +1,401 @@
+// Squeeze and reorder of the controllable-memory V schedules; see v_memory.h.
+// Follows zbv_greedy.py (sail-sg/zero-bubble-pipeline-parallelism at
+// 39f2c186a27580b7051eb51e0f651e1efd0a8170): put_w, mem_of_stage, reorder,
+// eager_execution_time and schedule_from_pattern, with the same tie-breaks, so
+// that the per-rank orders are the reference's. Two things are computed another
+// way with the same results, for large D and N: the slot-order walks use a heap
+// (SlotWalk) instead of a scan over all lists, and a slot try replays only the
+// stretch of the rank that it changes (RankMemory) instead of the whole rank.
+// scripts/v_memory_reference_orders.py --compare checks the orders against the
+// reference file.
+#include "schedules/generators/v_memory.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <queue>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace ppbench {
+
+namespace {
+
+// Pass kinds in the reference's order ("FfBbWw"): the index is also the
+// tie-break between passes in the same slot of different kinds.
+enum Kind : int { kF0 = 0, kF1 = 1, kI1 = 2, kI0 = 3, kW1 = 4, kW0 = 5 };
+
+using Lists = std::vector<std::vector<int>>;  // kind -> slot of micro-batch 0, 1, ...
+using Plan = std::vector<Lists>;              // rank -> its lists
+using Order = std::vector<std::vector<std::pair<int, int>>>;  // rank -> (kind, mb) in order
+
+// A broken invariant of the construction (the reference's failing assert or
+// missing key): a bug, never bad input.
+[[noreturn]] void broken(const std::string& what) {
+  throw std::logic_error("v-shape squeeze: " + what);
+}
+
+int last_slot(const Lists& s) {
+  int bound = 0;
+  for (const auto& l : s) bound = std::max(bound, l.back());
+  return bound;
+}
+
+// The earliest pending pass among kinds [0, kinds): (slot, kind); the slot is
+// `inf` when none is left.
+std::pair<int, int> next_pass(const Lists& s, const std::vector<std::size_t>& at, int kinds,
+                              int inf) {
+  std::pair<int, int> best{inf + 1, 0};
+  for (int k = 0; k < kinds; ++k) {
+    const int slot = at[k] < s[k].size() ? s[k][at[k]] : inf;
+    if (std::pair{slot, k} < best) best = {slot, k};
+  }
+  return best;
+}
+
+// Every pass of every rank, earliest slot first; ties go to the lower rank,
+// then the lower kind (the reference's min over (slot, rank, kind)). Only the
+// pass just taken may change its slot before the next call: the heap holds the
+// slot of each list's next pass, read when that pass becomes the next.
+class SlotWalk {
+ public:
+  SlotWalk(const Plan& plan, int kinds) : plan_(plan), at_(plan.size()) {
+    for (std::size_t r = 0; r < plan.size(); ++r) {
+      at_[r].assign(static_cast<std::size_t>(kinds), 0);
+      for (int k = 0; k < kinds; ++k) push(static_cast<int>(r), k);
+    }
+  }
+  bool done() const { return heap_.empty(); }
+  // (rank, kind, micro-batch) of the next pass.
+  std::array<int, 3> next() {
+    const auto [slot, rank, kind] = heap_.top();
+    heap_.pop();
+    const int mb = static_cast<int>(at_[rank][kind]++);
+    push(rank, kind);
+    return {rank, kind, mb};
+  }
+
+ private:
+  void push(int rank, int kind) {
+    const auto& list = plan_[rank][kind];
+    if (at_[rank][kind] < list.size()) heap_.push({list[at_[rank][kind]], rank, kind});
+  }
+  const Plan& plan_;
+  std::vector<std::vector<std::size_t>> at_;
+  std::priority_queue<std::array<int, 3>, std::vector<std::array<int, 3>>,
+                      std::greater<std::array<int, 3>>>
+      heap_;
+};
+
+// The k-th smallest (from 0) of the union of two ascending lists.
+int kth_of_two(const std::vector<int>& a, const std::vector<int>& b, std::size_t k) {
+  if (k >= a.size() + b.size()) broken("a W without its I");
+  // The least value with more than k entries at or below it.
+  int lo = std::min(a.empty() ? b.front() : a.front(), b.empty() ? a.front() : b.front());
+  int hi = std::max(a.empty() ? b.back() : a.back(), b.empty() ? a.back() : b.back());
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    const auto at_or_below =
+        static_cast<std::size_t>((std::upper_bound(a.begin(), a.end(), mid) - a.begin()) +
+                                 (std::upper_bound(b.begin(), b.end(), mid) - b.begin()));
+    if (at_or_below > k)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+// Appends W lists to F0 F1 I1 I0 lists: every slot without a pass runs the W
+// of the oldest I that has none yet; split, W1 and W0 get a list each and W1
+// goes first. W left over at the end run one per slot after the last pass.
+Lists put_w(Lists s, bool split) {
+  if (s.size() != 4) broken("put_w needs the four F/I lists");
+  const int bound = last_slot(s), inf = bound + 1;
+  s.resize(split ? 6 : 5);
+  int pending[2] = {0, 0};
+  std::vector<std::size_t> at(4, 0);
+  for (int i = 0; i <= bound; ++i) {
+    const auto [slot, kind] = next_pass(s, at, 4, inf);
+    if (slot == inf) broken("put_w ran out of passes");
+    if (slot == i) {
+      ++at[kind];
+      if (kind == kI1 || kind == kI0) ++pending[split ? kind - kI1 : 0];
+      continue;
+    }
+    for (int w = 0; w < 2; ++w) {
+      if (pending[w] == 0) continue;
+      s[kW1 + w].push_back(i);
+      --pending[w];
+      break;
+    }
+  }
+  int i = bound;
+  for (int w = 0; w < 2; ++w)
+    for (; pending[w] > 0; --pending[w]) s[kW1 + w].push_back(++i);
+  return s;
+}
+
+// Peak activations of one rank's lists, in chunk activations: F adds one, W
+// frees one. Without W lists, a W runs in every empty slot while an I waits.
+int peak_memory(const Lists& s) {
+  static constexpr int kDelta[5] = {1, 1, 0, 0, -1};
+  if (s.size() > 5) broken("peak_memory takes at most one W list");
+  const bool has_w = s.size() > 4;
+  const int bound = last_slot(s), inf = bound + 1, kinds = static_cast<int>(s.size());
+  int waiting_w = 0, cur = 0, peak = 0;
+  std::vector<std::size_t> at(s.size(), 0);
+  for (int i = 0; i <= bound; ++i) {
+    const auto [slot, kind] = next_pass(s, at, kinds, inf);
+    if (slot == inf) broken("peak_memory ran out of passes");
+    if (slot == i) {
+      ++at[kind];
+      cur += kDelta[kind];
+      if (kind == kI1 || kind == kI0) ++waiting_w;
+    } else if (!has_w && waiting_w > 0) {
+      --cur;
+      --waiting_w;
+    }
+    peak = std::max(peak, cur);
+  }
+  return peak;
+}
+
+// peak_memory of one rank while the squeeze tries slots for its passes, without
+// rescanning the whole rank for each try. Every rank has at most one pass per
+// slot (the block's four offsets differ modulo 6, W and moves only take empty
+// slots, and re-timing runs one pass at a time), so the rank is a row of slots.
+// Moving a pass earlier changes the running memory only from its new slot until
+// the running state (memory, I without W) meets the old one again; the rest is
+// read from a max-tree over the old running memory.
+class RankMemory {
+ public:
+  explicit RankMemory(const Lists& s) : has_w_(s.size() > 4) {
+    for (const auto& l : s) size_ = std::max(size_, l.back() + 1);
+    kind_at_.assign(static_cast<std::size_t>(size_), -1);
+    for (std::size_t k = 0; k < s.size(); ++k)
+      for (int t : s[k]) kind_at_[static_cast<std::size_t>(t)] = static_cast<int>(k);
+    cur_.assign(static_cast<std::size_t>(size_), 0);
+    waiting_.assign(static_cast<std::size_t>(size_), 0);
+    tree_.assign(2 * static_cast<std::size_t>(size_), 0);
+    replay(0, -1, -1, true);
+  }
+  // The rank's peak with the pass of `kind` at slot `from` moved to `to` < from.
+  int peak_if_moved(int kind, int from, int to) { return replay(to, kind, from, false); }
+  void move(int kind, int from, int to) {
+    replay(to, kind, from, true);
+    kind_at_[static_cast<std::size_t>(from)] = -1;
+    kind_at_[static_cast<std::size_t>(to)] = kind;
+  }
+
+ private:
+  // Runs peak_memory's scan from slot `start` with `kind` there and slot `gone`
+  // empty, until the state meets the stored one at or after `gone` (kind < 0:
+  // the stored row as is, to the end). With `store`, writes the new state.
+  int replay(int start, int kind, int gone, bool store) {
+    static constexpr int kDelta[5] = {1, 1, 0, 0, -1};
+    const auto at = [](int i) { return static_cast<std::size_t>(i); };
+    int cur = start > 0 ? cur_[at(start - 1)] : 0;
+    int waiting = start > 0 ? waiting_[at(start - 1)] : 0;
+    int peak = std::max(0, max_of(0, start));
+    for (int i = start; i < size_; ++i) {
+      const int k = i == start && kind >= 0 ? kind : i == gone ? -1 : kind_at_[at(i)];
+      if (k >= 0) {
+        cur += kDelta[k];
+        if (k == kI1 || k == kI0) ++waiting;
+      } else if (!has_w_ && waiting > 0) {
+        --cur;
+        --waiting;
+      }
+      peak = std::max(peak, cur);
+      if (kind >= 0 && i >= gone && cur == cur_[at(i)] && waiting == waiting_[at(i)])
+        return std::max(peak, max_of(i + 1, size_));
+      if (store) {
+        cur_[at(i)] = cur;
+        waiting_[at(i)] = waiting;
+        set(i, cur);
+      }
+    }
+    return peak;
+  }
+  void set(int i, int v) {
+    std::size_t j = static_cast<std::size_t>(i + size_);
+    for (tree_[j] = v; j > 1; j /= 2) tree_[j / 2] = std::max(tree_[j], tree_[j ^ 1]);
+  }
+  // Max of the stored running memory over slots [lo, hi); 0 when empty.
+  int max_of(int lo, int hi) const {
+    int best = 0;
+    for (auto l = static_cast<std::size_t>(lo + size_), h = static_cast<std::size_t>(hi + size_);
+         l < h; l /= 2, h /= 2) {
+      if (l & 1) best = std::max(best, tree_[l++]);
+      if (h & 1) best = std::max(best, tree_[--h]);
+    }
+    return best;
+  }
+
+  bool has_w_;
+  int size_ = 0;
+  std::vector<int> kind_at_, cur_, waiting_, tree_;
+};
+
+// Walks every pass of every rank in slot order (ties: lower rank, then lower
+// kind) and starts it, with unit lengths, once its predecessors ended: the
+// same pass of the previous micro-batch, the previous pass of the rank, the
+// pass before it in the chain (F0 and I1 come from rank r-1, F1 and I0 from
+// rank r+1, F1 I1 I0 follow F0 F1 I1 of the same micro-batch on the rank).
+// W passes wait only for the rank and their previous micro-batch.
+struct Timed {
+  Plan start;   // same shape as the input
+  Order order;  // each rank's passes in the walk's order
+};
+
+Timed run_eagerly(const Plan& plan) {
+  const int ranks = static_cast<int>(plan.size());
+  const int kinds = static_cast<int>(plan[0].size());
+
+  Plan end(plan.size());
+  for (std::size_t r = 0; r < plan.size(); ++r) {
+    end[r].resize(plan[r].size());
+    for (std::size_t k = 0; k < plan[r].size(); ++k) end[r][k].assign(plan[r][k].size(), -1);
+  }
+  auto ended = [&end](int r, int k, int mb) {
+    const int t = end.at(static_cast<std::size_t>(r))
+                      .at(static_cast<std::size_t>(k))
+                      .at(static_cast<std::size_t>(mb));
+    if (t < 0) broken("a pass runs before its dependency");
+    return t;
+  };
+
+  Order order(plan.size());
+  for (SlotWalk walk(plan, kinds); !walk.done();) {
+    const auto [rank, kind, mb] = walk.next();
+    int ready = 0;
+    if ((kind == kF0 || kind == kI1) && rank > 0)
+      ready = std::max(ready, ended(rank - 1, kind, mb));
+    if ((kind == kF1 || kind == kI0) && rank + 1 < ranks)
+      ready = std::max(ready, ended(rank + 1, kind, mb));
+    if (kind > kF0 && kind < kW1) ready = std::max(ready, ended(rank, kind - 1, mb));
+    if (mb > 0) ready = std::max(ready, ended(rank, kind, mb - 1));
+    if (!order[rank].empty()) {
+      const auto [k, m] = order[rank].back();
+      ready = std::max(ready, ended(rank, k, m));
+    }
+    end[rank][kind][mb] = ready + 1;
+    order[rank].push_back({kind, mb});
+  }
+
+  Timed out{std::move(end), std::move(order)};
+  for (auto& s : out.start)
+    for (auto& l : s)
+      for (int& t : l) --t;
+  return out;
+}
+
+// One squeeze pass over the plan (reference: reorder). With `with_w`, W lists
+// are added first and squeezed too, and everything outside the steady phase
+// moves; without, W run in empty slots and only passes after the steady phase
+// move. Returns the re-timed start slots, with one W list.
+Plan squeeze(Plan plan, bool with_w) {
+  int kinds = 4;
+  if (with_w) {
+    for (auto& s : plan) s = put_w(std::move(s), false);
+    kinds = 5;
+  }
+  int budget = 0;
+  for (const auto& s : plan) budget = std::max(budget, peak_memory(s));
+  std::vector<RankMemory> memory(plan.begin(), plan.end());
+
+  const int ranks = static_cast<int>(plan.size());
+  const int last_mb = static_cast<int>(plan[0][kF0].size()) - 1;
+  // Sized like the reference: up to the last slot of the rank's last list.
+  std::vector<std::vector<char>> taken;
+  for (const auto& s : plan)
+    taken.emplace_back(static_cast<std::size_t>(s.back().back() + 1), char{0});
+
+  int phase = 0;  // 0: before the steady phase, 1: in it, 2: after it
+  for (SlotWalk walk(plan, kinds); !walk.done();) {
+    const auto [rank, kind, mb] = walk.next();
+    int& mine = plan[rank][kind][static_cast<std::size_t>(mb)];
+    const int slot = mine;
+
+    if (kind == kI0 && rank == 0 && phase == 0) phase = 1;
+    if (phase == 1) {
+      if (kind == kF0 && mb == last_mb) phase = 2;
+      taken[rank].at(static_cast<std::size_t>(mine)) = 1;
+      continue;
+    }
+    if (phase == 0 && !with_w) {
+      taken[rank].at(static_cast<std::size_t>(mine)) = 1;
+      continue;
+    }
+
+    // The latest slot of a predecessor, from the slots chosen so far.
+    int after = -1;
+    if ((kind == kF0 || kind == kI1) && rank > 0) after = std::max(after, plan[rank - 1][kind][mb]);
+    if ((kind == kF1 || kind == kI0) && rank + 1 < ranks)
+      after = std::max(after, plan[rank + 1][kind][mb]);
+    if (kind > kF0 && kind < kW1) after = std::max(after, plan[rank][kind - 1][mb]);
+    if (kind == kW1) {
+      // One W list serves both chunks: its mb-th W follows the mb-th I of
+      // either chunk (each list ascends: a pass never precedes its previous
+      // micro-batch's).
+      after = std::max(after,
+                       kth_of_two(plan[rank][kI1], plan[rank][kI0], static_cast<std::size_t>(mb)));
+    }
+    if (mb > 0) after = std::max(after, plan[rank][kind][mb - 1]);
+    if (after + 1 > slot) broken("a pass precedes its dependency");
+
+    bool moved = false;
+    for (int t = after + 1; t < slot && !moved; ++t) {
+      if (taken[rank].at(static_cast<std::size_t>(t))) continue;
+      mine = t;
+      moved = memory[rank].peak_if_moved(kind, slot, t) <= budget;
+    }
+    if (!moved) mine = slot;
+    if (mine != slot) memory[rank].move(kind, slot, mine);
+    taken[rank].at(static_cast<std::size_t>(mine)) = 1;
+  }
+  if (!with_w)
+    for (auto& s : plan) s = put_w(std::move(s), false);
+  return run_eagerly(plan).start;
+}
+
+void drop_w(Plan& plan) {
+  for (auto& s : plan) s.resize(4);
+}
+
+}  // namespace
+
+Schedule v_memory_schedule(const ScheduleParams& p, const std::vector<VBlock>& block) {
+  const int d = p.devices, n = p.microbatches;
+  Plan plan(block.size());
+  for (std::size_t r = 0; r < block.size(); ++r) {
+    plan[r].resize(4);
+    for (int k = 0; k < 4; ++k)
+      for (int m = 0; m < n; ++m) plan[r][k].push_back(block[r][k] + 6 * m);
+  }
+  plan = squeeze(std::move(plan), true);
+  drop_w(plan);
+  plan = squeeze(std::move(plan), false);
+  drop_w(plan);
+  for (auto& s : plan) s = put_w(std::move(s), true);
+  Order order = run_eagerly(plan).order;
+  Plan().swap(plan);  // the slots are no longer needed; large N keeps the peak down
+
+  Schedule s{p, Placement::v_shape(d, n), {}};
+  s.ranks.resize(static_cast<std::size_t>(d));
+  for (int r = 0; r < d; ++r) {
+    const int down = r, up = 2 * d - 1 - r;  // chunk 0 and chunk 1
+    s.ranks[r].reserve(order[r].size());
+    for (const auto& [kind, mb] : order[r]) {
+      static constexpr Op kOp[6] = {Op::F, Op::F, Op::I, Op::I, Op::W, Op::W};
+      const bool on_up = kind == kF1 || kind == kI1 || kind == kW1;
+      s.ranks[r].push_back(Action::single(kOp[kind], on_up ? up : down, mb));
+    }
+    std::vector<std::pair<int, int>>().swap(order[r]);
+  }
+  return s;
+}
+
+}  // namespace ppbench
