@@ -118,13 +118,15 @@ TEST(VMemory, EveryOrderIsCompleteAndDeadlockFree) {
 
 // The reference compares slots only: its costs feed a log line, and no memory
 // limit enters (the block fixes the memory), so neither changes the order.
-TEST(VMemory, PlanningCostsAndMemoryLimitDoNotChangeTheOrder) {
+// The block fixes the memory; a limit is refused as for every family that does not plan.
+TEST(VMemory, PlanningCostsDoNotChangeTheOrderAndALimitIsRefused) {
   for (const char* name : kFamilies) {
     ScheduleParams p{name, 4, 12, 0, 0};
     const std::string plain = to_text(generate(p));
     p.costs = {3, 1, 2, 0.5};
-    p.memory_limit = 1;
     EXPECT_EQ(to_text(generate(p)), plain) << name;
+    p.memory_limit = 1;
+    EXPECT_THROW(generate(p), UsageError) << name;
   }
 }
 

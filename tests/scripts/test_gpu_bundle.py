@@ -194,7 +194,7 @@ def test_gpu_bundle_script_usage():
 def test_the_bundle_lists_its_programs_once_and_carries_the_check():
     text = GPU_BUNDLE.read_text()
     targets = re.search(r"^TARGETS=\((.*)\)$", text, re.M).group(1).split()
-    assert targets == ["ppbench", "cuda_kernel_tests", "cuda_exec_tests", "cuda_gemm_bench",
+    assert targets == ["ppbench", "ppbench-cuda", "cuda_kernel_tests", "cuda_exec_tests", "cuda_gemm_bench",
                        "cuda_layer_bench", "cuda_pipeline_bench"]
     helpers = re.search(r"^HELPERS=\(([^)]*)\)", text, re.M).group(1).split()
     # Every script gpu-check.sh runs from its helper folder is carried.

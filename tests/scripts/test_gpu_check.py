@@ -226,7 +226,10 @@ esac
         "BUNDLE_COMMIT=0123abc\nBUNDLE_DIRTY=false\nBUNDLE_CUBLAS_SONAMES=libcublasLt.so.13\n"
         "BUNDLE_NCCL_SONAME=libnccl.so.2\nBUNDLE_NCCL_REQUIRED=0\n")
     (bundle / "bundle.json").write_text('{"commit": "0123abc"}\n')
-    write_exe(bundle / "bin" / "ppbench", FAKE_PPBENCH.replace("/usr/bin/env python3", sys.executable))
+    # ppbench hands CUDA runs (and the GPU part of --version) to ppbench-cuda beside it.
+    for program in ("ppbench", "ppbench-cuda"):
+        write_exe(bundle / "bin" / program,
+                  FAKE_PPBENCH.replace("/usr/bin/env python3", sys.executable))
     passing = [("Layers.Gemm/f32", "OK", ""), ("Layers.Gemm/bf16", "OK", "")]
     write_exe(bundle / "bin" / "cuda_kernel_tests", fake_gtest(passing))
     write_exe(bundle / "bin" / "cuda_exec_tests", fake_gtest(passing))
