@@ -52,8 +52,8 @@ WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& 
 // given) and derives the per-stage costs.
 void partition_workload(WorkloadCosts& w, const WorkloadCostFlags& flags, int stages);
 
-// What a cost-aware family plans for: the bounding stage's F, I, W and hand-over, in units of
-// its F (planning compares sums, so the scale is free and the numbers stay near 1).
+// What a cost-aware family plans for: the bounding stage's F, I, W and the slowest hand-over, in
+// units of that F (planning compares sums, so the scale is free and the numbers stay near 1).
 PlanningCosts planning_costs(const WorkloadCosts& w);
 
 // The record's workload fields: workload, partition, device_profile, time_unit, stage_costs,
