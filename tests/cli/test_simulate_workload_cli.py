@@ -149,6 +149,12 @@ class MeasuredProfile(unittest.TestCase):
     RUN = ["run", "--workload", "mlp", "--layers", "4", "--width", "256", "-b", "16",
            "-s", "1f1b", "-d", "2", "-n", "4", "--steps", "3", "--warmup", "1"]
 
+    def test_unwritable_profile_is_refused_before_the_run(self):
+        one_line_refusal(self, run(*self.RUN, "--profile-out", "/nonexistent-dir/p.json"),
+                         "nonexistent-dir")
+        one_line_refusal(self, run(*self.RUN, "--profile-out", "-", "--results", "-"),
+                         "--profile-out -")
+
     def test_run_profile_out_round_trip(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "cpu.json")
