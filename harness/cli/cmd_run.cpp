@@ -11,6 +11,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/cuda_program.h"
 #include "harness/cli/options.h"
+#include "harness/device_profile.h"
 #include "harness/memory_estimate.h"
 #include "harness/output_file.h"
 #if PPBENCH_HAVE_CUDA
@@ -107,8 +108,9 @@ Command add_run(CLI::App& parent) {
     RunOptions options;
     CudaFlags cuda;
     std::string format = "text";
-    std::string trace_out, results;
+    std::string trace_out, results, profile_out;
     CLI::Option* trace_option = nullptr;
+    CLI::Option* profile_option = nullptr;
     CLI::Option* results_option = nullptr;
     MemoryFlag memory;
   };
@@ -169,6 +171,10 @@ Command add_run(CLI::App& parent) {
       "--results", st->results,
       "Append the JSON record as one line to this JSON Lines file, under an exclusive lock (safe "
       "for concurrent runs), or to a device, a FIFO, or - for stdout (then instead of the report)");
+  st->profile_option = app->add_option(
+      "--profile-out", st->profile_out,
+      "Write the last measured step's per-stage median F, I, W, B, FB and hand-over times as a "
+      "device profile (JSON, replaced atomically) that simulate --device-profile reads");
   st->memory.add_to(*app);
   app->footer(
       "Example: ppbench run --workload transformer --preset tiny-llama --schedule 1f1b --devices 2 "
@@ -192,9 +198,16 @@ Command add_run(CLI::App& parent) {
       trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
     if (st->results_option->count() > 0)
       results = check_output("--results", st->results, OutputMode::kAppend);
+    OutputTarget profile_out;
+    if (st->profile_option->count() > 0)
+      profile_out = check_output("--profile-out", st->profile_out, OutputMode::kReplace);
     if (trace_out.is_stdout() && results.is_stdout())
       throw UsageError(
           "--trace-out - and --results - both ask for stdout: give one of them a file");
+    if (profile_out.is_stdout() && (trace_out.is_stdout() || results.is_stdout()))
+      throw UsageError(
+          "--profile-out - and --trace-out - or --results - all ask for stdout: give one of them "
+          "a file");
     const MemoryBudget budget = st->memory.budget();
     st->options.schedule = st->schedule.resolve(budget);
     if (st->schedule.file)
@@ -221,7 +234,7 @@ Command add_run(CLI::App& parent) {
     out = run_cpu(spec, st->options);
 #endif
     // The report first, so that a failed write below loses nothing that was measured.
-    if (!trace_out.is_stdout() && !results.is_stdout()) {
+    if (!trace_out.is_stdout() && !results.is_stdout() && !profile_out.is_stdout()) {
       if (st->format == "json")
         std::cout << out.record.dump(1) << '\n';
       else
@@ -242,6 +255,19 @@ Command add_run(CLI::App& parent) {
     attempt([&] {
       if (trace_out.given())
         write_output(trace_out, to_chrome_trace(out.trace, out.record["provenance"]).dump() + "\n");
+    });
+    attempt([&] {
+      if (!profile_out.given()) return;
+      // The stages the run measured: the schedule's placement, the workload's partition.
+      const Schedule s =
+          st->schedule.build({.channel_capacity = st->options.executor.channel_capacity});
+      const PartitionPlan plan =
+          partition(spec, s.placement.stages_per_chain(), st->options.partition);
+      nlohmann::json identity = out.record;
+      identity["name"] = "measured by run --backend " + st->backend + " --schedule " +
+                         out.record["schedule"].get<std::string>();
+      write_output(profile_out,
+                   measured_profile_json(out.trace, s.placement, plan, identity).dump(1) + "\n");
     });
     if (failed) std::rethrow_exception(failed);
     if (const std::string why = check_failure(out.record); !why.empty()) throw CheckFailed(why);

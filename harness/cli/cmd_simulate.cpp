@@ -5,12 +5,14 @@
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
+#include "harness/cli/simulate_workload.h"
 #include "harness/memory_estimate.h"
 #include "harness/metrics.h"
 #include "harness/output_file.h"
 #include "harness/provenance.h"
 #include "harness/report_json.h"
 #include "harness/simulator.h"
+#include "harness/workload_costs.h"
 #include "schedules/formulas.h"
 #include "schedules/registry.h"
 
@@ -25,13 +27,18 @@ std::string fixed(double v, int digits = 6) {
 }
 
 void print_text(const nlohmann::json& r, const ClosedForm& cf) {
-  const auto& c = r["costs"];
+  const bool workload = r.contains("stage_costs");
   std::cout << "schedule " << r["schedule"].get<std::string>() << "  D=" << r["devices"]
             << "  N=" << r["microbatches"] << "  chunks=" << r["chunks"]
             << "  stages=" << r["stages"] << "  actions=" << r["actions"]
             << "  parameter copies=" << r["param_copies"] << '\n';
-  std::cout << "costs per stage: F=" << c["F"] << " B=" << c["B"] << " I=" << c["I"]
-            << " W=" << c["W"] << " FB=" << c["FB"] << " comm=" << c["comm"] << '\n';
+  if (workload) {
+    print_workload_costs(r);
+  } else {
+    const auto& c = r["costs"];
+    std::cout << "costs per stage: F=" << c["F"] << " B=" << c["B"] << " I=" << c["I"]
+              << " W=" << c["W"] << " FB=" << c["FB"] << " comm=" << c["comm"] << '\n';
+  }
   if (r.contains("plan")) {
     // A cost-aware family's order: what it was planned for.
     const auto& p = r["plan"];
@@ -45,7 +52,7 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
     n.resize(18, ' ');
     std::cout << n << fixed(v) << note << '\n';
   };
-  line("makespan", r["makespan"]);
+  line("makespan", r["makespan"], workload ? " s" : "");
   line("bubble_fraction", r["bubble_fraction"],
        cf.bubble_fraction
            ? "   closed form " + cf.bubble_formula + " = " + fixed(*cf.bubble_fraction)
@@ -71,6 +78,7 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
   if (!cf.activations_formula.empty())
     std::cout << " Closed form: " << cf.activations_formula << ".";
   std::cout << '\n';
+  if (workload) print_workload_memory(r);
 }
 
 void print_csv(const nlohmann::json& r) {
@@ -98,6 +106,7 @@ Command add_simulate(CLI::App& parent) {
     std::string trace_out;
     CLI::Option* trace_option = nullptr;
     MemoryFlag memory;
+    WorkloadCostFlags workload;
   };
   auto st = std::make_shared<State>();
   st->schedule.add_to(*app);
@@ -109,44 +118,65 @@ Command add_simulate(CLI::App& parent) {
       "Write the timeline as a Chrome/Perfetto trace (JSON; 1 cost unit = 1 ms): a file (replaced "
       "atomically), a device, a FIFO, or - for stdout (then instead of the report)");
   st->memory.add_to(*app);
+  st->workload.add_to(*app);
   app->footer(
       "Metrics (docs/metrics.md): bubble_fraction = sum idle / (ranks x makespan); bubble_ratio = "
       "sum "
       "idle / sum busy;\nzb_bubble_rate = (max span - busy) / max span; peak activations per "
       "rank.\n"
       "Example: ppbench simulate --schedule zb-h1 --devices 4 --microbatches 8 --cost F=1,I=1,W=1\n"
-      "         ppbench simulate --schedule-file my_schedule.txt --cost F=1,I=1,W=1");
+      "         ppbench simulate --schedule-file my_schedule.txt --cost F=1,I=1,W=1\n"
+      "         ppbench simulate --schedule 1f1b -d 4 -n 8 --workload mlp --layers 8 --width 1024 "
+      "--device-profile my_gpu.json --memory-limit-bytes 1G");
   return [st] {
+    st->workload.check(st->costs);
+    const bool with_workload = st->workload.given();
     const StageCost cost = st->costs.resolve();
     // Everything that can be refused is refused before the work: the output, then the size.
     OutputTarget trace_out;
     if (st->trace_option->count() > 0)
       trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
     const MemoryBudget budget = st->memory.budget();
+    WorkloadCosts wl;
+    if (with_workload) wl = load_workload(st->workload, budget);
     st->schedule.plan_for(cost);
-    const ScheduleParams params = st->schedule.resolve(budget);
+    ScheduleParams params = st->schedule.resolve(budget);
     require_memory(
         budget, estimate_simulate(params, trace_out.given()),
         "simulate " + st->schedule.describe() + (trace_out.given() ? " --trace-out" : ""));
     // A file is validated in full, its errors located by line; a generated schedule needs its
     // structure checked only, as the simulation's own walk proves it deadlock-free.
-    const Schedule s = st->schedule.file ? st->schedule.build() : generate(params);
+    Schedule s = st->schedule.file ? st->schedule.build() : generate(params);
+    if (with_workload) {
+      partition_workload(wl, st->workload, s.placement.stages_per_chain());
+      // A cost-aware family plans again, for the workload's bounding stage.
+      if (!st->schedule.file && find_schedule(params.name).cost_aware) {
+        params.costs = planning_costs(wl);
+        s = generate(params);
+      }
+    }
     if (!st->schedule.file) validate_structure(s);
-    const CostModel costs = CostModel::uniform(s.stages(), cost);
+    const CostModel costs = with_workload ? schedule_cost_model(s.placement, wl.parts)
+                                          : CostModel::uniform(s.stages(), cost);
     // The timeline is kept only where it is written; the metrics need none of it.
-    const Trace trace = trace_out.given() ? simulate(s, costs) : Trace{};
+    Trace trace = trace_out.given() ? simulate(s, costs) : Trace{};
+    if (with_workload) trace.time_unit = "s";
     const Metrics m =
         trace_out.given() ? compute_metrics(trace, s.placement) : simulate_metrics(s, costs);
-    // A family's closed forms describe its own order; a file's order has none.
+    // A family's closed forms describe its own order; a file's order has none, and they assume
+    // the same costs on every stage.
     ClosedForm cf;
     if (st->schedule.file)
       cf.note = "a schedule from a file has no closed form";
+    else if (with_workload)
+      cf.note = "closed forms assume equal costs on every stage; a workload's differ";
     else
       cf = closed_form(s.params, {cost.f, cost.b, cost.i, cost.w, cost.fb});
 
     nlohmann::json record = schedule_json(s);
-    record["costs"] = to_json(cost);
+    if (!with_workload) record["costs"] = to_json(cost);
     record.update(to_json(m));
+    if (with_workload) add_workload_report(record, wl, s, m);
     // Closed forms assume no communication time.
     record["closed_form"] = to_json(cf);
     if (cost.comm != 0)

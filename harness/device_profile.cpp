@@ -1,0 +1,195 @@
+#include "harness/device_profile.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/error.h"
+
+namespace ppbench {
+
+namespace {
+
+constexpr const char* kFormat = "ppbench-device-profile";
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+[[noreturn]] void bad(const std::string& source, const std::string& key, const std::string& why) {
+  throw UsageError("bad --device-profile " + quoted(source) + ": key " + quoted(key) + " " + why);
+}
+
+// j[key] as a finite number in (0, kMaxCost]-like bounds: > 0, or >= 0 where `zero_ok`.
+double number(const nlohmann::json& j, const std::string& key, const std::string& path,
+              const std::string& source, bool zero_ok = false) {
+  if (!j.contains(key)) bad(source, path + key, "is missing");
+  const auto& v = j.at(key);
+  if (!v.is_number()) bad(source, path + key, "must be a number, not " + quoted(v.dump()));
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x > 1e300 || x < 0 || (!zero_ok && x == 0))
+    bad(source, path + key,
+        "must be a finite number " + std::string(zero_ok ? ">= 0" : "> 0") + ", not " + num(x));
+  return x;
+}
+
+std::string text(const nlohmann::json& j, const std::string& key, const std::string& source) {
+  if (!j.contains(key)) bad(source, key, "is missing");
+  if (!j.at(key).is_string()) bad(source, key, "must be a string, not " + quoted(j.at(key).dump()));
+  return j.at(key).get<std::string>();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+DeviceProfile default_profile() {
+  DeviceProfile p;
+  p.kind = "rates";
+  p.name = "default-cpu";
+  p.source = "built-in default";
+  p.rates = {1e11, 2e10, 1e10, 1e-5};
+  return p;
+}
+
+DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object())
+    throw UsageError("bad --device-profile " + quoted(source) + ": expected one JSON object, not " +
+                     j.type_name());
+  if (text(j, "format", source) != kFormat)
+    bad(source, "format", "must be \"" + std::string(kFormat) + "\"");
+  if (number(j, "version", "", source) != 1) bad(source, "version", "must be 1");
+  DeviceProfile p;
+  p.source = source;
+  p.kind = text(j, "kind", source);
+  p.name = j.contains("name") ? text(j, "name", source) : source;
+  if (p.kind == "rates") {
+    p.rates.peak_flops = number(j, "peak_flops", "", source);
+    p.rates.memory_bandwidth = number(j, "memory_bandwidth", "", source);
+    p.rates.link_bandwidth = number(j, "link_bandwidth", "", source);
+    p.rates.link_latency = number(j, "link_latency", "", source, true);
+    return p;
+  }
+  if (p.kind != "measured") bad(source, "kind", "must be \"rates\" or \"measured\"");
+  if (text(j, "time_unit", source) != "s") bad(source, "time_unit", "must be \"s\"");
+  if (!j.contains("stages") || !j["stages"].is_array() || j["stages"].empty())
+    bad(source, "stages", "must be a non-empty array of per-stage times");
+  for (std::size_t s = 0; s < j["stages"].size(); ++s) {
+    const auto& e = j["stages"][s];
+    const std::string at = "stages[" + std::to_string(s) + "].";
+    if (!e.is_object()) bad(source, at.substr(0, at.size() - 1), "must be an object");
+    StageCost c;
+    c.f = number(e, "F", at, source);
+    c.i = number(e, "I", at, source);
+    c.w = number(e, "W", at, source);
+    c.b = number(e, "B", at, source);
+    c.fb = number(e, "FB", at, source);
+    c.comm = number(e, "comm", at, source, true);
+    for (double v : {c.f, c.i, c.w, c.b, c.fb, c.comm})
+      if (v > kMaxCost) bad(source, at + "F", "times must be at most " + num(kMaxCost) + " s");
+    p.stages.push_back(c);
+  }
+  for (const char* key :
+       {"workload", "workload_config", "microbatch_size", "dtype", "layer_counts"}) {
+    if (!j.contains(key)) bad(source, key, "is missing (what the times were measured for)");
+    p.measured_for[key] = j[key];
+  }
+  if (!j["layer_counts"].is_array() || j["layer_counts"].size() != p.stages.size())
+    bad(source, "layer_counts",
+        "must be an array of " + std::to_string(p.stages.size()) + " layer counts, one per stage");
+  for (const auto& n : j["layer_counts"])
+    if (!n.is_number_integer() || n.get<long long>() < 1)
+      bad(source, "layer_counts", "must hold integers >= 1, not " + quoted(n.dump()));
+  return p;
+}
+
+DeviceProfile read_device_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("cannot read --device-profile " + quoted(path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(buf.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError("bad --device-profile " + quoted(path) + ": not JSON (byte " +
+                     std::to_string(e.byte) + ")");
+  }
+  return parse_device_profile(j, path);
+}
+
+nlohmann::json to_json(const DeviceProfile& p) {
+  nlohmann::json j = {{"kind", p.kind}, {"name", p.name}, {"source", p.source}};
+  if (p.kind == "rates")
+    j["rates"] = {{"peak_flops", p.rates.peak_flops},
+                  {"memory_bandwidth", p.rates.memory_bandwidth},
+                  {"link_bandwidth", p.rates.link_bandwidth},
+                  {"link_latency", p.rates.link_latency}};
+  else
+    j["measured_for"] = p.measured_for;
+  return j;
+}
+
+nlohmann::json measured_profile_json(const Trace& trace, const Placement& placement,
+                                     const PartitionPlan& plan, const nlohmann::json& identity) {
+  const int parts = static_cast<int>(plan.stages.size());
+  // A schedule stage's position in its chain is the partition stage it runs.
+  auto part = [&](int stage) {
+    return stage - placement.chain_begin[placement.stage_chain[stage]];
+  };
+  // Per part: F, B, I, W, overlapped pairs (by their forward stage); hand-overs per boundary.
+  std::vector<std::array<std::vector<double>, 5>> d(static_cast<std::size_t>(parts));
+  std::vector<std::vector<double>> comm(static_cast<std::size_t>(parts));
+  for (const auto& e : trace.compute) {
+    const auto k = static_cast<std::size_t>(part(e.action.task.stage));
+    d[k][e.action.paired ? 4 : static_cast<std::size_t>(e.action.task.op)].push_back(e.end -
+                                                                                     e.start);
+  }
+  for (const auto& c : trace.comm) {
+    // An activation goes down from the producer's stage, a gradient up to the one before it.
+    const int from = part(c.task.stage);
+    const int boundary = c.task.op == Op::F ? from : from - 1;
+    if (boundary >= 0 && boundary < parts)
+      comm[static_cast<std::size_t>(boundary)].push_back(c.end - c.start);
+  }
+  nlohmann::json stages = nlohmann::json::array();
+  for (std::size_t k = 0; k < d.size(); ++k) {
+    auto& [f, b, i, w, fb] = d[k];
+    // Every stage runs a forward of every micro-batch, so a trace without one is a bug.
+    if (f.empty())
+      throw std::logic_error("the measured step has no forward on stage " + std::to_string(k));
+    StageCost c;
+    c.f = median(f);
+    c.i = !i.empty() ? median(i) : median(b) / 2;
+    c.w = !w.empty() ? median(w) : median(b) / 2;
+    c.b = !b.empty() ? median(b) : c.i + c.w;
+    c.fb = !fb.empty() ? median(fb) : c.f + c.b;
+    c.comm = k + 1 < d.size() ? median(comm[k]) : 0;
+    stages.push_back(
+        {{"F", c.f}, {"I", c.i}, {"W", c.w}, {"B", c.b}, {"FB", c.fb}, {"comm", c.comm}});
+  }
+  nlohmann::json j = {
+      {"format", kFormat},      {"version", 1},
+      {"kind", "measured"},     {"time_unit", "s"},
+      {"granularity", "stage"}, {"statistic", "median over the last measured step's actions"}};
+  for (const char* key : {"workload", "workload_config", "microbatch_size", "dtype"})
+    j[key] = identity.at(key);
+  j["name"] = identity.value("name", std::string("measured"));
+  j["layer_counts"] = plan.layer_counts;
+  j["stages"] = std::move(stages);
+  if (identity.contains("provenance")) j["provenance"] = identity["provenance"];
+  return j;
+}
+
+}  // namespace ppbench

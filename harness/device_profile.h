@@ -1,0 +1,71 @@
+// What `simulate --workload` turns a workload's FLOPs and bytes into times with
+// (docs/metrics.md, "Costs from a workload"). A profile is one of two kinds:
+//
+//   rates     a device's peak FLOP/s, memory bandwidth (bytes/s), link bandwidth (bytes/s) and
+//             link latency (s); a layer's pass takes max(FLOPs / peak, bytes / bandwidth) (a
+//             roofline), a stage boundary bytes / link bandwidth + latency.
+//   measured  per-stage medians of F, I, W, B, FB and of the hand-over at each boundary, in
+//             seconds, as `run --profile-out FILE` writes them from a measured step, with the
+//             workload, partition and provenance they were measured for.
+//
+// The file is one JSON object with "format": "ppbench-device-profile", "version": 1 and "kind"
+// (docs/metrics.md lists every key). Without a file the built-in default_profile() is used.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/cost_model.h"
+#include "harness/trace.h"
+#include "schedules/placement.h"
+#include "workloads/layer_spec.h"
+#include "workloads/partition.h"
+
+namespace ppbench {
+
+struct DeviceRates {
+  double peak_flops = 0;        // FLOP/s
+  double memory_bandwidth = 0;  // bytes/s
+  double link_bandwidth = 0;    // bytes/s between adjacent ranks
+  double link_latency = 0;      // s per transfer
+};
+
+struct DeviceProfile {
+  std::string kind;    // "rates" or "measured"
+  std::string name;    // what the profile says it describes
+  std::string source;  // "built-in default" or the file's path
+  DeviceRates rates;   // kind "rates"
+  // kind "measured": per partition stage, seconds; comm is the hand-over to the next stage.
+  std::vector<StageCost> stages;
+  // kind "measured": what the times were measured for (workload, workload_config,
+  // microbatch_size, dtype, layer_counts), checked against the simulated workload.
+  nlohmann::json measured_for;
+};
+
+// A CPU-class device (one socket's cores running Eigen, ranks as threads sharing its memory):
+// 100 GFLOP/s, 20 GB/s memory, 10 GB/s and 10 us between ranks. Round figures of the order a
+// 2020s server core group reaches, not a measurement: measure one with `run --profile-out`.
+DeviceProfile default_profile();
+
+// Parses a profile read from `source` (for messages). UsageError, one line naming the file and
+// the key, for a missing or ill-typed key, a number that is not finite and > 0 (>= 0 for
+// latencies and hand-overs), an unknown kind, format or version.
+DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& source);
+// Reads and parses FILE; UsageError when it cannot be read or is not JSON.
+DeviceProfile read_device_profile(const std::string& path);
+
+// The profile's description for reports (kind, name, source and its rates or its provenance).
+nlohmann::json to_json(const DeviceProfile& p);
+
+// A measured profile from a step's trace (seconds): per partition stage (copies of a stage on
+// several chains pooled) the median duration of each op, I = W = B/2 where the backward was not
+// split, B = I + W where it was, FB = F + B without overlapped pairs; the hand-over of each
+// boundary the median of the activations sent down it and the gradients sent up it (0 when no
+// transfer crossed ranks there). `identity` carries workload, workload_config, microbatch_size,
+// dtype and provenance from the run's record.
+nlohmann::json measured_profile_json(const Trace& trace, const Placement& placement,
+                                     const PartitionPlan& plan, const nlohmann::json& identity);
+
+}  // namespace ppbench

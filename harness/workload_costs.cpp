@@ -1,0 +1,68 @@
+#include "harness/workload_costs.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ppbench {
+
+PassBytes layer_bytes(const WorkloadSpec& spec, std::size_t layer) {
+  const LayerSpec& l = spec.layers.at(layer);
+  const double weights = static_cast<double>(l.params) * dtype_bytes(spec.dtype);
+  const double in =
+      static_cast<double>(layer == 0 ? spec.input.bytes : spec.layers[layer - 1].boundary_bytes());
+  const double out = static_cast<double>(l.boundary_bytes());
+  const double mb = static_cast<double>(l.activation.b), mw = static_cast<double>(l.activation.w);
+  return {weights + in + out + mb, weights + out + mb + (layer == 0 ? 0 : in), mw + 2 * weights};
+}
+
+double roofline_time(double flops, double bytes, const DeviceRates& r) {
+  return std::max(flops / r.peak_flops, bytes / r.memory_bandwidth);
+}
+
+std::vector<StageCost> stage_costs(const WorkloadSpec& spec, const PartitionPlan& plan,
+                                   const DeviceProfile& profile) {
+  if (profile.kind == "measured") {
+    if (profile.stages.size() != plan.stages.size())
+      throw std::invalid_argument("measured profile has " + std::to_string(profile.stages.size()) +
+                                  " stages, the partition " + std::to_string(plan.stages.size()));
+    return profile.stages;
+  }
+  std::vector<StageCost> out;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const StageSpec& st = plan.stages[s];
+    StageCost c;
+    c.f = c.i = c.w = 0;
+    for (int l = st.first_layer; l < st.first_layer + st.num_layers; ++l) {
+      const LayerSpec& layer = spec.layers[static_cast<std::size_t>(l)];
+      const PassBytes bytes = layer_bytes(spec, static_cast<std::size_t>(l));
+      c.f += roofline_time(layer.flops.f, bytes.f, profile.rates);
+      c.i += roofline_time(layer.flops.i, bytes.i, profile.rates);
+      c.w += roofline_time(layer.flops.w, bytes.w, profile.rates);
+    }
+    c.b = c.i + c.w;
+    c.fb = c.f + c.b;
+    c.comm = s + 1 < plan.stages.size()
+                 ? static_cast<double>(st.boundary_bytes_out) / profile.rates.link_bandwidth +
+                       profile.rates.link_latency
+                 : 0;
+    out.push_back(c);
+  }
+  return out;
+}
+
+CostModel schedule_cost_model(const Placement& placement, const std::vector<StageCost>& parts) {
+  std::vector<StageCost> stages;
+  for (int s = 0; s < placement.stages(); ++s)
+    stages.push_back(
+        parts.at(static_cast<std::size_t>(s - placement.chain_begin[placement.stage_chain[s]])));
+  return CostModel(std::move(stages));
+}
+
+int bounding_stage(const std::vector<StageCost>& parts) {
+  int best = 0;
+  for (std::size_t s = 1; s < parts.size(); ++s)
+    if (parts[s].f + parts[s].b > parts[best].f + parts[best].b) best = static_cast<int>(s);
+  return best;
+}
+
+}  // namespace ppbench

@@ -1,0 +1,173 @@
+// Per-stage costs from a workload (harness/workload_costs.h) and device profiles
+// (harness/device_profile.h): the roofline, the stage sums, the hand-over, a measured profile's
+// round trip through a trace, and bad profiles refused naming the key.
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "harness/device_profile.h"
+#include "harness/simulator.h"
+#include "harness/workload_costs.h"
+#include "schedules/registry.h"
+#include "workloads/mlp.h"
+#include "workloads/partition.h"
+
+namespace ppbench {
+namespace {
+
+// 8 layers of width 64: layers 1..6 are the same linear + GeLU block.
+WorkloadSpec mlp8() { return build_mlp({8, 64, 0, 10}, 4, DType::kF32); }
+
+DeviceProfile rates(double peak, double memory, double link, double latency) {
+  DeviceProfile p;
+  p.kind = "rates";
+  p.name = "test";
+  p.rates = {peak, memory, link, latency};
+  return p;
+}
+
+TEST(WorkloadCosts, RooflinePicksTheLargerTerm) {
+  const DeviceRates r{100, 10, 1, 0};
+  EXPECT_DOUBLE_EQ(roofline_time(1000, 50, r), 10);  // compute-bound: 1000/100 > 50/10
+  EXPECT_DOUBLE_EQ(roofline_time(100, 50, r), 5);    // memory-bound: 50/10 > 100/100
+}
+
+TEST(WorkloadCosts, StageWithTwiceTheLayersCostsTwice) {
+  const WorkloadSpec spec = mlp8();
+  // Stage 1 holds layers 1-2, stage 2 layers 3-6: the same block twice and four times.
+  const PartitionPlan plan = partition(spec, 4, "1,2,4,1");
+  for (const DeviceProfile& p : {rates(1e9, 1e15, 1e9, 0), rates(1e15, 1e9, 1e9, 0)}) {
+    const std::vector<StageCost> c = stage_costs(spec, plan, p);
+    ASSERT_EQ(c.size(), 4u);
+    EXPECT_NEAR(c[2].f, 2 * c[1].f, 1e-12 * c[2].f);
+    EXPECT_NEAR(c[2].i, 2 * c[1].i, 1e-12 * c[2].i);
+    EXPECT_NEAR(c[2].w, 2 * c[1].w, 1e-12 * c[2].w);
+    for (const StageCost& s : c) {
+      EXPECT_DOUBLE_EQ(s.b, s.i + s.w);
+      EXPECT_DOUBLE_EQ(s.fb, s.f + s.b);
+      EXPECT_GT(s.f, 0);
+    }
+    EXPECT_EQ(bounding_stage(c), 2);
+  }
+}
+
+TEST(WorkloadCosts, ComputeBoundStagesFollowTheFlops) {
+  const WorkloadSpec spec = mlp8();
+  const PartitionPlan plan = partition(spec, 2, "4,4");
+  // Memory and link so fast that only the FLOPs count.
+  const std::vector<StageCost> c = stage_costs(spec, plan, rates(1e9, 1e30, 1e30, 0));
+  Flops first;
+  for (int l = 0; l < 4; ++l) first += spec.layers[static_cast<std::size_t>(l)].flops;
+  EXPECT_NEAR(c[0].f, first.f / 1e9, 1e-12 * c[0].f);
+  EXPECT_NEAR(c[0].i, first.i / 1e9, 1e-12 * c[0].i);
+  EXPECT_NEAR(c[0].w, first.w / 1e9, 1e-12 * c[0].w);
+}
+
+TEST(WorkloadCosts, MemoryBoundStagesFollowTheBytes) {
+  const WorkloadSpec spec = mlp8();
+  const PartitionPlan plan = partition(spec, 2, "4,4");
+  const std::vector<StageCost> c = stage_costs(spec, plan, rates(1e30, 1e6, 1e30, 0));
+  double f = 0, w = 0;
+  for (std::size_t l = 4; l < 8; ++l) f += layer_bytes(spec, l).f, w += layer_bytes(spec, l).w;
+  EXPECT_NEAR(c[1].f, f / 1e6, 1e-12 * c[1].f);
+  EXPECT_NEAR(c[1].w, w / 1e6, 1e-12 * c[1].w);
+  // W reads what it kept and accumulates into the weight gradient: M_W + 2 x weights.
+  const LayerSpec& l5 = spec.layers[5];
+  EXPECT_DOUBLE_EQ(layer_bytes(spec, 5).w,
+                   static_cast<double>(l5.activation.w) + 2.0 * static_cast<double>(l5.params) * 4);
+}
+
+TEST(WorkloadCosts, CommIsBoundaryBytesOverBandwidthPlusLatency) {
+  const WorkloadSpec spec = mlp8();
+  const PartitionPlan plan = partition(spec, 4, "1,2,4,1");
+  const std::vector<StageCost> c = stage_costs(spec, plan, rates(1e9, 1e9, 2e6, 3e-4));
+  for (std::size_t s = 0; s + 1 < c.size(); ++s) {
+    const double bytes = static_cast<double>(plan.stages[s].boundary_bytes_out);
+    ASSERT_GT(bytes, 0);
+    EXPECT_DOUBLE_EQ(c[s].comm, bytes / 2e6 + 3e-4);
+  }
+  EXPECT_EQ(c.back().comm, 0);  // the last stage sends nothing on
+}
+
+TEST(WorkloadCosts, ScheduleStagesCostWhatTheirChainPositionDoes) {
+  ScheduleParams p{"interleaved-1f1b", 2, 4, 2};
+  const Schedule s = generate(p);
+  const WorkloadSpec spec = mlp8();
+  const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), "balanced");
+  const std::vector<StageCost> parts = stage_costs(spec, plan, default_profile());
+  const CostModel m = schedule_cost_model(s.placement, parts);
+  ASSERT_EQ(m.stages().size(), 4u);
+  for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(m.stages()[k].f, parts[k].f);
+}
+
+// Costs that differ per stage, simulated, then read back from the trace as a measured profile.
+TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
+  const Schedule s = generate({"1f1b", 3, 6});
+  std::vector<StageCost> parts(3);
+  for (int k = 0; k < 3; ++k) {
+    StageCost& c = parts[static_cast<std::size_t>(k)];
+    c.f = 1 + k, c.i = c.w = 0.5 * (1 + k), c.b = 1 + k, c.fb = c.f + c.b;
+    c.comm = k < 2 ? 0.25 * (k + 1) : 0;
+  }
+  const Trace t = simulate(s, schedule_cost_model(s.placement, parts));
+  const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
+  const PartitionPlan plan = partition(spec, 3, "2,2,2");
+  const nlohmann::json identity = {{"workload", "mlp"},
+                                   {"workload_config", spec.config},
+                                   {"microbatch_size", 1},
+                                   {"dtype", "f32"}};
+  const nlohmann::json j = measured_profile_json(t, s.placement, plan, identity);
+  const DeviceProfile p = parse_device_profile(j, "test.json");
+  ASSERT_EQ(p.kind, "measured");
+  ASSERT_EQ(p.stages.size(), 3u);
+  for (std::size_t k = 0; k < 3; ++k) {
+    EXPECT_DOUBLE_EQ(p.stages[k].f, parts[k].f);
+    EXPECT_DOUBLE_EQ(p.stages[k].b, parts[k].b);
+    EXPECT_DOUBLE_EQ(p.stages[k].i, parts[k].b / 2);
+    EXPECT_DOUBLE_EQ(p.stages[k].fb, parts[k].f + parts[k].b);
+    EXPECT_DOUBLE_EQ(p.stages[k].comm, parts[k].comm);
+  }
+  EXPECT_EQ(p.measured_for["layer_counts"], nlohmann::json({2, 2, 2}));
+}
+
+std::string refusal(const nlohmann::json& j) {
+  try {
+    parse_device_profile(j, "p.json");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(DeviceProfile, BadProfilesNameTheKey) {
+  const nlohmann::json good = {{"format", "ppbench-device-profile"},
+                               {"version", 1},
+                               {"kind", "rates"},
+                               {"peak_flops", 1e12},
+                               {"memory_bandwidth", 1e11},
+                               {"link_bandwidth", 1e10},
+                               {"link_latency", 0}};
+  EXPECT_EQ(parse_device_profile(good, "p.json").rates.peak_flops, 1e12);
+  auto without = [&](const char* key) {
+    nlohmann::json j = good;
+    j.erase(key);
+    return j;
+  };
+  auto with = [&](const char* key, const nlohmann::json& v) {
+    nlohmann::json j = good;
+    j[key] = v;
+    return j;
+  };
+  EXPECT_NE(refusal(without("peak_flops")).find("'peak_flops' is missing"), std::string::npos);
+  EXPECT_NE(refusal(with("memory_bandwidth", 0)).find("'memory_bandwidth'"), std::string::npos);
+  EXPECT_NE(refusal(with("link_bandwidth", "fast")).find("'link_bandwidth'"), std::string::npos);
+  EXPECT_NE(refusal(with("link_latency", -1)).find("'link_latency'"), std::string::npos);
+  EXPECT_NE(refusal(with("kind", "guess")).find("'kind'"), std::string::npos);
+  EXPECT_NE(refusal(with("version", 2)).find("'version'"), std::string::npos);
+  EXPECT_NE(refusal(nlohmann::json::array()).find("one JSON object"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ppbench
