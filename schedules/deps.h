@@ -6,6 +6,7 @@
 // and after the next stage's B or I; W after its own I.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -128,6 +129,10 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
     const auto& actions = s.ranks[r];
     std::size_t& at = next[r];
     while (at < actions.size()) {
+      // A rank runs about one action per visit in the steady state, and a visit to every other
+      // rank comes between two of its own: ask for its next actions' cache line now, so that
+      // they are in cache when the walk comes back (the walk is memory-bound without it).
+      __builtin_prefetch(actions.data() + std::min(at + 8, actions.size() - 1));
       const Action& a = actions[at];
       if (blocked_on(a)) {
         waiting[r] = 1;
