@@ -1,5 +1,7 @@
 // `ppbench tune`: which schedule, chunks and micro-batch count to run a workload with on D ranks
 // under a per-rank activation memory limit, by simulating every candidate (tune_search.h).
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -79,13 +81,23 @@ void print_text(const std::vector<TuneCandidate>& all,
   for (std::size_t k = top; k < best.size() && k < top + kExamples; ++k)
     std::printf("    %s: %.6g s (%.3gx the best)\n", best[k]->label().c_str(), best[k]->makespan,
                 best[k]->makespan / best[0]->makespan);
-  for (TuneStatus s : {TuneStatus::kOverMemory, TuneStatus::kInvalid}) {
-    const auto& list = by[s];
-    std::printf("  %s: %zu\n", s == TuneStatus::kOverMemory ? "over memory" : "invalid",
-                list.size());
-    for (std::size_t k = 0; k < list.size() && k < kExamples; ++k)
-      std::cout << "    " << list[k]->label() << ": " << list[k]->reason << '\n';
-  }
+  // Over memory: those nearest to fitting, which a slightly larger limit would admit.
+  auto over = by[TuneStatus::kOverMemory];
+  std::stable_sort(over.begin(), over.end(), [](const TuneCandidate* a, const TuneCandidate* b) {
+    return a->max_peak_bytes() < b->max_peak_bytes();
+  });
+  std::printf("  over memory: %zu\n", over.size());
+  for (std::size_t k = 0; k < over.size() && k < kExamples; ++k)
+    std::cout << "    " << over[k]->label() << ": " << over[k]->reason << '\n';
+  // Invalid: one example per family, as a family usually refuses several N or v for one reason.
+  const auto& invalid = by[TuneStatus::kInvalid];
+  std::printf("  invalid: %zu\n", invalid.size());
+  std::size_t shown = 0;
+  for (std::size_t k = 0; k < invalid.size() && shown < kExamples; ++k)
+    if (k == 0 || invalid[k]->schedule != invalid[k - 1]->schedule) {
+      std::cout << "    " << invalid[k]->label() << ": " << invalid[k]->reason << '\n';
+      ++shown;
+    }
 }
 
 }  // namespace
@@ -183,13 +195,16 @@ Command add_tune(CLI::App& parent) {
     // A progress line on stderr only once the search has taken more than a second.
     double next_report = 1;
     bool reported = false;
+    const bool tty = isatty(fileno(stderr)) != 0;
     evaluate_candidates(all, base, st->workload, space.devices, [&](std::size_t done) {
       if (elapsed() < next_report) return;
-      std::fprintf(stderr, "\rtune: %zu of %zu candidates simulated", done, all.size());
+      // On a terminal the line rewrites itself; in a log each report is a line of its own.
+      std::fprintf(stderr, "%stune: %zu of %zu candidates simulated%s", tty ? "\r" : "", done,
+                   all.size(), tty ? "" : "\n");
       next_report = elapsed() + 0.5;
       reported = true;
     });
-    if (reported) std::fputc('\n', stderr);
+    if (reported && tty) std::fputc('\n', stderr);
     const double seconds = elapsed();
     const auto best = ranked(all);
 
