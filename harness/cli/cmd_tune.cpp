@@ -152,7 +152,7 @@ Command add_tune(CLI::App& parent) {
           "--microbatch-size does not go with --global-batch: tune splits the global batch B "
           "into N micro-batches of B/N samples (give one of them)");
     const MemoryBudget budget = st->memory.budget();
-    const WorkloadCosts base = load_workload(st->workload, budget);
+    const WorkloadCosts base = load_workload(st->workload, budget, "tune");
     TuneSpace space;
     space.devices = st->devices;
     space.global_batch =

@@ -5,8 +5,10 @@ candidates over --memory-limit-bytes are excluded with the rank and bytes named,
 structure, and bad flags refused in one line (exit 2).
 Run by ctest with the path of the ppbench binary; standard library only."""
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
@@ -143,6 +145,26 @@ class Tune(unittest.TestCase):
         j = json.loads(tune_default.stdout)
         self.assertEqual(j["global_batch"], 8 * 2 * 3)  # 8 D b
         self.assertEqual(j["microbatch_counts"], [2, 3, 4, 6, 8, 12, 16])
+
+    def test_measured_profile_costs_only_what_it_measured(self):
+        # Measured at b = 1 on 2 stages: only N = 8 (b = 8 / 8) and 2 stages per chain can be
+        # costed; everything else is invalid, saying why.
+        with tempfile.TemporaryDirectory() as d:
+            prof = os.path.join(d, "cpu.json")
+            r = run("run", *WL, "-s", "1f1b", "-d", "2", "-n", "4", "--profile-out", prof)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = run("tune", *WL, "-d", str(D), "--global-batch", str(GLOBAL_BATCH),
+                    "--memory-limit-bytes", "1G", "--device-profile", prof, "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["device_profile"]["kind"], "measured")
+        fits = [c for c in j["candidates"] if c["status"] == "fits"]
+        self.assertTrue(fits)
+        for c in fits:
+            self.assertEqual(c["microbatch_size"], 1, c)
+        reasons = [c["reason"] for c in j["candidates"] if c["status"] == "invalid"]
+        self.assertTrue(any("was measured with microbatch_size 1, not 4" in x for x in reasons))
+        self.assertTrue(any("was measured for 2 stages" in x for x in reasons))
 
     def test_bad_flags_refused_in_one_line(self):
         base = ["tune", *WL, "-d", "2", "--memory-limit-bytes", "1G"]
