@@ -57,7 +57,7 @@ void print_text(const std::vector<TuneCandidate>& all,
             << bytes_text(w.memory_limit) << " per rank, device profile " << w.profile.name << '\n';
   std::map<TuneStatus, std::vector<const TuneCandidate*>> by;
   for (const TuneCandidate& c : all) by[c.status].push_back(&c);
-  std::printf("%zu candidates simulated in %.3g s: %zu fit, %zu over memory, %zu invalid\n\n",
+  std::printf("%zu candidates searched in %.3g s: %zu fit, %zu over memory, %zu invalid\n\n",
               all.size(), seconds, by[TuneStatus::kFits].size(), by[TuneStatus::kOverMemory].size(),
               by[TuneStatus::kInvalid].size());
   if (best.empty()) {
@@ -118,7 +118,9 @@ Command add_tune(CLI::App& parent) {
   };
   auto st = std::make_shared<State>();
   st->workload.add_to(*app);
-  st->workload.workload_option->required(true);
+  st->workload.workload_option->required(true)->description(
+      "The workload to tune for (mlp, amoebanet or transformer): its FLOPs and bytes at "
+      "--device-profile's rates give each candidate's per-stage costs");
   st->workload.limit_option->required(true);
   st->workload.limit_option->description(
       "Activation bytes each rank may hold (e.g. 512M, 16G); candidates over it are excluded. "

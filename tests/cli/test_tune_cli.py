@@ -138,6 +138,15 @@ class Tune(unittest.TestCase):
         self.assertRegex(r.stdout, r"invalid: [1-9]\d*\n")
         self.assertIn("needs", r.stdout)
 
+    def test_nothing_fits(self):
+        j = tune(1)
+        self.assertIsNone(j["best"])
+        self.assertFalse([c for c in j["candidates"] if c["status"] == "fits"])
+        r = run("tune", *WL, "-d", str(D), "--global-batch", str(GLOBAL_BATCH),
+                "--memory-limit-bytes", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("no candidate fits --memory-limit-bytes 1 B", r.stdout)
+
     def test_default_global_batch_from_microbatch_size(self):
         tune_default = run("tune", *WL, "-d", "2", "-b", "3", "--memory-limit-bytes", "1G",
                                "--format", "json")
