@@ -15,5 +15,6 @@ Command add_show(CLI::App& parent);
 Command add_simulate(CLI::App& parent);
 Command add_model(CLI::App& parent);
 Command add_run(CLI::App& parent);
+Command add_tune(CLI::App& parent);
 
 }  // namespace ppbench::cli

@@ -67,14 +67,15 @@ void check_measured_for(const DeviceProfile& p, const WorkloadSpec& spec) {
 
 }  // namespace
 
-WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& budget) {
+WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& budget,
+                            const std::string& command) {
   WorkloadCosts w;
   w.profile = flags.profile_option->count() > 0 ? read_device_profile(flags.device_profile)
                                                 : default_profile();
   if (flags.limit_option->count() > 0)
     w.memory_limit = parse_byte_size(flags.memory_limit_bytes, "--memory-limit-bytes");
   require_memory(budget, estimate_spec(flags.workload.layer_count(), false, 0, false),
-                 "simulate " + flags.workload.describe());
+                 command + " " + flags.workload.describe());
   w.spec = flags.workload.build();
   if (w.profile.kind == "measured") check_measured_for(w.profile, w.spec);
   return w;

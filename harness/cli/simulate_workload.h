@@ -46,8 +46,10 @@ struct WorkloadCosts {
   double memory_limit = 0;       // bytes per rank; 0: none given
 };
 
-// Reads the profile and the limit (refusing bad ones before any work) and builds the spec.
-WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& budget);
+// Reads the profile and the limit (refusing bad ones before any work) and builds the spec;
+// `command` names the subcommand in a refusal for memory.
+WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& budget,
+                            const std::string& command = "simulate");
 // Cuts the workload into `stages` stages (a measured profile's layer counts unless --partition is
 // given) and derives the per-stage costs.
 void partition_workload(WorkloadCosts& w, const WorkloadCostFlags& flags, int stages);

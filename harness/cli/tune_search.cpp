@@ -1,0 +1,186 @@
+#include "harness/cli/tune_search.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "core/error.h"
+#include "harness/backends/run_record.h"
+#include "harness/memory_estimate.h"
+#include "harness/simulator.h"
+#include "harness/workload_costs.h"
+#include "schedules/registry.h"
+#include "schedules/validate.h"
+
+namespace ppbench::cli {
+
+const char* status_name(TuneStatus s) {
+  switch (s) {
+    case TuneStatus::kFits:
+      return "fits";
+    case TuneStatus::kOverMemory:
+      return "over_memory";
+    case TuneStatus::kInvalid:
+      return "invalid";
+  }
+  return "invalid";
+}
+
+double TuneCandidate::max_peak_bytes() const {
+  return peak_bytes.empty() ? 0 : *std::max_element(peak_bytes.begin(), peak_bytes.end());
+}
+
+std::string TuneCandidate::label() const {
+  std::string s = schedule;
+  if (chunks > 0) s += " v=" + std::to_string(chunks);
+  return s + " N=" + std::to_string(microbatches) + " b=" + std::to_string(microbatch_size);
+}
+
+std::vector<int> microbatch_counts(int devices, std::int64_t global_batch) {
+  std::vector<int> out;
+  for (int n = devices; n <= 8 * devices; ++n)
+    if (global_batch % n == 0) out.push_back(n);
+  return out;
+}
+
+std::vector<TuneCandidate> enumerate_candidates(const TuneSpace& space) {
+  std::vector<TuneCandidate> all;
+  for (const ScheduleInfo& info : all_schedules()) {
+    std::vector<int> chunks{0};
+    if (info.uses_chunks) chunks = space.chunk_counts;
+    for (int v : chunks)
+      for (int n : space.microbatch_counts) {
+        TuneCandidate c;
+        c.schedule = std::string(info.name);
+        c.chunks = v;
+        c.microbatches = n;
+        c.microbatch_size = space.global_batch / n;
+        all.push_back(std::move(c));
+      }
+  }
+  return all;
+}
+
+double search_tasks(const TuneSpace& space, const std::vector<TuneCandidate>& all) {
+  double tasks = 0;
+  for (const TuneCandidate& c : all)
+    tasks += schedule_tasks({.name = c.schedule,
+                             .devices = space.devices,
+                             .microbatches = c.microbatches,
+                             .chunks = c.chunks});
+  return tasks;
+}
+
+namespace {
+
+// The workload cut for one micro-batch size and one stage count, or why it cannot be.
+struct CutWorkload {
+  WorkloadCosts costs;
+  std::string error;
+};
+
+// Specs and cuts are shared by every candidate of the same micro-batch size (and stage count):
+// a few of them serve the whole search.
+class WorkloadCache {
+ public:
+  WorkloadCache(const WorkloadCosts& base, const WorkloadCostFlags& flags)
+      : base_(base), flags_(flags) {}
+
+  const CutWorkload& cut(std::int64_t microbatch_size, int stages) {
+    auto key = std::make_pair(microbatch_size, stages);
+    auto it = cuts_.find(key);
+    if (it != cuts_.end()) return it->second;
+    CutWorkload& out = cuts_[key];
+    out.costs = base_;
+    try {
+      const auto& m = base_.profile.measured_for;
+      // A measured profile's times hold for the micro-batch size they were measured at only.
+      if (base_.profile.kind == "measured" && m.at("microbatch_size") != microbatch_size)
+        throw UsageError("--device-profile " + quoted(base_.profile.source) +
+                         " was measured with microbatch_size " + m.at("microbatch_size").dump() +
+                         ", not " + std::to_string(microbatch_size));
+      out.costs.spec = spec(microbatch_size);
+      partition_workload(out.costs, flags_, stages);
+    } catch (const UsageError& e) {
+      out.error = e.what();
+    }
+    return out;
+  }
+
+ private:
+  const WorkloadSpec& spec(std::int64_t microbatch_size) {
+    auto it = specs_.find(microbatch_size);
+    if (it != specs_.end()) return it->second;
+    WorkloadFlags f = flags_.workload;
+    f.microbatch_size = microbatch_size;
+    return specs_.emplace(microbatch_size, f.build()).first->second;
+  }
+
+  const WorkloadCosts& base_;
+  const WorkloadCostFlags& flags_;
+  std::map<std::int64_t, WorkloadSpec> specs_;
+  std::map<std::pair<std::int64_t, int>, CutWorkload> cuts_;
+};
+
+void evaluate(TuneCandidate& c, WorkloadCache& cache, double limit, int devices) {
+  ScheduleParams params{
+      .name = c.schedule, .devices = devices, .microbatches = c.microbatches, .chunks = c.chunks};
+  try {
+    Schedule s = generate(params);
+    const CutWorkload& cut = cache.cut(c.microbatch_size, s.placement.stages_per_chain());
+    if (!cut.error.empty()) throw UsageError(cut.error);
+    const WorkloadCosts& w = cut.costs;
+    // As simulate does: a cost-aware family plans again, for the workload's bounding stage.
+    if (find_schedule(c.schedule).cost_aware) {
+      params.costs = planning_costs(w);
+      s = generate(params);
+    }
+    validate_structure(s);
+    const Metrics m = simulate_metrics(s, schedule_cost_model(s.placement, w.parts));
+    c.makespan = m.makespan;
+    c.bubble_fraction = m.bubble_fraction;
+    c.peak_bytes = predicted_peak_bytes(s, w.plan, false);
+  } catch (const UsageError& e) {
+    c.status = TuneStatus::kInvalid;
+    c.reason = std::string("invalid: ") + e.what();
+    return;
+  } catch (const InvalidSchedule& e) {
+    c.status = TuneStatus::kInvalid;
+    c.reason = std::string("invalid: ") + e.what();
+    return;
+  }
+  c.status = TuneStatus::kFits;
+  for (std::size_t r = 0; r < c.peak_bytes.size(); ++r)
+    if (limit > 0 && c.peak_bytes[r] > limit) {
+      c.status = TuneStatus::kOverMemory;
+      c.reason = "over memory: rank " + std::to_string(r) + " needs " +
+                 bytes_text(c.peak_bytes[r]) + " > limit " + bytes_text(limit);
+      break;
+    }
+}
+
+}  // namespace
+
+void evaluate_candidates(std::vector<TuneCandidate>& all, const WorkloadCosts& w,
+                         const WorkloadCostFlags& flags, int devices,
+                         const std::function<void(std::size_t)>& progress) {
+  WorkloadCache cache(w, flags);
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    evaluate(all[k], cache, w.memory_limit, devices);
+    progress(k + 1);
+  }
+}
+
+std::vector<const TuneCandidate*> ranked(const std::vector<TuneCandidate>& all) {
+  std::vector<const TuneCandidate*> out;
+  for (const TuneCandidate& c : all)
+    if (c.status == TuneStatus::kFits) out.push_back(&c);
+  std::stable_sort(out.begin(), out.end(), [](const TuneCandidate* a, const TuneCandidate* b) {
+    if (a->makespan != b->makespan) return a->makespan < b->makespan;
+    return a->max_peak_bytes() < b->max_peak_bytes();
+  });
+  return out;
+}
+
+}  // namespace ppbench::cli

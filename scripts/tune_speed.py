@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""How many candidate schedules `ppbench tune` simulates per second, as whole processes (start,
+search, JSON out), at D = 8 with a global batch of 32 (N in {8, 16, 32}; docs/schedules.md,
+"Choosing a schedule: tune"). Not run in CI: a figure to quote, not a threshold.
+
+    scripts/tune_speed.py [PPBENCH] [--runs 50]
+"""
+import argparse
+import json
+import subprocess
+import time
+
+WORKLOADS = {
+    "mlp": ["--workload", "mlp", "--layers", "32", "--width", "1024"],
+    "llama3-8b": ["--workload", "transformer", "--preset", "llama3-8b"],
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("ppbench", nargs="?", default="build/ppbench")
+    ap.add_argument("--runs", type=int, default=50)
+    a = ap.parse_args()
+    for name, wl in WORKLOADS.items():
+        args = [a.ppbench, "tune", *wl, "-d", "8", "--global-batch", "32",
+                "--memory-limit-bytes", "1T", "--format", "json"]
+        start = time.perf_counter()
+        for _ in range(a.runs):
+            out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+        per_run = (time.perf_counter() - start) / a.runs
+        cands = json.loads(out)["candidates"]
+        simulated = sum(c["status"] != "invalid" for c in cands)
+        at32 = sum(c["status"] != "invalid" and c["microbatches"] == 32 for c in cands)
+        print(f"{name}: {simulated} candidates simulated ({at32} at N=32) in {per_run * 1e3:.1f} ms "
+              f"per process: {simulated / per_run:.0f} per second "
+              f"(counting the N=32 ones alone: {at32 / per_run:.0f} per second)")
+
+
+if __name__ == "__main__":
+    main()

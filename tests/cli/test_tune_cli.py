@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""`ppbench tune`: every candidate's status and predicted step time agree with `ppbench simulate
+--workload` run on that candidate alone, the best is the minimum of that exhaustive loop,
+candidates over --memory-limit-bytes are excluded with the rank and bytes named, the JSON
+structure, and bad flags refused in one line (exit 2).
+Run by ctest with the path of the ppbench binary; standard library only."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
+WL = ["--workload", "mlp", "--layers", "8", "--width", "64"]
+D = 2
+GLOBAL_BATCH = 8  # N in {2, 4, 8}: the divisors of 8 within [D, 8D]
+NS = [2, 4, 8]
+
+
+def run(*args):
+    return subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=300)
+
+
+def tune(limit, *extra):
+    r = run("tune", *WL, "-d", str(D), "--global-batch", str(GLOBAL_BATCH),
+            "--memory-limit-bytes", str(limit), "--format", "json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def one_line_refusal(test, r, needle):
+    test.assertEqual(r.returncode, 2, r.stderr)
+    test.assertEqual(r.stdout, "")
+    lines = r.stderr.strip().splitlines()
+    test.assertEqual(len(lines), 1, r.stderr)
+    test.assertIn(needle, lines[0])
+
+
+def key(c):
+    return (c["schedule"], c["chunks"], c["microbatches"])
+
+
+class Tune(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # A limit between the smallest and the largest peak, so that both kinds occur.
+        everything = tune(1 << 60)
+        peaks = sorted(c["max_peak_bytes"] for c in everything["candidates"]
+                       if c["status"] == "fits")
+        cls.limit = int(peaks[len(peaks) // 2])
+        cls.result = tune(cls.limit)
+
+    def exhaustive(self):
+        """`simulate --workload` on every candidate, one process each."""
+        families = json.loads(run("list", "--format", "json").stdout)["schedules"]
+        out = {}
+        for fam in families:
+            for v in ([1, 2, 3, 4] if fam["uses_chunks"] else [0]):
+                for n in NS:
+                    args = ["simulate", "-s", fam["name"], "-d", str(D), "-n", str(n), *WL,
+                            "-b", str(GLOBAL_BATCH // n), "--memory-limit-bytes",
+                            str(self.limit), "--format", "json"]
+                    if v:
+                        args += ["--chunks", str(v)]
+                    r = run(*args)
+                    if r.returncode == 2:
+                        out[(fam["name"], v, n)] = {"status": "invalid"}
+                        continue
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    j = json.loads(r.stdout)
+                    mem = j["activation_memory"]
+                    out[(fam["name"], v, n)] = {
+                        "status": "over_memory" if mem["over_limit_ranks"] else "fits",
+                        "makespan": j["makespan"],
+                        "peak": max(e["peak_bytes"] for e in mem["ranks"])}
+        return out
+
+    def test_every_candidate_agrees_with_simulate_and_best_is_the_minimum(self):
+        loop = self.exhaustive()
+        got = {key(c): c for c in self.result["candidates"]}
+        self.assertEqual(set(got), set(loop))
+        for k, want in loop.items():
+            self.assertEqual(got[k]["status"], want["status"], k)
+            if want["status"] != "invalid":
+                self.assertEqual(got[k]["makespan"], want["makespan"], k)
+                self.assertEqual(got[k]["max_peak_bytes"], want["peak"], k)
+        fits = [(w["makespan"], w["peak"]) for w in loop.values() if w["status"] == "fits"]
+        best = self.result["best"]
+        self.assertEqual((best["makespan"], best["max_peak_bytes"]), min(fits))
+        self.assertEqual(best["rank"], 1)
+
+    def test_over_memory_excluded_with_reason(self):
+        over = [c for c in self.result["candidates"] if c["status"] == "over_memory"]
+        self.assertTrue(over)
+        for c in over:
+            self.assertNotIn("rank", c)
+            self.assertRegex(c["reason"], r"^over memory: rank \d+ needs .* > limit ")
+            self.assertGreater(c["max_peak_bytes"], self.limit)
+        for c in self.result["candidates"]:
+            if c["status"] == "fits":
+                self.assertLessEqual(c["max_peak_bytes"], self.limit)
+
+    def test_json_structure(self):
+        j = self.result
+        self.assertEqual(j["devices"], D)
+        self.assertEqual(j["global_batch"], GLOBAL_BATCH)
+        self.assertEqual(j["microbatch_counts"], NS)
+        self.assertEqual(j["memory_limit_bytes"], self.limit)
+        fits = [c for c in j["candidates"] if c["status"] == "fits"]
+        # The fitting ones come first, ranked 1.. by step time, then by peak bytes.
+        self.assertEqual([c["rank"] for c in fits], list(range(1, len(fits) + 1)))
+        self.assertEqual(j["candidates"][:len(fits)], fits)
+        order = [(c["makespan"], c["max_peak_bytes"]) for c in fits]
+        self.assertEqual(order, sorted(order))
+        for c in j["candidates"]:
+            self.assertIn(c["status"], ("fits", "over_memory", "invalid"))
+            self.assertEqual(c["microbatch_size"] * c["microbatches"], GLOBAL_BATCH)
+            if c["status"] == "invalid":
+                self.assertTrue(c["reason"].startswith("invalid: "), c)
+            else:
+                self.assertEqual(len(c["peak_bytes"]), D)
+        self.assertTrue(any(c["status"] == "invalid" for c in j["candidates"]))
+
+    def test_text_top_and_why_the_others_lost(self):
+        r = run("tune", *WL, "-d", str(D), "--global-batch", str(GLOBAL_BATCH),
+                "--memory-limit-bytes", str(self.limit), "--top", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")  # no progress line for a search this short
+        best = self.result["best"]
+        lines = r.stdout.splitlines()
+        first = next(i for i, l in enumerate(lines) if l.startswith("rank"))
+        self.assertEqual(lines[first + 1].split()[:2], ["1", best["schedule"]])
+        self.assertTrue(lines[first + 2].split()[0] == "2")
+        self.assertFalse(lines[first + 3].strip().startswith("3"))
+        self.assertIn("why the others lost:", r.stdout)
+        self.assertRegex(r.stdout, r"over memory: [1-9]\d*\n")
+        self.assertRegex(r.stdout, r"invalid: [1-9]\d*\n")
+        self.assertIn("needs", r.stdout)
+
+    def test_nothing_fits(self):
+        j = tune(1)
+        self.assertIsNone(j["best"])
+        self.assertFalse([c for c in j["candidates"] if c["status"] == "fits"])
+        r = run("tune", *WL, "-d", str(D), "--global-batch", str(GLOBAL_BATCH),
+                "--memory-limit-bytes", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("no candidate fits --memory-limit-bytes 1 B", r.stdout)
+
+    def test_default_global_batch_from_microbatch_size(self):
+        tune_default = run("tune", *WL, "-d", "2", "-b", "3", "--memory-limit-bytes", "1G",
+                               "--format", "json")
+        self.assertEqual(tune_default.returncode, 0, tune_default.stderr)
+        j = json.loads(tune_default.stdout)
+        self.assertEqual(j["global_batch"], 8 * 2 * 3)  # 8 D b
+        self.assertEqual(j["microbatch_counts"], [2, 3, 4, 6, 8, 12, 16])
+
+    def test_measured_profile_costs_only_what_it_measured(self):
+        # Measured at b = 1 on 2 stages: only N = 8 (b = 8 / 8) and 2 stages per chain can be
+        # costed; everything else is invalid, saying why.
+        with tempfile.TemporaryDirectory() as d:
+            prof = os.path.join(d, "cpu.json")
+            r = run("run", *WL, "-s", "1f1b", "-d", "2", "-n", "4", "--profile-out", prof)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = run("tune", *WL, "-d", str(D), "--global-batch", str(GLOBAL_BATCH),
+                    "--memory-limit-bytes", "1G", "--device-profile", prof, "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["device_profile"]["kind"], "measured")
+        fits = [c for c in j["candidates"] if c["status"] == "fits"]
+        self.assertTrue(fits)
+        for c in fits:
+            self.assertEqual(c["microbatch_size"], 1, c)
+        reasons = [c["reason"] for c in j["candidates"] if c["status"] == "invalid"]
+        self.assertTrue(any("was measured with microbatch_size 1, not 4" in x for x in reasons))
+        self.assertTrue(any("was measured for 2 stages" in x for x in reasons))
+
+    def test_bad_flags_refused_in_one_line(self):
+        base = ["tune", *WL, "-d", "2", "--memory-limit-bytes", "1G"]
+        one_line_refusal(self, run(*base, "--global-batch", "17"), "--global-batch 17")
+        one_line_refusal(self, run(*base, "--global-batch", "0"), "0")
+        one_line_refusal(self, run(*base, "--top", "0"), "--top")
+        one_line_refusal(self, run(*base, "--format", "csv"), "csv")
+        one_line_refusal(self, run(*base, "--global-batch", "8", "-b", "2"), "--global-batch")
+        one_line_refusal(self, run("tune", *WL, "-d", "2"), "--memory-limit-bytes")
+        one_line_refusal(self, run("tune", *WL, "-d", "2", "--memory-limit-bytes", "lots"),
+                         "lots")
+        one_line_refusal(self, run("tune", "-d", "2", "--memory-limit-bytes", "1G"), "--workload")
+        # An absurd space is refused before any work.
+        one_line_refusal(self, run("tune", *WL, "-d", "4096", "--global-batch",
+                                   str(2**40), "--memory-limit-bytes", "1G"), "over the bound")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=1)
