@@ -34,12 +34,12 @@ void timed_walk(const Schedule& s, const CostModel& costs, OnAction&& on_action,
       const int n = index.dependencies(t, deps);
       for (int k = 0; k < n; ++k) {
         const int producer = p.stage_rank[deps[k].stage];
-        double arrive = end_of(deps[k].id);
-        if (producer != r) {
-          const double sent = arrive;
-          arrive += costs.comm(deps[k].stage, t.stage);
-          on_transfer(producer, r, sent, arrive, deps[k].task);
-        }
+        // A producer on this rank ran earlier in its order (the walk saw it done), so it ended
+        // before the rank became free: only another rank's output can delay the start.
+        if (producer == r) continue;
+        const double sent = end_of(deps[k].id);
+        const double arrive = sent + costs.comm(deps[k].stage, t.stage);
+        on_transfer(producer, r, sent, arrive, deps[k].task());
         start = std::max(start, arrive);
       }
     }

@@ -50,28 +50,30 @@ int parse_int(std::string_view whole, std::string_view digits) {
 
 Task parse_task(std::string_view whole, std::string_view text) {
   if (text.size() < 4) bad(whole, "too short");
-  Task t;
+  Op op = Op::F;
   switch (text[0]) {
     case 'F':
-      t.op = Op::F;
+      op = Op::F;
       break;
     case 'B':
-      t.op = Op::B;
+      op = Op::B;
       break;
     case 'I':
-      t.op = Op::I;
+      op = Op::I;
       break;
     case 'W':
-      t.op = Op::W;
+      op = Op::W;
       break;
     default:
       bad(whole, "op must be one of F, B, I, W");
   }
   auto dot = text.find('.');
   if (dot == std::string_view::npos) bad(whole, "missing '.' between stage and micro-batch");
-  t.stage = parse_int(whole, text.substr(1, dot - 1));
-  t.mb = parse_int(whole, text.substr(dot + 1));
-  return t;
+  const int stage = parse_int(whole, text.substr(1, dot - 1));
+  if (stage > kMaxStageId)
+    bad(whole, "stage " + std::to_string(stage) + " is out of range (allowed: 0.." +
+                   std::to_string(kMaxStageId) + ")");
+  return Task(op, stage, parse_int(whole, text.substr(dot + 1)));
 }
 
 }  // namespace

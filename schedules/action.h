@@ -19,13 +19,27 @@ char op_letter(Op op);
 // One (op, stage, micro-batch). Micro-batches are numbered within the chain
 // that carries them (docs/schedules.md: two-direction schedules number each chain
 // from 0).
+//
+// Packed into 8 bytes (an op of 8 bits and a stage id of 24), since a large schedule is mostly
+// its actions and the simulator walks them all: stage ids go up to kMaxStageId, above any
+// pipeline the CLI accepts (4096 ranks x 1024 chunks).
+inline constexpr std::int32_t kMaxStageId = (1 << 23) - 1;
+
 struct Task {
-  Op op = Op::F;
-  std::int32_t stage = 0;
+  Op op : 8 = Op::F;
+  std::int32_t stage : 24 = 0;
   std::int32_t mb = 0;
+
+  Task() = default;
+  // The caller keeps 0 <= stage <= kMaxStageId (generators by construction, parsers by a check).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+  constexpr Task(Op o, int s, int m) : op(o), stage(s), mb(m) {}
+#pragma GCC diagnostic pop
 
   friend bool operator==(const Task&, const Task&) = default;
 };
+static_assert(sizeof(Task) == 8);
 
 // What a rank executes next: a single task, or an overlapped forward/backward
 // pair that runs as one unit of time.

@@ -31,39 +31,34 @@ class TaskIndex {
   std::size_t id(const Task& t) const { return id(t.op, t.stage, t.mb); }
   std::size_t size() const { return size_; }
 
+  // A dependency: its slot id, and the (op, stage, mb) it stands for. Kept as plain fields
+  // rather than a Task, whose packed stage would cost every walk a partial store and reload.
   struct Dep {
     std::size_t id;
     int stage;
-    Task task;
+    Op op;
+    int mb;
+    Task task() const { return Task(op, stage, mb); }
   };
   // The tasks `t` waits for (at most two); returns how many were written.
   // Inline: it runs several times per action in every walk.
   int dependencies(const Task& t, std::array<Dep, 2>& out) const {
     const Placement& p = *placement_;
+    const int stage = t.stage, mb = t.mb;
     int n = 0;
     switch (t.op) {
       case Op::F:
-        if (!p.is_first(t.stage)) {
-          const Task prev{Op::F, t.stage - 1, t.mb};
-          out[n++] = {id(prev), prev.stage, prev};
-        }
+        if (!p.is_first(stage)) out[n++] = {id(Op::F, stage - 1, mb), stage - 1, Op::F, mb};
         break;
       case Op::B:
-      case Op::I: {
-        const Task own{Op::F, t.stage, t.mb};
-        out[n++] = {id(own), own.stage, own};
-        if (!p.is_last(t.stage)) {
-          // Whichever of B or I the next stage runs; both fill the same slot.
-          const Task after{Op::B, t.stage + 1, t.mb};
-          out[n++] = {id(after), after.stage, after};
-        }
+      case Op::I:
+        out[n++] = {id(Op::F, stage, mb), stage, Op::F, mb};
+        // Whichever of B or I the next stage runs; both fill the same slot.
+        if (!p.is_last(stage)) out[n++] = {id(Op::B, stage + 1, mb), stage + 1, Op::B, mb};
         break;
-      }
-      case Op::W: {
-        const Task input_grad{Op::I, t.stage, t.mb};
-        out[n++] = {id(input_grad), input_grad.stage, input_grad};
+      case Op::W:
+        out[n++] = {id(Op::I, stage, mb), stage, Op::I, mb};
         break;
-      }
     }
     return n;
   }
@@ -155,7 +150,7 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
   for (int r = 0; r < ranks; ++r)
     if (next[r] < s.ranks[r].size()) {
       const Action& a = s.ranks[r][next[r]];
-      stalls.push_back({r, next[r], a, blocked_on(a)->task});
+      stalls.push_back({r, next[r], a, blocked_on(a)->task()});
     }
   return stalls;
 }

@@ -30,7 +30,7 @@ Program lower(const Schedule& s) {
         const int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
         for (int k = 0; k < n; ++k) {
           const int producer = p.stage_rank[deps[k].stage];
-          if (producer != r) prog.push_back({Instr::Kind::Recv, {}, deps[k].task, producer});
+          if (producer != r) prog.push_back({Instr::Kind::Recv, {}, deps[k].task(), producer});
         }
       }
       prog.push_back({Instr::Kind::Compute, a, {}, -1});

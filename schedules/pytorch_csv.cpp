@@ -76,9 +76,9 @@ bool parse_single(const Cell& c, std::string_view s, Task& out) {
       return false;
     }
     if (mb.empty()) bad_cell(c, "a compute action needs its micro-batch number");
-    out.op = type == "F" ? Op::F : type == "I" ? Op::I : type == "B" ? Op::B : Op::W;
-    out.stage = static_cast<std::int32_t>(number(c, stage, kMaxFileStages, "stage"));
-    out.mb = static_cast<std::int32_t>(number(c, mb, kMaxFileMicrobatches, "micro-batch"));
+    const Op op = type == "F" ? Op::F : type == "I" ? Op::I : type == "B" ? Op::B : Op::W;
+    out = Task(op, static_cast<int>(number(c, stage, kMaxFileStages, "stage")),
+               static_cast<int>(number(c, mb, kMaxFileMicrobatches, "micro-batch")));
     return true;
   }
   bad_cell(c, "unknown action type");
