@@ -43,18 +43,17 @@ class TaskIndex {
   // The tasks `t` waits for (at most two); returns how many were written.
   // Inline: it runs several times per action in every walk.
   int dependencies(const Task& t, std::array<Dep, 2>& out) const {
-    const Placement& p = *placement_;
     const int stage = t.stage, mb = t.mb;
     int n = 0;
     switch (t.op) {
       case Op::F:
-        if (!p.is_first(stage)) out[n++] = {id(Op::F, stage - 1, mb), stage - 1, Op::F, mb};
+        if (!is_first(stage)) out[n++] = {id(Op::F, stage - 1, mb), stage - 1, Op::F, mb};
         break;
       case Op::B:
       case Op::I:
         out[n++] = {id(Op::F, stage, mb), stage, Op::F, mb};
         // Whichever of B or I the next stage runs; both fill the same slot.
-        if (!p.is_last(stage)) out[n++] = {id(Op::B, stage + 1, mb), stage + 1, Op::B, mb};
+        if (!is_last(stage)) out[n++] = {id(Op::B, stage + 1, mb), stage + 1, Op::B, mb};
         break;
       case Op::W:
         out[n++] = {id(Op::I, stage, mb), stage, Op::I, mb};
@@ -63,9 +62,13 @@ class TaskIndex {
     return n;
   }
 
+  // Placement::is_first / is_last, from one byte per stage (the walks ask for every action).
+  bool is_first(int stage) const { return ends_[stage] & 1; }
+  bool is_last(int stage) const { return ends_[stage] & 2; }
+
  private:
-  const Placement* placement_;
-  std::vector<std::size_t> base_;  // stage -> first (stage, mb) row
+  std::vector<std::size_t> base_;   // stage -> first (stage, mb) row
+  std::vector<std::uint8_t> ends_;  // stage -> 1 if first of its chain | 2 if last
   std::size_t size_ = 0;
 };
 
@@ -139,8 +142,8 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
         const Task& t = half == 0 ? a.task : a.partner;
         done[index.id(t)] = 1;
         if (t.op == Op::F) {
-          if (!p.is_last(t.stage)) wake(t.stage + 1);
-        } else if (t.op != Op::W && !p.is_first(t.stage)) {
+          if (!index.is_last(t.stage)) wake(t.stage + 1);
+        } else if (t.op != Op::W && !index.is_first(t.stage)) {
           wake(t.stage - 1);
         }
       }
