@@ -19,13 +19,6 @@ namespace ppbench {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
-
 // PyTorch's computation types, longest first where one is a prefix of another (_action_regex).
 constexpr std::array<std::string_view, 14> kTypes = {
     "WAIT_REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B", "REDUCE_GRAD", "UNSHARD", "RESHARD", "SEND_F",

@@ -14,13 +14,6 @@ namespace ppbench {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
-
 bool parse_count(std::string_view text, int& out) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return !text.empty() && ec == std::errc() && end == text.data() + text.size() && out >= 0;
@@ -124,6 +117,13 @@ bool same_layout(const Placement& a, const Placement& b) {
 }
 
 }  // namespace
+
+std::string_view trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
 
 void file_error(std::string_view name, int line, const std::string& message) {
   throw UsageError(std::string(name) + (line > 0 ? ":" + std::to_string(line) : "") + ": " +

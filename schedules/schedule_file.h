@@ -88,6 +88,9 @@ bool parse_placement_comment(std::string_view comment, int line, std::string_vie
 // `# placement: bidirectional` line first, which PyTorch (one chain only) cannot read.
 std::string to_pytorch_csv(const Schedule& s);
 
+// `s` without leading and trailing blanks, tabs and carriage returns (both formats' lines).
+std::string_view trim(std::string_view s);
+
 // "FILE:LINE: message" (UsageError).
 [[noreturn]] void file_error(std::string_view name, int line, const std::string& message);
 

@@ -79,12 +79,14 @@ TEST(Metrics, PeakCountsSplitBackwardUntilW) {
 // Busy time per rank is exactly what the schedule implies: the sum of its
 // actions' costs, for any valid parameters and costs; and the simulation
 // always terminates with every action timed once.
-TEST(Property, RandomValidParametersAndCosts) {
-  std::mt19937 rng(20261121);
-  std::uniform_int_distribution<int> pick_d(1, 12), pick_n(1, 40), pick_v(2, 4);
-  std::uniform_real_distribution<double> cost(0.1, 3.0), comm(0.0, 0.5);
+// Schedules of every family in turn, at random D <= max_d, N <= max_n and v <= max_v, for
+// `trials` draws; the draws a family does not allow are skipped. Returns how many ran.
+template <class Check>
+int for_random_schedules(std::mt19937& rng, int trials, int max_d, int max_n, int max_v,
+                         Check&& check) {
+  std::uniform_int_distribution<int> pick_d(1, max_d), pick_n(1, max_n), pick_v(2, max_v);
   int checked = 0;
-  for (int trial = 0; trial < 600; ++trial) {
+  for (int trial = 0; trial < trials; ++trial) {
     const auto& info = all_schedules()[trial % all_schedules().size()];
     ScheduleParams p{std::string(info.name), pick_d(rng), pick_n(rng),
                      info.uses_chunks ? pick_v(rng) : 0, 0};
@@ -94,24 +96,35 @@ TEST(Property, RandomValidParametersAndCosts) {
     } catch (const UsageError&) {
       continue;  // parameters this family does not allow
     }
-    validate(s);
-    StageCost c = stage_cost(cost(rng), cost(rng), cost(rng), comm(rng));
-    c.fb = c.f + c.b - 0.5 * std::min(c.f, c.b) * (trial % 2);
-    const CostModel model = CostModel::uniform(s.stages(), c);
-    const Trace t = simulate(s, model);
-    ASSERT_EQ(t.compute.size(), s.action_count());
-    const Metrics m = compute_metrics(t, s.placement);
-    for (int r = 0; r < p.devices; ++r) {
-      double implied = 0;
-      for (const auto& a : s.ranks[r]) implied += model.time(a);
-      EXPECT_NEAR(m.ranks[r].busy, implied, 1e-9 * (1 + implied)) << info.name << " rank " << r;
-      EXPECT_GE(m.ranks[r].idle, -1e-9);
-      EXPECT_GE(m.ranks[r].span_idle, -1e-9);
-    }
-    EXPECT_GE(m.bubble_fraction, -1e-12);
-    EXPECT_LT(m.bubble_fraction, 1.0);
+    check(trial, info, p, s);
     ++checked;
   }
+  return checked;
+}
+
+TEST(Property, RandomValidParametersAndCosts) {
+  std::mt19937 rng(20261121);
+  std::uniform_real_distribution<double> cost(0.1, 3.0), comm(0.0, 0.5);
+  const int checked = for_random_schedules(
+      rng, 600, 12, 40, 4,
+      [&](int trial, const ScheduleInfo& info, const ScheduleParams& p, const Schedule& s) {
+        validate(s);
+        StageCost c = stage_cost(cost(rng), cost(rng), cost(rng), comm(rng));
+        c.fb = c.f + c.b - 0.5 * std::min(c.f, c.b) * (trial % 2);
+        const CostModel model = CostModel::uniform(s.stages(), c);
+        const Trace t = simulate(s, model);
+        ASSERT_EQ(t.compute.size(), s.action_count());
+        const Metrics m = compute_metrics(t, s.placement);
+        for (int r = 0; r < p.devices; ++r) {
+          double implied = 0;
+          for (const auto& a : s.ranks[r]) implied += model.time(a);
+          EXPECT_NEAR(m.ranks[r].busy, implied, 1e-9 * (1 + implied)) << info.name << " rank " << r;
+          EXPECT_GE(m.ranks[r].idle, -1e-9);
+          EXPECT_GE(m.ranks[r].span_idle, -1e-9);
+        }
+        EXPECT_GE(m.bubble_fraction, -1e-12);
+        EXPECT_LT(m.bubble_fraction, 1.0);
+      });
   EXPECT_GT(checked, 200);
 }
 
@@ -119,45 +132,35 @@ TEST(Property, RandomValidParametersAndCosts) {
 // random per-stage costs and transfers; and a deadlock is worded as the validator words it.
 TEST(SimulateMetrics, EqualsTheTracesMetrics) {
   std::mt19937 rng(20261124);
-  std::uniform_int_distribution<int> pick_d(1, 10), pick_n(1, 32), pick_v(2, 3);
   std::uniform_real_distribution<double> cost(0.1, 3.0), comm(0.0, 0.7);
-  int checked = 0;
-  for (int trial = 0; trial < 400; ++trial) {
-    const auto& info = all_schedules()[trial % all_schedules().size()];
-    ScheduleParams p{std::string(info.name), pick_d(rng), pick_n(rng),
-                     info.uses_chunks ? pick_v(rng) : 0, 0};
-    Schedule s;
-    try {
-      s = generate(p);
-    } catch (const UsageError&) {
-      continue;
-    }
-    std::vector<StageCost> stages;
-    for (int k = 0; k < s.stages(); ++k) {
-      StageCost c = stage_cost(cost(rng), cost(rng), cost(rng), comm(rng));
-      c.fb = c.f + c.b - 0.3 * std::min(c.f, c.b);
-      stages.push_back(c);
-    }
-    const CostModel model(stages);
-    const Metrics want = compute_metrics(simulate(s, model), s.placement);
-    const Metrics got = simulate_metrics(s, model);
-    const std::string where = std::string(info.name) + " D=" + std::to_string(p.devices) +
-                              " N=" + std::to_string(p.microbatches);
-    EXPECT_EQ(got.makespan, want.makespan) << where;
-    EXPECT_EQ(got.total_busy, want.total_busy) << where;
-    EXPECT_EQ(got.bubble_fraction, want.bubble_fraction) << where;
-    EXPECT_EQ(got.zb_bubble_rate, want.zb_bubble_rate) << where;
-    EXPECT_EQ(got.peak_activations, want.peak_activations) << where;
-    ASSERT_EQ(got.ranks.size(), want.ranks.size());
-    for (std::size_t r = 0; r < got.ranks.size(); ++r) {
-      EXPECT_EQ(got.ranks[r].busy, want.ranks[r].busy) << where << " rank " << r;
-      EXPECT_EQ(got.ranks[r].first_start, want.ranks[r].first_start) << where << " rank " << r;
-      EXPECT_EQ(got.ranks[r].last_end, want.ranks[r].last_end) << where << " rank " << r;
-      EXPECT_EQ(got.ranks[r].peak_activations, want.ranks[r].peak_activations)
-          << where << " rank " << r;
-    }
-    ++checked;
-  }
+  const int checked = for_random_schedules(
+      rng, 400, 10, 32, 3,
+      [&](int, const ScheduleInfo& info, const ScheduleParams& p, const Schedule& s) {
+        std::vector<StageCost> stages;
+        for (int k = 0; k < s.stages(); ++k) {
+          StageCost c = stage_cost(cost(rng), cost(rng), cost(rng), comm(rng));
+          c.fb = c.f + c.b - 0.3 * std::min(c.f, c.b);
+          stages.push_back(c);
+        }
+        const CostModel model(stages);
+        const Metrics want = compute_metrics(simulate(s, model), s.placement);
+        const Metrics got = simulate_metrics(s, model);
+        const std::string where = std::string(info.name) + " D=" + std::to_string(p.devices) +
+                                  " N=" + std::to_string(p.microbatches);
+        EXPECT_EQ(got.makespan, want.makespan) << where;
+        EXPECT_EQ(got.total_busy, want.total_busy) << where;
+        EXPECT_EQ(got.bubble_fraction, want.bubble_fraction) << where;
+        EXPECT_EQ(got.zb_bubble_rate, want.zb_bubble_rate) << where;
+        EXPECT_EQ(got.peak_activations, want.peak_activations) << where;
+        ASSERT_EQ(got.ranks.size(), want.ranks.size());
+        for (std::size_t r = 0; r < got.ranks.size(); ++r) {
+          EXPECT_EQ(got.ranks[r].busy, want.ranks[r].busy) << where << " rank " << r;
+          EXPECT_EQ(got.ranks[r].first_start, want.ranks[r].first_start) << where << " rank " << r;
+          EXPECT_EQ(got.ranks[r].last_end, want.ranks[r].last_end) << where << " rank " << r;
+          EXPECT_EQ(got.ranks[r].peak_activations, want.ranks[r].peak_activations)
+              << where << " rank " << r;
+        }
+      });
   EXPECT_GT(checked, 150);
 
   Schedule s = generate({"1f1b", 2, 2, 0, 0});
