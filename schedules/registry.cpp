@@ -149,9 +149,6 @@ Schedule generate(const ScheduleParams& p) {
   // The generator's parameters, as it resolved them (interleaving's default chunks and group
   // size), so that records say what ran.
   Schedule s = info.generate(p);
-  // Generators append as they go; a rank's list may hold twice its actions in capacity, and
-  // large schedules are mostly these lists.
-  for (auto& actions : s.ranks) actions.shrink_to_fit();
   s.params.name = std::string(info.name);
   return s;
 }
