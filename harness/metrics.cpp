@@ -96,8 +96,27 @@ Metrics MetricsStream::finish() const {
 }
 
 Metrics compute_metrics(const Trace& trace, const Placement& placement) {
-  // Each rank's events in the order it ran them (a trace lists them so; a measured one may be
-  // merged from several sources, so order by start, keeping execution order at ties).
+  // The common case, every trace the simulator writes and the executors' too: each rank's events
+  // come in execution order, none starting before the previous one ended. Then one pass.
+  std::vector<double> last_end(static_cast<std::size_t>(trace.ranks), -1e300);
+  bool ordered = true;
+  for (const ComputeEvent& e : trace.compute) {
+    double& last = last_end[static_cast<std::size_t>(e.rank)];
+    if (e.start < last) {
+      ordered = false;
+      break;
+    }
+    last = e.end;
+  }
+  if (ordered) {
+    MetricsStream stream(placement, trace.ranks);
+    for (const ComputeEvent& e : trace.compute) stream.add(e.rank, e.start, e.end, e.action);
+    return stream.finish();
+  }
+
+  // Otherwise (a measured trace merged from several sources, or with overlapping events): each
+  // rank's events by start, keeping trace order at ties, and activations counted by their edges
+  // where events overlap.
   std::vector<std::vector<const ComputeEvent*>> by_rank(static_cast<std::size_t>(trace.ranks));
   for (const ComputeEvent& e : trace.compute)
     by_rank[static_cast<std::size_t>(e.rank)].push_back(&e);
@@ -108,7 +127,6 @@ Metrics compute_metrics(const Trace& trace, const Placement& placement) {
         events.begin(), events.end(),
         [](const ComputeEvent* a, const ComputeEvent* b) { return a->start < b->start; });
     for (const ComputeEvent* e : events) stream.add(e->rank, e->start, e->end, e->action);
-    // Overlapping events (a measured trace's clock skew) count activations by their edges.
     peaks.push_back(in_order(events) ? -1 : peak_by_edges(events));
   }
   Metrics m = stream.finish();
