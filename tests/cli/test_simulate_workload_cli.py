@@ -11,6 +11,8 @@ import sys
 import tempfile
 import unittest
 
+from cli_checks import one_line_refusal  # the directory of this script is on sys.path
+
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 WL = ["--workload", "mlp", "--layers", "8", "--width", "64", "-b", "4"]
 SIM = ["simulate", "-s", "1f1b", "-d", "4", "-n", "8", *WL]
@@ -27,14 +29,6 @@ def write(d, name, obj):
     with open(path, "w") as f:
         f.write(obj if isinstance(obj, str) else json.dumps(obj))
     return path
-
-
-def one_line_refusal(test, r, needle):
-    test.assertEqual(r.returncode, 2, r.stderr)
-    test.assertEqual(r.stdout, "")
-    lines = r.stderr.strip().splitlines()
-    test.assertEqual(len(lines), 1, r.stderr)
-    test.assertIn(needle, lines[0])
 
 
 class SimulateWorkload(unittest.TestCase):

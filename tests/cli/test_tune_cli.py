@@ -11,6 +11,8 @@ import sys
 import tempfile
 import unittest
 
+from cli_checks import one_line_refusal  # the directory of this script is on sys.path
+
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 WL = ["--workload", "mlp", "--layers", "8", "--width", "64"]
 D = 2
@@ -27,14 +29,6 @@ def tune(limit, *extra):
             "--memory-limit-bytes", str(limit), "--format", "json", *extra)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
-
-
-def one_line_refusal(test, r, needle):
-    test.assertEqual(r.returncode, 2, r.stderr)
-    test.assertEqual(r.stdout, "")
-    lines = r.stderr.strip().splitlines()
-    test.assertEqual(len(lines), 1, r.stderr)
-    test.assertIn(needle, lines[0])
 
 
 def key(c):
