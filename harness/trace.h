@@ -24,6 +24,16 @@ struct CommEvent {
   Task task;
 };
 
+// A data-parallel gradient all-reduce (`run --dp R`, `simulate --dp R`): the gradients of
+// `stage` (-1: every stage the rank holds, reduced at the end of the step) summed across the R
+// replicas that hold it. Its time counts toward the step's makespan but not toward busy time.
+struct CollectiveEvent {
+  std::int32_t rank;
+  double start, end;
+  std::int32_t stage;
+  double bytes;
+};
+
 struct MemorySample {
   std::int32_t rank;
   double time;
@@ -36,6 +46,7 @@ struct Trace {
   int ranks = 0;
   std::vector<ComputeEvent> compute;  // each rank's events in execution order
   std::vector<CommEvent> comm;
+  std::vector<CollectiveEvent> collectives;
   std::vector<MemorySample> memory;
 };
 
