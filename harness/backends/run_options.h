@@ -43,6 +43,8 @@ inline Schedule schedule_of(const RunOptions& o) {
 }
 
 struct RunOutput {
+  // False on the processes of a multi-process run other than process 0, which reports for all.
+  bool report = true;
   nlohmann::json record;  // the JSON record (config, provenance, metrics, ...)
   Trace trace;            // the last measured step
   StepValues values;      // of the last step

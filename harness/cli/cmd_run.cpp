@@ -12,10 +12,14 @@
 #include "harness/cli/cuda_program.h"
 #include "harness/cli/options.h"
 #include "harness/device_profile.h"
+#include "harness/launch.h"
 #include "harness/memory_estimate.h"
 #include "harness/output_file.h"
 #if PPBENCH_HAVE_CUDA
 #include "harness/cuda/cuda_run.h"
+#endif
+#if PPBENCH_HAVE_MPI
+#include "harness/mpi/mpi_run.h"
 #endif
 #include "core/error.h"
 #include "harness/report_json.h"
@@ -107,6 +111,8 @@ Command add_run(CLI::App& parent) {
     ScheduleFlags schedule;
     RunOptions options;
     CudaFlags cuda;
+    int dp = 1;
+    bool dp_overlap = false;
     std::string format = "text";
     std::string trace_out, results, profile_out;
     CLI::Option* trace_option = nullptr;
@@ -152,6 +158,13 @@ Command add_run(CLI::App& parent) {
       "--cuda-graph", st->cuda.graph,
       "cuda --gpus: capture each rank's step once as a CUDA graph and launch it for every "
       "measured step (docs/cuda-graphs.md)");
+  app->add_option("--dp", st->dp,
+                  "Data-parallel replicas R of the pipeline, each on its own processes: launch "
+                  "with mpirun -np P, P = --pp x --dp (default 1; docs/multi-process.md)")
+      ->check(integer_in(1, 65536));
+  app->add_flag("--dp-overlap", st->dp_overlap,
+                "With --dp: all-reduce each stage's gradients as soon as its last backward ends "
+                "(default: once, after the rank's last action)");
   app->add_flag("--check", st->options.check,
                 "Also compute the step on one device (cpu: float64; cuda: the run's first GPU, "
                 "whole, same dtype) and record the largest relative gradient error per tensor "
@@ -208,6 +221,24 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--profile-out - and --trace-out - or --results - all ask for stdout: give one of them "
           "a file");
+    // Several processes started by mpirun (or srun): one pipeline rank each.
+    const LaunchEnvironment launch = launch_environment();
+    const bool multi_process = launch.by_mpi && launch.size != 1;
+    if ((st->dp > 1 || st->dp_overlap) && !multi_process)
+      throw UsageError("--dp " + std::to_string(st->dp) + (st->dp_overlap ? " --dp-overlap" : "") +
+                       " runs each replica's ranks as separate processes: start it with mpirun -np "
+                       "P ppbench run ... (P = --pp x --dp)");
+    if (multi_process) {
+#if !PPBENCH_HAVE_MPI
+      throw EnvironmentError(launch.launcher +
+                             " started this ppbench as one of several processes, "
+                             "but it was built without MPI (install libopenmpi-dev and rebuild)");
+#endif
+      if (st->backend == "cuda")
+        throw UsageError(
+            "--backend cuda runs in one process (--gpus, --virtual-devices); across "
+            "processes the CPU backend runs");
+    }
     const MemoryBudget budget = st->memory.budget();
     st->options.schedule = st->schedule.resolve(budget);
     if (st->schedule.file)
@@ -217,8 +248,12 @@ Command add_run(CLI::App& parent) {
     if (st->backend == "cpu")
       require_run_memory(budget, st->workload, st->schedule, st->options, &spec);
     RunOutput out;
-#if PPBENCH_HAVE_CUDA
-    if (st->backend == "cuda") {
+    if (multi_process) {
+#if PPBENCH_HAVE_MPI
+      out = run_cpu_mpi(spec, st->options, {st->dp, st->dp_overlap});
+#endif
+    } else if (st->backend == "cuda") {
+#if PPBENCH_HAVE_CUDA  // without CUDA, ppbench-cuda has taken over above
       CudaRunOptions o;
       o.run = st->options;
       o.gpus = st->cuda.gpus;
@@ -227,12 +262,11 @@ Command add_run(CLI::App& parent) {
       o.link_latency_us = st->cuda.link_latency;
       o.cuda_graph = st->cuda.graph;
       out = run_cuda(spec, o);
+#endif
     } else {
       out = run_cpu(spec, st->options);
     }
-#else
-    out = run_cpu(spec, st->options);
-#endif
+    if (!out.report) return;  // another process of the job reports
     // The report first, so that a failed write below loses nothing that was measured.
     if (!trace_out.is_stdout() && !results.is_stdout() && !profile_out.is_stdout()) {
       if (st->format == "json")

@@ -20,6 +20,10 @@
 #ifdef PPBENCH_HAVE_CUDA
 #include "workloads/cuda/device_info.h"
 #endif
+#ifdef PPBENCH_HAVE_MPI
+#include "harness/mpi/job.h"
+#include "harness/mpi/mpi_run.h"
+#endif
 
 namespace {
 
@@ -48,6 +52,15 @@ std::string one_line(std::string_view message) {
 
 int fail(const char* kind, std::string_view message, int code) {
   std::cout.flush();
+#ifdef PPBENCH_HAVE_MPI
+  // One process of several failed while the others may wait on it inside MPI: say which, then
+  // end them all (mpirun exits non-zero).
+  if (ppbench::mpi::in_multi_process_job()) {
+    std::cerr << "ppbench: " << kind << ": process " << ppbench::mpi::job_rank() << ": "
+              << one_line(message) << std::endl;
+    ppbench::mpi::abort_job(code);
+  }
+#endif
   std::cerr << "ppbench: " << kind << ": " << one_line(message) << '\n';
   return code;
 }
@@ -106,6 +119,16 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) run();
     ppbench::flush_stdout();  // a full disk or /dev/full behind stdout is an error, not exit 0
+#ifdef PPBENCH_HAVE_MPI
+    ppbench::mpi::finish_job();
+  } catch (const ppbench::JobRefused& e) {
+    // Every process refused together: one says why, all leave MPI and exit alike.
+    ppbench::mpi::finish_job();
+    if (e.message.empty()) return e.code;
+    std::cout.flush();
+    std::cerr << "ppbench: error: " << one_line(e.message) << '\n';
+    return e.code;
+#endif
   } catch (const ppbench::UsageError& e) {
     return usage_error(e.what());
   } catch (const ppbench::InvalidSchedule& e) {

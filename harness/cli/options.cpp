@@ -131,7 +131,8 @@ void ScheduleFlags::add_to(CLI::App& app) {
       "a '# placement: ...' header for other layouts than one stage per rank) or PyTorch's "
       "pipeline CSV (0F0,0B0; .csv or rows not starting with 'rank'); D and N come from the file "
       "(docs/schedules.md, \"Your own schedule\")");
-  devices_option = app.add_option("-d,--devices", devices, "Pipeline ranks D (with --schedule)")
+  devices_option = app.add_option("-d,--devices,--pp", devices,
+                                  "Pipeline ranks D (with --schedule; --pp is the same)")
                        ->check(integer_in(1, 4096));
   microbatches_option =
       app.add_option("-n,--microbatches", microbatches,

@@ -9,11 +9,16 @@
 // stops it the same way, and so does a rank thread the system will not start.
 // The step never hangs. Threads, errors and the watchdog are the executors'
 // shared core (executor_core.h).
+//
+// The same walk runs one rank of a step whose other ranks live in other processes
+// (run_rank_step, over an MPI transport): then the step's clock is shared across processes and
+// data parallelism may hook into the walk (RankHooks).
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -24,6 +29,7 @@
 #include "harness/executor/mailbox.h"
 #include "harness/executor/rank_passes.h"
 #include "harness/executor/stage_work.h"
+#include "harness/executor/transport.h"
 #include "harness/trace.h"
 #include "schedules/deps.h"
 #include "schedules/lower.h"
@@ -35,10 +41,17 @@ struct StepRecord {
   std::vector<ActivationArena> arenas;  // per rank
 };
 
+// What data parallelism adds to one rank's walk (harness/mpi/data_parallel.h).
+struct RankHooks {
+  std::function<void(int stage)> stage_done;  // after the last backward action of `stage`
+  std::function<void()> poll;                 // after every compute action
+};
+
 template <class Payload>
 class CpuExecutor {
  public:
   using Clock = std::chrono::steady_clock;
+  using Message = Envelope<Payload>;
 
   // `work[r]` runs the stages of rank r and is used only by rank r's thread.
   CpuExecutor(const Schedule& s, std::vector<StageWork<Payload>*> work, ExecutorOptions options)
@@ -54,7 +67,7 @@ class CpuExecutor {
     const bool own_cores = ranks <= static_cast<int>(std::thread::hardware_concurrency());
     const auto spin =
         std::chrono::microseconds(own_cores ? static_cast<long>(options_.spin_microseconds) : 0);
-    InProcessTransport<Envelope> transport(ranks, options_.channel_capacity, spin);
+    InProcessTransport<Message> transport(ranks, options_.channel_capacity, spin);
     StepRecord record;
     record.trace.source = "cpu";
     record.trace.time_unit = "s";
@@ -77,23 +90,73 @@ class CpuExecutor {
     return record;
   }
 
- private:
-  struct Envelope {
-    Payload payload{};
-    double sent_at = 0;
-  };
+  // Rank r's part of a step whose other ranks run elsewhere, on the calling thread. Times are
+  // seconds since `origin` plus `shift` (the step's clock shared by every process); the trace
+  // and the arena hold rank r only. A failure is thrown as an ExecutionError naming rank r.
+  StepRecord run_rank_step(int r, Transport<Message>& transport, Clock::time_point origin,
+                           double shift, const RankHooks& hooks = {}) {
+    StepRecord record;
+    record.trace.source = "cpu";
+    record.trace.time_unit = "s";
+    record.trace.ranks = schedule_.placement.ranks;
+    record.arenas.emplace_back(r);
+    t0_ = origin;
+    shift_ = shift;
+    StepErrors errors([&] { transport.abort(); });
+    try {
+      run_rank(r, transport, errors, record.arenas.front(), record.trace.compute, record.trace.comm,
+               &hooks);
+      if (!errors.failed() && transport.drain(r, watchdog_.deadline()) == WaitResult::kTimedOut)
+        errors.fail(
+            StepFailure::kWatchdog, r,
+            watchdog_.message(r, "the end of its step", "a message it sent is never taken"));
+    } catch (const std::exception& e) {
+      errors.fail(StepFailure::kWork, r, "rank " + std::to_string(r) + ": " + e.what());
+    }
+    errors.rethrow();
+    const auto& samples = record.arenas.front().samples();
+    record.trace.memory.assign(samples.begin(), samples.end());
+    return record;
+  }
 
-  double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+ private:
+  double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count() + shift_; }
+
+  // Per rank, the index of each stage's last backward compute instruction (for RankHooks).
+  std::vector<std::pair<std::size_t, int>> last_backwards(int r) const {
+    std::vector<std::pair<std::size_t, int>> last;  // (instruction, stage)
+    const auto& prog = program_.ranks[static_cast<std::size_t>(r)];
+    auto note = [&last](std::size_t i, const Task& t) {
+      if (t.op == Op::F) return;
+      const int stage = t.stage;
+      auto it =
+          std::find_if(last.begin(), last.end(), [&](const auto& e) { return e.second == stage; });
+      if (it == last.end())
+        last.emplace_back(i, stage);
+      else
+        it->first = i;
+    };
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      if (prog[i].kind != Instr::Kind::Compute) continue;
+      note(i, prog[i].action.task);
+      if (prog[i].action.paired) note(i, prog[i].action.partner);
+    }
+    return last;
+  }
 
   // Rank r's lowered program in order; a failure is recorded in `errors` (the first one
   // aborts the transport, and every other rank then returns at its next wait).
-  void run_rank(int r, InProcessTransport<Envelope>& transport, StepErrors& errors,
-                ActivationArena& arena, std::vector<ComputeEvent>& compute,
-                std::vector<CommEvent>& comm) {
+  void run_rank(int r, Transport<Message>& transport, StepErrors& errors, ActivationArena& arena,
+                std::vector<ComputeEvent>& compute, std::vector<CommEvent>& comm,
+                const RankHooks* hooks = nullptr) {
     const Placement& p = schedule_.placement;
     StageWork<Payload>& work = *work_[r];
     RankPasses<Payload> passes(work, p);
-    for (const Instr& in : program_.ranks[r]) {
+    const auto& prog = program_.ranks[r];
+    std::vector<std::pair<std::size_t, int>> stage_ends;
+    if (hooks != nullptr && hooks->stage_done) stage_ends = last_backwards(r);
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      const Instr& in = prog[i];
       if (in.kind == Instr::Kind::Compute) {
         const double begin = now();
         passes.run(in.action.task);
@@ -101,18 +164,24 @@ class CpuExecutor {
         const double end = now();
         compute.push_back({r, begin, end, in.action});
         arena.set_live(end, stages_.saved_bytes(r, work));
+        transport.progress();
+        if (hooks != nullptr) {
+          for (const auto& [at, stage] : stage_ends)
+            if (at == i) hooks->stage_done(stage);
+          if (hooks->poll) hooks->poll();
+        }
         continue;
       }
       const std::uint64_t name = message_name(in.payload);
       const bool sending = in.kind == Instr::Kind::Send;
       WaitResult result;
       if (sending) {
-        Envelope e{passes.take(name), now()};
-        result = transport.mailbox(r, in.peer).send(name, std::move(e), watchdog_.deadline());
+        Message e{passes.take(name), now()};
+        result = transport.send(r, in.peer, name, std::move(e), watchdog_.deadline());
       } else {
-        Envelope e;
+        Message e;
         const double posted = now();
-        result = transport.mailbox(in.peer, r).receive(name, e, watchdog_.deadline());
+        result = transport.receive(in.peer, r, name, e, watchdog_.deadline());
         if (result == WaitResult::kDone) {
           // The hand-over latency: from when both sides were ready to
           // when the tensor was in hand, not the receiver's own lateness.
@@ -138,6 +207,7 @@ class CpuExecutor {
   RankStages stages_;
   Watchdog watchdog_;
   Clock::time_point t0_;
+  double shift_ = 0;
 };
 
 }  // namespace ppbench

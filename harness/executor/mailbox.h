@@ -17,14 +17,15 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
-namespace ppbench {
+#include "harness/executor/transport.h"
 
-enum class WaitResult { kDone, kTimedOut, kAborted };
+namespace ppbench {
 
 template <class Payload>
 class Mailbox {
@@ -104,8 +105,10 @@ class Mailbox {
 
 // All mailboxes of a step; mailbox(src, dst) carries src's sends to dst.
 template <class Payload>
-class InProcessTransport {
+class InProcessTransport final : public Transport<Payload> {
  public:
+  using Clock = std::chrono::steady_clock;
+
   InProcessTransport(int ranks, int capacity,
                      std::chrono::microseconds spin = std::chrono::microseconds(0))
       : ranks_(ranks) {
@@ -116,7 +119,15 @@ class InProcessTransport {
   Mailbox<Payload>& mailbox(int src, int dst) {
     return *boxes_[static_cast<std::size_t>(src) * ranks_ + dst];
   }
-  void abort() {
+  WaitResult send(int src, int dst, std::uint64_t name, Payload message,
+                  Clock::time_point deadline) override {
+    return mailbox(src, dst).send(name, std::move(message), deadline);
+  }
+  WaitResult receive(int src, int dst, std::uint64_t name, Payload& out,
+                     Clock::time_point deadline) override {
+    return mailbox(src, dst).receive(name, out, deadline);
+  }
+  void abort() override {
     for (auto& b : boxes_) b->abort();
   }
 

@@ -7,6 +7,9 @@
 // DualPipe keep two copies) are separate replicas built from the same seed;
 // the run sums their gradients after the step.
 //
+// `loss_microbatches`: the micro-batches the step's loss averages over, when more than `data`
+// holds (data parallelism: R replicas of N each average over R * N).
+//
 // With recompute (GPipe's re-materialisation) F keeps only the stage's input
 // and drops everything else; the backward first runs the forward again.
 #pragma once
@@ -26,8 +29,14 @@ template <typename T>
 class PipelineRank final : public StageWork<Tensors<T>> {
  public:
   PipelineRank(const WorkloadSpec& spec, const PartitionPlan& plan, const Placement& p, int rank,
-               const std::vector<MicroBatch<T>>& data, std::uint64_t seed, bool recompute)
-      : p_(p), data_(data), recompute_(recompute), rank_(rank) {
+               const std::vector<MicroBatch<T>>& data, std::uint64_t seed, bool recompute,
+               int loss_microbatches = 0)
+      : p_(p),
+        data_(data),
+        recompute_(recompute),
+        rank_(rank),
+        loss_scale_(T(1) / static_cast<T>(loss_microbatches > 0 ? loss_microbatches
+                                                                : static_cast<int>(data.size()))) {
     for (int st = 0; st < p.stages(); ++st) {
       if (p.stage_rank[st] != rank) continue;
       Stage stage;
@@ -148,13 +157,14 @@ class PipelineRank final : public StageWork<Tensors<T>> {
 
   MicroBatchData<T> data_of(int stage, int mb) const {
     const MicroBatch<T>& d = data_[static_cast<std::size_t>(global_mb(stage, mb))];
-    return {&d.inputs, &d.targets, T(1) / static_cast<T>(data_.size())};
+    return {&d.inputs, &d.targets, loss_scale_};
   }
 
   const Placement& p_;
   const std::vector<MicroBatch<T>>& data_;
   bool recompute_;
   int rank_;
+  T loss_scale_;  // 1 / micro-batches of the whole step (every data-parallel replica's)
   std::vector<Stage> stages_;
   Tensors<T> input_copy_;
 };

@@ -1,0 +1,421 @@
+#include "harness/mpi/mpi_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "core/error.h"
+#include "harness/backends/cpu/cpu_run.h"
+#include "harness/backends/cpu/pipeline_rank.h"
+#include "harness/backends/run_loop.h"
+#include "harness/backends/run_record.h"
+#include "harness/executor/cpu_executor.h"
+#include "harness/metrics.h"
+#include "harness/mpi/cpu_codec.h"
+#include "harness/mpi/data_parallel.h"
+#include "harness/mpi/mpi_session.h"
+#include "harness/mpi/mpi_transport.h"
+#include "harness/mpi/wire.h"
+#include "schedules/validate.h"
+#include "workloads/partition.h"
+
+namespace ppbench {
+
+namespace {
+
+using mpi::check;
+
+// Every process's bytes on process 0 (in process order); elsewhere, nothing.
+std::vector<std::vector<char>> gather_bytes(MPI_Comm comm, const std::vector<char>& mine) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw EnvironmentError("a process's record is larger than one MPI message may be");
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(static_cast<std::size_t>(size)), at(static_cast<std::size_t>(size));
+  check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm), "MPI_Gather");
+  long total = 0;
+  for (int k = 0; k < size; ++k) {
+    at[static_cast<std::size_t>(k)] = static_cast<int>(total);
+    total += sizes[static_cast<std::size_t>(k)];
+  }
+  if (total > std::numeric_limits<int>::max())
+    throw EnvironmentError("the processes' records together exceed one MPI message");
+  std::vector<char> all(rank == 0 ? static_cast<std::size_t>(total) : 0);
+  check(
+      MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), at.data(), MPI_BYTE, 0, comm),
+      "MPI_Gatherv");
+  std::vector<std::vector<char>> out;
+  if (rank == 0)
+    for (int k = 0; k < size; ++k)
+      out.emplace_back(
+          all.begin() + at[static_cast<std::size_t>(k)],
+          all.begin() + at[static_cast<std::size_t>(k)] + sizes[static_cast<std::size_t>(k)]);
+  return out;
+}
+
+template <class Event>
+void put_events(mpi::WireWriter& w, const std::vector<Event>& v) {
+  w.put_array(v.data(), v.size());
+}
+template <class Event>
+void get_events(mpi::WireReader& r, std::vector<Event>& v) {
+  v.resize(r.count<Event>());
+  r.read(v.data(), v.size());
+}
+
+// What each process sends process 0 after the last step.
+struct ProcessReport {
+  Trace trace;  // ranks numbered by pipeline rank
+  double activation_peak = 0;
+  double clock_offset = 0;
+  std::string host;
+
+  std::vector<char> encode() const {
+    mpi::WireWriter w;
+    put_events(w, trace.compute);
+    put_events(w, trace.comm);
+    put_events(w, trace.collectives);
+    put_events(w, trace.memory);
+    w.put(activation_peak);
+    w.put(clock_offset);
+    w.put_string(host);
+    return std::move(w.bytes());
+  }
+  static ProcessReport decode(const std::vector<char>& b) {
+    mpi::WireReader r(b.data(), b.size());
+    ProcessReport p;
+    get_events(r, p.trace.compute);
+    get_events(r, p.trace.comm);
+    get_events(r, p.trace.collectives);
+    get_events(r, p.trace.memory);
+    p.activation_peak = r.get<double>();
+    p.clock_offset = r.get<double>();
+    p.host = r.get_string();
+    return p;
+  }
+};
+
+// A parameter's gradient as process 0 receives it, for the shared summary.
+struct HostParam {
+  std::string name;
+  std::vector<double> grad;
+};
+
+template <typename T>
+std::vector<char> encode_gradients(const std::vector<StageParams<cpu::Param<T>>>& stages) {
+  mpi::WireWriter w;
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(stages.size()));
+  std::vector<double> g;
+  for (const auto& sp : stages) {
+    w.put<std::int32_t>(sp.part);
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(sp.layers.size()));
+    for (const auto& [layer, params] : sp.layers) {
+      w.put<std::int32_t>(layer);
+      w.put<std::uint32_t>(static_cast<std::uint32_t>(params.size()));
+      for (const cpu::Param<T>* p : params) {
+        w.put_string(p->name);
+        g.assign(p->grad.data.begin(), p->grad.data.end());
+        w.put_array(g.data(), g.size());
+      }
+    }
+  }
+  return std::move(w.bytes());
+}
+
+std::vector<StageParams<HostParam>> decode_gradients(const std::vector<char>& b, int rank,
+                                                     std::deque<HostParam>& store) {
+  mpi::WireReader r(b.data(), b.size());
+  std::vector<StageParams<HostParam>> out(r.get<std::uint32_t>());
+  for (auto& sp : out) {
+    sp.rank = rank;
+    sp.part = r.get<std::int32_t>();
+    sp.layers.resize(r.get<std::uint32_t>());
+    for (auto& [layer, params] : sp.layers) {
+      layer = r.get<std::int32_t>();
+      params.resize(r.get<std::uint32_t>());
+      for (HostParam*& p : params) {
+        HostParam& h = store.emplace_back();
+        h.name = r.get_string();
+        h.grad.resize(r.count<double>());
+        r.read(h.grad.data(), h.grad.size());
+        p = &h;
+      }
+    }
+  }
+  return out;
+}
+
+// The whole job's timeline (every process's trace, ranks numbered by process) and its metrics.
+nlohmann::json job_json(const std::vector<ProcessReport>& procs, int d, int n_per_replica,
+                        double samples_per_microbatch, bool overlap) {
+  double first = std::numeric_limits<double>::infinity(), last = -first, busy = 0;
+  nlohmann::json per = nlohmann::json::array();
+  for (std::size_t w = 0; w < procs.size(); ++w) {
+    const Trace& t = procs[w].trace;
+    double b = 0, ar = 0, ar_bytes = 0, last_compute = -std::numeric_limits<double>::infinity(),
+           last_ar = last_compute;
+    for (const auto& e : t.compute) {
+      b += e.end - e.start;
+      first = std::min(first, e.start);
+      last = std::max(last, e.end);
+      last_compute = std::max(last_compute, e.end);
+    }
+    for (const auto& e : t.collectives) {
+      ar += e.end - e.start;
+      ar_bytes += e.bytes;
+      last = std::max(last, e.end);
+      last_ar = std::max(last_ar, e.end);
+    }
+    busy += b;
+    per.push_back({{"process", w},
+                   {"replica", static_cast<int>(w) / d},
+                   {"pipeline_rank", static_cast<int>(w) % d},
+                   {"host", procs[w].host},
+                   {"clock_offset_s", procs[w].clock_offset},
+                   {"busy_s", b},
+                   {"allreduce_s", ar},
+                   {"allreduce_bytes", ar_bytes},
+                   {"exposed_allreduce_s", std::max(0.0, last_ar - last_compute)}});
+  }
+  const double makespan = last - first;
+  const double p = static_cast<double>(procs.size());
+  const double replicas = p / d;
+  return {{"processes", procs.size()},
+          {"pipeline_ranks", d},
+          {"replicas", static_cast<int>(replicas)},
+          {"overlap", overlap},
+          {"makespan_s", makespan},
+          {"bubble_fraction", makespan > 0 ? 1 - busy / (p * makespan) : 0},
+          {"samples_per_s",
+           makespan > 0 ? replicas * n_per_replica * samples_per_microbatch / makespan : 0},
+          {"per_process", per}};
+}
+
+template <typename T>
+RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataParallelOptions& dp,
+                    const Schedule& s, const PartitionPlan& plan, mpi::World& world,
+                    mpi::Grid& grid) {
+  const int d = s.placement.ranks, n = s.params.microbatches, me = grid.pipeline_rank;
+  const double offset = mpi::clock_offset_to_root(world);
+
+  // This replica's micro-batches: d*N .. d*N + N - 1 of the R * N the step averages over.
+  std::vector<cpu::MicroBatch<T>> data;
+  for (int m = 0; m < n; ++m)
+    data.push_back(cpu::make_microbatch<T>(spec, o.seed, grid.replica * n + m));
+  cpu::PipelineRank<T> rank(spec, plan, s.placement, me, data, o.seed, o.recompute,
+                            n * dp.replicas);
+  std::vector<StageWork<cpu::Tensors<T>>*> work(static_cast<std::size_t>(d), nullptr);
+  work[static_cast<std::size_t>(me)] = &rank;
+  CpuExecutor<cpu::Tensors<T>> executor(s, work, o.executor);
+
+  const bool own_cores =
+      world.size() <= static_cast<int>(std::thread::hardware_concurrency());  // per node, roughly
+  const auto spin =
+      std::chrono::microseconds(own_cores ? static_cast<long>(o.executor.spin_microseconds) : 0);
+  mpi::MpiTransport<Envelope<cpu::Tensors<T>>, mpi::CpuTensorCodec<T>> transport(
+      grid.pipeline, me, lower(s), o.executor.channel_capacity, spin, &message_name);
+
+  std::unique_ptr<mpi::DataParallel<T>> reduce;
+  RankHooks hooks;
+  if (dp.replicas > 1) {
+    // params_by_layer() lists the rank's stages in stage order, as RankStages does.
+    const RankStages placed(s.placement);
+    const std::vector<int>& mine = placed.of(me);
+    std::vector<typename mpi::DataParallel<T>::StageGradients> stages;
+    const auto by_stage = rank.params_by_layer();
+    for (std::size_t k = 0; k < by_stage.size(); ++k) {
+      typename mpi::DataParallel<T>::StageGradients g;
+      g.stage = mine.at(k);
+      for (const auto& [layer, params] : by_stage[k].layers)
+        g.params.insert(g.params.end(), params.begin(), params.end());
+      stages.push_back(std::move(g));
+    }
+    reduce = std::make_unique<mpi::DataParallel<T>>(grid.data, me, dp.overlap, std::move(stages));
+    if (dp.overlap) {
+      hooks.stage_done = [&](int st) { reduce->stage_done(st); };
+      hooks.poll = [&] { reduce->poll(); };
+    }
+  }
+
+  StepRecord last;
+  RunOutput out;
+  out.report = world.rank() == 0;
+  using Clock = std::chrono::steady_clock;
+  const RunTimings timings = run_steps(o.warmup, o.steps, o.progress && out.report, [&](int, bool) {
+    rank.zero_grad();
+    // One clock for the step: process 0's, read after a barrier, each process's origin
+    // shifted onto it by the offset measured at start-up.
+    check(MPI_Barrier(world.comm()), "MPI_Barrier (step start)");
+    const Clock::time_point origin = Clock::now();
+    double root_origin = mpi::steady_seconds();
+    check(MPI_Bcast(&root_origin, 1, MPI_DOUBLE, 0, world.comm()), "MPI_Bcast (step clock)");
+    const double shift =
+        std::chrono::duration<double>(origin.time_since_epoch()).count() + offset - root_origin;
+    if (reduce)
+      reduce->set_clock([origin, shift] {
+        return std::chrono::duration<double>(Clock::now() - origin).count() + shift;
+      });
+    last = executor.run_rank_step(me, transport, origin, shift, hooks);
+    if (reduce) last.trace.collectives = reduce->finish();
+    // The job's makespan and mean loss, agreed by every process.
+    double span[2] = {std::numeric_limits<double>::infinity(),
+                      -std::numeric_limits<double>::infinity()};
+    for (const auto& e : last.trace.compute) {
+      span[0] = std::min(span[0], e.start);
+      span[1] = std::max(span[1], e.end);
+    }
+    for (const auto& e : last.trace.collectives) span[1] = std::max(span[1], e.end);
+    span[0] = -span[0];
+    check(MPI_Allreduce(MPI_IN_PLACE, span, 2, MPI_DOUBLE, MPI_MAX, world.comm()),
+          "MPI_Allreduce (makespan)");
+    double loss = 0;
+    for (auto [mb, l] : rank.losses) loss += static_cast<double>(l);
+    check(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, world.comm()),
+          "MPI_Allreduce (loss)");
+    out.values.loss = loss / static_cast<double>(n * dp.replicas);
+    return StepOutcome{span[1] + span[0], out.values.loss, ""};
+  });
+
+  // Process 0 gathers the last step's traces, peaks and replica 0's gradients.
+  ProcessReport mine{last.trace, last.arenas.front().peak(), offset, world.host()};
+  const auto reports = gather_bytes(world.comm(), mine.encode());
+  const auto grads =
+      gather_bytes(world.comm(), grid.replica == 0 ? encode_gradients(rank.params_by_layer())
+                                                   : std::vector<char>{});
+  if (!out.report) return out;
+
+  std::vector<ProcessReport> procs;
+  for (const auto& b : reports) procs.push_back(ProcessReport::decode(b));
+  // Replica 0's trace, ranks by pipeline rank: what the record's measured metrics and replay
+  // read, as for a run in threads.
+  Trace replica0;
+  replica0.source = "cpu";
+  replica0.time_unit = "s";
+  replica0.ranks = d;
+  std::vector<double> peaks;
+  for (int p = 0; p < d; ++p) {
+    const Trace& t = procs[static_cast<std::size_t>(p)].trace;
+    replica0.compute.insert(replica0.compute.end(), t.compute.begin(), t.compute.end());
+    replica0.comm.insert(replica0.comm.end(), t.comm.begin(), t.comm.end());
+    replica0.collectives.insert(replica0.collectives.end(), t.collectives.begin(),
+                                t.collectives.end());
+    replica0.memory.insert(replica0.memory.end(), t.memory.begin(), t.memory.end());
+    peaks.push_back(procs[static_cast<std::size_t>(p)].activation_peak);
+  }
+  std::deque<HostParam> store;
+  std::vector<std::vector<StageParams<HostParam>>> by_rank;
+  for (int p = 0; p < d; ++p)
+    by_rank.push_back(decode_gradients(grads[static_cast<std::size_t>(p)], p, store));
+  summarize_gradients_on_host(
+      spec, by_rank, static_cast<int>(plan.stages.size()), o.keep_gradients || o.check, out.values,
+      [](const StageParams<HostParam>&, const HostParam* h, std::vector<double>& sum) {
+        if (sum.empty()) sum.assign(h->grad.size(), 0.0);
+        for (std::size_t i = 0; i < h->grad.size(); ++i) sum[i] += h->grad[i];
+      });
+
+  nlohmann::json r =
+      run_record({&spec, &s, &plan, o.seed, o.recompute, timings, &replica0, out.values}, "cpu");
+  r["activation_bytes"] = activation_bytes_json(peaks, predicted_peak_bytes(s, plan, o.recompute));
+  const double samples = static_cast<double>(spec.microbatch_size);
+  r["launch"] = {{"transport", "mpi"},
+                 {"processes", world.size()},
+                 {"pipeline_ranks", d},
+                 {"replicas", dp.replicas}};
+  r["data_parallel"] = job_json(procs, d, n, samples, dp.overlap);
+  if (dp.replicas > 1) {
+    // Every replica's samples count: the step trains on R * N micro-batches.
+    for (const char* k :
+         {"samples_per_s", "wall_samples_per_s", "tokens_per_s", "wall_tokens_per_s"})
+      if (r["throughput"].contains(k))
+        r["throughput"][k] = r["throughput"][k].get<double>() * dp.replicas;
+    r["throughput"]["note"] = "all " + std::to_string(dp.replicas) + " replicas' micro-batches";
+  }
+  if (o.check) {
+    const StepValues ref = single_device_step(spec, n * dp.replicas, o.seed);
+    const double tol = o.check_tolerance > 0 ? o.check_tolerance : check_tolerance(spec.dtype);
+    r["check"] = check_json(compare_gradients(out.values.tensors, ref.tensors), tol,
+                            out.values.loss, ref.loss,
+                            "the CPU float64 single-device step over all " +
+                                std::to_string(n * dp.replicas) + " micro-batches");
+  }
+  if (!o.keep_gradients) out.values.tensors.clear();
+  out.record = std::move(r);
+  // The exported timeline holds every process, numbered by process.
+  out.trace.source = "cpu";
+  out.trace.time_unit = "s";
+  out.trace.ranks = world.size();
+  for (std::size_t w = 0; w < procs.size(); ++w) {
+    const auto id = static_cast<std::int32_t>(w);
+    const std::int32_t base = id - id % d;  // process of this replica's pipeline rank 0
+    const Trace& t = procs[w].trace;
+    for (ComputeEvent e : t.compute) {
+      e.rank = id;
+      out.trace.compute.push_back(e);
+    }
+    for (CommEvent e : t.comm) {
+      e.src_rank += base;
+      e.dst_rank += base;
+      out.trace.comm.push_back(e);
+    }
+    for (CollectiveEvent e : t.collectives) {
+      e.rank = id;
+      out.trace.collectives.push_back(e);
+    }
+    for (MemorySample e : t.memory) {
+      e.rank = id;
+      out.trace.memory.push_back(e);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+RunOutput run_cpu_mpi(const WorkloadSpec& spec, const RunOptions& o,
+                      const DataParallelOptions& dp) {
+  mpi::World& world = mpi::World::get();
+  // Everything that can refuse the run is checked on every process, and the job goes on only
+  // if all agree: a refusal on one process alone would leave the others waiting.
+  int code = 0;
+  std::string message;
+  std::unique_ptr<Schedule> s;
+  std::unique_ptr<PartitionPlan> plan;
+  try {
+    const int d = o.file_schedule ? o.file_schedule->placement.ranks : o.schedule.devices;
+    if (world.size() != d * dp.replicas)
+      throw UsageError("mpirun started " + std::to_string(world.size()) + " processes, but --pp " +
+                       std::to_string(d) + " x --dp " + std::to_string(dp.replicas) + " needs " +
+                       std::to_string(d * dp.replicas) +
+                       " (one process per pipeline rank of each replica)");
+    check_step_counts(o.steps, o.warmup);
+    require(spec.dtype != DType::kBF16,
+            "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
+    s = std::make_unique<Schedule>(schedule_of(o));
+    validate(*s, {.channel_capacity = o.executor.channel_capacity});
+    plan = std::make_unique<PartitionPlan>(
+        partition(spec, s->placement.stages_per_chain(), o.partition));
+  } catch (const UsageError& e) {
+    code = 2, message = e.what();
+  } catch (const InvalidSchedule& e) {
+    code = 2, message = e.what();
+  } catch (const EnvironmentError& e) {
+    code = 3, message = e.what();
+  } catch (const std::exception& e) {
+    code = 1, message = e.what();
+  }
+  // The lowest-numbered process with the gravest refusal says why; every process exits with
+  // its code.
+  int worst[2] = {code, world.rank()};
+  check(MPI_Allreduce(MPI_IN_PLACE, worst, 1, MPI_2INT, MPI_MAXLOC, world.comm()),
+        "MPI_Allreduce (launch check)");
+  if (worst[0] != 0) throw JobRefused{worst[0], world.rank() == worst[1] ? message : std::string()};
+  mpi::Grid grid(world, s->placement.ranks, dp.replicas);
+  return spec.dtype == DType::kF64 ? run_typed<double>(spec, o, dp, *s, *plan, world, grid)
+                                   : run_typed<float>(spec, o, dp, *s, *plan, world, grid);
+}
+
+}  // namespace ppbench

@@ -1,0 +1,128 @@
+#include "harness/mpi/mpi_session.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "harness/mpi/job.h"
+
+namespace ppbench::mpi {
+
+namespace {
+bool g_started = false;
+}
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw EnvironmentError(std::string("MPI: ") + what + ": " + std::string(text, len));
+}
+
+World::World() {
+  int provided = 0;
+  int argc = 0;
+  char** argv = nullptr;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+    throw EnvironmentError("MPI: MPI_Init_thread failed (is this process started by mpirun?)");
+  g_started = true;
+  // Errors come back as return codes, which check() turns into ppbench errors, instead of
+  // ending the job inside MPI with its own message.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  // Only one rank thread calls MPI at a time (the executor walks one rank per process), but
+  // the data-parallel hooks and the walk may alternate: SERIALIZED is the least we rely on.
+  if (provided < MPI_THREAD_SERIALIZED)
+    throw EnvironmentError("MPI: the library provides thread level " + std::to_string(provided) +
+                           ", ppbench needs MPI_THREAD_SERIALIZED or higher");
+  MPI_Comm node = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank (node)");
+  MPI_Comm_free(&node);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  check(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name");
+  host_.assign(name, static_cast<std::size_t>(len));
+}
+
+World& World::get() {
+  static World world;
+  return world;
+}
+
+bool World::started() { return g_started; }
+
+void World::finalize() {
+  if (!g_started) return;
+  g_started = false;
+  MPI_Finalize();
+}
+
+void World::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  _exit(code);  // MPI_Abort does not return; if it did, nothing may run on
+}
+
+Grid::Grid(const World& world, int d, int r) : pipeline_ranks(d), replicas(r) {
+  pipeline_rank = world.rank() % d;
+  replica = world.rank() / d;
+  check(MPI_Comm_split(world.comm(), replica, pipeline_rank, &pipeline), "MPI_Comm_split");
+  check(MPI_Comm_split(world.comm(), pipeline_rank, replica, &data), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(pipeline, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN);
+}
+
+Grid::~Grid() {
+  if (!World::started()) return;
+  if (pipeline != MPI_COMM_NULL) MPI_Comm_free(&pipeline);
+  if (data != MPI_COMM_NULL) MPI_Comm_free(&data);
+}
+
+bool in_multi_process_job() { return World::started() && World::get().size() > 1; }
+int job_rank() { return World::started() ? World::get().rank() : 0; }
+void finish_job() { World::finalize(); }
+void abort_job(int code) { World::abort(code); }
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double clock_offset_to_root(const World& world, int rounds) {
+  constexpr int kTag = 7001;
+  double offset = 0;
+  for (int peer = 1; peer < world.size(); ++peer) {
+    check(MPI_Barrier(world.comm()), "MPI_Barrier (clock offsets)");
+    if (world.rank() == 0) {
+      for (int k = 0; k < rounds; ++k) {
+        double ping = 0;
+        check(MPI_Recv(&ping, 1, MPI_DOUBLE, peer, kTag, world.comm(), MPI_STATUS_IGNORE),
+              "MPI_Recv (clock offsets)");
+        const double t = steady_seconds();
+        check(MPI_Send(&t, 1, MPI_DOUBLE, peer, kTag, world.comm()), "MPI_Send (clock offsets)");
+      }
+    } else if (world.rank() == peer) {
+      double best_rtt = std::numeric_limits<double>::infinity();
+      for (int k = 0; k < rounds; ++k) {
+        const double t1 = steady_seconds();
+        check(MPI_Send(&t1, 1, MPI_DOUBLE, 0, kTag, world.comm()), "MPI_Send (clock offsets)");
+        double root = 0;
+        check(MPI_Recv(&root, 1, MPI_DOUBLE, 0, kTag, world.comm(), MPI_STATUS_IGNORE),
+              "MPI_Recv (clock offsets)");
+        const double t2 = steady_seconds();
+        if (t2 - t1 < best_rtt) {
+          best_rtt = t2 - t1;
+          offset = root - (t1 + t2) / 2;
+        }
+      }
+    }
+  }
+  return offset;
+}
+
+}  // namespace ppbench::mpi

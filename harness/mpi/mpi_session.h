@@ -1,0 +1,64 @@
+// The MPI side of a multi-process run (`mpirun -np P ppbench run ...`): initialisation once per
+// process, errors returned rather than fatal (MPI_ERRORS_RETURN, each turned into a ppbench
+// error naming the call), the communicators of a D-rank pipeline replicated R times, and the
+// clock offset of each process from process 0, so that every process's trace lies on one clock.
+//
+// Process w runs pipeline rank p = w mod D of replica d = w / D: the ranks of one replica are
+// neighbours in MPI's numbering (and so, with mpirun's default by-slot mapping, on one node
+// where they fit), the replicas of a stage are D apart.
+#pragma once
+
+#include <string>
+
+#include <mpi.h>
+
+namespace ppbench::mpi {
+
+// main's view of the job, without MPI's header (harness/mpi/job.h).
+
+// Throws EnvironmentError "MPI: <what>: <MPI's error string>" unless rc is MPI_SUCCESS.
+void check(int rc, const char* what);
+
+// The process's MPI world: MPI_Init_thread at the first call.
+class World {
+ public:
+  static World& get();
+  static bool started();  // initialised by this process (and not finalised)
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }  // among the processes of this node
+  const std::string& host() const { return host_; }
+  MPI_Comm comm() const { return MPI_COMM_WORLD; }
+
+  // At the end of main; a no-op when MPI was never started.
+  static void finalize();
+  // Ends every process of the job (a failure on one process that the others cannot see).
+  [[noreturn]] static void abort(int code);
+
+ private:
+  World();
+  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  std::string host_;
+};
+
+// The communicators of P = D * R processes.
+struct Grid {
+  int pipeline_ranks = 1, replicas = 1;
+  int pipeline_rank = 0, replica = 0;
+  MPI_Comm pipeline = MPI_COMM_NULL;  // the D processes of this replica, by pipeline rank
+  MPI_Comm data = MPI_COMM_NULL;      // the R processes holding this pipeline rank, by replica
+
+  Grid(const World& world, int pipeline_ranks, int replicas);
+  ~Grid();
+  Grid(const Grid&) = delete;
+  Grid& operator=(const Grid&) = delete;
+};
+
+// Seconds to add to this process's steady clock to read process 0's: the midpoint of the
+// shortest of `rounds` ping-pongs with process 0 (Cristian's method; 0 on process 0). Collective.
+double clock_offset_to_root(const World& world, int rounds = 16);
+
+// This process's steady clock in seconds.
+double steady_seconds();
+
+}  // namespace ppbench::mpi
