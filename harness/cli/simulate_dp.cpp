@@ -66,7 +66,7 @@ DataParallel DataParallelFlags::resolve(const Schedule& s, const WorkloadCosts* 
   const Placement& p = s.placement;
   dp.stage_bytes.assign(static_cast<std::size_t>(p.stages()), grad_units);
   if (workload == nullptr) return dp;  // link: 1 volume unit per cost unit, no latency
-  dp.link = {bandwidth_gbs * 1e9, latency_us * 1e-6};
+  dp.link = {bandwidth_gbs * 1e9, latency_us / 1e6};
   const double dtype = dtype_bytes(workload->spec.dtype);
   // A schedule stage holds the layers of its position in its chain (two chains: two copies).
   for (int st = 0; st < p.stages(); ++st) {
