@@ -52,6 +52,29 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
                       {"dur", (c.end - c.start) * to_us},
                       {"args", {{"src", c.src_rank}, {"dst", c.dst_rank}}}});
   }
+  // Data-parallel all-reduces run beside a rank's compute (overlapped with it under
+  // --dp-overlap), so they get a track of their own per rank, under a process named "allreduce".
+  if (!trace.collectives.empty()) {
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", 2}, {"args", {{"name", "allreduce"}}}});
+    for (int r = 0; r < trace.ranks; ++r)
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", 2},
+                        {"tid", r},
+                        {"args", {{"name", "rank " + std::to_string(r)}}}});
+  }
+  for (const auto& c : trace.collectives) {
+    events.push_back(
+        {{"name", c.stage < 0 ? std::string("allreduce") : "allreduce " + std::to_string(c.stage)},
+         {"cat", "allreduce"},
+         {"ph", "X"},
+         {"pid", 2},
+         {"tid", c.rank},
+         {"ts", c.start * to_us},
+         {"dur", (c.end - c.start) * to_us},
+         {"args", {{"stage", c.stage}, {"bytes", c.bytes}}}});
+  }
   nlohmann::json other = other_data;
   other["time_unit"] = trace.time_unit;
   other["source"] = trace.source;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace ppbench {
 
@@ -40,6 +42,18 @@ int peak_by_edges(const std::vector<const ComputeEvent*>& events) {
   return peak;
 }
 
+// The length of the union of `intervals` after time `from`: a rank's collectives may overlap one
+// another in a measured trace, and the step waits for their union, not their sum.
+double union_after(std::vector<std::pair<double, double>> intervals, double from) {
+  std::sort(intervals.begin(), intervals.end());
+  double total = 0, covered = from;  // everything before `covered` is counted or excluded
+  for (const auto& [start, end] : intervals) {
+    const double a = std::max(start, covered);
+    if (end > a) total += end - a, covered = end;
+  }
+  return total;
+}
+
 }  // namespace
 
 MetricsStream::MetricsStream(const Placement& placement, int ranks)
@@ -59,6 +73,12 @@ void MetricsStream::add(int rank, double start, double end, const Action& a) {
     if (frees_activation(half == 0 ? a.task : a.partner)) --r.alive;
 }
 
+void MetricsStream::add_collective(int rank, double start, double end, double bytes) {
+  Rank& r = ranks_[static_cast<std::size_t>(rank)];
+  r.collectives.push_back({start, end});
+  r.collective_bytes += bytes;
+}
+
 Metrics MetricsStream::finish() const {
   Metrics m;
   const int n = static_cast<int>(ranks_.size());
@@ -70,6 +90,9 @@ Metrics MetricsStream::finish() const {
     for (int i = 0; i < n; ++i) m.ranks[i].rank = i;
     return m;
   }
+  // The step ends when the last compute action or collective does.
+  for (const Rank& r : ranks_)
+    for (const Interval& c : r.collectives) t1 = std::max(t1, c.end);
   m.makespan = t1 - t0;
   double total_idle = 0, longest_span = 0, busy_of_longest = 0;
   for (int i = 0; i < n; ++i) {
@@ -78,7 +101,23 @@ Metrics MetricsStream::finish() const {
     rm.rank = i;
     rm.busy = r.busy;
     rm.first_start = r.any ? r.first_start : t0;  // a rank with no work
-    rm.last_end = r.any ? r.last_end : t0;
+    rm.compute_end = r.any ? r.last_end : t0;
+    rm.last_end = rm.compute_end;
+    if (!r.collectives.empty()) {
+      std::vector<std::pair<double, double>> spans;
+      for (const Interval& c : r.collectives) {
+        spans.emplace_back(c.start, c.end);
+        rm.allreduce_time += c.end - c.start;
+        rm.last_end = std::max(rm.last_end, c.end);
+      }
+      rm.collectives = static_cast<int>(r.collectives.size());
+      rm.allreduce_bytes = r.collective_bytes;
+      rm.exposed_allreduce = union_after(std::move(spans), rm.compute_end);
+      m.collectives += rm.collectives;
+      m.allreduce_time = std::max(m.allreduce_time, rm.allreduce_time);
+      m.allreduce_bytes = std::max(m.allreduce_bytes, rm.allreduce_bytes);
+      m.exposed_allreduce = std::max(m.exposed_allreduce, rm.exposed_allreduce);
+    }
     rm.idle = m.makespan - rm.busy;
     const double span = rm.last_end - rm.first_start;
     rm.span_idle = span - rm.busy;
@@ -94,6 +133,15 @@ Metrics MetricsStream::finish() const {
   m.zb_bubble_rate = longest_span > 0 ? (longest_span - busy_of_longest) / longest_span : 0;
   return m;
 }
+
+namespace {
+
+void add_collectives(MetricsStream& stream, const Trace& trace) {
+  for (const CollectiveEvent& c : trace.collectives)
+    stream.add_collective(c.rank, c.start, c.end, c.bytes);
+}
+
+}  // namespace
 
 Metrics compute_metrics(const Trace& trace, const Placement& placement) {
   // The common case, every trace the simulator writes and the executors' too: each rank's events
@@ -111,6 +159,7 @@ Metrics compute_metrics(const Trace& trace, const Placement& placement) {
   if (ordered) {
     MetricsStream stream(placement, trace.ranks);
     for (const ComputeEvent& e : trace.compute) stream.add(e.rank, e.start, e.end, e.action);
+    add_collectives(stream, trace);
     return stream.finish();
   }
 
@@ -129,6 +178,7 @@ Metrics compute_metrics(const Trace& trace, const Placement& placement) {
     for (const ComputeEvent* e : events) stream.add(e->rank, e->start, e->end, e->action);
     peaks.push_back(in_order(events) ? -1 : peak_by_edges(events));
   }
+  add_collectives(stream, trace);
   Metrics m = stream.finish();
   for (std::size_t r = 0; r < peaks.size(); ++r)
     if (peaks[r] >= 0) {

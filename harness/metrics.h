@@ -1,6 +1,6 @@
 // The metrics of docs/metrics.md, computed from a Trace (simulated or measured).
 //
-//  makespan          first action start to last action end, over all ranks
+//  makespan          first action start to last action or collective end, over all ranks
 //  bubble_fraction   sum idle / (ranks * makespan), idle_r = makespan - busy_r
 //                    (GPipe's (D-1)/(N+D-1))
 //  bubble_ratio      sum idle / sum busy (Megatron's (p-1)/m)
@@ -12,6 +12,13 @@
 //                    alive from the start of F to the end of its last backward
 //                    op (B, or W when the backward is split: a valid schedule
 //                    has a W for every I)
+//
+// Collectives (data-parallel gradient all-reduces, trace.h) count toward the makespan and a
+// rank's span but never toward busy time: the part of them not hidden behind the rank's compute
+// is idle, bubble like any other wait (docs/metrics.md, "Data parallelism").
+//  allreduce_time_r     sum of the rank's collective durations
+//  exposed_allreduce_r  the time after the rank's last compute end during which one of its
+//                       collectives runs (the all-reduce the step waits for)
 #pragma once
 
 #include <vector>
@@ -29,6 +36,10 @@ struct RankMetrics {
   // peak_activations in units of one whole-model micro-batch activation A,
   // taking every stage of a chain to hold an equal share (1/stages per chain).
   double peak_activation_share = 0;
+  // Data-parallel all-reduces on this rank (all 0 when the trace has none).
+  int collectives = 0;
+  double allreduce_time = 0, allreduce_bytes = 0, exposed_allreduce = 0;
+  double compute_end = 0;  // the last compute end; last_end also counts collectives
 };
 
 struct Metrics {
@@ -36,6 +47,9 @@ struct Metrics {
   double total_busy = 0;
   double bubble_fraction = 0, bubble_ratio = 0, zb_bubble_rate = 0;
   int peak_activations = 0;  // max over ranks
+  // Collectives in the trace, and the largest per-rank all-reduce time, bytes and exposed time.
+  int collectives = 0;
+  double allreduce_time = 0, allreduce_bytes = 0, exposed_allreduce = 0;
   std::vector<RankMetrics> ranks;
 };
 
@@ -51,13 +65,20 @@ class MetricsStream {
  public:
   MetricsStream(const Placement& placement, int ranks);
   void add(int rank, double start, double end, const Action& a);
+  // A collective on `rank`, in any order relative to the compute actions.
+  void add_collective(int rank, double start, double end, double bytes);
   Metrics finish() const;
 
  private:
+  struct Interval {
+    double start, end;
+  };
   struct Rank {
     double busy = 0, first_start = 0, last_end = 0;
     bool any = false;
     int alive = 0, peak = 0;
+    double collective_bytes = 0;
+    std::vector<Interval> collectives;
   };
   const Placement* placement_;
   std::vector<Rank> ranks_;

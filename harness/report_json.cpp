@@ -26,15 +26,31 @@ nlohmann::json to_json(const Metrics& m) {
                      {"last_end", r.last_end},
                      {"peak_activations", r.peak_activations},
                      {"peak_activation_share", r.peak_activation_share}});
+    // Only a trace with collectives (data parallelism) has these: records without stay as they
+    // were.
+    if (m.collectives > 0) {
+      auto& e = ranks.back();
+      e["compute_end"] = r.compute_end;
+      e["allreduce_time"] = r.allreduce_time;
+      e["allreduce_bytes"] = r.allreduce_bytes;
+      e["exposed_allreduce"] = r.exposed_allreduce;
+    }
   }
-  return {{"makespan", m.makespan},
-          {"total_busy", m.total_busy},
-          {"bubble_fraction", m.bubble_fraction},
-          {"bubble_ratio", m.bubble_ratio},
-          {"zb_bubble_rate", m.zb_bubble_rate},
-          {"peak_activations", m.peak_activations},
-          {"peak_activation_share", share},
-          {"ranks", std::move(ranks)}};
+  nlohmann::json out = {{"makespan", m.makespan},
+                        {"total_busy", m.total_busy},
+                        {"bubble_fraction", m.bubble_fraction},
+                        {"bubble_ratio", m.bubble_ratio},
+                        {"zb_bubble_rate", m.zb_bubble_rate},
+                        {"peak_activations", m.peak_activations},
+                        {"peak_activation_share", share},
+                        {"ranks", std::move(ranks)}};
+  if (m.collectives > 0) {
+    out["collectives"] = m.collectives;
+    out["allreduce_time"] = m.allreduce_time;
+    out["allreduce_bytes"] = m.allreduce_bytes;
+    out["exposed_allreduce"] = m.exposed_allreduce;
+  }
+  return out;
 }
 
 nlohmann::json to_json(const ClosedForm& c) {

@@ -587,6 +587,23 @@ def zb_table5_section(table: dict | None, source: str) -> list[str]:
     return out
 
 
+def dp_scaling_section(table: dict | None, source: str) -> list[str]:
+    """Data x pipeline parallelism on paper, as scripts/dp_scaling.py recorded it."""
+    if not table:
+        return []
+    a = table["assumptions"]
+    rates = a["device_rates"]
+    return ["## 7. Data x pipeline parallelism on paper (predicted, not measured)", "",
+            f"From `{source}` (`scripts/dp_scaling.py`): {table['label']}. {a['workload']}; "
+            f"{a['schedule']}. Device: `{a['device_profile']}`, peak {rates['peak_flops']:.4g} "
+            f"FLOP/s and {rates['memory_bandwidth']:.4g} B/s (datasheet figures used as a "
+            f"roofline: an optimistic bound), pipeline hand-overs at "
+            f"{rates['link_bandwidth']:.4g} B/s + {rates['link_latency']:.4g} s. Between "
+            f"replicas: {a['inter_node_link']}; all-reduce {a['allreduce']}. Bubble is one "
+            "replica's, which is the whole job's as the replicas are identical.", "",
+            table["markdown"].rstrip(), "", table["summary"], ""]
+
+
 # --- output --------------------------------------------------------------------------------
 
 def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT_COST,
@@ -595,7 +612,8 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
                  reference: list[dict] | None = None, reference_source: str = "",
                  reference_measured: list[dict] | None = None,
                  reference_measured_source: str = "", zb_table5: dict | None = None,
-                 zb_table5_source: str = "") -> str:
+                 zb_table5_source: str = "", dp_scaling: dict | None = None,
+                 dp_scaling_source: str = "") -> str:
     costs_present = {cost_of(r) for r in rows}
     if cost not in costs_present and costs_present:
         cost = max(costs_present, key=lambda c: sum(cost_of(r) == c for r in rows))
@@ -610,6 +628,7 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
     lines += reference_section(rows, source, reference, reference_source, measured,
                                measured_source, reference_measured, reference_measured_source)
     lines += zb_table5_section(zb_table5, zb_table5_source)
+    lines += dp_scaling_section(dp_scaling, dp_scaling_source)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -640,6 +659,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--zb-table5", type=Path,
                         help="the Zero Bubble Table 5 reproduction (results/reference/"
                              "zb_table5.json, from scripts/zb_table5.py): adds section 6")
+    parser.add_argument("--dp-scaling", type=Path,
+                        help="the data x pipeline predictions (results/reference/dp_scaling.json, "
+                             "from scripts/dp_scaling.py): adds section 7")
     parser.add_argument("--cost", default=DEFAULT_COST,
                         help="cost setting of sections 2 and 3 (default: %(default)s)")
     return parser.parse_args(argv)
@@ -658,6 +680,8 @@ def main(argv: list[str] | None = None) -> int:
         reference_measured = read_optional(args.reference_measured)
         zb_table5 = json.loads(args.zb_table5.read_text(encoding="utf-8")) \
             if args.zb_table5 else None
+        dp_scaling = json.loads(args.dp_scaling.read_text(encoding="utf-8")) \
+            if args.dp_scaling else None
     except (OSError, ValueError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 1
@@ -673,7 +697,8 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write(args.out, build_report(
         rows, str(args.results), args.pp, args.cost, ns, measured, str(args.measured or ""),
         registry, reference, str(args.reference or ""), reference_measured,
-        str(args.reference_measured or ""), zb_table5, str(args.zb_table5 or "")))
+        str(args.reference_measured or ""), zb_table5, str(args.zb_table5 or ""), dp_scaling,
+        str(args.dp_scaling or "")))
     print(f"wrote {args.out}")
     return 0
 

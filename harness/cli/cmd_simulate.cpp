@@ -5,6 +5,7 @@
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
+#include "harness/cli/simulate_dp.h"
 #include "harness/cli/simulate_workload.h"
 #include "harness/memory_estimate.h"
 #include "harness/metrics.h"
@@ -78,19 +79,31 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
   if (!cf.activations_formula.empty())
     std::cout << " Closed form: " << cf.activations_formula << ".";
   std::cout << '\n';
+  if (r.contains("data_parallel")) print_data_parallel(r);
   if (workload) print_workload_memory(r);
 }
 
 void print_csv(const nlohmann::json& r) {
+  // With --dp R > 1 each row also carries R, the throughput and the rank's all-reduce.
+  const bool dp = r.contains("data_parallel");
   std::cout << "schedule,devices,microbatches,chunks,stages,makespan,bubble_fraction,bubble_ratio,"
-               "zb_bubble_rate,rank,busy,idle,span_idle,peak_activations,peak_activation_share\n";
-  for (const auto& rk : r["ranks"])
+               "zb_bubble_rate,rank,busy,idle,span_idle,peak_activations,peak_activation_share"
+            << (dp ? ",replicas,throughput,allreduce_time,allreduce_bytes,exposed_allreduce" : "")
+            << '\n';
+  for (const auto& rk : r["ranks"]) {
     std::cout << r["schedule"].get<std::string>() << ',' << r["devices"] << ',' << r["microbatches"]
               << ',' << r["chunks"] << ',' << r["stages"] << ',' << fixed(r["makespan"], 17) << ','
               << fixed(r["bubble_fraction"], 17) << ',' << fixed(r["bubble_ratio"], 17) << ','
               << fixed(r["zb_bubble_rate"], 17) << ',' << rk["rank"] << ',' << fixed(rk["busy"], 17)
               << ',' << fixed(rk["idle"], 17) << ',' << fixed(rk["span_idle"], 17) << ','
-              << rk["peak_activations"] << ',' << fixed(rk["peak_activation_share"], 17) << '\n';
+              << rk["peak_activations"] << ',' << fixed(rk["peak_activation_share"], 17);
+    if (dp)
+      std::cout << ',' << r["data_parallel"]["replicas"] << ','
+                << fixed(r["data_parallel"]["throughput"], 17) << ','
+                << fixed(rk["allreduce_time"], 17) << ',' << fixed(rk["allreduce_bytes"], 17) << ','
+                << fixed(rk["exposed_allreduce"], 17);
+    std::cout << '\n';
+  }
 }
 
 }  // namespace
@@ -107,6 +120,7 @@ Command add_simulate(CLI::App& parent) {
     CLI::Option* trace_option = nullptr;
     MemoryFlag memory;
     WorkloadCostFlags workload;
+    DataParallelFlags dp;
   };
   auto st = std::make_shared<State>();
   st->schedule.add_to(*app);
@@ -119,6 +133,7 @@ Command add_simulate(CLI::App& parent) {
       "atomically), a device, a FIFO, or - for stdout (then instead of the report)");
   st->memory.add_to(*app);
   st->workload.add_to(*app);
+  st->dp.add_to(*app);
   app->footer(
       "Metrics (docs/metrics.md): bubble_fraction = sum idle / (ranks x makespan); bubble_ratio = "
       "sum "
@@ -127,10 +142,13 @@ Command add_simulate(CLI::App& parent) {
       "Example: ppbench simulate --schedule zb-h1 --devices 4 --microbatches 8 --cost F=1,I=1,W=1\n"
       "         ppbench simulate --schedule-file my_schedule.txt --cost F=1,I=1,W=1\n"
       "         ppbench simulate --schedule 1f1b -d 4 -n 8 --workload mlp --layers 8 --width 1024 "
-      "--device-profile my_gpu.json --memory-limit-bytes 1G");
+      "--device-profile my_gpu.json --memory-limit-bytes 1G\n"
+      "         ppbench simulate --schedule 1f1b -d 4 -n 8 --dp 2 --grad-units 3 --dp-overlap");
   return [st] {
     st->workload.check(st->costs);
     const bool with_workload = st->workload.given();
+    st->dp.check(with_workload);
+    const bool dp = st->dp.active();
     const StageCost cost = st->costs.resolve();
     // Everything that can be refused is refused before the work: the output, then the size.
     OutputTarget trace_out;
@@ -142,7 +160,7 @@ Command add_simulate(CLI::App& parent) {
     st->schedule.plan_for(cost);
     ScheduleParams params = st->schedule.resolve(budget);
     require_memory(
-        budget, estimate_simulate(params, trace_out.given()),
+        budget, estimate_simulate(params, trace_out.given() || dp),
         "simulate " + st->schedule.describe() + (trace_out.given() ? " --trace-out" : ""));
     // A file is validated in full, its errors located by line; a generated schedule needs its
     // structure checked only, as the simulation's own walk proves it deadlock-free.
@@ -158,11 +176,17 @@ Command add_simulate(CLI::App& parent) {
     if (!st->schedule.file) validate_structure(s);
     const CostModel costs = with_workload ? schedule_cost_model(s.placement, wl.parts)
                                           : CostModel::uniform(s.stages(), cost);
-    // The timeline is kept only where it is written; the metrics need none of it.
-    Trace trace = trace_out.given() ? simulate(s, costs) : Trace{};
+    // The timeline is kept only where it is written or the all-reduces are placed on it (after
+    // each stage's last backward, or each rank's last action); otherwise the metrics need none.
+    Trace trace = trace_out.given() || dp ? simulate(s, costs, {trace_out.given()}) : Trace{};
     if (with_workload) trace.time_unit = "s";
+    DataParallel replicas;
+    if (dp) {
+      replicas = st->dp.resolve(s, with_workload ? &wl : nullptr);
+      add_allreduces(trace, s, replicas);
+    }
     const Metrics m =
-        trace_out.given() ? compute_metrics(trace, s.placement) : simulate_metrics(s, costs);
+        trace_out.given() || dp ? compute_metrics(trace, s.placement) : simulate_metrics(s, costs);
     // A family's closed forms describe its own order; a file's order has none, and they assume
     // the same costs on every stage.
     ClosedForm cf;
@@ -177,11 +201,20 @@ Command add_simulate(CLI::App& parent) {
     if (!with_workload) record["costs"] = to_json(cost);
     record.update(to_json(m));
     if (with_workload) add_workload_report(record, wl, s, m);
+    if (dp) record["data_parallel"] = data_parallel_json(replicas, s, m, with_workload);
     // Closed forms assume no communication time.
     record["closed_form"] = to_json(cf);
     if (cost.comm != 0)
       record["closed_form"]["note"] =
           "closed forms assume --comm 0" + (cf.note.empty() ? std::string() : "; " + cf.note);
+    if (dp) {
+      // They describe one replica's compute: the all-reduce is beyond them.
+      const auto& note = record["closed_form"]["note"];
+      const std::string before = note.is_string() ? note.get<std::string>() : "";
+      record["closed_form"]["note"] =
+          "closed forms leave out the all-reduce" + (before.empty() ? "" : "; " + before);
+      cf.note = "closed forms leave out the all-reduce" + (cf.note.empty() ? "" : "; " + cf.note);
+    }
     record["provenance"] = provenance();
     if (trace_out.given())
       write_output(trace_out, to_chrome_trace(trace, schedule_json(s)).dump() + "\n");
