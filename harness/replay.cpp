@@ -43,4 +43,28 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
   return CostModel(std::move(stages));
 }
 
+DataParallel data_parallel_from_trace(const Trace& trace, const Schedule& s, int replicas,
+                                      bool overlap) {
+  const Placement& p = s.placement;
+  DataParallel dp;
+  dp.replicas = replicas;
+  dp.overlap = overlap;
+  dp.stage_bytes.assign(static_cast<std::size_t>(p.stages()), 0);
+  std::vector<int> first_stage(static_cast<std::size_t>(p.ranks), -1);
+  for (int st = p.stages() - 1; st >= 0; --st) first_stage[p.stage_rank[st]] = st;
+  double volume = 0, time = 0;
+  for (const CollectiveEvent& c : trace.collectives) {
+    const int st = c.stage >= 0 ? c.stage : first_stage[static_cast<std::size_t>(c.rank)];
+    if (st < 0) continue;
+    dp.stage_bytes[static_cast<std::size_t>(st)] += c.bytes;
+    volume += c.bytes;
+    time += c.end - c.start;
+  }
+  // T = 2 (R - 1) / R * bytes / bandwidth, summed over the measured all-reduces.
+  const double traffic = replicas > 1 ? 2.0 * (replicas - 1) / replicas * volume : 0;
+  dp.link.bandwidth = traffic > 0 && time > 0 ? traffic / time : 1;
+  dp.link.latency = 0;
+  return dp;
+}
+
 }  // namespace ppbench

@@ -1,6 +1,7 @@
 #include "harness/backends/run_record.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "harness/metrics.h"
 #include "harness/provenance.h"
@@ -57,8 +58,13 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
   const WorkloadSpec& spec = *in.spec;
   const Schedule& s = *in.schedule;
   const Metrics measured = compute_metrics(*in.trace, s.placement);
-  const Trace replay =
-      simulate(s, costs_from_trace(*in.trace, s.placement), {.record_comm = false});
+  Trace replay = simulate(s, costs_from_trace(*in.trace, s.placement), {.record_comm = false});
+  // Data parallelism: the replay's all-reduces over a ring link fitted to the measured ones.
+  std::optional<DataParallel> dp;
+  if (in.replicas > 1) {
+    dp = data_parallel_from_trace(*in.trace, s, in.replicas, in.dp_overlap);
+    add_allreduces(replay, s, *dp);
+  }
   const Metrics predicted = compute_metrics(replay, s.placement);
   const RunTimings& t = in.timings;
   const double step = median_of(t.makespan_s), wall = median_of(t.wall_s);
@@ -97,6 +103,13 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
                             std::to_string(t.steps) + " measured)";
   r["predicted"] = to_json(predicted);
   r["predicted"]["note"] = "the simulator replaying this step's measured per-op costs";
+  if (dp)
+    r["predicted"]["allreduce_link"] = {
+        {"bandwidth_bytes_per_s", dp->link.bandwidth},
+        {"note", "a ring link fitted to this step's measured all-reduces (simulate --dp " +
+                     std::to_string(dp->replicas) +
+                     " --dp-bandwidth with it in GB/s predicts "
+                     "the same)"}};
   r["fidelity"] = {{"bubble_fraction_gap", measured.bubble_fraction - predicted.bubble_fraction}};
   r["loss"] = in.values.loss;
   r["grad_norm"] = in.values.grad_norm();

@@ -35,6 +35,8 @@ struct StepSummary {
   const RunTimings& timings;  // measured steps only
   const Trace* trace;         // the last step
   const StepValues& values;   // loss and gradient statistics of the last step
+  int replicas = 1;           // data-parallel replicas (the trace holds one replica's ranks)
+  bool dp_overlap = false;
 };
 
 // The record's common fields: identity and config, the step times (compute

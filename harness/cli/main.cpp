@@ -5,10 +5,12 @@
 // machine or its environment (no GPU visible, a library missing, not enough memory, a full disk);
 // 1 a failure of ppbench itself: a step that failed or stalled, `run --check` past its tolerance,
 // or an internal error (a bug: please report it).
+#include <chrono>
 #include <functional>
 #include <iostream>
 #include <new>
 #include <system_error>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -16,6 +18,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/cuda_program.h"
 #include "harness/executor/executor_core.h"
+#include "harness/launch.h"
 #include "harness/output_file.h"
 #ifdef PPBENCH_HAVE_CUDA
 #include "workloads/cuda/device_info.h"
@@ -37,6 +40,11 @@ std::string version_text() {
     v += " (built without CUDA)";
   else
     v += " (CUDA runs by " + cuda + " beside it; `" + cuda + " --version` lists the GPUs)";
+#endif
+#ifdef PPBENCH_HAVE_MPI
+  v += "\nMPI: compiled in (mpirun -np P ppbench run ... runs one pipeline rank per process)";
+#else
+  v += "\nMPI: not compiled in (runs stay in one process)";
 #endif
   return v;
 }
@@ -65,7 +73,17 @@ int fail(const char* kind, std::string_view message, int code) {
   return code;
 }
 
-int usage_error(const std::string& message) { return fail("error", message, 2); }
+// Under mpirun every process parses the same command line and would say the same: process 0
+// says it.
+// mpirun ends the job at the first process that exits non-zero, so the quiet ones wait a moment
+// for process 0's line to leave.
+int usage_error(const std::string& message) {
+  if (ppbench::launch_environment().rank > 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    return 2;
+  }
+  return fail("error", message, 2);
+}
 
 }  // namespace
 
@@ -122,11 +140,13 @@ int main(int argc, char** argv) {
 #ifdef PPBENCH_HAVE_MPI
     ppbench::mpi::finish_job();
   } catch (const ppbench::JobRefused& e) {
-    // Every process refused together: one says why, all leave MPI and exit alike.
+    // Every process refused together: one says why, then all leave MPI together (mpirun ends
+    // the job at the first non-zero exit, so no process may leave before the message is out).
+    if (!e.message.empty()) {
+      std::cout.flush();
+      std::cerr << "ppbench: error: " << one_line(e.message) << std::endl;
+    }
     ppbench::mpi::finish_job();
-    if (e.message.empty()) return e.code;
-    std::cout.flush();
-    std::cerr << "ppbench: error: " << one_line(e.message) << '\n';
     return e.code;
 #endif
   } catch (const ppbench::UsageError& e) {

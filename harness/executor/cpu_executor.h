@@ -41,7 +41,7 @@ struct StepRecord {
   std::vector<ActivationArena> arenas;  // per rank
 };
 
-// What data parallelism adds to one rank's walk (harness/mpi/data_parallel.h).
+// What data parallelism adds to one rank's walk (harness/mpi/gradient_allreduce.h).
 struct RankHooks {
   std::function<void(int stage)> stage_done;  // after the last backward action of `stage`
   std::function<void()> poll;                 // after every compute action

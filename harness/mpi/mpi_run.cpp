@@ -14,7 +14,7 @@
 #include "harness/executor/cpu_executor.h"
 #include "harness/metrics.h"
 #include "harness/mpi/cpu_codec.h"
-#include "harness/mpi/data_parallel.h"
+#include "harness/mpi/gradient_allreduce.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/mpi_transport.h"
 #include "harness/mpi/wire.h"
@@ -149,49 +149,42 @@ std::vector<StageParams<HostParam>> decode_gradients(const std::vector<char>& b,
   return out;
 }
 
-// The whole job's timeline (every process's trace, ranks numbered by process) and its metrics.
-nlohmann::json job_json(const std::vector<ProcessReport>& procs, int d, int n_per_replica,
-                        double samples_per_microbatch, bool overlap) {
+// The whole job's metrics: every process's busy time against the job's makespan (first action
+// of any process to the last action or all-reduce of any), and each process's all-reduces.
+nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement& placement,
+                        int microbatches, double samples_per_microbatch, bool overlap) {
+  const int d = placement.ranks;
   double first = std::numeric_limits<double>::infinity(), last = -first, busy = 0;
   nlohmann::json per = nlohmann::json::array();
   for (std::size_t w = 0; w < procs.size(); ++w) {
-    const Trace& t = procs[w].trace;
-    double b = 0, ar = 0, ar_bytes = 0, last_compute = -std::numeric_limits<double>::infinity(),
-           last_ar = last_compute;
-    for (const auto& e : t.compute) {
-      b += e.end - e.start;
-      first = std::min(first, e.start);
-      last = std::max(last, e.end);
-      last_compute = std::max(last_compute, e.end);
+    const int p = static_cast<int>(w) % d;
+    const RankMetrics m = compute_metrics(procs[w].trace, placement).ranks.at(p);
+    busy += m.busy;
+    if (!procs[w].trace.compute.empty()) {
+      first = std::min(first, m.first_start);
+      last = std::max(last, m.last_end);
     }
-    for (const auto& e : t.collectives) {
-      ar += e.end - e.start;
-      ar_bytes += e.bytes;
-      last = std::max(last, e.end);
-      last_ar = std::max(last_ar, e.end);
-    }
-    busy += b;
     per.push_back({{"process", w},
                    {"replica", static_cast<int>(w) / d},
-                   {"pipeline_rank", static_cast<int>(w) % d},
+                   {"pipeline_rank", p},
                    {"host", procs[w].host},
                    {"clock_offset_s", procs[w].clock_offset},
-                   {"busy_s", b},
-                   {"allreduce_s", ar},
-                   {"allreduce_bytes", ar_bytes},
-                   {"exposed_allreduce_s", std::max(0.0, last_ar - last_compute)}});
+                   {"busy_s", m.busy},
+                   {"allreduce_s", m.allreduce_time},
+                   {"allreduce_bytes", m.allreduce_bytes},
+                   {"exposed_allreduce_s", m.exposed_allreduce}});
   }
-  const double makespan = last - first;
-  const double p = static_cast<double>(procs.size());
-  const double replicas = p / d;
+  const double makespan = last > first ? last - first : 0;
+  const double processes = static_cast<double>(procs.size());
+  const int replicas = static_cast<int>(procs.size()) / d;
   return {{"processes", procs.size()},
           {"pipeline_ranks", d},
-          {"replicas", static_cast<int>(replicas)},
+          {"replicas", replicas},
           {"overlap", overlap},
           {"makespan_s", makespan},
-          {"bubble_fraction", makespan > 0 ? 1 - busy / (p * makespan) : 0},
+          {"bubble_fraction", makespan > 0 ? 1 - busy / (processes * makespan) : 0},
           {"samples_per_s",
-           makespan > 0 ? replicas * n_per_replica * samples_per_microbatch / makespan : 0},
+           makespan > 0 ? replicas * microbatches * samples_per_microbatch / makespan : 0},
           {"per_process", per}};
 }
 
@@ -219,22 +212,23 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   mpi::MpiTransport<Envelope<cpu::Tensors<T>>, mpi::CpuTensorCodec<T>> transport(
       grid.pipeline, me, lower(s), o.executor.channel_capacity, spin, &message_name);
 
-  std::unique_ptr<mpi::DataParallel<T>> reduce;
+  std::unique_ptr<mpi::GradientAllReduce<T>> reduce;
   RankHooks hooks;
   if (dp.replicas > 1) {
     // params_by_layer() lists the rank's stages in stage order, as RankStages does.
     const RankStages placed(s.placement);
     const std::vector<int>& mine = placed.of(me);
-    std::vector<typename mpi::DataParallel<T>::StageGradients> stages;
+    std::vector<typename mpi::GradientAllReduce<T>::StageGradients> stages;
     const auto by_stage = rank.params_by_layer();
     for (std::size_t k = 0; k < by_stage.size(); ++k) {
-      typename mpi::DataParallel<T>::StageGradients g;
+      typename mpi::GradientAllReduce<T>::StageGradients g;
       g.stage = mine.at(k);
       for (const auto& [layer, params] : by_stage[k].layers)
         g.params.insert(g.params.end(), params.begin(), params.end());
       stages.push_back(std::move(g));
     }
-    reduce = std::make_unique<mpi::DataParallel<T>>(grid.data, me, dp.overlap, std::move(stages));
+    reduce =
+        std::make_unique<mpi::GradientAllReduce<T>>(grid.data, me, dp.overlap, std::move(stages));
     if (dp.overlap) {
       hooks.stage_done = [&](int st) { reduce->stage_done(st); };
       hooks.poll = [&] { reduce->poll(); };
@@ -289,7 +283,11 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   if (!out.report) return out;
 
   std::vector<ProcessReport> procs;
-  for (const auto& b : reports) procs.push_back(ProcessReport::decode(b));
+  for (const auto& b : reports) {
+    procs.push_back(ProcessReport::decode(b));
+    procs.back().trace.ranks = d;  // numbered by pipeline rank, as the schedule's placement
+    procs.back().trace.time_unit = "s";
+  }
   // Replica 0's trace, ranks by pipeline rank: what the record's measured metrics and replay
   // read, as for a run in threads.
   Trace replica0;
@@ -317,15 +315,16 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
         for (std::size_t i = 0; i < h->grad.size(); ++i) sum[i] += h->grad[i];
       });
 
-  nlohmann::json r =
-      run_record({&spec, &s, &plan, o.seed, o.recompute, timings, &replica0, out.values}, "cpu");
+  nlohmann::json r = run_record({&spec, &s, &plan, o.seed, o.recompute, timings, &replica0,
+                                 out.values, dp.replicas, dp.overlap},
+                                "cpu");
   r["activation_bytes"] = activation_bytes_json(peaks, predicted_peak_bytes(s, plan, o.recompute));
   const double samples = static_cast<double>(spec.microbatch_size);
   r["launch"] = {{"transport", "mpi"},
                  {"processes", world.size()},
                  {"pipeline_ranks", d},
                  {"replicas", dp.replicas}};
-  r["data_parallel"] = job_json(procs, d, n, samples, dp.overlap);
+  r["data_parallel"] = job_json(procs, s.placement, n, samples, dp.overlap);
   if (dp.replicas > 1) {
     // Every replica's samples count: the step trains on R * N micro-batches.
     for (const char* k :

@@ -27,14 +27,14 @@
 namespace ppbench::mpi {
 
 template <typename T>
-class DataParallel {
+class GradientAllReduce {
  public:
   struct StageGradients {
     int stage = 0;
     std::vector<cpu::Param<T>*> params;
   };
 
-  DataParallel(MPI_Comm data, int rank, bool overlap, std::vector<StageGradients> stages)
+  GradientAllReduce(MPI_Comm data, int rank, bool overlap, std::vector<StageGradients> stages)
       : comm_(data), rank_(rank), overlap_(overlap) {
     for (auto& s : stages) stages_.push_back({std::move(s), {}, {}, -1});
   }

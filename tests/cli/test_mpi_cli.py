@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""`mpirun -np P ppbench run --pp D --dp R`: one pipeline rank per process over MPI, R data-parallel
+replicas with their gradients all-reduced. Checked, as a user would run it:
+  - every schedule family at --pp 2 --dp 2 and at --pp 4 in four processes equals one device over
+    all R x N micro-batches (run --check: float64 gradients to 1e-10), and its loss equals the same
+    step run in threads of one process;
+  - --dp-overlap gives the same gradients, and the record's all-reduces sit after each stage's
+    last backward;
+  - a process killed mid-step ends the job within the watchdog, the lost rank named, no record
+    half-written;
+  - bad launches (P != D x R, --dp without mpirun, --backend cuda across processes) get one ppbench
+    line and exit 2.
+Skipped, with the reason, where mpirun is missing or ppbench was built without MPI.
+Run by ctest with the path of the ppbench binary; standard library only."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from cli_checks import one_line_refusal  # the directory of this script is on sys.path
+
+PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
+MPIRUN = shutil.which("mpirun")
+# OpenMPI refuses root and more processes than cores unless told; CI runs as root on 2 cores.
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+WORKLOAD = ["--workload", "mlp", "--layers", "8", "--width", "24", "-b", "2", "--dtype", "f64"]
+N = 8
+
+
+def built_with_mpi():
+    r = subprocess.run([PPBENCH, "--version"], capture_output=True, text=True, timeout=60)
+    return "MPI: compiled in" in r.stdout
+
+
+def families():
+    r = subprocess.run([PPBENCH, "list", "--format", "json"], capture_output=True, text=True,
+                       timeout=60, check=True)
+    return [s["name"] for s in json.loads(r.stdout)["schedules"]]
+
+
+def mpirun(processes, *args, timeout=300):
+    return subprocess.run([MPIRUN, "-np", str(processes), PPBENCH, *args], capture_output=True,
+                          text=True, timeout=timeout, env=ENV)
+
+
+def threads(*args):
+    return subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=300)
+
+
+def ppbench_lines(text):
+    return [line for line in text.splitlines() if line.startswith("ppbench:")]
+
+
+@unittest.skipIf(MPIRUN is None, "mpirun not found (Debian: openmpi-bin)")
+@unittest.skipIf(MPIRUN is not None and not built_with_mpi(), "ppbench built without MPI")
+class MultiProcessRun(unittest.TestCase):
+    def run_family(self, family, pp, dp, *extra):
+        args = ["run", *WORKLOAD, "--schedule", family, "--pp", str(pp), "--dp", str(dp),
+                "-n", str(N), "--check", "--format", "json", *extra]
+        reference = threads("run", *WORKLOAD, "--schedule", "gpipe", "--pp", str(pp),
+                            "-n", str(N * dp), "--format", "json")
+        self.assertEqual(reference.returncode, 0, reference.stderr)
+        r = mpirun(pp * dp, *args)
+        if r.returncode == 2:
+            # A family's own constraint (e.g. N a multiple of D): threads refuse it alike.
+            alone = threads(*[a for a in args if a not in ("--dp", str(dp))][:-2] + ["--dp", "1"])
+            self.assertEqual(alone.returncode, 2, f"{family}: only the MPI run refused: {r.stderr}")
+            return None
+        self.assertEqual(r.returncode, 0, f"{family} pp={pp} dp={dp}: {r.stderr}")
+        rec = json.loads(r.stdout)
+        self.assertTrue(rec["check"]["passed"], f"{family}: {rec['check']}")
+        self.assertLessEqual(rec["check"]["max_rel_error"], 1e-10, family)
+        self.assertIn(f"over all {N * dp} micro-batches", rec["check"]["reference"])
+        # The loss of the R x N micro-batches equals one process's step over all of them.
+        self.assertAlmostEqual(rec["loss"], json.loads(reference.stdout)["loss"], delta=1e-12)
+        job = rec["data_parallel"]
+        self.assertEqual((job["processes"], job["pipeline_ranks"], job["replicas"]),
+                         (pp * dp, pp, dp))
+        self.assertEqual(rec["launch"]["transport"], "mpi")
+        return rec
+
+    def test_every_family_over_two_replicas_of_two_ranks(self):
+        ran = 0
+        for family in families():
+            with self.subTest(family=family):
+                ran += self.run_family(family, 2, 2) is not None
+        self.assertGreaterEqual(ran, 12)
+
+    def test_every_family_over_four_processes(self):
+        ran = 0
+        for family in families():
+            with self.subTest(family=family):
+                ran += self.run_family(family, 4, 1) is not None
+        self.assertGreaterEqual(ran, 12)
+
+    def test_overlapped_all_reduce_follows_each_stage_backward(self):
+        for family in ("1f1b", "interleaved-1f1b", "zb-v"):
+            with self.subTest(family=family):
+                extra = ["--chunks", "2"] if family == "interleaved-1f1b" else []
+                rec = self.run_family(family, 2, 2, "--dp-overlap", *extra)
+                self.assertIsNotNone(rec)
+                self.assertTrue(rec["data_parallel"]["overlap"])
+                for p in rec["data_parallel"]["per_process"]:
+                    self.assertGreater(p["allreduce_bytes"], 0)
+                    self.assertGreaterEqual(p["allreduce_s"], 0)
+
+    def test_a_killed_process_ends_the_job_with_its_rank_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            results = os.path.join(tmp, "r.jsonl")
+            watchdog = 5
+            job = subprocess.Popen(
+                [MPIRUN, "-np", "4", PPBENCH, "run", "--workload", "mlp", "--layers", "8",
+                 "--width", "128", "--schedule", "1f1b", "--pp", "4", "-n", "8",
+                 "--steps", "1000000", "--watchdog", str(watchdog), "--progress",
+                 "--results", results],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+            # Mid-step: once steps are going (process 0's progress lines).
+            first = job.stdout.readline()
+            while first and not first.startswith("step "):
+                first = job.stdout.readline()
+            self.assertTrue(first, "no step ever started")
+            victim = self.process_of_rank(job.pid, 1)
+            os.kill(victim, signal.SIGKILL)
+            killed = time.monotonic()
+            out, _ = job.communicate(timeout=watchdog + 60)
+            job.stdout.close()
+            self.assertLess(time.monotonic() - killed, watchdog + 30)
+            self.assertNotEqual(job.returncode, 0)
+            self.assertRegex(out, r"rank 1\b")
+            # Process 0 writes the record only after the last step: nothing was written.
+            self.assertFalse(os.path.exists(results), "a record of a killed job was written")
+
+    @staticmethod
+    def process_of_rank(mpirun_pid, rank):
+        """The pid of the ppbench process mpirun started (as its child) as world rank `rank`."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        env = f.read().split(b"\0")
+                except (OSError, ValueError, IndexError):
+                    continue
+                if parent == mpirun_pid and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+                    return int(pid)
+            time.sleep(0.1)
+        raise AssertionError(f"no process of rank {rank} found among mpirun's children")
+
+    def test_a_process_count_that_is_not_pp_times_dp_is_refused(self):
+        r = mpirun(3, "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "2", "-n", "4")
+        self.assertEqual(r.returncode, 2)
+        lines = ppbench_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("mpirun started 3 processes, but --pp 2 x --dp 2 needs 4", lines[0])
+
+    def test_the_cuda_backend_across_processes_is_refused(self):
+        r = mpirun(2, "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "-n", "4",
+                   "--backend", "cuda")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(ppbench_lines(r.stderr)), 1, r.stderr)
+
+
+class WithoutMpirun(unittest.TestCase):
+    def test_dp_needs_an_mpi_launch(self):
+        r = threads("run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "2", "-n", "4")
+        one_line_refusal(self, r, "--dp 2 runs each replica's ranks as separate processes")
+
+    def test_dp_overlap_needs_an_mpi_launch(self):
+        r = threads("run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp-overlap", "-n", "4")
+        one_line_refusal(self, r, "start it with mpirun")
+
+    def test_dp_out_of_range_is_refused(self):
+        r = threads("run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "0", "-n", "4")
+        one_line_refusal(self, r, "--dp")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
