@@ -1,0 +1,169 @@
+// The MPI transport between two processes (run by ctest under mpirun -np 2): the bounded-channel
+// semantics the validator proves deadlock-free (a send waits while `capacity` of its messages
+// are unreceived), receives matched by name in any order, waits that give up at their deadline
+// or at abort(), and the CPU tensors' wire form.
+#include <chrono>
+#include <stdexcept>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "harness/executor/rank_passes.h"
+#include "harness/mpi/cpu_codec.h"
+#include "harness/mpi/mpi_session.h"
+#include "harness/mpi/mpi_transport.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+
+namespace ppbench::mpi {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Message = Envelope<std::vector<double>>;
+
+struct VectorCodec {
+  static void encode(const Message& m, std::vector<char>& out) {
+    WireWriter w;
+    w.put(m.sent_at);
+    w.put_array(m.payload.data(), m.payload.size());
+    out = std::move(w.bytes());
+  }
+  static void decode(const char* data, std::size_t size, Message& m) {
+    WireReader r(data, size);
+    m.sent_at = r.get<double>();
+    m.payload.resize(r.count<double>());
+    r.read(m.payload.data(), m.payload.size());
+  }
+};
+
+// GPipe on two ranks: rank 0 sends F0.0 .. F0.3 to rank 1, rank 1 sends B1.3 .. B1.0 back.
+const Program& program() {
+  static const Program p = lower(generate({.name = "gpipe", .devices = 2, .microbatches = 4}));
+  return p;
+}
+
+std::uint64_t forward(int mb) { return message_name({Op::F, 0, mb}); }
+
+Clock::time_point in(int ms) { return Clock::now() + std::chrono::milliseconds(ms); }
+
+class MpiTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(World::get().size(), 2) << "run under mpirun -np 2";
+    me = World::get().rank();
+  }
+  void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+  MpiTransport<Message, VectorCodec> make(int capacity) {
+    return {MPI_COMM_WORLD, me, program(), capacity, std::chrono::microseconds(0), &message_name};
+  }
+  int me = 0;
+};
+
+TEST_F(MpiTransportTest, ASendWaitsWhileCapacityMessagesAreUnreceived) {
+  auto t = make(2);
+  if (me == 0) {
+    EXPECT_EQ(t.send(0, 1, forward(0), {{0.5}, 1}, in(5000)), WaitResult::kDone);
+    EXPECT_EQ(t.send(0, 1, forward(1), {{1.5}, 2}, in(5000)), WaitResult::kDone);
+    // Rank 1 takes nothing until the barrier: the third send finds the channel full.
+    EXPECT_EQ(t.send(0, 1, forward(2), {{2.5}, 3}, in(200)), WaitResult::kTimedOut);
+  }
+  barrier();
+  if (me == 1) {
+    // In the other order than sent: receives match by name.
+    Message a, b;
+    EXPECT_EQ(t.receive(0, 1, forward(1), a, in(5000)), WaitResult::kDone);
+    EXPECT_EQ(t.receive(0, 1, forward(0), b, in(5000)), WaitResult::kDone);
+    EXPECT_EQ(a.payload, std::vector<double>{1.5});
+    EXPECT_EQ(a.sent_at, 2);
+    EXPECT_EQ(b.payload, std::vector<double>{0.5});
+  }
+  barrier();
+  if (me == 0) {
+    EXPECT_EQ(t.send(0, 1, forward(2), {{2.5, 3.5}, 4}, in(5000)), WaitResult::kDone);
+    EXPECT_EQ(t.drain(0, in(5000)), WaitResult::kDone);  // once rank 1 has taken it
+  } else {
+    Message c;
+    EXPECT_EQ(t.receive(0, 1, forward(2), c, in(5000)), WaitResult::kDone);
+    EXPECT_EQ(c.payload, (std::vector<double>{2.5, 3.5}));
+  }
+  barrier();
+}
+
+TEST_F(MpiTransportTest, DrainWaitsUntilTheReceiverTakesTheMessage) {
+  auto t = make(4);
+  if (me == 0) {
+    EXPECT_EQ(t.send(0, 1, forward(3), {{7}, 0}, in(5000)), WaitResult::kDone);
+    EXPECT_EQ(t.drain(0, in(200)), WaitResult::kTimedOut);  // synchronous mode: not yet taken
+  }
+  barrier();
+  if (me == 1) {
+    Message m;
+    EXPECT_EQ(t.receive(0, 1, forward(3), m, in(5000)), WaitResult::kDone);
+  }
+  barrier();
+  if (me == 0) {
+    EXPECT_EQ(t.drain(0, in(5000)), WaitResult::kDone);
+  }
+  barrier();
+}
+
+TEST_F(MpiTransportTest, AReceiveGivesUpAtItsDeadlineAndAtAbort) {
+  auto t = make(4);
+  if (me == 1) {
+    Message m;
+    const auto before = Clock::now();
+    EXPECT_EQ(t.receive(0, 1, forward(0), m, in(150)), WaitResult::kTimedOut);
+    EXPECT_GE(Clock::now() - before, std::chrono::milliseconds(150));
+    t.abort();
+    EXPECT_EQ(t.receive(0, 1, forward(0), m, in(60000)), WaitResult::kAborted);
+  }
+  barrier();
+}
+
+TEST_F(MpiTransportTest, AMessageOutsideThePlanIsAnError) {
+  auto t = make(4);
+  Message m;
+  // Rank 1 never sends activations to rank 0.
+  EXPECT_THROW(t.receive(me == 0 ? 1 : 0, me, forward(0) + 1000, m, in(10)), std::logic_error);
+}
+
+TEST(CpuTensorCodec, TensorsTravelWithTheirShapesAndReleasedBuffers) {
+  using Codec = CpuTensorCodec<float>;
+  Codec::Message m;
+  m.sent_at = 0.25;
+  m.payload.emplace_back(std::vector<std::int64_t>{2, 3}, 1.5f);
+  m.payload.emplace_back(std::vector<std::int64_t>{4});
+  m.payload.back().release();  // shape only
+  std::vector<char> bytes;
+  Codec::encode(m, bytes);
+  Codec::Message back;
+  Codec::decode(bytes.data(), bytes.size(), back);
+  EXPECT_EQ(back.sent_at, 0.25);
+  ASSERT_EQ(back.payload.size(), 2u);
+  EXPECT_EQ(back.payload[0].shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(std::vector<float>(back.payload[0].data.begin(), back.payload[0].data.end()),
+            std::vector<float>(6, 1.5f));
+  EXPECT_EQ(back.payload[1].shape, (std::vector<std::int64_t>{4}));
+  EXPECT_TRUE(back.payload[1].data.empty());
+  // A message cut short, or with bytes to spare, is refused rather than read past its end.
+  EXPECT_THROW(Codec::decode(bytes.data(), bytes.size() - 1, back), std::runtime_error);
+  bytes.push_back(0);
+  EXPECT_THROW(Codec::decode(bytes.data(), bytes.size(), back), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace ppbench::mpi
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ppbench::mpi::World::get();  // MPI_Init_thread
+  // Only process 0 prints; every process's failures still set the exit code.
+  if (ppbench::mpi::World::get().rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int failed = RUN_ALL_TESTS();
+  ppbench::mpi::World::finalize();
+  return failed;
+}
