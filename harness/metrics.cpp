@@ -79,6 +79,13 @@ void MetricsStream::add_collective(int rank, double start, double end, double by
   r.collective_bytes += bytes;
 }
 
+void MetricsStream::add_update(int rank, double start, double end) {
+  Rank& r = ranks_[static_cast<std::size_t>(rank)];
+  r.busy += end - start;
+  r.update_end = r.updated ? std::max(r.update_end, end) : end;
+  r.updated = true;
+}
+
 Metrics MetricsStream::finish() const {
   Metrics m;
   const int n = static_cast<int>(ranks_.size());
@@ -90,9 +97,11 @@ Metrics MetricsStream::finish() const {
     for (int i = 0; i < n; ++i) m.ranks[i].rank = i;
     return m;
   }
-  // The step ends when the last compute action or collective does.
-  for (const Rank& r : ranks_)
+  // The step ends when the last compute action, collective or optimizer step does.
+  for (const Rank& r : ranks_) {
     for (const Interval& c : r.collectives) t1 = std::max(t1, c.end);
+    if (r.updated) t1 = std::max(t1, r.update_end);
+  }
   m.makespan = t1 - t0;
   double total_idle = 0, longest_span = 0, busy_of_longest = 0;
   for (int i = 0; i < n; ++i) {
@@ -118,6 +127,7 @@ Metrics MetricsStream::finish() const {
       m.allreduce_bytes = std::max(m.allreduce_bytes, rm.allreduce_bytes);
       m.exposed_allreduce = std::max(m.exposed_allreduce, rm.exposed_allreduce);
     }
+    if (r.updated) rm.last_end = std::max(rm.last_end, r.update_end);
     rm.idle = m.makespan - rm.busy;
     const double span = rm.last_end - rm.first_start;
     rm.span_idle = span - rm.busy;
@@ -139,6 +149,7 @@ namespace {
 void add_collectives(MetricsStream& stream, const Trace& trace) {
   for (const CollectiveEvent& c : trace.collectives)
     stream.add_collective(c.rank, c.start, c.end, c.bytes);
+  for (const UpdateEvent& u : trace.updates) stream.add_update(u.rank, u.start, u.end);
 }
 
 }  // namespace

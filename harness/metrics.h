@@ -19,6 +19,8 @@
 //  allreduce_time_r     sum of the rank's collective durations
 //  exposed_allreduce_r  the time after the rank's last compute end during which one of its
 //                       collectives runs (the all-reduce the step waits for)
+// Optimizer steps (`run --optimizer`, trace.h UpdateEvent) are busy time and count toward the
+// makespan and the rank's span; compute_end (and so the exposed all-reduce) is the actions' own.
 #pragma once
 
 #include <vector>
@@ -67,6 +69,8 @@ class MetricsStream {
   void add(int rank, double start, double end, const Action& a);
   // A collective on `rank`, in any order relative to the compute actions.
   void add_collective(int rank, double start, double end, double bytes);
+  // An optimizer step on `rank`: busy time, after the rank's actions.
+  void add_update(int rank, double start, double end);
   Metrics finish() const;
 
  private:
@@ -78,6 +82,8 @@ class MetricsStream {
     bool any = false;
     int alive = 0, peak = 0;
     double collective_bytes = 0;
+    bool updated = false;  // optimizer steps: busy, and after the actions
+    double update_end = 0;
     std::vector<Interval> collectives;
   };
   const Placement* placement_;

@@ -34,6 +34,14 @@ struct CollectiveEvent {
   double bytes;
 };
 
+// An optimizer step on a rank (`run --optimizer`): the parameters of `stage` updated from its
+// gradients. Busy time, like a compute action.
+struct UpdateEvent {
+  std::int32_t rank;
+  double start, end;
+  std::int32_t stage;
+};
+
 struct MemorySample {
   std::int32_t rank;
   double time;
@@ -47,6 +55,7 @@ struct Trace {
   std::vector<ComputeEvent> compute;  // each rank's events in execution order
   std::vector<CommEvent> comm;
   std::vector<CollectiveEvent> collectives;
+  std::vector<UpdateEvent> updates;
   std::vector<MemorySample> memory;
 };
 

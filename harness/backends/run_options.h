@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/backends/optimizer.h"
 #include "harness/backends/step_values.h"
 #include "harness/executor/executor_core.h"
 #include "harness/trace.h"
@@ -35,6 +36,8 @@ struct RunOptions {
   // error per tensor (and fail past the tolerance: 0 takes check_tolerance(dtype)).
   bool check = false;
   double check_tolerance = 0;
+  // The optimizer step after each stage's last backward (none: forward and backward only).
+  OptimizerOptions optimizer;
 };
 
 // The schedule `o` runs: the file's, or the one generated from o.schedule.

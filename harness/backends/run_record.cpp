@@ -14,6 +14,8 @@ namespace ppbench {
 double makespan_of(const Trace& t) {
   double t0 = 1e300, t1 = -1e300;
   for (const auto& e : t.compute) t0 = std::min(t0, e.start), t1 = std::max(t1, e.end);
+  for (const auto& e : t.collectives) t1 = std::max(t1, e.end);
+  for (const auto& e : t.updates) t1 = std::max(t1, e.end);
   return t.compute.empty() ? 0 : t1 - t0;
 }
 

@@ -16,7 +16,7 @@
 
 namespace ppbench {
 
-// First action start to last action end of a measured step, in seconds.
+// First action start to the last end of an action, all-reduce or optimizer step, in seconds.
 double makespan_of(const Trace& t);
 
 // Per rank, the most activation bytes alive at an action boundary: each

@@ -129,6 +129,7 @@ Command add_run(CLI::App& parent) {
     CudaFlags cuda;
     int dp = 1;
     bool dp_overlap = false;
+    std::string optimizer;  // "": adamw on the CPU, none on CUDA
     std::string format = "text";
     std::string trace_out, results, profile_out;
     CLI::Option* trace_option = nullptr;
@@ -181,6 +182,15 @@ Command add_run(CLI::App& parent) {
   app->add_flag("--dp-overlap", st->dp_overlap,
                 "With --dp: all-reduce each stage's gradients as soon as its last backward ends "
                 "(default: once, after the rank's last action)");
+  app->add_option("--optimizer", st->optimizer,
+                  "The optimizer step after each stage's last backward: none, sgd or adamw "
+                  "(default adamw on the CPU backend; the CUDA backend runs none)")
+      ->check(one_of({"none", "sgd", "adamw"}));
+  app->add_option("--lr", st->options.optimizer.lr, "Learning rate (default 1e-3)")
+      ->check(number_in(1e-12, 1e3));
+  app->add_option("--weight-decay", st->options.optimizer.weight_decay,
+                  "adamw's decoupled weight decay (default 0.01)")
+      ->check(number_in(0, 1));
   app->add_flag("--check", st->options.check,
                 "Also compute the step on one device (cpu: float64; cuda: the run's first GPU, "
                 "whole, same dtype) and record the largest relative gradient error per tensor "
@@ -237,6 +247,12 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--profile-out - and --trace-out - or --results - all ask for stdout: give one of them "
           "a file");
+    if (st->backend == "cuda" && !st->optimizer.empty() && st->optimizer != "none")
+      throw UsageError("--optimizer " + st->optimizer +
+                       ": the CUDA backend runs forward and backward only so far (--optimizer "
+                       "none); the CPU backend runs sgd and adamw");
+    st->options.optimizer.kind = parse_optimizer(
+        st->optimizer.empty() ? (st->backend == "cpu" ? "adamw" : "none") : st->optimizer);
     // Several processes started by mpirun (or srun): one pipeline rank each.
     const LaunchEnvironment launch = launch_environment();
     const bool multi_process = launch.by_mpi && launch.size != 1;

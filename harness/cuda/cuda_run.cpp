@@ -47,6 +47,10 @@ GpuPlacement placement_of(const CudaRunOptions& o, int ranks, int visible) {
 
 void check_cuda_run_options(const WorkloadSpec& spec, const CudaRunOptions& o) {
   check_step_counts(o.run.steps, o.run.warmup);
+  // Forward and backward only: the optimizer step is not built for GPUs yet.
+  if (o.run.optimizer.enabled())
+    throw UsageError("--optimizer " + to_string(o.run.optimizer.kind) +
+                     ": the CUDA backend runs forward and backward only so far");
   cuda::require_gpu_workload(spec);
   require(!o.run.recompute,
           "--recompute is not implemented on the CUDA backend yet (use --backend cpu)");
@@ -166,6 +170,7 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
   r["activation_bytes"] = activation_bytes_json(
       measured, predicted_peak_bytes(s, cuda::cuda_memory_model(spec, plan), false),
       last.device_peak_bytes);
+  r["optimizer"] = optimizer_json(o.run.optimizer);
   nlohmann::json g;
   g["placement"] = describe(gp);
   g["gpu_names"] = devices->gpu_names;

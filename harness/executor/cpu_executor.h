@@ -62,6 +62,13 @@ class CpuExecutor {
         stages_(s.placement),
         watchdog_{options.watchdog_seconds} {}
 
+  // Per rank, what the walk calls after each stage's last backward and after every action (the
+  // optimizer step of `run --optimizer`); empty: nothing.
+  void set_hooks(std::vector<RankHooks> hooks) { hooks_ = std::move(hooks); }
+
+  // Seconds on the current step's clock (for events the hooks record).
+  double clock() const { return now(); }
+
   StepRecord run_step() {
     const int ranks = schedule_.placement.ranks;
     const bool own_cores = ranks <= static_cast<int>(std::thread::hardware_concurrency());
@@ -78,7 +85,10 @@ class CpuExecutor {
     StepErrors errors([&] { transport.abort(); });
     run_rank_threads(
         ranks, errors,
-        [&](int r) { run_rank(r, transport, errors, record.arenas[r], compute[r], comm[r]); },
+        [&](int r) {
+          run_rank(r, transport, errors, record.arenas[r], compute[r], comm[r],
+                   hooks_.empty() ? nullptr : &hooks_[static_cast<std::size_t>(r)]);
+        },
         [&] { t0_ = Clock::now(); });
     errors.rethrow();
     for (int r = 0; r < ranks; ++r) {
@@ -208,6 +218,7 @@ class CpuExecutor {
   Watchdog watchdog_;
   Clock::time_point t0_;
   double shift_ = 0;
+  std::vector<RankHooks> hooks_;
 };
 
 }  // namespace ppbench

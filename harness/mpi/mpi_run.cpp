@@ -17,6 +17,7 @@
 #include "harness/mpi/gradient_allreduce.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/mpi_transport.h"
+#include "harness/mpi/process_optimizer.h"
 #include "harness/mpi/wire.h"
 #include "schedules/validate.h"
 #include "workloads/partition.h"
@@ -79,6 +80,7 @@ struct ProcessReport {
     put_events(w, trace.compute);
     put_events(w, trace.comm);
     put_events(w, trace.collectives);
+    put_events(w, trace.updates);
     put_events(w, trace.memory);
     w.put(activation_peak);
     w.put(clock_offset);
@@ -91,6 +93,7 @@ struct ProcessReport {
     get_events(r, p.trace.compute);
     get_events(r, p.trace.comm);
     get_events(r, p.trace.collectives);
+    get_events(r, p.trace.updates);
     get_events(r, p.trace.memory);
     p.activation_peak = r.get<double>();
     p.clock_offset = r.get<double>();
@@ -235,6 +238,13 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
     }
   }
 
+  std::unique_ptr<mpi::ProcessOptimizer<T>> optimizer;
+  if (o.optimizer.enabled()) {
+    const RankStages placed(s.placement);
+    optimizer = std::make_unique<mpi::ProcessOptimizer<T>>(
+        o.optimizer, s.placement, me, rank.params_by_layer(), placed.of(me), grid.pipeline);
+  }
+
   StepRecord last;
   RunOutput out;
   out.report = world.rank() == 0;
@@ -249,12 +259,13 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
     check(MPI_Bcast(&root_origin, 1, MPI_DOUBLE, 0, world.comm()), "MPI_Bcast (step clock)");
     const double shift =
         std::chrono::duration<double>(origin.time_since_epoch()).count() + offset - root_origin;
-    if (reduce)
-      reduce->set_clock([origin, shift] {
-        return std::chrono::duration<double>(Clock::now() - origin).count() + shift;
-      });
+    const auto clock = [origin, shift] {
+      return std::chrono::duration<double>(Clock::now() - origin).count() + shift;
+    };
+    if (reduce) reduce->set_clock(clock);
     last = executor.run_rank_step(me, transport, origin, shift, hooks);
     if (reduce) last.trace.collectives = reduce->finish();
+    if (optimizer) last.trace.updates = optimizer->step(clock);
     // The job's makespan and mean loss, agreed by every process.
     double span[2] = {std::numeric_limits<double>::infinity(),
                       -std::numeric_limits<double>::infinity()};
@@ -263,6 +274,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
       span[1] = std::max(span[1], e.end);
     }
     for (const auto& e : last.trace.collectives) span[1] = std::max(span[1], e.end);
+    for (const auto& e : last.trace.updates) span[1] = std::max(span[1], e.end);
     span[0] = -span[0];
     check(MPI_Allreduce(MPI_IN_PLACE, span, 2, MPI_DOUBLE, MPI_MAX, world.comm()),
           "MPI_Allreduce (makespan)");
@@ -301,6 +313,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
     replica0.comm.insert(replica0.comm.end(), t.comm.begin(), t.comm.end());
     replica0.collectives.insert(replica0.collectives.end(), t.collectives.begin(),
                                 t.collectives.end());
+    replica0.updates.insert(replica0.updates.end(), t.updates.begin(), t.updates.end());
     replica0.memory.insert(replica0.memory.end(), t.memory.begin(), t.memory.end());
     peaks.push_back(procs[static_cast<std::size_t>(p)].activation_peak);
   }
@@ -320,6 +333,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
                                 "cpu");
   r["activation_bytes"] = activation_bytes_json(peaks, predicted_peak_bytes(s, plan, o.recompute));
   const double samples = static_cast<double>(spec.microbatch_size);
+  r["optimizer"] = optimizer_json(o.optimizer);
   r["launch"] = {{"transport", "mpi"},
                  {"processes", world.size()},
                  {"pipeline_ranks", d},
@@ -334,7 +348,8 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
     r["throughput"]["note"] = "all " + std::to_string(dp.replicas) + " replicas' micro-batches";
   }
   if (o.check) {
-    const StepValues ref = single_device_step(spec, n * dp.replicas, o.seed);
+    const StepValues ref =
+        single_device_step(spec, n * dp.replicas, o.seed, o.warmup + o.steps, o.optimizer);
     const double tol = o.check_tolerance > 0 ? o.check_tolerance : check_tolerance(spec.dtype);
     r["check"] = check_json(compare_gradients(out.values.tensors, ref.tensors), tol,
                             out.values.loss, ref.loss,
@@ -363,6 +378,10 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
     for (CollectiveEvent e : t.collectives) {
       e.rank = id;
       out.trace.collectives.push_back(e);
+    }
+    for (UpdateEvent e : t.updates) {
+      e.rank = id;
+      out.trace.updates.push_back(e);
     }
     for (MemorySample e : t.memory) {
       e.rank = id;

@@ -63,8 +63,13 @@ class MultiProcessRun(unittest.TestCase):
     def run_family(self, family, pp, dp, *extra):
         args = ["run", *WORKLOAD, "--schedule", family, "--pp", str(pp), "--dp", str(dp),
                 "-n", str(N), "--check", "--format", "json", *extra]
+        # The training options (steps, optimizer) go to the one-process reference too.
+        training = []
+        for flag in ("--steps", "--optimizer", "--lr"):
+            if flag in extra:
+                training += [flag, extra[extra.index(flag) + 1]]
         reference = threads("run", *WORKLOAD, "--schedule", "gpipe", "--pp", str(pp),
-                            "-n", str(N * dp), "--format", "json")
+                            "-n", str(N * dp), "--format", "json", *training)
         self.assertEqual(reference.returncode, 0, reference.stderr)
         r = mpirun(pp * dp, *args)
         if r.returncode == 2:
@@ -109,6 +114,17 @@ class MultiProcessRun(unittest.TestCase):
                 for p in rec["data_parallel"]["per_process"]:
                     self.assertGreater(p["allreduce_bytes"], 0)
                     self.assertGreaterEqual(p["allreduce_s"], 0)
+
+    def test_two_optimizer_steps_equal_two_steps_on_one_device(self):
+        # Chimera keeps two copies of each part on two processes: their gradients meet before
+        # the update (MPI_Sendrecv), and the replicas' after the all-reduce.
+        for family in ("1f1b", "chimera"):
+            for optimizer in ("adamw", "sgd"):
+                with self.subTest(family=family, optimizer=optimizer):
+                    rec = self.run_family(family, 2, 2, "--steps", "2", "--optimizer", optimizer,
+                                          "--lr", "0.05")
+                    self.assertEqual(rec["optimizer"]["name"], optimizer)
+                    self.assertIn("over all 16 micro-batches", rec["check"]["reference"])
 
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:

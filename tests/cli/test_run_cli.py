@@ -59,6 +59,9 @@ class BadRunInput(unittest.TestCase):
         (["run", "--workload", "mlp", "--layers", "10000000", "--width", "8", "-s", "1f1b", "-d", "2",
           "-n", "4"], "--layers 10000000"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--max-memory", "1K"], "--max-memory 1K"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--optimizer", "adam"], "--optimizer"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--lr", "0"], "--lr"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--weight-decay", "nan"], "--weight-decay"),
     ]
 
     def test_exit_2_with_one_line(self):
@@ -253,6 +256,23 @@ class GoodRun(unittest.TestCase):
             rec = self.record("-s", schedule, "-d", str(d))
             self.assertAlmostEqual(rec["loss"], ref["loss"], delta=1e-10 * abs(ref["loss"]))
             self.assertAlmostEqual(rec["grad_norm"], ref["grad_norm"], delta=1e-10 * ref["grad_norm"])
+
+    def test_the_default_optimizer_is_adamw_and_steps_learn(self):
+        rec = self.record("-s", "1f1b", "-d", "2", "--steps", "3", "--check")
+        self.assertEqual(rec["optimizer"]["name"], "adamw")
+        self.assertTrue(rec["check"]["passed"], rec["check"])  # against 3 steps on one device
+        busy = sum(r["busy"] for r in rec["measured"]["ranks"])
+        self.assertGreater(busy, 0)
+        # Each step's loss comes before its update: with an optimizer they differ step to step.
+        r = run(*MLP, "--dtype", "f64", "-n", "4", "-s", "1f1b", "-d", "2", "--steps", "3",
+                "--progress", "--lr", "0.05")
+        losses = [line.rsplit("loss ", 1)[1] for line in r.stderr.splitlines() if "loss " in line]
+        self.assertEqual(len(losses), 3, r.stderr)
+        self.assertEqual(len(set(losses)), 3, losses)
+        r = run(*MLP, "--dtype", "f64", "-n", "4", "-s", "1f1b", "-d", "2", "--steps", "3",
+                "--progress", "--optimizer", "none")
+        losses = [line.rsplit("loss ", 1)[1] for line in r.stderr.splitlines() if "loss " in line]
+        self.assertEqual(len(set(losses)), 1, losses)
 
     def test_text_summary_names_the_backend(self):
         r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4")

@@ -1,10 +1,13 @@
 #include "harness/backends/cpu/cpu_run.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "core/error.h"
+#include "harness/backends/cpu/part_optimizer.h"
 #include "harness/backends/cpu/pipeline_rank.h"
 #include "harness/backends/run_loop.h"
 #include "harness/backends/run_record.h"
@@ -32,12 +35,17 @@ class CpuRun {
     for (auto& r : ranks_) work.push_back(r.get());
     executor_ = std::make_unique<CpuExecutor<cpu::Tensors<T>>>(s, work, o.executor);
     parts_ = static_cast<int>(plan.stages.size());
+    if (o.optimizer.enabled()) set_up_optimizer(s.placement, o.optimizer);
   }
 
   // One step; returns its record and mean loss (the gradients stay where they are).
   StepRecord step(double& loss) {
     for (auto& r : ranks_) r->zero_grad();
+    for (auto& a : arrivals_) a.store(0);
+    for (auto& u : updates_) u.clear();
     StepRecord record = executor_->run_step();
+    for (const auto& u : updates_)
+      record.trace.updates.insert(record.trace.updates.end(), u.begin(), u.end());
     loss = 0;
     for (auto& r : ranks_)
       for (auto [mb, l] : r->losses) loss += static_cast<double>(l);
@@ -59,11 +67,49 @@ class CpuRun {
   }
 
  private:
+  // One optimizer state per model part over every copy of it; each rank updates a stage right
+  // after the stage's last backward. A part with two copies (on two ranks) is updated once both
+  // copies are done, by the rank that finishes second, from their summed gradients.
+  void set_up_optimizer(const Placement& p, const OptimizerOptions& o) {
+    std::vector<std::vector<std::vector<cpu::Param<T>*>>> copies(static_cast<std::size_t>(parts_));
+    part_of_.assign(static_cast<std::size_t>(p.stages()), -1);
+    for (int st = 0; st < p.stages(); ++st)
+      part_of_[static_cast<std::size_t>(st)] = st - p.chain_begin[p.stage_chain[st]];
+    for (auto& rank : ranks_)
+      for (const auto& sp : rank->params_by_layer()) {
+        std::vector<cpu::Param<T>*> flat;
+        for (const auto& [layer, params] : sp.layers)
+          flat.insert(flat.end(), params.begin(), params.end());
+        copies[static_cast<std::size_t>(sp.part)].push_back(std::move(flat));
+      }
+    for (auto& c : copies) optimizers_.emplace_back(o, std::move(c));
+    arrivals_ = std::vector<std::atomic<int>>(static_cast<std::size_t>(parts_));
+    updates_.resize(ranks_.size());
+    std::vector<RankHooks> hooks(ranks_.size());
+    for (std::size_t r = 0; r < ranks_.size(); ++r)
+      hooks[r].stage_done = [this, r](int stage) {
+        const auto part = static_cast<std::size_t>(part_of_[static_cast<std::size_t>(stage)]);
+        cpu::PartOptimizer<T>& opt = optimizers_[part];
+        // The copy that finishes last updates them all (its arrival publishes the others').
+        if (arrivals_[part].fetch_add(1, std::memory_order_acq_rel) + 1 <
+            static_cast<int>(opt.copies()))
+          return;
+        const double begin = executor_->clock();
+        opt.step();
+        updates_[r].push_back({static_cast<std::int32_t>(r), begin, executor_->clock(), stage});
+      };
+    executor_->set_hooks(std::move(hooks));
+  }
+
   const WorkloadSpec& spec_;
   std::vector<cpu::MicroBatch<T>> data_;
   std::vector<std::unique_ptr<cpu::PipelineRank<T>>> ranks_;
   std::unique_ptr<CpuExecutor<cpu::Tensors<T>>> executor_;
   int parts_ = 0;
+  std::vector<int> part_of_;                       // stage -> model part
+  std::vector<cpu::PartOptimizer<T>> optimizers_;  // per part
+  std::vector<std::atomic<int>> arrivals_;         // per part: copies done this step
+  std::vector<std::vector<UpdateEvent>> updates_;  // per rank, this step
 };
 
 template <typename T>
@@ -86,8 +132,10 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
   for (const ActivationArena& a : last.arenas) measured.push_back(a.peak());
   r["activation_bytes"] =
       activation_bytes_json(measured, predicted_peak_bytes(s, plan, o.recompute));
+  r["optimizer"] = optimizer_json(o.optimizer);
   if (o.check) {
-    const StepValues ref = single_device_step(spec, s.params.microbatches, o.seed);
+    const StepValues ref =
+        single_device_step(spec, s.params.microbatches, o.seed, o.warmup + o.steps, o.optimizer);
     const double tol = o.check_tolerance > 0 ? o.check_tolerance : check_tolerance(spec.dtype);
     r["check"] = check_json(compare_gradients(out.values.tensors, ref.tensors), tol,
                             out.values.loss, ref.loss, "the CPU float64 single-device step");
@@ -110,23 +158,37 @@ RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& o) {
                                    : run_typed<float>(spec, s, plan, o);
 }
 
-StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed) {
+StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
+                              int steps, const OptimizerOptions& optimizer) {
   using T = double;
   std::vector<cpu::PipelineLayerPtr<T>> layers;
   for (std::size_t l = 0; l < spec.layers.size(); ++l)
     layers.push_back(cpu::make_pipeline_layer<T>(spec, l, seed));
+  std::vector<cpu::Param<T>*> all_params;
+  for (auto& layer : layers)
+    for (cpu::Param<T>* p : layer->params()) all_params.push_back(p);
+  std::optional<cpu::PartOptimizer<T>> opt;
+  if (optimizer.enabled())
+    opt.emplace(optimizer, std::vector<std::vector<cpu::Param<T>*>>{all_params});
   StepValues out;
-  for (int m = 0; m < microbatches; ++m) {
-    const cpu::MicroBatch<T> d = cpu::make_microbatch<T>(spec, seed, m);
-    const cpu::MicroBatchData<T> md{&d.inputs, &d.targets, T(1) / static_cast<T>(microbatches)};
-    std::vector<cpu::Saved<T>> saved(layers.size());
-    cpu::Tensors<T> x;
-    for (std::size_t l = 0; l < layers.size(); ++l)
-      x = layers[l]->forward(std::move(x), saved[l], md);
-    out.loss += x.front().data.front() / microbatches;
-    for (std::size_t l = layers.size(); l-- > 0;) {
-      x = layers[l]->backward_input(std::move(x), saved[l], md);
-      layers[l]->backward_weight(saved[l]);
+  for (int step = 0; step < steps; ++step) {
+    if (step > 0) {
+      if (opt) opt->step();
+      for (cpu::Param<T>* p : all_params) std::fill(p->grad.data.begin(), p->grad.data.end(), T(0));
+    }
+    out.loss = 0;
+    for (int m = 0; m < microbatches; ++m) {
+      const cpu::MicroBatch<T> d = cpu::make_microbatch<T>(spec, seed, m);
+      const cpu::MicroBatchData<T> md{&d.inputs, &d.targets, T(1) / static_cast<T>(microbatches)};
+      std::vector<cpu::Saved<T>> saved(layers.size());
+      cpu::Tensors<T> x;
+      for (std::size_t l = 0; l < layers.size(); ++l)
+        x = layers[l]->forward(std::move(x), saved[l], md);
+      out.loss += x.front().data.front() / microbatches;
+      for (std::size_t l = layers.size(); l-- > 0;) {
+        x = layers[l]->backward_input(std::move(x), saved[l], md);
+        layers[l]->backward_weight(saved[l]);
+      }
     }
   }
   // One part holding every layer: the reference has no stages.

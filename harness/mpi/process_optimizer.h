@@ -1,0 +1,113 @@
+// The optimizer step of one process of a multi-process run, after the data-parallel all-reduce:
+// each stage the process holds is updated from its gradients summed over every copy of its part
+// (Chimera and DualPipe keep two copies, on two pipeline ranks: the twin's gradients come over
+// MPI_Sendrecv), so that every copy and every replica applies the same update.
+//
+// Pairs exchange in ascending part order on every process, so no two processes wait on each
+// other in a cycle.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include <mpi.h>
+
+#include "harness/backends/cpu/part_optimizer.h"
+#include "harness/backends/step_values.h"
+#include "harness/mpi/mpi_session.h"
+#include "harness/trace.h"
+#include "schedules/placement.h"
+
+namespace ppbench::mpi {
+
+template <typename T>
+class ProcessOptimizer {
+ public:
+  // `stages`: the process's stages with their parameters (params_by_layer(), in stage order,
+  // `stage_ids` the matching stage ids); `pipeline`: the replica's communicator.
+  ProcessOptimizer(const OptimizerOptions& o, const Placement& p, int me,
+                   const std::vector<StageParams<cpu::Param<T>>>& stages,
+                   const std::vector<int>& stage_ids, MPI_Comm pipeline)
+      : me_(me) {
+    check(MPI_Comm_dup(pipeline, &comm_), "MPI_Comm_dup (optimizer)");
+    std::map<int, Part> parts;  // ascending part order
+    for (std::size_t k = 0; k < stages.size(); ++k) {
+      Part& part = parts[stages[k].part];
+      part.part = stages[k].part;
+      if (part.stage < 0) part.stage = stage_ids.at(k);
+      std::vector<cpu::Param<T>*> flat;
+      for (const auto& [layer, params] : stages[k].layers)
+        flat.insert(flat.end(), params.begin(), params.end());
+      part.copies.push_back(std::move(flat));
+    }
+    for (auto& [id, part] : parts) {
+      for (int st = 0; st < p.stages(); ++st)
+        if (st - p.chain_begin[p.stage_chain[st]] == id && p.stage_rank[st] != me)
+          part.twin = p.stage_rank[st];
+      part.optimizer = std::make_unique<cpu::PartOptimizer<T>>(o, part.copies);
+      parts_.push_back(std::move(part));
+    }
+  }
+  ~ProcessOptimizer() {
+    if (World::started()) MPI_Comm_free(&comm_);
+  }
+  ProcessOptimizer(const ProcessOptimizer&) = delete;
+  ProcessOptimizer& operator=(const ProcessOptimizer&) = delete;
+
+  // Updates every stage; returns the updates, timed on `now`.
+  std::vector<UpdateEvent> step(const std::function<double()>& now) {
+    std::vector<UpdateEvent> events;
+    for (Part& part : parts_) {
+      const double begin = now();
+      if (part.twin < 0) {
+        part.optimizer->step();
+      } else {
+        exchange(part);
+        part.optimizer->step(&remote_);
+      }
+      events.push_back({me_, begin, now(), part.stage});
+    }
+    return events;
+  }
+
+ private:
+  struct Part {
+    int part = 0, stage = -1, twin = -1;  // twin: the pipeline rank with the other copy
+    std::vector<std::vector<cpu::Param<T>*>> copies;
+    std::unique_ptr<cpu::PartOptimizer<T>> optimizer;
+  };
+
+  // The twin's gradients of this part into remote_, parameter by parameter.
+  void exchange(const Part& part) {
+    send_.clear();
+    for (const cpu::Param<T>* prm : part.copies.front())
+      send_.insert(send_.end(), prm->grad.data.begin(), prm->grad.data.end());
+    recv_.resize(send_.size());
+    const MPI_Datatype type = sizeof(T) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT;
+    for (std::size_t at = 0; at < send_.size(); at += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, send_.size() - at));
+      check(MPI_Sendrecv(send_.data() + at, n, type, part.twin, part.part, recv_.data() + at, n,
+                         type, part.twin, part.part, comm_, MPI_STATUS_IGNORE),
+            "MPI_Sendrecv (the twin copy's gradients)");
+    }
+    remote_.resize(part.copies.front().size());
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < remote_.size(); ++k) {
+      const std::size_t n = part.copies.front()[k]->grad.data.size();
+      remote_[k].assign(recv_.begin() + static_cast<std::ptrdiff_t>(at),
+                        recv_.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += n;
+    }
+  }
+
+  static constexpr std::size_t kPiece = std::size_t{1} << 30;  // MPI counts are ints
+  int me_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::vector<Part> parts_;
+  std::vector<T> send_, recv_;
+  std::vector<cpu::AlignedVector<T>> remote_;
+};
+
+}  // namespace ppbench::mpi
