@@ -136,9 +136,10 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
       const int64_t held = std::min<int64_t>(l.messages, std::max(o.channel_capacity, 1));
       r.comm = checked_add(r.comm, checked_mul(held, l.largest, "communication"), "communication");
     }
-    checked_add(checked_add(r.params, r.grads, "total"), r.optimizer, "total");
-    checked_add(checked_add(r.params + r.grads + r.optimizer, r.activations, "total"), r.comm,
-                "total");
+    // total() adds the five unchecked: prove here that it fits.
+    const int64_t weights =
+        checked_add(checked_add(r.params, r.grads, "total"), r.optimizer, "total");
+    checked_add(checked_add(weights, r.activations, "total"), r.comm, "total");
   }
   return out;
 }

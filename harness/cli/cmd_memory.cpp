@@ -26,8 +26,8 @@ struct Unit {
 
 // One unit for the whole table, the largest in which the largest total is at least 1.
 Unit table_unit(int64_t largest) {
-  static const Unit units[] = {
-      {"GiB", 1024.0 * 1024 * 1024}, {"MiB", 1024.0 * 1024}, {"KiB", 1024.0}};
+  static const Unit units[] = {{"EiB", 0x1p60}, {"PiB", 0x1p50}, {"TiB", 0x1p40},
+                               {"GiB", 0x1p30}, {"MiB", 0x1p20}, {"KiB", 0x1p10}};
   for (const Unit& u : units)
     if (static_cast<double>(largest) >= u.scale) return u;
   return {"B", 1};

@@ -131,6 +131,8 @@ class BadInput(unittest.TestCase):
         (["-w", "mlp", "-s", "chimera", "-d", "3", "-n", "6"], "even"),
         (["-w", "resnet", "-s", "1f1b", "-d", "2", "-n", "4"], "resnet"),
         (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--partition", "1,2,5"], "3 entries"),
+        (["-w", "mlp", "--layers", "2", "--width", "1000000000", "-s", "1f1b", "-d", "2", "-n",
+          "2"], "overflow"),
         (["-w", "mlp", "--layers", "10000000", "-s", "1f1b", "-d", "2", "-n", "4",
           "--max-memory", "1M"], "needs about"),
     ]
