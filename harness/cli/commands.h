@@ -16,5 +16,6 @@ Command add_simulate(CLI::App& parent);
 Command add_model(CLI::App& parent);
 Command add_run(CLI::App& parent);
 Command add_tune(CLI::App& parent);
+Command add_memory(CLI::App& parent);
 
 }  // namespace ppbench::cli

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
 
   using namespace ppbench::cli;
   std::vector<std::pair<CLI::App*, Command>> commands;
-  for (auto add : {add_list, add_show, add_simulate, add_model, add_run, add_tune}) {
+  for (auto add : {add_list, add_show, add_simulate, add_model, add_memory, add_run, add_tune}) {
     Command run = add(app);
     commands.emplace_back(app.get_subcommands([](CLI::App*) { return true; }).back(),
                           std::move(run));

@@ -1,0 +1,211 @@
+// `ppbench memory`: the memory of one whole training step per pipeline rank, modelled
+// (harness/step_memory.h): parameters, gradients, optimizer states, the schedule's peak
+// activations and the tensors in flight, for a workload, a dtype, a schedule and an optimizer.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "core/error.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/options.h"
+#include "harness/memory_estimate.h"
+#include "harness/report_json.h"
+#include "harness/step_memory.h"
+#include "workloads/partition.h"
+#include "workloads/workload_options.h"
+
+namespace ppbench::cli {
+
+namespace {
+
+struct Unit {
+  const char* name;
+  double scale;
+};
+
+// One unit for the whole table, the largest in which the largest total is at least 1.
+Unit table_unit(int64_t largest) {
+  static const Unit units[] = {{"EiB", 0x1p60}, {"PiB", 0x1p50}, {"TiB", 0x1p40},
+                               {"GiB", 0x1p30}, {"MiB", 0x1p20}, {"KiB", 0x1p10}};
+  for (const Unit& u : units)
+    if (static_cast<double>(largest) >= u.scale) return u;
+  return {"B", 1};
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
+// What the optimizer term is made of, in words, for both outputs.
+std::string optimizer_text(Optimizer o, const ParameterBytes& b) {
+  switch (o) {
+    case Optimizer::kNone:
+      return "none: no optimizer states";
+    case Optimizer::kSgd:
+      return "sgd: plain SGD without momentum, no states";
+    case Optimizer::kAdamW:
+      return "adamw: m and v at " + std::to_string((b.optimizer - b.master) / 2) + " B each" +
+             (b.master > 0 ? " + an fp32 master copy of the parameters (4 B)" : "");
+  }
+  return "";
+}
+
+nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
+                       const StepMemory& m, Optimizer o, const StepMemoryOptions& opts) {
+  nlohmann::json r = schedule_json(s);
+  r["command"] = "memory";
+  r["workload"] = spec.workload;
+  r["workload_config"] = spec.config;
+  r["microbatch_size"] = spec.microbatch_size;
+  r["dtype"] = std::string(dtype_name(spec.dtype));
+  r["optimizer"] = std::string(optimizer_name(o));
+  r["recompute"] = opts.recompute;
+  r["channel_capacity"] = opts.channel_capacity;
+  r["partition"] = {{"method", plan.method}, {"layer_counts", plan.layer_counts}};
+  r["model_params"] = spec.params();
+  r["bytes_per_param"] = {{"params", m.per_param.param},
+                          {"grads", m.per_param.grad},
+                          {"optimizer", m.per_param.optimizer},
+                          {"master_copy", m.per_param.master},
+                          {"optimizer_note", optimizer_text(o, m.per_param)}};
+  nlohmann::json ranks = nlohmann::json::array();
+  nlohmann::json sum = {{"params", 0},      {"grads", 0}, {"optimizer", 0},
+                        {"activations", 0}, {"comm", 0},  {"total", 0}};
+  int64_t held = 0;
+  for (std::size_t k = 0; k < m.ranks.size(); ++k) {
+    const RankMemory& rk = m.ranks[k];
+    nlohmann::json bytes = {{"params", rk.params},       {"grads", rk.grads},
+                            {"optimizer", rk.optimizer}, {"activations", rk.activations},
+                            {"comm", rk.comm},           {"total", rk.total()}};
+    for (auto& [key, v] : bytes.items()) sum[key] = sum[key].get<int64_t>() + v.get<int64_t>();
+    held += rk.param_count;
+    ranks.push_back({{"rank", k},
+                     {"stages", rk.stages},
+                     {"parts", rk.parts},
+                     {"param_count", rk.param_count},
+                     {"bytes", bytes},
+                     {"activation_peak", rk.activation_peak},
+                     {"recompute_working", rk.recompute_working}});
+  }
+  r["ranks"] = ranks;
+  r["sum_over_ranks"] = sum;
+  r["sum_over_ranks"]["param_count"] = held;
+  r["max_total_bytes"] = m.largest_total();
+  r["notes"] =
+      "params and grads at the dtype; optimizer per held parameter; activations: the "
+      "schedule's peak (predicted_peak_bytes, + the rebuilt stage with --recompute); comm: per "
+      "destination, min(channel capacity, messages) x the largest message, charged to the sender. "
+      "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces.";
+  return r;
+}
+
+void print_text(const WorkloadSpec& spec, const Schedule& s, const StepMemory& m, Optimizer o,
+                const StepMemoryOptions& opts) {
+  std::cout << "memory of one training step: " << spec.workload;
+  for (const auto& [k, v] : spec.config.items())
+    std::cout << ' ' << k << '=' << (v.is_string() ? v.get<std::string>() : v.dump());
+  std::cout << ", b=" << spec.microbatch_size << ", " << dtype_name(spec.dtype) << "\n"
+            << s.params.name << " D=" << s.params.devices << " N=" << s.params.microbatches << ", "
+            << s.stages() << " stages" << (opts.recompute ? ", --recompute" : "") << ", optimizer "
+            << optimizer_name(o) << "\n"
+            << spec.params() << " parameters; per held parameter: params " << m.per_param.param
+            << " B, grads " << m.per_param.grad << " B, optimizer " << m.per_param.optimizer
+            << " B (" << optimizer_text(o, m.per_param) << ")\n\n";
+
+  const Unit u = table_unit(m.largest_total());
+  const std::string un = std::string(" ") + u.name;
+  std::size_t stage_w = 7;
+  for (const RankMemory& r : m.ranks) stage_w = std::max(stage_w, join(r.parts).size() + 2);
+  std::printf("%4s  %-*s %14s %12s %12s %12s %12s %12s %12s\n", "rank", static_cast<int>(stage_w),
+              "parts", "params held", ("params" + un).c_str(), ("grads" + un).c_str(),
+              ("optim" + un).c_str(), ("activ" + un).c_str(), ("comm" + un).c_str(),
+              ("total" + un).c_str());
+  auto v = [&](int64_t b) { return static_cast<double>(b) / u.scale; };
+  for (std::size_t k = 0; k < m.ranks.size(); ++k) {
+    const RankMemory& r = m.ranks[k];
+    std::printf("%4zu  %-*s %14lld %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f\n", k,
+                static_cast<int>(stage_w), join(r.parts).c_str(),
+                static_cast<long long>(r.param_count), v(r.params), v(r.grads), v(r.optimizer),
+                v(r.activations), v(r.comm), v(r.total()));
+  }
+  std::cout << "\nlargest rank total: " << bytes_text(static_cast<double>(m.largest_total()))
+            << " (" << m.largest_total() << " bytes)\n"
+            << "parts: the partition's stages a rank holds (a part listed twice is held twice).\n"
+               "activ: the schedule's peak activations"
+            << (opts.recompute ? " (+ the largest stage the backward rebuilds)" : "")
+            << "; comm: tensors in flight the rank sends, per destination min("
+            << opts.channel_capacity
+            << ", messages) x the largest message.\n"
+               "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces.\n";
+}
+
+}  // namespace
+
+Command add_memory(CLI::App& parent) {
+  auto* app = parent.add_subcommand(
+      "memory",
+      "Model the memory of one training step per pipeline rank: parameters, gradients, "
+      "optimizer states, peak activations and communication buffers");
+  struct State {
+    WorkloadFlags workload;
+    ScheduleFlags schedule;
+    std::string partition = "balanced";
+    std::string optimizer = "adamw";
+    bool recompute = false;
+    int channel_capacity = 4;
+    std::string format = "text";
+    MemoryFlag memory;
+  };
+  auto st = std::make_shared<State>();
+  // 16-bit by default, as `model`: the training runs this models are mixed-precision ones.
+  st->workload.add_to(*app, "bf16");
+  st->schedule.add_to(*app);
+  app->add_option("--partition", st->partition,
+                  "balanced (default), uniform, or layer counts per stage such as 4,4,3,5");
+  app->add_option("--optimizer", st->optimizer,
+                  "none, sgd (plain, no momentum: no states) or adamw (default: m and v in fp32, "
+                  "plus an fp32 master copy of the parameters with --dtype bf16)")
+      ->check(one_of({"none", "sgd", "adamw"}));
+  app->add_flag("--recompute", st->recompute,
+                "Keep only stage inputs between F and the backward, which rebuilds them");
+  app->add_option("--channel-capacity", st->channel_capacity,
+                  "Messages one rank-to-rank mailbox holds (default 4, as `run`)")
+      ->check(integer_in(1, 1 << 20));
+  app->add_option("--format", st->format, "text (a table per rank) or json (bytes)")
+      ->check(one_of({"text", "json"}));
+  st->memory.add_to(*app);
+  app->footer(
+      "Examples:\n"
+      "  ppbench memory --workload transformer --preset llama3-8b --schedule 1f1b --devices 8 "
+      "--microbatches 16\n"
+      "  ppbench memory --workload mlp --layers 8 --schedule chimera --devices 4 --microbatches 8 "
+      "--optimizer sgd --format json");
+  return [st] {
+    const Optimizer optimizer = parse_optimizer(st->optimizer);
+    const MemoryBudget budget = st->memory.budget();
+    const ScheduleParams params = st->schedule.resolve(budget);
+    const std::string what = "memory " + st->workload.describe() + " " + st->schedule.describe();
+    // The schedule (generated and proven), then the spec's records and its partition, each
+    // bounded before it is built.
+    require_memory(budget, estimate_simulate(params, false), what);
+    const Schedule s = st->schedule.build({.channel_capacity = st->channel_capacity});
+    const int stages = s.placement.stages_per_chain();
+    require_memory(budget,
+                   estimate_spec(st->workload.layer_count(), st->format == "json", stages,
+                                 st->partition == "balanced"),
+                   what);
+    const WorkloadSpec spec = st->workload.build();
+    const PartitionPlan plan = partition(spec, stages, st->partition);
+    const StepMemoryOptions opts{optimizer, st->recompute, st->channel_capacity};
+    const StepMemory m = step_memory(spec, s, plan, opts);
+    if (st->format == "json")
+      std::cout << to_json(spec, s, plan, m, optimizer, opts).dump(1) << '\n';
+    else
+      print_text(spec, s, m, optimizer, opts);
+  };
+}
+
+}  // namespace ppbench::cli

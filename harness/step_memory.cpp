@@ -1,0 +1,147 @@
+#include "harness/step_memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "core/error.h"
+#include "harness/backends/run_record.h"
+
+namespace ppbench {
+
+namespace {
+
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw UsageError(std::string("the ") + what +
+                     " bytes overflow 64 bits: use a smaller workload");
+  return out;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    throw UsageError(std::string("the ") + what +
+                     " bytes overflow 64 bits: use a smaller workload");
+  return out;
+}
+
+// predicted_peak_bytes() sums int64 byte counts in a double: exact below 2^53, and a bound
+// past it (such sizes are refused as overflow anyway once they reach 2^63).
+int64_t whole_bytes(double v, const char* what) {
+  if (!(v >= 0) || v >= 9.2e18)
+    throw UsageError(std::string("the ") + what +
+                     " bytes overflow 64 bits: use a smaller workload");
+  return std::llround(v);
+}
+
+}  // namespace
+
+Optimizer parse_optimizer(std::string_view text) {
+  if (text == "none") return Optimizer::kNone;
+  if (text == "sgd") return Optimizer::kSgd;
+  if (text == "adamw") return Optimizer::kAdamW;
+  throw UsageError("--optimizer " + quoted(text) + " is not known (allowed: none, sgd, adamw)");
+}
+
+std::string_view optimizer_name(Optimizer o) {
+  switch (o) {
+    case Optimizer::kNone:
+      return "none";
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer) {
+  const int64_t e = dtype_bytes(dtype);
+  ParameterBytes b;
+  b.param = e;
+  b.grad = e;  // gradients in the parameters' dtype (no separate fp32 accumulation buffer)
+  if (optimizer == Optimizer::kAdamW) {
+    // Moments at fp32 at least: bf16 moments lose AdamW's small updates; f64 training keeps f64.
+    const int64_t moment = std::max<int64_t>(e, 4);
+    // bf16 updates would round small steps away, so the step is taken on an fp32 master copy.
+    b.master = dtype == DType::kBF16 ? 4 : 0;
+    b.optimizer = 2 * moment + b.master;
+  }
+  return b;
+}
+
+int64_t StepMemory::largest_total() const {
+  int64_t m = 0;
+  for (const RankMemory& r : ranks) m = std::max(m, r.total());
+  return m;
+}
+
+StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
+                       const StepMemoryOptions& o) {
+  const Placement& p = s.placement;
+  // Schedule stage -> the partition's part: stage k of every chain runs part k.
+  auto part_of = [&](int stage) { return stage - p.chain_begin[p.stage_chain[stage]]; };
+  const std::vector<double> peaks = predicted_peak_bytes(s, plan, o.recompute);
+
+  StepMemory out;
+  out.per_param = parameter_bytes(spec.dtype, o.optimizer);
+  out.ranks.resize(static_cast<std::size_t>(p.ranks));
+  for (int stage = 0; stage < p.stages(); ++stage) {
+    RankMemory& r = out.ranks[static_cast<std::size_t>(p.stage_rank[stage])];
+    const int part = part_of(stage);
+    r.stages.push_back(stage);
+    r.parts.push_back(part);
+    r.param_count = checked_add(r.param_count, plan.stages[part].params, "parameter");
+    if (o.recompute)
+      r.recompute_working = std::max(r.recompute_working, plan.stages[part].activation.b);
+  }
+
+  for (int rank = 0; rank < p.ranks; ++rank) {
+    RankMemory& r = out.ranks[static_cast<std::size_t>(rank)];
+    r.params = checked_mul(r.param_count, out.per_param.param, "parameter");
+    r.grads = checked_mul(r.param_count, out.per_param.grad, "gradient");
+    r.optimizer = checked_mul(r.param_count, out.per_param.optimizer, "optimizer state");
+    r.activation_peak = whole_bytes(peaks[static_cast<std::size_t>(rank)], "activation");
+    r.activations = checked_add(r.activation_peak, r.recompute_working, "activation");
+
+    // Messages this rank sends, per destination: how many and the largest. F sends its part's
+    // output to the next stage; B or I sends the gradient of its input (the previous part's
+    // output, same shape) back. Stages on the same rank hand over without a message.
+    struct Link {
+      int64_t messages = 0;
+      int64_t largest = 0;
+    };
+    std::map<int, Link> links;
+    auto send = [&](int to_stage, int64_t bytes) {
+      const int dst = p.stage_rank[to_stage];
+      if (dst == rank) return;
+      Link& l = links[dst];
+      ++l.messages;
+      l.largest = std::max(l.largest, bytes);
+    };
+    auto visit = [&](const Task& t) {
+      if (t.op == Op::F && !p.is_last(t.stage))
+        send(t.stage + 1, plan.stages[part_of(t.stage)].boundary_bytes_out);
+      if ((t.op == Op::B || t.op == Op::I) && !p.is_first(t.stage))
+        send(t.stage - 1, plan.stages[part_of(t.stage - 1)].boundary_bytes_out);
+    };
+    for (const Action& a : s.ranks[static_cast<std::size_t>(rank)]) {
+      visit(a.task);
+      if (a.paired) visit(a.partner);
+    }
+    for (const auto& [dst, l] : links) {
+      const int64_t held = std::min<int64_t>(l.messages, std::max(o.channel_capacity, 1));
+      r.comm = checked_add(r.comm, checked_mul(held, l.largest, "communication"), "communication");
+    }
+    // total() adds the five unchecked: prove here that it fits.
+    const int64_t weights =
+        checked_add(checked_add(r.params, r.grads, "total"), r.optimizer, "total");
+    checked_add(checked_add(weights, r.activations, "total"), r.comm, "total");
+  }
+  return out;
+}
+
+}  // namespace ppbench

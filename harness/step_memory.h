@@ -1,0 +1,77 @@
+// The memory of one whole training step, per pipeline rank, modelled from the workload's spec,
+// its partition and the schedule (`ppbench memory`; docs/metrics.md, "Memory of a whole step").
+//
+// Per rank, in bytes:
+//   params       the parameters of every stage the rank holds, at the dtype. A rank holds one
+//                part of the partition per schedule stage placed on it, so Chimera and DualPipe
+//                (two chains) hold two copies of a part and both are counted; interleaved and V
+//                shapes hold several different parts.
+//   grads        one gradient per held parameter, at the same dtype as the parameters.
+//   optimizer    none and sgd (plain SGD, no momentum): 0. adamw: the two moments m and v at
+//                fp32 (at f64 when training in f64), plus an fp32 master copy of the parameters
+//                when the dtype is bf16. Every held copy has its own states.
+//   activations  predicted_peak_bytes(): the most activation bytes alive at an action boundary
+//                under this schedule; with --recompute plus the largest M_B among the rank's
+//                stages, which the backward rebuilds while it runs.
+//   comm         the tensors in flight the rank sends: per destination rank, the (src, dst)
+//                mailbox holds at most channel_capacity messages (and never more than the step
+//                sends on that link), each bounded by the largest activation or gradient sent
+//                on it. Charged to the sender, which allocated them.
+// Not modelled: framework and allocator overhead, fragmentation, CUDA context, workspace of the
+// kernels, the data loader, and the transient working set of one layer at work.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "schedules/schedule.h"
+#include "workloads/layer_spec.h"
+#include "workloads/partition.h"
+
+namespace ppbench {
+
+enum class Optimizer { kNone, kSgd, kAdamW };
+
+// "none", "sgd", "adamw"; anything else is a UsageError naming it.
+Optimizer parse_optimizer(std::string_view text);
+std::string_view optimizer_name(Optimizer o);
+
+// Bytes per held parameter of each per-parameter term, under the convention above.
+struct ParameterBytes {
+  int64_t param = 0;
+  int64_t grad = 0;
+  int64_t optimizer = 0;  // moments plus the master copy
+  int64_t master = 0;     // of which the fp32 master copy (bf16 with adamw)
+};
+ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer);
+
+struct StepMemoryOptions {
+  Optimizer optimizer = Optimizer::kAdamW;
+  bool recompute = false;
+  int channel_capacity = 4;  // messages one (src, dst) mailbox holds, as `run` uses
+};
+
+struct RankMemory {
+  std::vector<int> stages;  // schedule stages on this rank
+  std::vector<int> parts;   // the partition's stage (part) each of them runs
+  int64_t param_count = 0;  // parameters held, every copy counted
+  int64_t params = 0, grads = 0, optimizer = 0;
+  int64_t activations = 0;      // schedule peak (+ the rebuilt stage with recompute)
+  int64_t activation_peak = 0;  // predicted_peak_bytes() alone
+  int64_t recompute_working = 0;
+  int64_t comm = 0;
+  int64_t total() const { return params + grads + optimizer + activations + comm; }
+};
+
+struct StepMemory {
+  ParameterBytes per_param;
+  std::vector<RankMemory> ranks;
+  int64_t largest_total() const;
+};
+
+// UsageError when a byte count would overflow 64 bits.
+StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
+                       const StepMemoryOptions& o);
+
+}  // namespace ppbench

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""`ppbench memory` for Llama-3-8B against numbers computed here from the published shape.
+
+Llama-3-8B: hidden 4096, 32 layers, 32 heads of 128, 8 KV heads, FFN 14336, vocabulary 128256,
+untied embedding and LM head: 8,030,261,248 parameters. The convention (docs/metrics.md, "Memory
+of a whole step"): bf16 parameters 2 B and gradients 2 B; adamw keeps m and v at fp32 (8 B) and
+an fp32 master copy (4 B) per parameter. Run by ctest with the path of the ppbench binary;
+standard library only.
+"""
+import json
+import subprocess
+import sys
+import unittest
+
+PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
+
+H, LAYERS, HEADS, KV_HEADS, FFN, VOCAB, SEQ = 4096, 32, 32, 8, 14336, 128256, 8192
+HEAD_DIM = H // HEADS
+EMBEDDING = VOCAB * H
+# q and o: h x h; k and v: h x (kv_heads head_dim); gate, up, down: h x ffn; two RMSNorm gains.
+DECODER = 2 * H * H + 2 * H * KV_HEADS * HEAD_DIM + 3 * H * FFN + 2 * H
+LM_HEAD = H + VOCAB * H  # final RMSNorm and the output projection
+TOTAL = EMBEDDING + LAYERS * DECODER + LM_HEAD
+BF16 = 2
+PARAM, GRAD, ADAMW = 2, 2, 4 + 4 + 4  # m, v and the master copy at fp32
+HIDDEN_MESSAGE = 1 * SEQ * H * BF16  # one micro-batch's hidden states (or their gradient)
+
+
+def run(*args):
+    return subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=120)
+
+
+def memory_json(*args, dtype="bf16"):
+    r = run("memory", "--workload", "transformer", "--preset", "llama3-8b", "--dtype", dtype,
+            *args, "--format", "json")
+    if r.returncode != 0:
+        raise AssertionError(r.stderr)
+    return json.loads(r.stdout)
+
+
+class Llama3_8B(unittest.TestCase):
+    def test_the_published_count(self):
+        self.assertEqual(TOTAL, 8_030_261_248)
+
+    def test_one_device_holds_everything(self):
+        j = memory_json("--schedule", "1f1b", "--devices", "1", "--microbatches", "1")
+        self.assertEqual(j["model_params"], TOTAL)
+        self.assertEqual(len(j["ranks"]), 1)
+        r = j["ranks"][0]
+        self.assertEqual(r["param_count"], TOTAL)
+        b = r["bytes"]
+        self.assertEqual(b["params"], TOTAL * PARAM)  # 16,060,522,496
+        self.assertEqual(b["grads"], TOTAL * GRAD)
+        self.assertEqual(b["optimizer"], TOTAL * ADAMW)  # 96,363,134,976
+        self.assertEqual(b["comm"], 0)  # nothing to send
+        # One micro-batch, F then B: the peak is the whole model's M_B (what `model` reports).
+        m = json.loads(run("model", "--workload", "transformer", "--preset", "llama3-8b",
+                           "--dtype", "bf16", "--format", "json").stdout)
+        self.assertEqual(b["activations"], m["activation_bytes"]["B"])
+        self.assertEqual(b["total"], TOTAL * 16 + b["activations"])
+        self.assertEqual(j["max_total_bytes"], b["total"])
+
+    def test_eight_ranks_1f1b(self):
+        d, n = 8, 16
+        counts = [5, 4, 4, 4, 4, 4, 4, 5]  # embedding + 4 layers, ..., 4 layers + LM head
+        j = memory_json("--schedule", "1f1b", "--devices", str(d), "--microbatches", str(n),
+                        "--partition", ",".join(map(str, counts)))
+        self.assertEqual(j["partition"]["layer_counts"], counts)
+        expected = [EMBEDDING + 4 * DECODER] + [4 * DECODER] * 6 + [4 * DECODER + LM_HEAD]
+        stages = json.loads(run("model", "--workload", "transformer", "--preset", "llama3-8b",
+                                "--dtype", "bf16", "--stages", "8", "--partition",
+                                ",".join(map(str, counts)), "--format", "json").stdout)["stages"]
+        self.assertEqual(len(j["ranks"]), d)
+        for r, rank in enumerate(j["ranks"]):
+            with self.subTest(rank=r):
+                b = rank["bytes"]
+                self.assertEqual(rank["param_count"], expected[r])
+                self.assertEqual(b["params"], expected[r] * PARAM)
+                self.assertEqual(b["grads"], expected[r] * GRAD)
+                self.assertEqual(b["optimizer"], expected[r] * ADAMW)
+                # 1F1B: rank r keeps D - r micro-batches' activations of its stage at its peak.
+                self.assertEqual(b["activations"], (d - r) * stages[r]["activation_bytes"]["B"])
+                # Four messages (the default mailbox) of hidden states to each neighbour.
+                neighbours = 1 if r in (0, d - 1) else 2
+                self.assertEqual(b["comm"], neighbours * 4 * HIDDEN_MESSAGE)
+                self.assertEqual(b["total"], sum(b[k] for k in
+                                                 ("params", "grads", "optimizer", "activations",
+                                                  "comm")))
+        self.assertEqual(sum(r["param_count"] for r in j["ranks"]), TOTAL)
+        self.assertEqual(j["sum_over_ranks"]["params"], TOTAL * PARAM)
+        self.assertEqual(j["sum_over_ranks"]["optimizer"], TOTAL * ADAMW)
+
+    def test_default_partition_still_sums_to_the_model(self):
+        j = memory_json("--schedule", "1f1b", "--pp", "8", "--microbatches", "16")
+        self.assertEqual(sum(r["param_count"] for r in j["ranks"]), TOTAL)
+
+    def test_two_copies_are_both_counted(self):
+        j = memory_json("--schedule", "dualpipe", "--devices", "8", "--microbatches", "16")
+        self.assertEqual(sum(r["param_count"] for r in j["ranks"]), 2 * TOTAL)
+        self.assertEqual(j["param_copies"], 2)
+
+    def test_optimizers(self):
+        args = ("--schedule", "1f1b", "--devices", "1", "--microbatches", "1")
+        for name in ("none", "sgd"):
+            j = memory_json(*args, "--optimizer", name)
+            self.assertEqual(j["ranks"][0]["bytes"]["optimizer"], 0)
+        j = memory_json(*args, "--optimizer", "adamw", dtype="f32")
+        self.assertEqual(j["ranks"][0]["bytes"]["optimizer"], TOTAL * 8)  # no master copy
+        self.assertEqual(j["ranks"][0]["bytes"]["params"], TOTAL * 4)
+
+    def test_text_table(self):
+        r = run("memory", "--workload", "transformer", "--preset", "llama3-8b", "--schedule",
+                "1f1b", "--devices", "8", "--microbatches", "16")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("GiB", r.stdout)
+        self.assertIn("8030261248 parameters", r.stdout)
+        lines = [l for l in r.stdout.splitlines() if l.startswith("   ")]
+        self.assertEqual(len(lines), 8)
+
+
+class BadInput(unittest.TestCase):
+    CASES = [
+        (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--optimizer", "adam"], "adam"),
+        (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--dtype", "f16"], "f16"),
+        (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--format", "xml"], "xml"),
+        (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--channel-capacity", "0"],
+         "--channel-capacity"),
+        (["-w", "mlp", "-s", "nope", "-d", "2", "-n", "4"], "nope"),
+        (["-w", "mlp", "-s", "1f1b", "-d", "2"], "--microbatches"),
+        (["-w", "mlp", "--layers", "2", "-s", "1f1b", "-d", "4", "-n", "4"], "4 stages"),
+        (["-w", "mlp", "-s", "chimera", "-d", "3", "-n", "6"], "even"),
+        (["-w", "resnet", "-s", "1f1b", "-d", "2", "-n", "4"], "resnet"),
+        (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--partition", "1,2,5"], "3 entries"),
+        (["-w", "mlp", "--layers", "2", "--width", "1000000000", "-s", "1f1b", "-d", "2", "-n",
+          "2"], "overflow"),
+        (["-w", "mlp", "--layers", "10000000", "-s", "1f1b", "-d", "2", "-n", "4",
+          "--max-memory", "1M"], "needs about"),
+    ]
+
+    def test_exit_2_with_one_line_naming_the_value(self):
+        for args, needle in self.CASES:
+            with self.subTest(args=args):
+                r = run("memory", *args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertEqual(r.stdout, "")
+                lines = r.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertIn(needle, lines[0])
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])
