@@ -226,9 +226,9 @@ perf: build  ## schedule throughput (Google Benchmark, full run) compared with r
 	$(PYTHON) scripts/compare_perf.py $(PERF_DIR)/baseline.json $(PERF_DIR)/latest.json \
 	  --raw --threshold $(PERF_THRESHOLD) $(if $(filter 1,$(PERF_FAIL)),--fail-on-regression)
 
-perf-cpu: build  ## the CPU backend's benchmarks: layer GFLOP/s, executor overhead, bubble fidelity
+perf-cpu: build  ## the CPU backend's benchmarks: layer GFLOP/s, executor overhead, bubble fidelity, optimizer step
 	@mkdir -p $(PERF_DIR)
-	@set -e; for b in layer_flops executor_overhead bubble_fidelity; do \
+	@set -e; for b in layer_flops executor_overhead bubble_fidelity optimizer_step; do \
 	  echo "== $$b"; \
 	  $(BUILD_DIR)/benchmarks/$$b --benchmark_out=$(PERF_DIR)/$$b.json --benchmark_out_format=json; \
 	done

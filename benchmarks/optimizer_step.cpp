@@ -1,0 +1,141 @@
+// The optimizer step's speed on the CPU against the machine's memory bandwidth, measured in the
+// same run (the goal: AdamW at >= 80 % of the bandwidth bound).
+//
+// AdamW and SGD touch every element once and do little arithmetic per byte, so their bound is
+// memory bandwidth: bytes moved / bandwidth. Bytes moved per element (what must cross the memory
+// bus at least once, as STREAM counts them; write-allocate traffic not counted):
+//   AdamW: read p, g, m, v; write p, m, v      -> 7 x sizeof(T)
+//   SGD:   read p, g; write p                   -> 3 x sizeof(T)
+//   STREAM triad a = b + s c: read b, c; write a -> 3 x sizeof(T)
+// The triad is first timed alone, 20 times per dtype before any benchmark (its best bandwidth is
+// the bound each optimizer row divides by, counter `of_stream`, and is in the context); the
+// BM_StreamTriad rows show it again under Google Benchmark's timing. SGD reads p before it writes
+// it, so it needs no write-allocate read and can pass the triad's figure (of_stream > 1). Arrays of
+// 2^24 elements (64 MiB in f32), far beyond the caches; one thread, as one rank updates its own
+// stages.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <benchmark/benchmark.h>
+
+#include "bench_context.h"
+#include "workloads/cpu/optimizer.h"
+#include "workloads/cpu/tensor.h"
+
+namespace ppbench::bench {
+void read_run_flags(int argc, char** argv);
+void register_calibration();
+}  // namespace ppbench::bench
+
+namespace {
+
+constexpr std::size_t kElements = std::size_t{1} << 24;
+double g_stream_bytes_per_s[2] = {0, 0};  // best triad bandwidth, [float, double]
+
+template <typename T>
+constexpr int slot() {
+  return sizeof(T) == sizeof(double) ? 1 : 0;
+}
+
+// Bytes per second over the loop's own wall time, and that bandwidth over the triad's.
+template <typename T>
+void report(benchmark::State& state, double bytes_per_iteration, double seconds, bool is_stream) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes_per_iteration) * state.iterations());
+  const double rate =
+      seconds > 0 ? bytes_per_iteration * static_cast<double>(state.iterations()) / seconds : 0;
+  state.counters["GBps"] = rate / 1e9;
+  const double bound = g_stream_bytes_per_s[slot<T>()];
+  if (!is_stream && bound > 0) state.counters["of_stream"] = rate / bound;
+}
+
+// Wall time of `body` summed over the benchmark's iterations.
+template <class Body>
+double timed_loop(benchmark::State& state, Body body) {
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    body();
+    benchmark::ClobberMemory();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return seconds;
+}
+
+template <typename T>
+void BM_StreamTriad(benchmark::State& state) {
+  ppbench::cpu::AlignedVector<T> a(kElements, T(0)), b(kElements, T(1)), c(kElements, T(2));
+  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+  Eigen::Map<Array> A(a.data(), kElements);
+  Eigen::Map<const Array> B(b.data(), kElements), C(c.data(), kElements);
+  const double s = timed_loop(state, [&] {
+    A = B + T(0.5) * C;
+    benchmark::DoNotOptimize(a.data());
+  });
+  report<T>(state, 3.0 * sizeof(T) * kElements, s, true);
+}
+
+template <typename T>
+void BM_AdamW(benchmark::State& state) {
+  ppbench::cpu::AlignedVector<T> p(kElements, T(1)), g(kElements, T(0.01)), m(kElements, T(0)),
+      v(kElements, T(0));
+  long t = 0;
+  const double s = timed_loop(state, [&] {
+    ppbench::cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), kElements,
+                               {1e-3, 0.01, 0.9, 0.999, 1e-8, ++t});
+  });
+  report<T>(state, 7.0 * sizeof(T) * kElements, s, false);
+}
+
+template <typename T>
+void BM_Sgd(benchmark::State& state) {
+  ppbench::cpu::AlignedVector<T> p(kElements, T(1)), g(kElements, T(0.01));
+  const double s =
+      timed_loop(state, [&] { ppbench::cpu::sgd_update(p.data(), g.data(), kElements, 1e-3); });
+  report<T>(state, 3.0 * sizeof(T) * kElements, s, false);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ppbench::bench::read_run_flags(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  ppbench::add_benchmark_context();
+  benchmark::AddCustomContext("eigen_simd", Eigen::SimdInstructionSetsInUse());
+  ppbench::bench::register_calibration();
+  // The triad first, once per dtype, outside Google Benchmark's loop: its bandwidth must be known
+  // before the optimizer rows report against it.
+  auto measure_triad = [](auto zero) {
+    using T = decltype(zero);
+    ppbench::cpu::AlignedVector<T> a(kElements, T(0)), b(kElements, T(1)), c(kElements, T(2));
+    using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+    Eigen::Map<Array> A(a.data(), kElements);
+    Eigen::Map<const Array> B(b.data(), kElements), C(c.data(), kElements);
+    double best = 0;
+    for (int k = 0; k < 20; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      A = B + T(0.5) * C;
+      benchmark::DoNotOptimize(a.data());
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, 3.0 * sizeof(T) * kElements / s);
+    }
+    g_stream_bytes_per_s[slot<T>()] = best;
+    benchmark::AddCustomContext(
+        std::string("stream_triad_best_GBps_") + (slot<T>() ? "f64" : "f32"),
+        std::to_string(best / 1e9));
+  };
+  measure_triad(0.0f);
+  measure_triad(0.0);
+  benchmark::RegisterBenchmark("BM_StreamTriad/f32", BM_StreamTriad<float>);
+  benchmark::RegisterBenchmark("BM_StreamTriad/f64", BM_StreamTriad<double>);
+  benchmark::RegisterBenchmark("BM_AdamW/f32", BM_AdamW<float>);
+  benchmark::RegisterBenchmark("BM_AdamW/f64", BM_AdamW<double>);
+  benchmark::RegisterBenchmark("BM_Sgd/f32", BM_Sgd<float>);
+  benchmark::RegisterBenchmark("BM_Sgd/f64", BM_Sgd<double>);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
