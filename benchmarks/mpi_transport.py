@@ -176,6 +176,9 @@ def measure_latency(ppbench: str, mpirun: str, steps: int, warmup: int, repeats:
                 record, trace = run_ppbench(ppbench, mpirun, launcher, args,
                                             tmp / f"trace-{launcher}.json")
                 durations = comm_durations_s(trace)
+                if not durations:
+                    raise Failure(f"ppbench run {' '.join(args)} ({launcher}): its trace has no "
+                                  "hand-overs (comm events) to time")
                 f = found[launcher]
                 f["handovers_s"] += durations
                 f["makespans_s"] += list(record.get("step_times_s") or [])

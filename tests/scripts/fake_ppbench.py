@@ -270,11 +270,11 @@ def run_main() -> None:
     p.add_argument("--workload", required=True)
     p.add_argument("--width", type=int, default=1000)
     p.add_argument("--schedule", required=True)
-    p.add_argument("--devices", type=int, required=True)
-    p.add_argument("--microbatches", type=int, required=True)
+    p.add_argument("--devices", "--pp", type=int, required=True)
+    p.add_argument("--microbatches", "-n", type=int, required=True)
     p.add_argument("--chunks", type=int, default=1)
     p.add_argument("--group-size", type=int, default=0)
-    p.add_argument("--microbatch-size", type=int, default=1)
+    p.add_argument("--microbatch-size", "-b", type=int, default=1)
     p.add_argument("--dtype", default="f32")
     p.add_argument("--steps", type=int, default=1)
     p.add_argument("--warmup", type=int, default=0)
@@ -349,7 +349,9 @@ def run_main() -> None:
                             "replicas": a.dp}
     if a.trace_out:
         events = [(r, op, m, t0 * 1000 * unit, t1 * 1000 * unit) for r, op, m, t0, t1 in measured]
-        write_trace(a.trace_out, events, result, time_unit="s")
+        # hand-overs of 1 us between threads, 5 us between processes
+        write_trace(a.trace_out, events, result, time_unit="s",
+                    handover_us=5.0 if processes else 1.0)
     print(json.dumps(result))
 
 
@@ -378,12 +380,20 @@ def simulate_with(s: str, d: int, n: int, cost) -> list[tuple[int, str, int, flo
     return events
 
 
-def write_trace(path: str, events: list, result: dict, time_unit: str = "unit") -> None:
+def write_trace(path: str, events: list, result: dict, time_unit: str = "unit",
+                handover_us: float | None = None) -> None:
+    """Chrome trace events of the steps; with handover_us, also a comm event of that length
+    after every F sent down and every B sent up the pipeline, as a real run's trace has."""
     trace = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}}
              for r in range(result["devices"])]
     for r, op, m, start, end in events:
         trace.append({"name": f"{op}{r}.{m}", "cat": op, "ph": "X", "pid": 0, "tid": r,
                       "ts": start * 1000, "dur": (end - start) * 1000, "args": {"stage": r, "mb": m}})
+        peer = r + 1 if op == "F" else r - 1
+        if handover_us is not None and 0 <= peer < result["devices"]:
+            trace.append({"name": f"{op}{r}.{m} {r}->{peer}", "cat": "comm", "ph": "X", "pid": 1,
+                          "tid": r * result["devices"] + peer, "ts": end * 1000,
+                          "dur": handover_us, "args": {"src": r, "dst": peer}})
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": trace, "displayTimeUnit": "ms",
                    "otherData": {k: result[k] for k in ("schedule", "devices", "microbatches", "chunks")}
