@@ -46,6 +46,10 @@ CPU_SPEC       := benchmarks/sweeps/cpu.json
 CPU_RESULTS    := $(LATEST_DIR)/cpu
 CUDA_SPEC       := benchmarks/sweeps/cuda.json
 CUDA_RESULTS    := $(LATEST_DIR)/cuda
+# make bench-mpi: benchmarks/mpi_transport.py's record (results/perf/README.md, "The multi-process
+# transport"); MPI_BENCH_FLAGS adds options, e.g. MPI_BENCH_FLAGS="--repeats 5 --only latency".
+MPI_BENCH_RESULTS := $(LATEST_DIR)/mpi_transport.json
+MPI_BENCH_FLAGS   ?=
 # Schedule order and names for the plots and the report: `ppbench list --format json` once it is
 # built (else the scripts use the order in the data).
 PPBENCH_LIST   = $(if $(wildcard $(PPBENCH)),--ppbench $(PPBENCH))
@@ -85,7 +89,7 @@ CXX_SOURCES = $(wildcard $(shell git ls-files --cached --others --exclude-standa
 MAKEFLAGS += --no-print-directory
 
 .DEFAULT_GOAL := build
-.PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-cuda sweep plots \
+.PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-cuda bench-mpi sweep plots \
         timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help \
         gpu-bundle
 
@@ -148,6 +152,12 @@ bench-cuda: build  ## the GPU sweep (--backend cuda --virtual-devices D, sweeps/
 	@BENCH_BACKEND=cuda scripts/choose_bench_backend.sh '$(PPBENCH)' >/dev/null
 	$(PYTHON) scripts/sweep.py $(CUDA_SPEC) --ppbench $(PPBENCH) --out $(CUDA_RESULTS) \
 	  --timeout $(GPU_POINT_TIMEOUT) $(SWEEP_FLAGS)
+
+# Threads against processes on this machine: per-message hand-over at 64 B, 64 KiB and 4 MiB, and
+# the replay's bubble gap at D = 2 (about 4 minutes on 2 cores; it refuses, exit 3, without
+# mpirun or a ppbench built with MPI).
+bench-mpi: build  ## MPI transport vs in-process mailboxes: hand-over latency, bubble gap (results/latest/mpi_transport.json)
+	$(PYTHON) benchmarks/mpi_transport.py --ppbench $(PPBENCH) --out $(MPI_BENCH_RESULTS) $(MPI_BENCH_FLAGS)
 
 sweep: bench-theory  ## only the theory sweep (skips points this ppbench already recorded here)
 

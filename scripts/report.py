@@ -429,6 +429,11 @@ def workload_title(row: dict) -> str:
             parts.append(f"{sym} {value}")
     if field(row, "recompute"):
         parts.append("recompute")
+    if field(row, "launcher") == "mpirun":
+        # Its own table: the same point in threads is another measurement, not a duplicate.
+        replicas = int(field(row, "replicas") or 1)
+        parts.append(f"{int(field(row, 'devices')) * replicas} processes under mpirun"
+                     + (f" ({replicas} replicas)" if replicas > 1 else ""))
     return ", ".join(parts)
 
 
@@ -445,7 +450,8 @@ def measured_sections(rows: list[dict], source: str, sort_key: SortKey,
     ref_runs = run_rows(reference or [])
     ref_index = {point_id(r): r for r in ref_runs} if ref_runs else None
     out = ["## 4. Measured runs (real training steps)", "",
-           f"From `{source}` ({len(runs)} points: {status_counts(runs)}), one thread per rank.",
+           f"From `{source}` ({len(runs)} points: {status_counts(runs)}), one thread per rank "
+           "(one process per rank where a title says mpirun).",
            ""]
     out += machine_lines(ok or runs)
     if gaps:

@@ -16,11 +16,18 @@ Each group of "runs" is expanded to the cartesian product of its lists (a scalar
 one-element list; a missing key means ppbench's default). "command" is "simulate" (the default:
 keys schedule, devices, microbatches, chunks, group_size, cost, comm) or "run" (real training
 steps: keys schedule, devices, microbatches, chunks, group_size, workload, workload_flags,
-microbatch_size, dtype, steps, warmup, seed, recompute, backend, virtual_devices). A group may
+microbatch_size, dtype, steps, warmup, seed, recompute, backend, virtual_devices, launcher,
+replicas). A group may
 have a "name" (used in messages) and a "description". "workload_flags" is one string of workload
 options per value ("--preset tiny-llama --seq 64"). "backend" is ppbench's --backend (cpu when
 not given); "virtual_devices": true (cuda only) runs each point on one GPU split into D
-green-context partitions (`--virtual-devices D`). "chunks" is passed only to
+green-context partitions (`--virtual-devices D`). "launcher": "mpirun" runs each point as
+`mpirun -np P ppbench run ... --devices D [--dp R]`, one pipeline rank per process, with
+"replicas" R data-parallel replicas (default 1) and P = D x R (CPU backend only; "threads", the
+default, runs the ranks as threads of one ppbench). The sweep refuses such a spec before any point
+runs (one line, exit 3) when mpirun is not on PATH or ppbench was built without MPI. It starts
+mpirun with OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) set, and with OMPI_MCA_rmaps_base_oversubscribe=1
+only where P exceeds the machine's cores. "chunks" is passed only to
 schedules that take it (interleaved-1f1b, looped-bfs, interleaved-zb) and "group_size" only to
 interleaved-1f1b; for the others they are recorded as 1 and 0. The
 spec's optional "timeout" is the seconds allowed per point (--timeout overrides it).
@@ -63,7 +70,7 @@ recorded; every line already in PREFIX.jsonl is whole and PREFIX.csv matches it;
 
 Exit codes: 0 done (--fail-on-error: 1 if a point ended as an error row); 2 a bad spec or
 option, or no ppbench at --ppbench; 3 a machine problem (ppbench cannot run, jsonschema is not
-installed, another sweep is writing PREFIX); 1 ppbench failed its probe; 130/143 interrupted.
+installed, another sweep is writing PREFIX, a group under mpirun without mpirun or an MPI build); 1 ppbench failed its probe; 130/143 interrupted.
 
 Progress: one line per point, "[i/n] <point> ... <outcome> (<seconds> s)"; GPU rows also name
 the partitions they ran on ("4x32 SMs").
@@ -84,6 +91,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -108,7 +116,15 @@ GROUPED_SCHEDULES = frozenset({"interleaved-1f1b"})
 SPEC_KEYS = ("schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm")
 RUN_KEYS = ("command", "backend", "virtual_devices", "workload", "workload_flags", "schedule",
             "devices", "microbatches", "chunks", "group_size", "microbatch_size", "dtype", "steps",
-            "warmup", "seed", "recompute")
+            "warmup", "seed", "recompute", "launcher", "replicas")
+# How a run point's ranks are started: threads of one ppbench (the default), or one process per
+# rank under mpirun.
+LAUNCHERS = ("threads", "mpirun")
+MPIRUN = "mpirun"
+# OpenMPI refuses to run as root unless told (CI containers run as root).
+MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# What `ppbench --version` prints when it was built with MPI.
+MPI_VERSION_LINE = "MPI: compiled in"
 # Keys of a group that describe it rather than its points.
 GROUP_META_KEYS = ("name", "description")
 COMMANDS = ("simulate", "run")
@@ -137,7 +153,7 @@ CSV_COLUMNS = (
 RUN_POINT_COLUMNS = (
     "workload", "workload_flags", "schedule", "devices", "microbatches", "chunks", "group_size",
     "microbatch_size", "dtype", "steps", "warmup", "seed", "recompute", "backend",
-    "virtual_devices",
+    "virtual_devices", "launcher", "replicas",
 )
 RUN_CSV_COLUMNS = RUN_POINT_COLUMNS + (
     "status", "error",
@@ -191,16 +207,23 @@ class Point:
     warmup: int | None = None
     seed: int | None = None
     recompute: bool = False
+    launcher: str | None = None  # None: threads of one ppbench; "mpirun": one process per rank
+    replicas: int | None = None  # --dp R under mpirun (None: threads)
 
     @property
     def is_run(self) -> bool:
         return self.command == "run"
 
+    @property
+    def processes(self) -> int:
+        """The processes mpirun starts: one per pipeline rank of every replica."""
+        return self.devices * (self.replicas or 1)
+
     def key(self) -> tuple:
         return (self.command, self.schedule, self.devices, self.microbatches, self.chunks,
                 self.group_size, self.cost, self.comm, self.backend, self.virtual_devices,
                 self.workload, self.workload_flags, self.microbatch_size, self.dtype, self.steps,
-                self.warmup, self.seed, self.recompute)
+                self.warmup, self.seed, self.recompute, self.launcher, self.replicas)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (RUN_KEYS if self.is_run else SPEC_KEYS)}
@@ -237,7 +260,25 @@ class Point:
                 args += [flag, str(value)]
         if self.recompute:
             args.append("--recompute")
+        if self.replicas is not None and self.replicas > 1:
+            args += ["--dp", str(self.replicas)]
         return args + ["--format", "json"]
+
+    def command_line(self, ppbench: str) -> list[str]:
+        """The whole command of the point: ppbench's argv, under mpirun where it asks for it."""
+        argv = [ppbench, *self.argv()]
+        if self.launcher == "mpirun":
+            return [MPIRUN, "-np", str(self.processes), *argv]
+        return argv
+
+    def environment(self, cores: int | None) -> dict[str, str] | None:
+        """The child's environment: None (inherited) for threads; mpirun's allowances added."""
+        if self.launcher != "mpirun":
+            return None
+        env = dict(os.environ, **MPIRUN_ENV)
+        if cores is not None and self.processes > cores:
+            env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+        return env
 
     def closed_form_argv(self) -> list[str]:
         """`ppbench simulate` of the same schedule, D, N, v with the theory's costs."""
@@ -265,6 +306,9 @@ class Point:
                 text += f" on {self.backend}"
             if self.virtual_devices:
                 text += f" ({self.devices} partition{'' if self.devices == 1 else 's'})"
+            if self.launcher == "mpirun":
+                text += f" R={self.replicas}" if (self.replicas or 1) > 1 else ""
+                text += f" in {self.processes} processes (mpirun)"
         return text
 
 
@@ -283,7 +327,8 @@ def make_point(schedule: str, devices: int, microbatches: int, chunks: int | Non
                workload: str | None = None,
                workload_flags: str | None = None, microbatch_size: int | None = None,
                dtype: str | None = None, steps: int | None = None, warmup: int | None = None,
-               seed: int | None = None, recompute: bool | None = None) -> Point:
+               seed: int | None = None, recompute: bool | None = None,
+               launcher: str | None = None, replicas: int | None = None) -> Point:
     """Normalize a point so that equivalent requests share one key."""
     command = command or "simulate"
     if command not in COMMANDS:
@@ -303,13 +348,26 @@ def make_point(schedule: str, devices: int, microbatches: int, chunks: int | Non
     if virtual_devices and backend != "cuda":
         raise ValueError("'virtual_devices' splits a GPU: it needs \"backend\": \"cuda\", got "
                          f"{backend or 'cpu'}")
+    launcher = None if launcher in (None, "threads") else str(launcher)
+    if launcher is not None and launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher '{launcher}' (known: {', '.join(LAUNCHERS)})")
+    if launcher == "mpirun":
+        if backend not in (None, "cpu"):
+            raise ValueError(f"\"launcher\": \"mpirun\" runs the CPU backend only, got backend "
+                             f"{backend}")
+        replicas = 1 if replicas is None else int(replicas)
+    elif replicas is not None and int(replicas) != 1:
+        raise ValueError(f"'replicas' {replicas} (--dp) needs one process per rank: "
+                         "\"launcher\": \"mpirun\"")
+    else:
+        replicas = None
     return Point(**common, command="run", backend=backend or None,
                  virtual_devices=bool(virtual_devices), workload=str(workload),
                  workload_flags=" ".join(shlex.split(str(workload_flags or ""))),
                  microbatch_size=optional_int(microbatch_size),
                  dtype=None if dtype is None else str(dtype), steps=optional_int(steps),
                  warmup=optional_int(warmup), seed=optional_int(seed),
-                 recompute=bool(recompute))
+                 recompute=bool(recompute), launcher=launcher, replicas=replicas)
 
 
 def as_list(value: Any) -> list:
@@ -534,13 +592,15 @@ def stop_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def run_child(argv: list[str], timeout: float) -> subprocess.CompletedProcess | None:
-    """Run argv in its own process group; None on timeout (the group is killed). Raises Stopped
-    when a stop signal came while it ran (the handler killed it), OSError when it cannot start."""
+def run_child(argv: list[str], timeout: float,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess | None:
+    """Run argv in its own process group (env: its environment, None to inherit); None on
+    timeout (the group is killed, mpirun's processes with it). Raises Stopped when a stop
+    signal came while it ran (the handler killed it), OSError when it cannot start."""
     if STOP.signum is not None:
         raise Stopped()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     STOP.child = proc
     try:
         try:
@@ -611,18 +671,38 @@ def probe(ppbench: str) -> dict[str, Any]:
         raise PpbenchError(f"--ppbench {ppbench}: '{text}' printed no record with provenance: "
                            f"{e}", EXIT_FAILURE) from None
     gpus: list[str] = []
+    mpi = False
     try:
         version = run_child([ppbench, "--version"], PROBE_TIMEOUT)
         for line in (version.stdout + version.stderr).splitlines() if version else []:
             head, _, rest = line.partition(": ")
             if head.startswith("GPU ") and head[4:].strip().isdigit() and rest:
                 gpus.append(rest.split(",")[0].strip())
+            mpi = mpi or line.startswith(MPI_VERSION_LINE)
     except OSError:
         pass
     return {"git_commit": prov.get("git_commit"), "host": prov.get("host"),
             "cpu": prov.get("cpu"), "cpu_cores": prov.get("cpu_cores"),
-            "gpu": ", ".join(gpus) or None, "ppbench": ppbench,
+            "gpu": ", ".join(gpus) or None, "mpi": mpi, "ppbench": ppbench,
             "ppbench_sha256": sha256_of(ppbench)}
+
+
+def check_launchers(spec: dict, spec_path: Path, recorded_by: dict) -> None:
+    """MachineError (exit 3, one line naming the first group that asks) when a group runs under
+    mpirun and there is no mpirun on PATH, or the ppbench was built without MPI: every point of
+    it would fail alike, so nothing runs."""
+    for i, group in enumerate(spec.get("runs") or []):
+        if not isinstance(group, dict) or MPIRUN not in as_list(group.get("launcher")):
+            continue
+        where = f"{spec_path}: {group_text(i, group)}"
+        if shutil.which(MPIRUN) is None:
+            raise MachineError(f"{where}: \"launcher\": \"mpirun\" needs mpirun on PATH and "
+                               "there is none (Debian: openmpi-bin; make deps installs it)")
+        if not recorded_by.get("mpi"):
+            raise MachineError(f"{where}: \"launcher\": \"mpirun\" needs a ppbench built with "
+                               f"MPI and {recorded_by.get('ppbench')} was not (its --version "
+                               f"lacks '{MPI_VERSION_LINE}': install libopenmpi-dev, re-run cmake)")
+        return
 
 
 def identity_of(recorded_by: Any) -> tuple | None:
@@ -653,7 +733,7 @@ def run_point(ppbench: str, point: Point, sweep: str, timeout: float,
     if recorded_by is not None:
         base["recorded_by"] = recorded_by
     try:
-        proc = run_child([ppbench, *point.argv()], timeout)
+        proc = run_child(point.command_line(ppbench), timeout, point.environment(os.cpu_count()))
     except OSError as e:
         return failed_row(point, base, "error", f"cannot run {ppbench}: {e}")
     if proc is None:
@@ -997,6 +1077,7 @@ def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
         except Stopped:
             raise Interrupted(STOP.signum or signal.SIGINT, 0, len(points),
                               prefix.with_name(prefix.name + ".jsonl")) from None
+        check_launchers(spec, spec_path, recorded_by)
         with prefix_lock(prefix):
             return sweep_points(spec_path, name, points, ppbench, prefix, force, timeout,
                                 recorded_by)

@@ -28,6 +28,33 @@ def fake_ppbench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, 
     return str(wrapper), log
 
 
+@pytest.fixture
+def fake_mpirun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An `mpirun` first on PATH that logs each call (argv and the OpenMPI variables it was given)
+    as a JSON line in the returned file, then runs the command once, as process 0 of -np P, with
+    OMPI_COMM_WORLD_SIZE=P as OpenMPI sets it; `mpirun --version` prints OpenMPI's first line."""
+    log = tmp_path / "mpirun.jsonl"
+    bin_dir = tmp_path / "mpibin"
+    bin_dir.mkdir()
+    script = bin_dir / "mpirun"
+    script.write_text(f"""#!{sys.executable}
+import json, os, sys
+argv = sys.argv[1:]
+with open({str(log)!r}, "a") as f:
+    f.write(json.dumps({{"argv": argv, "env": {{k: v for k, v in os.environ.items()
+                                                if k.startswith("OMPI_")}}}}) + "\\n")
+if argv == ["--version"]:
+    print("mpirun (Open MPI) 4.1.4 (fake)")
+    sys.exit(0)
+assert argv[0] == "-np", argv
+os.environ["OMPI_COMM_WORLD_SIZE"] = argv[1]
+os.execv(argv[2], argv[2:])
+""")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return log
+
+
 # What sweep.py runs once per sweep before the first point (its probe of --ppbench).
 PROBE_CALLS = (["simulate", "--schedule", "naive", "--devices", "1", "--microbatches", "1",
                 "--format", "json"], ["--version"])

@@ -18,7 +18,9 @@ exits 2 as ppbench does on a machine without a GPU.
 
 `list --format json` prints a registry of the ten schedules (ppbench's order and shape);
 `--version` prints ppbench's version lines, with "GPU 0: Fake H100, ..." when FAKE_PPBENCH_GPU is
-set. Records' provenance names commit FAKE_PPBENCH_COMMIT (default fake123) on host
+set, and "MPI: compiled in" unless FAKE_PPBENCH_NO_MPI is set. `run --dp R` needs a launcher: it
+exits 2 unless OMPI_COMM_WORLD_SIZE (set by mpirun, or by the tests' fake mpirun in conftest.py)
+is D x R; under one the record has "launch" as a multi-process run's. Records' provenance names commit FAKE_PPBENCH_COMMIT (default fake123) on host
 FAKE_PPBENCH_HOST (default testhost).
 
 Test hooks: schedule "crash" exits 1; "garbage" prints non-JSON; "slow" (simulate or run) writes
@@ -72,6 +74,8 @@ def version_main() -> None:
     print("ppbench 0.1.0 (fake, built without CUDA)" if not os.environ.get("FAKE_PPBENCH_GPU")
           else "ppbench 0.1.0 (CUDA support compiled in)\n"
                "GPU 0: Fake H100, 132 SMs, 79.1 GiB, compute capability 9.0")
+    if not os.environ.get("FAKE_PPBENCH_NO_MPI"):
+        print("MPI: compiled in (mpirun -np P ppbench run ... runs one pipeline rank per process)")
 
 
 def provenance() -> dict:
@@ -266,11 +270,11 @@ def run_main() -> None:
     p.add_argument("--workload", required=True)
     p.add_argument("--width", type=int, default=1000)
     p.add_argument("--schedule", required=True)
-    p.add_argument("--devices", type=int, required=True)
-    p.add_argument("--microbatches", type=int, required=True)
+    p.add_argument("--devices", "--pp", type=int, required=True)
+    p.add_argument("--microbatches", "-n", type=int, required=True)
     p.add_argument("--chunks", type=int, default=1)
     p.add_argument("--group-size", type=int, default=0)
-    p.add_argument("--microbatch-size", type=int, default=1)
+    p.add_argument("--microbatch-size", "-b", type=int, default=1)
     p.add_argument("--dtype", default="f32")
     p.add_argument("--steps", type=int, default=1)
     p.add_argument("--warmup", type=int, default=0)
@@ -279,8 +283,15 @@ def run_main() -> None:
     p.add_argument("--format", default="text")
     p.add_argument("--trace-out")
     p.add_argument("--virtual-devices", type=int)
+    p.add_argument("--dp", type=int, default=1)
     a, extra = p.parse_known_args()  # other workload flags (--preset, --layers, ...) accepted
     s, d, n, v = a.schedule, a.devices, a.microbatches, a.chunks
+    # Started by mpirun (the tests' fake one sets what OpenMPI sets): P must be D x R.
+    processes = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "0"))
+    if a.dp > 1 and not processes:
+        fail(f"ppbench: error: --dp {a.dp} needs one process per rank: mpirun -np {d * a.dp}")
+    if processes and processes != d * a.dp:
+        fail(f"ppbench: error: {processes} processes, but --pp {d} x --dp {a.dp} = {d * a.dp}")
     if a.workload == "broken":
         fail("ppbench: error: the broken workload does not run on the CPU backend yet")
     if a.virtual_devices is not None and a.backend != "cuda":
@@ -333,9 +344,14 @@ def run_main() -> None:
                                                       "sms_per_partition": k,
                                                       "idle_sms": 132 - d * k},
                                         "granted_sms": [k] * d, "as_requested": True}}
+    if processes:
+        result["launch"] = {"transport": "mpi", "processes": processes, "pipeline_ranks": d,
+                            "replicas": a.dp}
     if a.trace_out:
         events = [(r, op, m, t0 * 1000 * unit, t1 * 1000 * unit) for r, op, m, t0, t1 in measured]
-        write_trace(a.trace_out, events, result, time_unit="s")
+        # hand-overs of 1 us between threads, 5 us between processes
+        write_trace(a.trace_out, events, result, time_unit="s",
+                    handover_us=5.0 if processes else 1.0)
     print(json.dumps(result))
 
 
@@ -364,12 +380,20 @@ def simulate_with(s: str, d: int, n: int, cost) -> list[tuple[int, str, int, flo
     return events
 
 
-def write_trace(path: str, events: list, result: dict, time_unit: str = "unit") -> None:
+def write_trace(path: str, events: list, result: dict, time_unit: str = "unit",
+                handover_us: float | None = None) -> None:
+    """Chrome trace events of the steps; with handover_us, also a comm event of that length
+    after every F sent down and every B sent up the pipeline, as a real run's trace has."""
     trace = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}}
              for r in range(result["devices"])]
     for r, op, m, start, end in events:
         trace.append({"name": f"{op}{r}.{m}", "cat": op, "ph": "X", "pid": 0, "tid": r,
                       "ts": start * 1000, "dur": (end - start) * 1000, "args": {"stage": r, "mb": m}})
+        peer = r + 1 if op == "F" else r - 1
+        if handover_us is not None and 0 <= peer < result["devices"]:
+            trace.append({"name": f"{op}{r}.{m} {r}->{peer}", "cat": "comm", "ph": "X", "pid": 1,
+                          "tid": r * result["devices"] + peer, "ts": end * 1000,
+                          "dur": handover_us, "args": {"src": r, "dst": peer}})
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": trace, "displayTimeUnit": "ms",
                    "otherData": {k: result[k] for k in ("schedule", "devices", "microbatches", "chunks")}

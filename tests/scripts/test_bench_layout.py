@@ -53,7 +53,7 @@ def written_paths(text: str) -> list[str]:
     return [p for p in paths if not p.startswith(("/", "$"))]
 
 
-@pytest.mark.parametrize("target", ["bench", "plots", "report"])
+@pytest.mark.parametrize("target", ["bench", "plots", "report", "bench-mpi"])
 def test_make_bench_writes_only_git_ignored_files(tmp_path, target):
     text = dry_run(target, tmp_path)
     paths = written_paths(text)
@@ -61,6 +61,9 @@ def test_make_bench_writes_only_git_ignored_files(tmp_path, target):
         assert any(p.startswith("results/latest/theory") for p in paths)
         assert any(p.startswith("results/latest/cpu") for p in paths)
         assert "--summarize" in text
+    if target == "bench-mpi":
+        assert "benchmarks/mpi_transport.py" in text
+        assert "results/latest/mpi_transport.json" in paths
     assert paths, text
     for path in paths:
         assert path.startswith(("results/latest/", "plots/latest")), path

@@ -179,6 +179,26 @@ def test_measured_section_has_gap_closed_form_throughput_and_bytes(fake_ppbench)
     assert "-5.0 … +1.5 percentage points" in text
 
 
+def test_runs_under_mpirun_get_their_own_table_beside_the_threads():
+    threads = run_row("1f1b", 2, 8, 0.1, 0.09, workload="mlp", flags="--layers 8 --width 512")
+    mpi = run_row("1f1b", 2, 8, 0.3, 0.2, workload="mlp", flags="--layers 8 --width 512",
+                  launch={"transport": "mpi", "processes": 2})
+    mpi["point"] = {**mpi["point"], "launcher": "mpirun", "replicas": 1}
+    dp = run_row("1f1b", 1, 8, 0.0, 0.0, workload="mlp", flags="--layers 8 --width 512")
+    dp["point"] = {**dp["point"], "devices": 1, "launcher": "mpirun", "replicas": 2}
+    text = report.build_report(rows(), "r.jsonl", measured=[threads, mpi, dp],
+                               measured_source="cpu.jsonl")
+    titles = [l for l in text.splitlines() if l.startswith("### mlp")]
+    assert titles == [
+        "### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1",
+        "### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
+        "2 processes under mpirun",
+        "### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
+        "2 processes under mpirun (2 replicas)"], titles
+    mpi_table = text[text.index("2 processes under mpirun\n"):]
+    assert mpi_table.split("\n### ")[0].count("| 1f1b | 8 | 0.3000 | 0.2000 | +10.0 |") == 1
+
+
 def test_measured_section_names_the_machine():
     text = report.build_report(rows(), "r.jsonl", measured=measured_rows(),
                                measured_source="cpu.jsonl")

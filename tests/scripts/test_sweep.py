@@ -335,8 +335,9 @@ def test_run_progress_line(tmp_path, fake_ppbench):
 
 def test_cpu_spec_covers_every_schedule_device_and_microbatch_count():
     spec = json.loads((SCRIPTS.parent / "benchmarks/sweeps/cpu.json").read_text())
-    points = sweep.expand_spec(spec)
-    assert all(p.command == "run" for p in points)
+    every = sweep.expand_spec(spec)
+    assert all(p.command == "run" for p in every)
+    points = [p for p in every if p.launcher is None]
     schedules = {"naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
                  "zb-v", "dualpipe", "dualpipev"}
     for workload in ("mlp", "transformer", "amoebanet"):
@@ -347,6 +348,15 @@ def test_cpu_spec_covers_every_schedule_device_and_microbatch_count():
         assert {p.chunks for p in mine if p.schedule == "interleaved-1f1b"} == {2}
         assert all(p.steps == 3 and p.warmup == 1 and p.dtype == "f32" for p in mine)
     assert spec.get("timeout")
+    # The multi-process points: D = 2 in two processes, and one rank x 2 replicas, never more
+    # processes than a 2-core machine has, beside the same mlp points in threads.
+    mpi = [p for p in every if p.launcher == "mpirun"]
+    assert {(p.devices, p.replicas) for p in mpi} == {(2, 1), (1, 2)}
+    assert all(p.processes <= 2 and p.workload == "mlp" for p in mpi)
+    threads = {(p.workload, p.workload_flags, p.schedule, p.devices, p.microbatches,
+                p.microbatch_size) for p in points}
+    assert all((p.workload, p.workload_flags, p.schedule, p.devices, p.microbatches,
+                p.microbatch_size) in threads for p in mpi if p.devices == 2)
 
 
 # --- the GPU sweep (`ppbench run --backend cuda --virtual-devices D`) ----------------------
@@ -476,3 +486,113 @@ def test_virtual_devices_need_the_cuda_backend():
     del point["virtual_devices"]
     assert sweep.row_key({"point": point}) == old.key()
     assert "--virtual-devices" not in old.argv()
+
+
+# --- runs under mpirun (`mpirun -np P ppbench run --devices D --dp R`) ------------------------
+
+MPI_GROUP = {**RUN_GROUP, "name": "m", "launcher": "mpirun", "schedule": "1f1b", "devices": 2,
+             "microbatches": 4}
+
+
+def test_mpirun_points_build_the_mpirun_command_line():
+    points = sweep.expand_spec({"runs": [{**MPI_GROUP, "replicas": [1, 2]}, RUN_GROUP]})
+    one, two = [p for p in points if p.launcher == "mpirun"]
+    assert one.command_line("bin/ppbench") == [
+        "mpirun", "-np", "2", "bin/ppbench", *one.argv()]
+    assert "--dp" not in one.argv()
+    line = two.command_line("bin/ppbench")
+    assert line[:4] == ["mpirun", "-np", "4", "bin/ppbench"]
+    assert line[line.index("--dp") + 1] == "2" and line[line.index("--devices") + 1] == "2"
+    threaded = next(p for p in points if p.launcher is None)
+    assert threaded.command_line("bin/ppbench")[0] == "bin/ppbench"
+    assert "--dp" not in threaded.argv() and threaded.environment(2) is None
+    # mpirun may run as root; oversubscription only where the processes exceed the cores
+    assert one.environment(2)["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+    assert "OMPI_MCA_rmaps_base_oversubscribe" not in one.environment(2)
+    assert two.environment(2)["OMPI_MCA_rmaps_base_oversubscribe"] == "1"
+    assert one.label() == "mlp 1f1b D=2 N=4 b=8 in 2 processes (mpirun)"
+    assert two.label() == "mlp 1f1b D=2 N=4 b=8 R=2 in 4 processes (mpirun)"
+
+
+def test_launcher_threads_is_the_default_and_keeps_old_keys():
+    old = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp")
+    assert sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="threads",
+                            replicas=1).key() == old.key()
+    point = old.as_dict()
+    del point["launcher"], point["replicas"]  # a row recorded before the keys existed
+    assert sweep.row_key({"point": point}) == old.key()
+    mpi = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="mpirun")
+    assert mpi.key() != old.key() and mpi.replicas == 1
+    with pytest.raises(ValueError, match="needs one process per rank"):
+        sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", replicas=2)
+    with pytest.raises(ValueError, match="CPU backend only"):
+        sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="mpirun",
+                         backend="cuda")
+
+
+def test_mpirun_sweep_records_multi_process_rows(tmp_path, fake_ppbench, fake_mpirun,
+                                                 monkeypatch):
+    binary, log = fake_ppbench
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 2)
+    spec = write_spec(tmp_path / "s.json", [{**MPI_GROUP, "replicas": [1, 2]}])
+    counts = sweep.run_sweep(spec, binary, tmp_path / "mpi")
+    assert counts == {"ok": 2, "invalid": 0, "error": 0, "skipped": 0}
+    launched = [json.loads(l) for l in fake_mpirun.read_text().splitlines()]
+    assert [c["argv"][:4] for c in launched] == [["-np", "2", binary, "run"],
+                                                 ["-np", "4", binary, "run"]]
+    assert all(c["env"]["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1" for c in launched)
+    assert [c["env"].get("OMPI_MCA_rmaps_base_oversubscribe") for c in launched] == [None, "1"]
+    # ppbench itself saw --devices 2 and, for two replicas, --dp 2
+    ran = [c for c in calls(log) if c[0] == "run"]
+    assert [c[c.index("--dp") + 1] if "--dp" in c else None for c in ran] == [None, "2"]
+    rows = read_jsonl(tmp_path / "mpi.jsonl")
+    assert [r["launch"]["processes"] for r in rows] == [2, 4]
+    assert [(r["point"]["launcher"], r["point"]["replicas"]) for r in rows] == [
+        ("mpirun", 1), ("mpirun", 2)]
+    with (tmp_path / "mpi.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert [(r["launcher"], r["replicas"]) for r in table] == [("mpirun", "1"), ("mpirun", "2")]
+    # resumed like any other point
+    assert sweep.run_sweep(spec, binary, tmp_path / "mpi")["skipped"] == 2
+
+
+def test_mpirun_progress_line(tmp_path, fake_ppbench, fake_mpirun):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [MPI_GROUP])
+    run = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
+                          binary, "--out", str(tmp_path / "res")], capture_output=True,
+                         text=True, check=True)
+    line = next(l for l in run.stdout.splitlines() if l.startswith("[1/1]"))
+    assert line.startswith("[1/1] mlp 1f1b D=2 N=4 b=8 in 2 processes (mpirun) ... bubble ")
+
+
+def test_without_mpirun_a_spec_that_needs_it_is_refused_before_any_point(tmp_path,
+                                                                         fake_ppbench):
+    binary, log = fake_ppbench
+    empty = tmp_path / "nothing-on-path"
+    empty.mkdir()
+    spec = write_spec(tmp_path / "s.json", [RUN_GROUP, MPI_GROUP])
+    run = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
+                          binary, "--out", str(tmp_path / "res")], capture_output=True,
+                         text=True, env=dict(os.environ, PATH=str(empty)))
+    assert run.returncode == 3, run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in run.stderr
+    assert lines[0].startswith(f"sweep: {spec}: runs[1] (\"m\"): \"launcher\": \"mpirun\" needs "
+                               "mpirun on PATH")
+    assert "openmpi-bin" in lines[0]
+    assert [c for c in calls(log) if c[0] == "run"] == []  # not even the threads group ran
+    assert not (tmp_path / "res.jsonl").exists()
+
+
+def test_a_ppbench_without_mpi_is_refused_for_an_mpirun_spec(tmp_path, fake_ppbench, fake_mpirun,
+                                                            monkeypatch):
+    binary, log = fake_ppbench
+    monkeypatch.setenv("FAKE_PPBENCH_NO_MPI", "1")
+    spec = write_spec(tmp_path / "s.json", [MPI_GROUP])
+    with pytest.raises(sweep.MachineError, match="needs a ppbench built with MPI"):
+        sweep.run_sweep(spec, binary, tmp_path / "res")
+    assert not fake_mpirun.exists()
+    # a spec without mpirun groups does not care
+    threads = write_spec(tmp_path / "t.json", [{**RUN_GROUP, "devices": 2, "microbatches": 4}])
+    assert sweep.run_sweep(threads, binary, tmp_path / "t")["error"] == 0
