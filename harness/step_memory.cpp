@@ -39,25 +39,6 @@ int64_t whole_bytes(double v, const char* what) {
 
 }  // namespace
 
-Optimizer parse_optimizer(std::string_view text) {
-  if (text == "none") return Optimizer::kNone;
-  if (text == "sgd") return Optimizer::kSgd;
-  if (text == "adamw") return Optimizer::kAdamW;
-  throw UsageError("--optimizer " + quoted(text) + " is not known (allowed: none, sgd, adamw)");
-}
-
-std::string_view optimizer_name(Optimizer o) {
-  switch (o) {
-    case Optimizer::kNone:
-      return "none";
-    case Optimizer::kSgd:
-      return "sgd";
-    case Optimizer::kAdamW:
-      return "adamw";
-  }
-  return "?";
-}
-
 ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer) {
   const int64_t e = dtype_bytes(dtype);
   ParameterBytes b;
@@ -133,7 +114,8 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
       if (a.paired) visit(a.partner);
     }
     for (const auto& [dst, l] : links) {
-      const int64_t held = std::min<int64_t>(l.messages, std::max(o.channel_capacity, 1));
+      // The mailbox's `capacity` messages, and one more the sender holds while it waits for room.
+      const int64_t held = std::min<int64_t>(l.messages, std::max(o.channel_capacity, 1) + 1);
       r.comm = checked_add(r.comm, checked_mul(held, l.largest, "communication"), "communication");
     }
     // total() adds the five unchecked: prove here that it fits.

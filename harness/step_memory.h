@@ -14,9 +14,10 @@
 //                under this schedule; with --recompute plus the largest M_B among the rank's
 //                stages, which the backward rebuilds while it runs.
 //   comm         the tensors in flight the rank sends: per destination rank, the (src, dst)
-//                mailbox holds at most channel_capacity messages (and never more than the step
-//                sends on that link), each bounded by the largest activation or gradient sent
-//                on it. Charged to the sender, which allocated them.
+//                mailbox holds at most channel_capacity messages, and the sender holds one more
+//                while it waits for room (never more than the step sends on that link), each
+//                bounded by the largest activation or gradient sent on it. Charged to the
+//                sender, which allocated them.
 // Not modelled: framework and allocator overhead, fragmentation, CUDA context, workspace of the
 // kernels, the data loader, and the transient working set of one layer at work.
 #pragma once
@@ -25,17 +26,15 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/optimizer.h"
 #include "schedules/schedule.h"
 #include "workloads/layer_spec.h"
 #include "workloads/partition.h"
 
 namespace ppbench {
 
-enum class Optimizer { kNone, kSgd, kAdamW };
-
-// "none", "sgd", "adamw"; anything else is a UsageError naming it.
-Optimizer parse_optimizer(std::string_view text);
-std::string_view optimizer_name(Optimizer o);
+// The optimizer whose states are counted (harness/optimizer.h: none, sgd, adamw).
+using Optimizer = OptimizerOptions::Kind;
 
 // Bytes per held parameter of each per-parameter term, under the convention above.
 struct ParameterBytes {

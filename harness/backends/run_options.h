@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/backends/optimizer.h"
 #include "harness/backends/step_values.h"
 #include "harness/executor/executor_core.h"
+#include "harness/optimizer.h"
 #include "harness/trace.h"
 #include "schedules/registry.h"
 #include "schedules/schedule.h"

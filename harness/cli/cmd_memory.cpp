@@ -61,7 +61,7 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
   r["workload_config"] = spec.config;
   r["microbatch_size"] = spec.microbatch_size;
   r["dtype"] = std::string(dtype_name(spec.dtype));
-  r["optimizer"] = std::string(optimizer_name(o));
+  r["optimizer"] = to_string(o);
   r["recompute"] = opts.recompute;
   r["channel_capacity"] = opts.channel_capacity;
   r["partition"] = {{"method", plan.method}, {"layer_counts", plan.layer_counts}};
@@ -110,7 +110,7 @@ void print_text(const WorkloadSpec& spec, const Schedule& s, const StepMemory& m
   std::cout << ", b=" << spec.microbatch_size << ", " << dtype_name(spec.dtype) << "\n"
             << s.params.name << " D=" << s.params.devices << " N=" << s.params.microbatches << ", "
             << s.stages() << " stages" << (opts.recompute ? ", --recompute" : "") << ", optimizer "
-            << optimizer_name(o) << "\n"
+            << to_string(o) << "\n"
             << spec.params() << " parameters; per held parameter: params " << m.per_param.param
             << " B, grads " << m.per_param.grad << " B, optimizer " << m.per_param.optimizer
             << " B (" << optimizer_text(o, m.per_param) << ")\n\n";

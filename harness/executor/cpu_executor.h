@@ -39,6 +39,9 @@ namespace ppbench {
 struct StepRecord {
   Trace trace;
   std::vector<ActivationArena> arenas;  // per rank
+  // Per rank, the most bytes it had sent that were not yet received (the tensors in flight it
+  // allocated); in-process runs only.
+  std::vector<double> comm_peak_bytes;
 };
 
 // What data parallelism adds to one rank's walk (harness/mpi/gradient_allreduce.h).
@@ -91,6 +94,7 @@ class CpuExecutor {
         },
         [&] { t0_ = Clock::now(); });
     errors.rethrow();
+    for (int r = 0; r < ranks; ++r) record.comm_peak_bytes.push_back(transport.peak_bytes(r));
     for (int r = 0; r < ranks; ++r) {
       record.trace.compute.insert(record.trace.compute.end(), compute[r].begin(), compute[r].end());
       record.trace.comm.insert(record.trace.comm.end(), comm[r].begin(), comm[r].end());
@@ -187,6 +191,7 @@ class CpuExecutor {
       WaitResult result;
       if (sending) {
         Message e{passes.take(name), now()};
+        e.bytes = message_bytes(e.payload);
         result = transport.send(r, in.peer, name, std::move(e), watchdog_.deadline());
       } else {
         Message e;

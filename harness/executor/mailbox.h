@@ -12,6 +12,7 @@
 // a short while on the mailbox's version counter and sleeps only after that.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -54,7 +55,11 @@ class Mailbox {
     return WaitResult::kDone;
   }
 
-  WaitResult receive(std::uint64_t name, Payload& out, Clock::time_point deadline) {
+  // `on_take(message)` runs under the mailbox's lock as the message leaves it.
+  template <class OnTake = void (*)(const Payload&)>
+  WaitResult receive(
+      std::uint64_t name, Payload& out, Clock::time_point deadline,
+      OnTake on_take = [](const Payload&) {}) {
     std::unique_lock lock(mutex_);
     typename std::deque<std::pair<std::uint64_t, Payload>>::iterator it;
     auto arrived = [&] {
@@ -70,6 +75,7 @@ class Mailbox {
     }
     if (!changed_.wait_until(lock, deadline, arrived)) return WaitResult::kTimedOut;
     if (aborted_) return WaitResult::kAborted;
+    on_take(it->second);
     out = std::move(it->second);
     queue_.erase(it);
     version_.fetch_add(1, std::memory_order_release);
@@ -111,7 +117,9 @@ class InProcessTransport final : public Transport<Payload> {
 
   InProcessTransport(int ranks, int capacity,
                      std::chrono::microseconds spin = std::chrono::microseconds(0))
-      : ranks_(ranks) {
+      : ranks_(ranks),
+        in_flight_(static_cast<std::size_t>(ranks)),
+        peak_(static_cast<std::size_t>(ranks), 0) {
     boxes_.reserve(static_cast<std::size_t>(ranks) * ranks);
     for (int i = 0; i < ranks * ranks; ++i)
       boxes_.push_back(std::make_unique<Mailbox<Payload>>(capacity, spin));
@@ -119,21 +127,43 @@ class InProcessTransport final : public Transport<Payload> {
   Mailbox<Payload>& mailbox(int src, int dst) {
     return *boxes_[static_cast<std::size_t>(src) * ranks_ + dst];
   }
+  // A message counts toward its sender's bytes in flight from the moment the sender lets it go
+  // (while it waits for room too) until the receiver takes it out of the mailbox.
   WaitResult send(int src, int dst, std::uint64_t name, Payload message,
                   Clock::time_point deadline) override {
-    return mailbox(src, dst).send(name, std::move(message), deadline);
+    const std::int64_t bytes = bytes_of(message);
+    auto& mine = in_flight_[static_cast<std::size_t>(src)];
+    const std::int64_t now = mine.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    peak_[static_cast<std::size_t>(src)] = std::max(peak_[static_cast<std::size_t>(src)], now);
+    const WaitResult r = mailbox(src, dst).send(name, std::move(message), deadline);
+    if (r != WaitResult::kDone) mine.fetch_sub(bytes, std::memory_order_relaxed);
+    return r;
   }
   WaitResult receive(int src, int dst, std::uint64_t name, Payload& out,
                      Clock::time_point deadline) override {
-    return mailbox(src, dst).receive(name, out, deadline);
+    auto& theirs = in_flight_[static_cast<std::size_t>(src)];
+    return mailbox(src, dst).receive(name, out, deadline, [&theirs](const Payload& m) {
+      theirs.fetch_sub(bytes_of(m), std::memory_order_relaxed);
+    });
   }
+  // The most bytes rank r had in flight (written by r's own thread only: read after the step).
+  double peak_bytes(int r) const { return static_cast<double>(peak_[static_cast<std::size_t>(r)]); }
   void abort() override {
     for (auto& b : boxes_) b->abort();
   }
 
  private:
+  static std::int64_t bytes_of(const Payload& m) {
+    if constexpr (requires { m.bytes; })
+      return m.bytes;
+    else
+      return 0;
+  }
+
   int ranks_;
   std::vector<std::unique_ptr<Mailbox<Payload>>> boxes_;
+  std::vector<std::atomic<std::int64_t>> in_flight_;  // per sender
+  std::vector<std::int64_t> peak_;                    // per sender
 };
 
 }  // namespace ppbench

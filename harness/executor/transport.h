@@ -18,7 +18,18 @@ template <class Payload>
 struct Envelope {
   Payload payload{};
   double sent_at = 0;
+  std::int64_t bytes = 0;  // what the payload holds, when the executor can tell (message_bytes)
 };
+
+// The bytes of a payload: payload_bytes(p) where the payload's namespace defines it (the CPU
+// backend's tensors do), else 0.
+template <class Payload>
+std::int64_t message_bytes(const Payload& p) {
+  if constexpr (requires { payload_bytes(p); })
+    return static_cast<std::int64_t>(payload_bytes(p));
+  else
+    return 0;
+}
 
 template <class Message>
 class Transport {

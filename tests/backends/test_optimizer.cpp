@@ -1,7 +1,8 @@
 // The optimizer step (`run --optimizer`): AdamW and SGD element by element against PyTorch's
 // formulas written out in scalars; a part's copies updated alike from their summed gradients;
 // and two training steps of every schedule equal two steps on one device (the second step's
-// loss and gradients, which depend on the first step's update), with the loss changing.
+// loss and gradients, which depend on the first step's update), with the loss changing; and
+// what a run holds in memory against the memory model.
 #include <cmath>
 #include <vector>
 
@@ -130,6 +131,41 @@ void expect_two_steps_match(OptimizerOptions::Kind kind) {
                 static_cast<std::size_t>(generate(p).placement.stages_per_chain()))
           << label;
       EXPECT_EQ(out.record["optimizer"]["name"], to_string(kind)) << label;
+      ++checked;
+    }
+  EXPECT_GT(checked, 20);
+}
+
+// What a run holds, measured, against `ppbench memory`'s model: parameters, gradients, AdamW's
+// moments (every copy's) and the activation peak equal; the bytes in flight within the bound.
+TEST(RunMemory, EveryScheduleHoldsWhatTheModelSays) {
+  const WorkloadSpec spec = tiny_mlp();
+  int checked = 0;
+  for (const auto& info : all_schedules())
+    for (int d : {2, 4}) {
+      ScheduleParams p{std::string(info.name), d, 8, info.uses_chunks ? 2 : 0, 0};
+      try {
+        generate(p);
+      } catch (const UsageError&) {
+        continue;
+      }
+      RunOptions o;
+      o.schedule = p;
+      o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
+      const RunOutput out = run_cpu(spec, o);
+      const std::string label = p.name + " D=" + std::to_string(d);
+      double comm = 0;
+      for (const auto& r : out.record["memory"]["ranks"]) {
+        const auto& got = r["measured"];
+        const auto& want = r["model"];
+        for (const char* k : {"params", "grads", "optimizer", "activations"})
+          EXPECT_EQ(got[k].get<double>(), want[k].get<double>())
+              << label << " rank " << r["rank"] << " " << k;
+        EXPECT_LE(got["comm"].get<double>(), want["comm"].get<double>()) << label;
+        EXPECT_GT(got["optimizer"].get<double>(), 0) << label;
+        comm += got["comm"].get<double>();
+      }
+      EXPECT_GT(comm, 0) << label << ": nothing was in flight";
       ++checked;
     }
   EXPECT_GT(checked, 20);

@@ -63,7 +63,7 @@ TEST(StepMemory, BytesPerParameterFollowTheConvention) {
 // 1F1B, D = 2, N = 4. Rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3: two micro-batches of part 0 alive
 // at most (512 bytes); rank 1 alternates F and B: one of part 1 (232). Each rank sends four
 // 64-byte messages to the other (activations forward, their gradients back): with capacity 4,
-// 256 bytes in flight each; with capacity 2, 128.
+// all four, 256 bytes in flight each; with capacity 2, two in the mailbox and one waiting, 192.
 TEST(StepMemory, OneFOneBAdamWByHand) {
   const WorkloadSpec spec = tiny_mlp();
   const Schedule s = make("1f1b", 2, 4);
@@ -92,8 +92,8 @@ TEST(StepMemory, OneFOneBAdamWByHand) {
   EXPECT_EQ(r0.param_count + r1.param_count, spec.params());
 
   const StepMemory small_channel = model(spec, s, {Optimizer::kAdamW, false, 2});
-  EXPECT_EQ(small_channel.ranks[0].comm, 128);
-  EXPECT_EQ(small_channel.ranks[1].comm, 128);
+  EXPECT_EQ(small_channel.ranks[0].comm, 192);
+  EXPECT_EQ(small_channel.ranks[1].comm, 192);
 }
 
 TEST(StepMemory, NoOptimizerAndSgdHoldNoStates) {

@@ -21,6 +21,15 @@ namespace ppbench::cpu {
 template <typename T>
 using Tensors = std::vector<Tensor<T>>;
 
+// The bytes a message of tensors holds (found by argument-dependent lookup by the executor, which
+// counts the bytes in flight between ranks).
+template <typename T>
+std::int64_t payload_bytes(const Tensors<T>& tensors) {
+  std::int64_t b = 0;
+  for (const Tensor<T>& t : tensors) b += t.bytes();
+  return b;
+}
+
 // What a layer may need to know of the micro-batch it runs.
 template <typename T>
 struct MicroBatchData {

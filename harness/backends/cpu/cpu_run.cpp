@@ -12,6 +12,7 @@
 #include "harness/backends/run_loop.h"
 #include "harness/backends/run_record.h"
 #include "harness/executor/cpu_executor.h"
+#include "harness/step_memory.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "workloads/partition.h"
@@ -66,8 +67,28 @@ class CpuRun {
         });
   }
 
+  // Per rank, the bytes its parameters, gradients and optimizer states hold now.
+  struct HeldBytes {
+    double params = 0, grads = 0, optimizer = 0;
+  };
+  std::vector<HeldBytes> held_bytes() {
+    std::vector<HeldBytes> out(ranks_.size());
+    for (std::size_t r = 0; r < ranks_.size(); ++r)
+      for (const auto& sp : ranks_[r]->params_by_layer())
+        for (const auto& [layer, params] : sp.layers)
+          for (const cpu::Param<T>* p : params) {
+            out[r].params += static_cast<double>(p->value.bytes());
+            out[r].grads += static_cast<double>(p->grad.bytes());
+          }
+    for (std::size_t part = 0; part < optimizers_.size(); ++part)
+      for (std::size_t c = 0; c < copy_rank_[part].size(); ++c)
+        out[static_cast<std::size_t>(copy_rank_[part][c])].optimizer +=
+            static_cast<double>(optimizers_[part].state_bytes(c));
+    return out;
+  }
+
  private:
-  // One optimizer state per model part over every copy of it; each rank updates a stage right
+  // One optimizer per model part over every copy of it; each rank updates a stage right
   // after the stage's last backward. A part with two copies (on two ranks) is updated once both
   // copies are done, by the rank that finishes second, from their summed gradients.
   void set_up_optimizer(const Placement& p, const OptimizerOptions& o) {
@@ -75,12 +96,14 @@ class CpuRun {
     part_of_.assign(static_cast<std::size_t>(p.stages()), -1);
     for (int st = 0; st < p.stages(); ++st)
       part_of_[static_cast<std::size_t>(st)] = st - p.chain_begin[p.stage_chain[st]];
-    for (auto& rank : ranks_)
-      for (const auto& sp : rank->params_by_layer()) {
+    copy_rank_.assign(static_cast<std::size_t>(parts_), {});
+    for (std::size_t r = 0; r < ranks_.size(); ++r)
+      for (const auto& sp : ranks_[r]->params_by_layer()) {
         std::vector<cpu::Param<T>*> flat;
         for (const auto& [layer, params] : sp.layers)
           flat.insert(flat.end(), params.begin(), params.end());
         copies[static_cast<std::size_t>(sp.part)].push_back(std::move(flat));
+        copy_rank_[static_cast<std::size_t>(sp.part)].push_back(static_cast<int>(r));
       }
     for (auto& c : copies) optimizers_.emplace_back(o, std::move(c));
     arrivals_ = std::vector<std::atomic<int>>(static_cast<std::size_t>(parts_));
@@ -107,10 +130,43 @@ class CpuRun {
   std::unique_ptr<CpuExecutor<cpu::Tensors<T>>> executor_;
   int parts_ = 0;
   std::vector<int> part_of_;                       // stage -> model part
+  std::vector<std::vector<int>> copy_rank_;        // part -> the rank of each copy
   std::vector<cpu::PartOptimizer<T>> optimizers_;  // per part
   std::vector<std::atomic<int>> arrivals_;         // per part: copies done this step
   std::vector<std::vector<UpdateEvent>> updates_;  // per rank, this step
 };
+
+// The record's "memory": per rank what the run held (measured) beside `ppbench memory`'s model.
+template <class Held>
+nlohmann::json memory_json(const std::vector<Held>& held, const std::vector<double>& activations,
+                           const std::vector<double>& comm, const StepMemory& model) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (std::size_t r = 0; r < held.size(); ++r) {
+    const RankMemory& m = model.ranks.at(r);
+    const double comm_r = r < comm.size() ? comm[r] : 0;
+    ranks.push_back({{"rank", r},
+                     {"measured",
+                      {{"params", held[r].params},
+                       {"grads", held[r].grads},
+                       {"optimizer", held[r].optimizer},
+                       {"activations", activations.at(r)},
+                       {"comm", comm_r},
+                       {"total", held[r].params + held[r].grads + held[r].optimizer +
+                                     activations.at(r) + comm_r}}},
+                     {"model",
+                      {{"params", m.params},
+                       {"grads", m.grads},
+                       {"optimizer", m.optimizer},
+                       {"activations", m.activations},
+                       {"comm", m.comm},
+                       {"total", m.total()}}}});
+  }
+  return {{"ranks", ranks},
+          {"note",
+           "measured: the bytes of the rank's parameter, gradient and optimizer-state tensors "
+           "after the last step, its activation arena's peak, and the most bytes it had sent "
+           "that were not yet received; model: ppbench memory's (docs/metrics.md)"}};
+}
 
 template <typename T>
 RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
@@ -133,6 +189,9 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
   r["activation_bytes"] =
       activation_bytes_json(measured, predicted_peak_bytes(s, plan, o.recompute));
   r["optimizer"] = optimizer_json(o.optimizer);
+  r["memory"] = memory_json(
+      run.held_bytes(), measured, last.comm_peak_bytes,
+      step_memory(spec, s, plan, {o.optimizer.kind, o.recompute, o.executor.channel_capacity}));
   if (o.check) {
     const StepValues ref =
         single_device_step(spec, s.params.microbatches, o.seed, o.warmup + o.steps, o.optimizer);

@@ -1,4 +1,4 @@
-#include "harness/backends/optimizer.h"
+#include "harness/optimizer.h"
 
 #include "core/error.h"
 
@@ -16,11 +16,11 @@ std::string to_string(OptimizerOptions::Kind kind) {
   return "?";
 }
 
-OptimizerOptions::Kind parse_optimizer(const std::string& name) {
+OptimizerOptions::Kind parse_optimizer(std::string_view name) {
   if (name == "none") return OptimizerOptions::Kind::kNone;
   if (name == "sgd") return OptimizerOptions::Kind::kSgd;
   if (name == "adamw") return OptimizerOptions::Kind::kAdamW;
-  throw UsageError("--optimizer " + quoted(name) + " is not one of none, sgd, adamw");
+  throw UsageError("--optimizer " + quoted(name) + " is not known (allowed: none, sgd, adamw)");
 }
 
 nlohmann::json optimizer_json(const OptimizerOptions& o) {

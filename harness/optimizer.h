@@ -1,10 +1,12 @@
-// The optimizer step that ends a training step (`run --optimizer none|sgd|adamw`): which one,
-// and its hyper-parameters. AdamW follows PyTorch's torch.optim.AdamW (decoupled weight decay,
-// bias-corrected moments, epsilon added to the corrected second moment's square root); SGD is
-// plain, without momentum. The moments are kept in the run's dtype.
+// The optimizer step that ends a training step (run) and whose states `ppbench memory` counts (`run
+// --optimizer none|sgd|adamw`): which one, and its hyper-parameters. AdamW follows PyTorch's
+// torch.optim.AdamW (decoupled weight decay, bias-corrected moments, epsilon added to the corrected
+// second moment's square root); SGD is plain, without momentum. The moments are kept in the run's
+// dtype.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -22,7 +24,7 @@ struct OptimizerOptions {
 
 std::string to_string(OptimizerOptions::Kind kind);
 // "none", "sgd" or "adamw"; throws UsageError naming the value otherwise.
-OptimizerOptions::Kind parse_optimizer(const std::string& name);
+OptimizerOptions::Kind parse_optimizer(std::string_view name);
 // The record's "optimizer": {"name", "lr", ...}.
 nlohmann::json optimizer_json(const OptimizerOptions& o);
 
