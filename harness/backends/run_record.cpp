@@ -120,4 +120,33 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
   return r;
 }
 
+nlohmann::json memory_json(const std::vector<HeldMemory>& measured, const StepMemory& model) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (std::size_t r = 0; r < measured.size(); ++r) {
+    const HeldMemory& h = measured[r];
+    const RankMemory& m = model.ranks.at(r);
+    ranks.push_back({{"rank", r},
+                     {"measured",
+                      {{"params", h.params},
+                       {"grads", h.grads},
+                       {"optimizer", h.optimizer},
+                       {"activations", h.activations},
+                       {"comm", h.comm},
+                       {"total", h.params + h.grads + h.optimizer + h.activations + h.comm}}},
+                     {"model",
+                      {{"params", m.params},
+                       {"grads", m.grads},
+                       {"optimizer", m.optimizer},
+                       {"activations", m.activations},
+                       {"comm", m.comm},
+                       {"total", m.total()}}}});
+  }
+  return {{"ranks", ranks},
+          {"note",
+           "measured: the bytes of the rank's parameter, gradient and optimizer-state tensors "
+           "after the last step, its activation arena's peak, and the most bytes it had sent "
+           "that were not yet taken in the last step; model: ppbench memory's "
+           "(docs/metrics.md)"}};
+}
+
 }  // namespace ppbench

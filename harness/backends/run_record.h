@@ -9,6 +9,7 @@
 
 #include "harness/backends/run_loop.h"
 #include "harness/backends/step_values.h"
+#include "harness/step_memory.h"
 #include "harness/trace.h"
 #include "schedules/schedule.h"
 #include "workloads/layer_spec.h"
@@ -38,6 +39,16 @@ struct StepSummary {
   int replicas = 1;           // data-parallel replicas (the trace holds one replica's ranks)
   bool dp_overlap = false;
 };
+
+// What a rank held in a run, in bytes: its parameter, gradient and optimizer-state tensors, its
+// activation arena's peak, and the most bytes it had sent that were not yet taken.
+struct HeldMemory {
+  double params = 0, grads = 0, optimizer = 0, activations = 0, comm = 0;
+};
+
+// The record's "memory": per rank what the run held (measured) beside `ppbench memory`'s model
+// of the same step.
+nlohmann::json memory_json(const std::vector<HeldMemory>& measured, const StepMemory& model);
 
 // The record's common fields: identity and config, the step times (compute
 // makespan and wall time per step: median, min, max), throughput, measured and

@@ -70,8 +70,8 @@ void get_events(mpi::WireReader& r, std::vector<Event>& v) {
 
 // What each process sends process 0 after the last step.
 struct ProcessReport {
-  Trace trace;  // ranks numbered by pipeline rank
-  double activation_peak = 0;
+  Trace trace;      // ranks numbered by pipeline rank
+  HeldMemory held;  // activations: the arena's peak
   double clock_offset = 0;
   std::string host;
 
@@ -82,7 +82,7 @@ struct ProcessReport {
     put_events(w, trace.collectives);
     put_events(w, trace.updates);
     put_events(w, trace.memory);
-    w.put(activation_peak);
+    w.put(held);
     w.put(clock_offset);
     w.put_string(host);
     return std::move(w.bytes());
@@ -95,7 +95,7 @@ struct ProcessReport {
     get_events(r, p.trace.collectives);
     get_events(r, p.trace.updates);
     get_events(r, p.trace.memory);
-    p.activation_peak = r.get<double>();
+    p.held = r.get<HeldMemory>();
     p.clock_offset = r.get<double>();
     p.host = r.get_string();
     return p;
@@ -263,6 +263,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
       return std::chrono::duration<double>(Clock::now() - origin).count() + shift;
     };
     if (reduce) reduce->set_clock(clock);
+    transport.reset_peak();
     last = executor.run_rank_step(me, transport, origin, shift, hooks);
     if (reduce) last.trace.collectives = reduce->finish();
     if (optimizer) last.trace.updates = optimizer->step(clock);
@@ -287,7 +288,17 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   });
 
   // Process 0 gathers the last step's traces, peaks and replica 0's gradients.
-  ProcessReport mine{last.trace, last.arenas.front().peak(), offset, world.host()};
+  HeldMemory held;
+  for (const auto& sp : rank.params_by_layer())
+    for (const auto& [layer, params] : sp.layers)
+      for (const cpu::Param<T>* prm : params) {
+        held.params += static_cast<double>(prm->value.bytes());
+        held.grads += static_cast<double>(prm->grad.bytes());
+      }
+  held.optimizer = optimizer ? optimizer->state_bytes() : 0;
+  held.activations = last.arenas.front().peak();
+  held.comm = transport.peak_bytes();
+  ProcessReport mine{last.trace, held, offset, world.host()};
   const auto reports = gather_bytes(world.comm(), mine.encode());
   const auto grads =
       gather_bytes(world.comm(), grid.replica == 0 ? encode_gradients(rank.params_by_layer())
@@ -315,7 +326,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
                                 t.collectives.end());
     replica0.updates.insert(replica0.updates.end(), t.updates.begin(), t.updates.end());
     replica0.memory.insert(replica0.memory.end(), t.memory.begin(), t.memory.end());
-    peaks.push_back(procs[static_cast<std::size_t>(p)].activation_peak);
+    peaks.push_back(procs[static_cast<std::size_t>(p)].held.activations);
   }
   std::deque<HostParam> store;
   std::vector<std::vector<StageParams<HostParam>>> by_rank;
@@ -334,6 +345,11 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   r["activation_bytes"] = activation_bytes_json(peaks, predicted_peak_bytes(s, plan, o.recompute));
   const double samples = static_cast<double>(spec.microbatch_size);
   r["optimizer"] = optimizer_json(o.optimizer);
+  std::vector<HeldMemory> held_by_rank;
+  for (int p = 0; p < d; ++p) held_by_rank.push_back(procs[static_cast<std::size_t>(p)].held);
+  r["memory"] = memory_json(
+      held_by_rank,
+      step_memory(spec, s, plan, {o.optimizer.kind, o.recompute, o.executor.channel_capacity}));
   r["launch"] = {{"transport", "mpi"},
                  {"processes", world.size()},
                  {"pipeline_ranks", d},

@@ -78,12 +78,15 @@ class MpiTransport final : public Transport<Message> {
     }
     Pending p;
     Codec::encode(message, p.bytes);
+    p.payload_bytes = message_bytes(message.payload);
     if (p.bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
       throw std::runtime_error("a message of " + std::to_string(p.bytes.size()) +
                                " bytes is larger than one MPI message may be (2^31 - 1)");
     check(MPI_Issend(p.bytes.data(), static_cast<int>(p.bytes.size()), MPI_BYTE, dst,
                      tag(ch.tags, name, dst), comm_, &p.request),
           "MPI_Issend");
+    in_flight_ += p.payload_bytes;
+    peak_ = std::max(peak_, in_flight_);
     ch.pending.push_back(std::move(p));
     return WaitResult::kDone;
   }
@@ -119,6 +122,10 @@ class MpiTransport final : public Transport<Message> {
     });
   }
 
+  // The most payload bytes this rank had sent and not yet seen taken, since reset_peak().
+  double peak_bytes() const { return static_cast<double>(peak_); }
+  void reset_peak() { peak_ = in_flight_; }
+
   // Cancels nothing in flight (MPI cannot take back a matched send); the job ends after a
   // failure, and until then every wait returns at once.
   void abort() override { aborted_ = true; }
@@ -126,6 +133,7 @@ class MpiTransport final : public Transport<Message> {
  private:
   struct Pending {
     std::vector<char> bytes;
+    std::int64_t payload_bytes = 0;  // the tensors' own bytes (without the wire's counts)
     MPI_Request request = MPI_REQUEST_NULL;
   };
   struct Channel {
@@ -134,11 +142,12 @@ class MpiTransport final : public Transport<Message> {
   };
 
   // Frees the completed sends at the front of the channel; returns how many are left.
-  static int reap(Channel& ch) {
+  int reap(Channel& ch) {
     while (!ch.pending.empty()) {
       int done = 0;
       check(MPI_Test(&ch.pending.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (done == 0) break;
+      in_flight_ -= ch.pending.front().payload_bytes;
       ch.pending.pop_front();
     }
     return static_cast<int>(ch.pending.size());
@@ -177,6 +186,7 @@ class MpiTransport final : public Transport<Message> {
   std::vector<std::unordered_map<std::uint64_t, int>> in_;  // by source
   std::vector<char> buffer_;
   std::atomic<bool> aborted_{false};
+  std::int64_t in_flight_ = 0, peak_ = 0;
 };
 
 }  // namespace ppbench::mpi

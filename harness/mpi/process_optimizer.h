@@ -56,6 +56,15 @@ class ProcessOptimizer {
   ProcessOptimizer(const ProcessOptimizer&) = delete;
   ProcessOptimizer& operator=(const ProcessOptimizer&) = delete;
 
+  // The bytes of the optimizer states this process keeps.
+  double state_bytes() const {
+    double b = 0;
+    for (const Part& part : parts_)
+      for (std::size_t c = 0; c < part.optimizer->copies(); ++c)
+        b += static_cast<double>(part.optimizer->state_bytes(c));
+    return b;
+  }
+
   // Updates every stage; returns the updates, timed on `now`.
   std::vector<UpdateEvent> step(const std::function<double()>& now) {
     std::vector<UpdateEvent> events;

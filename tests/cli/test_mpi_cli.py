@@ -2,8 +2,8 @@
 """`mpirun -np P ppbench run --pp D --dp R`: one pipeline rank per process over MPI, R data-parallel
 replicas with their gradients all-reduced. Checked, as a user would run it:
   - every schedule family at --pp 2 --dp 2 and at --pp 4 in four processes equals one device over
-    all R x N micro-batches (run --check: float64 gradients to 1e-10), and its loss equals the same
-    step run in threads of one process;
+    all R x N micro-batches (run --check: float64 gradients to 1e-10), its loss equals the same
+    step run in threads of one process, and each process holds the memory the model says;
   - --dp-overlap gives the same gradients, and the record's all-reduces sit after each stage's
     last backward;
   - a process killed mid-step ends the job within the watchdog, the lost rank named, no record
@@ -88,6 +88,12 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual((job["processes"], job["pipeline_ranks"], job["replicas"]),
                          (pp * dp, pp, dp))
         self.assertEqual(rec["launch"]["transport"], "mpi")
+        # What each process held, measured, against `ppbench memory`'s model.
+        for rank in rec["memory"]["ranks"]:
+            got, want = rank["measured"], rank["model"]
+            for k in ("params", "grads", "optimizer", "activations"):
+                self.assertEqual(got[k], want[k], f"{family} rank {rank['rank']} {k}")
+            self.assertLessEqual(got["comm"], want["comm"], family)
         return rec
 
     def test_every_family_over_two_replicas_of_two_ranks(self):

@@ -12,7 +12,6 @@
 #include "harness/backends/run_loop.h"
 #include "harness/backends/run_record.h"
 #include "harness/executor/cpu_executor.h"
-#include "harness/step_memory.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "workloads/partition.h"
@@ -68,11 +67,8 @@ class CpuRun {
   }
 
   // Per rank, the bytes its parameters, gradients and optimizer states hold now.
-  struct HeldBytes {
-    double params = 0, grads = 0, optimizer = 0;
-  };
-  std::vector<HeldBytes> held_bytes() {
-    std::vector<HeldBytes> out(ranks_.size());
+  std::vector<HeldMemory> held_bytes() {
+    std::vector<HeldMemory> out(ranks_.size());
     for (std::size_t r = 0; r < ranks_.size(); ++r)
       for (const auto& sp : ranks_[r]->params_by_layer())
         for (const auto& [layer, params] : sp.layers)
@@ -136,38 +132,6 @@ class CpuRun {
   std::vector<std::vector<UpdateEvent>> updates_;  // per rank, this step
 };
 
-// The record's "memory": per rank what the run held (measured) beside `ppbench memory`'s model.
-template <class Held>
-nlohmann::json memory_json(const std::vector<Held>& held, const std::vector<double>& activations,
-                           const std::vector<double>& comm, const StepMemory& model) {
-  nlohmann::json ranks = nlohmann::json::array();
-  for (std::size_t r = 0; r < held.size(); ++r) {
-    const RankMemory& m = model.ranks.at(r);
-    const double comm_r = r < comm.size() ? comm[r] : 0;
-    ranks.push_back({{"rank", r},
-                     {"measured",
-                      {{"params", held[r].params},
-                       {"grads", held[r].grads},
-                       {"optimizer", held[r].optimizer},
-                       {"activations", activations.at(r)},
-                       {"comm", comm_r},
-                       {"total", held[r].params + held[r].grads + held[r].optimizer +
-                                     activations.at(r) + comm_r}}},
-                     {"model",
-                      {{"params", m.params},
-                       {"grads", m.grads},
-                       {"optimizer", m.optimizer},
-                       {"activations", m.activations},
-                       {"comm", m.comm},
-                       {"total", m.total()}}}});
-  }
-  return {{"ranks", ranks},
-          {"note",
-           "measured: the bytes of the rank's parameter, gradient and optimizer-state tensors "
-           "after the last step, its activation arena's peak, and the most bytes it had sent "
-           "that were not yet received; model: ppbench memory's (docs/metrics.md)"}};
-}
-
 template <typename T>
 RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
                     const RunOptions& o) {
@@ -189,8 +153,13 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
   r["activation_bytes"] =
       activation_bytes_json(measured, predicted_peak_bytes(s, plan, o.recompute));
   r["optimizer"] = optimizer_json(o.optimizer);
+  std::vector<HeldMemory> held = run.held_bytes();
+  for (std::size_t k = 0; k < held.size(); ++k) {
+    held[k].activations = measured[k];
+    held[k].comm = last.comm_peak_bytes.at(k);
+  }
   r["memory"] = memory_json(
-      run.held_bytes(), measured, last.comm_peak_bytes,
+      held,
       step_memory(spec, s, plan, {o.optimizer.kind, o.recompute, o.executor.channel_capacity}));
   if (o.check) {
     const StepValues ref =
