@@ -10,7 +10,7 @@ by the model's K = 2 (M = 1) cell. This script sets beside them:
              measured on this machine's CPU at micro-batch 1 (the full shapes are too slow to
              time at the paper's batch sizes here). Each distinct layer is timed once: a profile
              run at D = 1 of a shorter model of the same shape (one transformer layer; AmoebaNet
-             with three normal cells per group, which holds every distinct cell), one layer per
+             with four normal cells per group, which holds every distinct cell: the first two after a reduction, a middle one and the last before the head), one layer per
              stage (`run --schedule looped-bfs -d 1 -v L --partition 1,...,1 --profile-out`);
              the full model's layers take the time of the profiled layer with the same shape
              (kind, FLOPs, parameters, activation and boundary bytes). Stages: the balanced
@@ -51,11 +51,11 @@ IMAGE = ["--image-size", "224", "--classes", "1000"]
 # Full shapes (GPipe section 3 / REFERENCE.md) and the shorter models whose layers are timed.
 FULL = {
     "AmoebaNet-D (18, 256)": (["--workload", "amoebanet", "--layers", "18", "--filters", "256",
-                               *IMAGE], ["--layers", "9"]),
+                               *IMAGE], ["--layers", "12"]),
     "Transformer-48": (["--workload", "transformer", "--preset", "gpipe-transformer"],
                        ["--layers", "1"]),
     "AmoebaNet-D (18, 128)": (["--workload", "amoebanet", "--layers", "18", "--filters", "128",
-                               *IMAGE], ["--layers", "9"]),
+                               *IMAGE], ["--layers", "12"]),
     "Transformer-24": (["--workload", "transformer", "--preset", "gpipe-transformer",
                         "--layers", "24"], ["--layers", "1"]),
 }
@@ -102,7 +102,9 @@ def signature(layer: dict) -> str:
 
 
 def model_spec(ppbench: str, flags: list[str]) -> dict:
-    return ppbench_json(ppbench, ["model", *flags, "-b", "1", "--format", "json"])
+    # f32: the CPU executor's dtype (model's own default is bf16).
+    return ppbench_json(ppbench, ["model", *flags, "-b", "1", "--dtype", "f32", "--format",
+                                  "json"])
 
 
 def load_average() -> list[float]:
@@ -197,12 +199,16 @@ def cuda_cells(rows: list[dict], workload: str) -> dict | None:
 def measure(ppbench: str) -> dict:
     """Everything timed on this machine: layer profiles of every model and the real runs."""
     data: dict = {"profiles": {}, "runs": {}, "scaling_runs": []}
+    done: dict[str, dict] = {}  # Transformer-48 and -24 share their one profiled layer
     for name, (flags, short) in FULL.items():
         profiled = flags
         for i in range(0, len(short), 2):
             profiled = with_flag(profiled, short[i], short[i + 1])
-        print(f"profiling {name} ...", file=sys.stderr)
-        data["profiles"][name] = profile_layers(ppbench, profiled, 2)
+        key = " ".join(profiled)
+        if key not in done:
+            print(f"profiling {name} ...", file=sys.stderr)
+            done[key] = profile_layers(ppbench, profiled, 2)
+        data["profiles"][name] = done[key]
     for name, flags in SMALL.items():
         print(f"profiling {name} ...", file=sys.stderr)
         data["profiles"][name] = profile_layers(ppbench, flags, 4)
@@ -298,6 +304,7 @@ def plot(table: dict, out: Path) -> None:
     ax.plot(pred["devices"], pred["ideal"], "k--", label="ideal (linear from D = 1, predicted)")
     ax.plot(pred["devices"], pred["throughput"], "o-", label="ppbench simulate (measured costs)")
     ax.plot(meas["devices"], meas["throughput"], "s-", label="measured on the CPU")
+    ax.plot(meas["devices"], meas["ideal"], "k:", label="ideal (linear from D = 1, measured)")
     ax.set_xlabel("pipeline devices D")
     ax.set_ylabel("samples / s")
     ax.set_xticks(pred["devices"])
@@ -323,8 +330,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="take the measurements from this earlier output instead of timing")
     args = parser.parse_args(argv)
     try:
-        data = (json.loads(args.reuse.read_text(encoding="utf-8"))["data"] if args.reuse
-                else measure(args.ppbench))
+        if args.reuse:
+            data = json.loads(args.reuse.read_text(encoding="utf-8"))["data"]
+        else:
+            data = measure(args.ppbench)
+            # Kept before the simulation, so a failure there can be redone with --reuse.
+            atomic_write(args.out, json.dumps({"data": data}, indent=1) + "\n")
         table = build(args.ppbench, data)
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         print(f"gpipe_tables: {e}", file=sys.stderr)
