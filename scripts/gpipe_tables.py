@@ -10,8 +10,8 @@ by the model's K = 2 (M = 1) cell. This script sets beside them:
              measured on this machine's CPU at micro-batch 1 (the full shapes are too slow to
              time at the paper's batch sizes here). Each distinct layer is timed once: a profile
              run at D = 1 of a shorter model of the same shape (one transformer layer; AmoebaNet
-             with four normal cells per group, which holds every distinct cell: the first two after a reduction, a middle one and the last before the head), one layer per
-             stage (`run --schedule looped-bfs -d 1 -v L --partition 1,...,1 --profile-out`);
+             with four normal cells per group, which holds every distinct cell: the first two
+             after a reduction, a middle one and the last before the head), one layer per stage (`run --schedule looped-bfs -d 1 -v L --partition 1,...,1 --profile-out`);
              the full model's layers take the time of the profiled layer with the same shape
              (kind, FLOPs, parameters, activation and boundary bytes). Stages: the balanced
              partition of F + B (gpipe_tables_data.balanced_partition), handed to simulate as a
@@ -276,8 +276,8 @@ def discussion(table2: list[dict], small: list[dict]) -> str:
     for t in table2:
         p, q = trends(t["rows"], "paper"), trends(t["rows"], "predicted")
         parts.append(
-            f"{t['model']}: throughput rises with K at M = 32 in the paper {yes[p['rises_with_K_at_M32']]}, "
-            f"predicted {yes[q['rises_with_K_at_M32']]}; with M at K = 8 paper "
+            f"{t['model']}: throughput rises with K at M = 32 in the paper "
+            f"{yes[p['rises_with_K_at_M32']]}, predicted {yes[q['rises_with_K_at_M32']]}; with M at K = 8 paper "
             f"{yes[p['rises_with_M_at_K8']]}, predicted {yes[q['rises_with_M_at_K8']]}; K = 8 over "
             f"K = 2 at M = 32: paper {p['K8_over_K2_at_M32']:.2f}x, predicted "
             f"{q['K8_over_K2_at_M32']:.2f}x.")
