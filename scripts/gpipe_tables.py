@@ -11,7 +11,8 @@ by the model's K = 2 (M = 1) cell. This script sets beside them:
              time at the paper's batch sizes here). Each distinct layer is timed once: a profile
              run at D = 1 of a shorter model of the same shape (one transformer layer; AmoebaNet
              with four normal cells per group, which holds every distinct cell: the first two
-             after a reduction, a middle one and the last before the head), one layer per stage (`run --schedule looped-bfs -d 1 -v L --partition 1,...,1 --profile-out`);
+             after a reduction, a middle one and the last before the head), one layer per stage
+             (`run --schedule looped-bfs -d 1 -v L --partition 1,...,1 --profile-out`);
              the full model's layers take the time of the profiled layer with the same shape
              (kind, FLOPs, parameters, activation and boundary bytes). Stages: the balanced
              partition of F + B (gpipe_tables_data.balanced_partition), handed to simulate as a
