@@ -278,7 +278,8 @@ def discussion(table2: list[dict], small: list[dict]) -> str:
         p, q = trends(t["rows"], "paper"), trends(t["rows"], "predicted")
         parts.append(
             f"{t['model']}: throughput rises with K at M = 32 in the paper "
-            f"{yes[p['rises_with_K_at_M32']]}, predicted {yes[q['rises_with_K_at_M32']]}; with M at K = 8 paper "
+            f"{yes[p['rises_with_K_at_M32']]}, predicted {yes[q['rises_with_K_at_M32']]}; "
+            "with M at K = 8 paper "
             f"{yes[p['rises_with_M_at_K8']]}, predicted {yes[q['rises_with_M_at_K8']]}; K = 8 over "
             f"K = 2 at M = 32: paper {p['K8_over_K2_at_M32']:.2f}x, predicted "
             f"{q['K8_over_K2_at_M32']:.2f}x.")
