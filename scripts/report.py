@@ -21,7 +21,11 @@ Sections:
   5. with --reference / --reference-measured: the latest records against the reference: which
      machine and commit made each, whether the simulated points agree, and the throughput ratio;
   6. with --zb-table5 FILE (results/reference/zb_table5.json, written by scripts/zb_table5.py):
-     the Zero Bubble paper's Table 5 bubble rates, ppbench's simulated rate beside each.
+     the Zero Bubble paper's Table 5 bubble rates, ppbench's simulated rate beside each;
+  7. with --dp-scaling FILE (results/reference/dp_scaling.json, from scripts/dp_scaling.py);
+  8. with --gpipe-tables FILE (results/reference/gpipe_tables.json, from
+     scripts/gpipe_tables.py): GPipe's Tables 2 and 3, the paper's figures beside ppbench's
+     prediction from per-layer costs measured on a CPU and real CPU runs of smaller shapes.
 
 No formula is written or evaluated here: formulas and their values come from the records'
 "closed_form" fields (ppbench's registry, the one home of the closed forms); schedule order
@@ -610,6 +614,78 @@ def dp_scaling_section(table: dict | None, source: str) -> list[str]:
             table["markdown"].rstrip(), "", table["summary"], ""]
 
 
+def gpipe_cell(x: Any) -> str:
+    return DASH if x is None else f"{x:.2f}"
+
+
+def gpipe_machine(p: dict) -> str:
+    return (f"{p.get('host', '?')} ({p.get('cpu', '?')}, {p.get('cpu_cores', '?')} cores), "
+            f"commit {str(p.get('git_commit', '?'))[:12]}")
+
+
+def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
+    """GPipe's Tables 2 and 3, as scripts/gpipe_tables.py recorded them."""
+    if not table:
+        return []
+    data = table["data"]
+    loads = [p["load_average_before"][0] for p in data["profiles"].values()] + \
+        [r["load_average_before"][0] for rs in data["runs"].values() for r in rs] + \
+        [r["load_average_before"][0] for r in data["scaling_runs"]]
+    out = ["## 8. GPipe's Tables 2 and 3", "",
+           f"From `{source}` (`scripts/gpipe_tables.py`): {table['source']}. Normalised "
+           f"throughput: {table['definition']}. *paper*: the paper's figure (Table 2: TPU v3; "
+           "Table 3: P100). *predicted*: `ppbench simulate --schedule gpipe` of the full shape, "
+           "each layer's F and B measured once on the CPU below at micro-batch 1 (the full "
+           "shapes are too slow to time at the paper's batch sizes there), stages the balanced "
+           "partition of F + B, no hand-over time. *measured*: real `ppbench run --schedule "
+           "gpipe -d 2` of a smaller shape of the same model on that CPU.", "",
+           f"Layer costs and runs measured on {gpipe_machine(table['machine'])}; 1-minute load "
+           f"average {min(loads):.1f} to {max(loads):.1f} at the start of the measurements "
+           "(the machine was shared).", ""]
+    for t in table["table2"]:
+        out += [f"**Table 2, {t['model']}** (`{t['flags']}`), paper / predicted:", "",
+                "| M | " + " | ".join(f"K={k}" for k in t["rows"][0]["cells"]) + " |",
+                "|" + "---|" * (1 + len(t["rows"][0]["cells"]))]
+        for r in t["rows"]:
+            out.append(f"| {r['M']} | " + " | ".join(
+                f"{gpipe_cell(c['paper'])} / {gpipe_cell(c['predicted'])}"
+                for c in r["cells"].values()) + " |")
+        out.append("")
+    out += ["**Table 3** (M = 32), paper / predicted:", "",
+            "| model | " + " | ".join(f"K={k}" for k in table["table3"][0]["cells"]) + " |",
+            "|" + "---|" * (1 + len(table["table3"][0]["cells"]))]
+    for t in table["table3"]:
+        out.append(f"| {t['model']} | " + " | ".join(
+            f"{gpipe_cell(c['paper'])} / {gpipe_cell(c['predicted'])}"
+            for c in t["cells"].values()) + " |")
+    out += ["", "**Real CPU runs at K = 2** (smaller shapes of the same models; micro-batch 1; "
+            "normalised to their own M = 1 run). *CUDA*: `results/latest/cuda*.jsonl` GPipe rows "
+            "of the same shape where a GPU sweep left them (— where none).", "",
+            "| model (smaller shape) | of | M | paper (K=2) | predicted | measured | CUDA |",
+            "|---|---|---|---|---|---|---|"]
+    for s in table["small"]:
+        paper = {r["M"]: r["cells"]["2"]["paper"] for t in table["table2"]
+                 if t["model"] == s["of"] for r in t["rows"]}
+        for r in s["rows"]:
+            out.append(f"| {s['model']} | {s['of']} | {r['M']} | {gpipe_cell(paper.get(r['M']))} "
+                       f"| {gpipe_cell(r['predicted'])} | {gpipe_cell(r['measured'])} | "
+                       f"{gpipe_cell(r['cuda'])} |")
+    sc = table["scaling"]
+    m, p = sc["measured"], sc["predicted"]
+    out += ["", f"**1F1B throughput against pipeline devices** ({sc['model']}, N = "
+            f"{sc['microbatches']} micro-batches of {sc['microbatch_size']}, fixed global batch; "
+            "`plots/reference/gpipe_1f1b_scaling.png`), samples/s:", "",
+            "| D | measured | ideal (D x measured D=1) | predicted | ideal (D x predicted D=1) |",
+            "|---|---|---|---|---|"]
+    mt = dict(zip(m["devices"], zip(m["throughput"], m["ideal"])))
+    for d, tp, ideal in zip(p["devices"], p["throughput"], p["ideal"]):
+        mm = mt.get(d)
+        out.append(f"| {d} | {gpipe_cell(mm[0]) if mm else DASH} | "
+                   f"{gpipe_cell(mm[1]) if mm else DASH} | {tp:.2f} | {ideal:.2f} |")
+    out += ["", table.get("discussion", ""), ""]
+    return out
+
+
 # --- output --------------------------------------------------------------------------------
 
 def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT_COST,
@@ -619,7 +695,8 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
                  reference_measured: list[dict] | None = None,
                  reference_measured_source: str = "", zb_table5: dict | None = None,
                  zb_table5_source: str = "", dp_scaling: dict | None = None,
-                 dp_scaling_source: str = "") -> str:
+                 dp_scaling_source: str = "", gpipe_tables: dict | None = None,
+                 gpipe_tables_source: str = "") -> str:
     costs_present = {cost_of(r) for r in rows}
     if cost not in costs_present and costs_present:
         cost = max(costs_present, key=lambda c: sum(cost_of(r) == c for r in rows))
@@ -635,6 +712,7 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
                                measured_source, reference_measured, reference_measured_source)
     lines += zb_table5_section(zb_table5, zb_table5_source)
     lines += dp_scaling_section(dp_scaling, dp_scaling_source)
+    lines += gpipe_tables_section(gpipe_tables, gpipe_tables_source)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -668,6 +746,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dp-scaling", type=Path,
                         help="the data x pipeline predictions (results/reference/dp_scaling.json, "
                              "from scripts/dp_scaling.py): adds section 7")
+    parser.add_argument("--gpipe-tables", type=Path,
+                        help="GPipe's Tables 2 and 3 reproduced (results/reference/"
+                             "gpipe_tables.json, from scripts/gpipe_tables.py): adds section 8")
     parser.add_argument("--cost", default=DEFAULT_COST,
                         help="cost setting of sections 2 and 3 (default: %(default)s)")
     return parser.parse_args(argv)
@@ -688,6 +769,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.zb_table5 else None
         dp_scaling = json.loads(args.dp_scaling.read_text(encoding="utf-8")) \
             if args.dp_scaling else None
+        gpipe_tables = json.loads(args.gpipe_tables.read_text(encoding="utf-8")) \
+            if args.gpipe_tables else None
     except (OSError, ValueError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 1
@@ -704,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, str(args.results), args.pp, args.cost, ns, measured, str(args.measured or ""),
         registry, reference, str(args.reference or ""), reference_measured,
         str(args.reference_measured or ""), zb_table5, str(args.zb_table5 or ""), dp_scaling,
-        str(args.dp_scaling or "")))
+        str(args.dp_scaling or ""), gpipe_tables, str(args.gpipe_tables or "")))
     print(f"wrote {args.out}")
     return 0
 

@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""GPipe's Tables 2 and 3 and the 1F1B throughput-scaling figure, reproduced side by side.
+
+Huang et al., GPipe (NeurIPS 2019), Table 2: normalised training throughput of AmoebaNet-D(18, 256)
+and Transformer-48 on TPU v3 for K = 2, 4, 8 partitions x M = 1, 4, 32 micro-batches; Table 3: the
+same on P100 GPUs, M = 32, for AmoebaNet-D(18, 128) and Transformer-24. Each cell is normalised
+by the model's K = 2 (M = 1) cell. This script sets beside them:
+
+  predicted  `ppbench simulate --schedule gpipe` on the full shapes with per-layer F and B
+             measured on this machine's CPU at micro-batch 1 (the full shapes are too slow to
+             time at the paper's batch sizes here). Each distinct layer is timed once: a profile
+             run at D = 1 of a shorter model of the same shape (one transformer layer; AmoebaNet
+             with four normal cells per group, which holds every distinct cell: the first two
+             after a reduction, a middle one and the last before the head), one layer per stage
+             (`run --schedule looped-bfs -d 1 -v L --partition 1,...,1 --profile-out`);
+             the full model's layers take the time of the profiled layer with the same shape
+             (kind, FLOPs, parameters, activation and boundary bytes). Stages: the balanced
+             partition of F + B (gpipe_tables_data.balanced_partition), handed to simulate as a
+             measured device profile with no hand-over time (ranks share memory).
+  measured   real `ppbench run --schedule gpipe -d 2` on this CPU (K = 2 <= its cores) for
+             smaller shapes of the same models, normalised the same way, beside the simulator's
+             prediction for those shapes from their own per-layer profile.
+  cuda       rows of results/latest/cuda*.jsonl (gpipe, the same small shapes) where they exist;
+             none are invented.
+
+The scaling figure: 1F1B on the small transformer at a fixed global batch (N micro-batches of
+size 1), measured at D = 1, 2 (each rank a thread on its own core), the ideal (D x the D = 1
+throughput) and the simulator's prediction from the profiled per-layer costs for D = 1..8.
+
+Writes results/reference/gpipe_tables.json and plots/reference/gpipe_1f1b_scaling.png. Not run in
+CI (it measures); `--reuse FILE` takes the layer profiles and runs from an earlier json and only
+redoes the simulation and the outputs.
+
+  scripts/gpipe_tables.py --ppbench build/ppbench
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from gpipe_tables_data import KS, MS, PAPER, TABLE2, TABLE3, TPU_VS_CPU, balanced_partition, \
+    expand_layers, normalise, scaling_series, stage_sums, table2_rows, table3_row, trends
+from results_io import atomic_write
+
+IMAGE = ["--image-size", "224", "--classes", "1000"]
+# Full shapes (GPipe section 3 / REFERENCE.md) and the shorter models whose layers are timed.
+FULL = {
+    "AmoebaNet-D (18, 256)": (["--workload", "amoebanet", "--layers", "18", "--filters", "256",
+                               *IMAGE], ["--layers", "12"]),
+    "Transformer-48": (["--workload", "transformer", "--preset", "gpipe-transformer"],
+                       ["--layers", "1"]),
+    "AmoebaNet-D (18, 128)": (["--workload", "amoebanet", "--layers", "18", "--filters", "128",
+                               *IMAGE], ["--layers", "12"]),
+    "Transformer-24": (["--workload", "transformer", "--preset", "gpipe-transformer",
+                        "--layers", "24"], ["--layers", "1"]),
+}
+# Smaller shapes of the same models for real runs on the CPU (K = 2).
+SMALL = {
+    "AmoebaNet-D (6, 32), 64x64": ["--workload", "amoebanet", "--layers", "6", "--filters", "32",
+                                   "--image-size", "64", "--classes", "10"],
+    "Transformer-8 (h 256, seq 128)": ["--workload", "transformer", "--preset",
+                                       "gpipe-transformer", "--layers", "8", "--hidden", "256",
+                                       "--ffn", "1024", "--heads", "4", "--kv-heads", "4",
+                                       "--vocab", "1000", "--seq", "128"],
+}
+SMALL_OF = {"AmoebaNet-D (18, 256)": "AmoebaNet-D (6, 32), 64x64",
+            "Transformer-48": "Transformer-8 (h 256, seq 128)"}
+SCALING_MODEL = "Transformer-8 (h 256, seq 128)"
+SCALING_N = 8
+SCALING_MEASURED_D = (1, 2)
+SCALING_PREDICTED_D = (1, 2, 4, 8)
+RUN_STEPS, RUN_WARMUP = 2, 1
+
+
+def ppbench_json(ppbench: str, args: list[str]) -> dict:
+    done = subprocess.run([ppbench, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"ppbench {' '.join(args)}: exit {done.returncode}: "
+                           f"{done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def with_flag(flags: list[str], name: str, value: str) -> list[str]:
+    """`flags` with `name` set to `value` (replaced where present)."""
+    out = list(flags)
+    if name in out:
+        out[out.index(name) + 1] = value
+    else:
+        out += [name, value]
+    return out
+
+
+def signature(layer: dict) -> str:
+    """What makes two layers take the same time: all of the spec but the name."""
+    return json.dumps({k: layer[k] for k in ("kind", "params", "flops", "activation_bytes",
+                                             "boundary")}, sort_keys=True)
+
+
+def model_spec(ppbench: str, flags: list[str]) -> dict:
+    # f32: the CPU executor's dtype (model's own default is bf16).
+    return ppbench_json(ppbench, ["model", *flags, "-b", "1", "--dtype", "f32", "--format",
+                                  "json"])
+
+
+def load_average() -> list[float]:
+    return list(os.getloadavg())
+
+
+def profile_layers(ppbench: str, flags: list[str], microbatches: int) -> dict:
+    """Times every layer of the model `flags` names once per micro-batch (D = 1, one layer per
+    stage, one step, the median over `microbatches`); keyed by layer signature."""
+    spec = model_spec(ppbench, flags)
+    n = len(spec["layers"])
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "profile.json"
+        args = ["run", *flags, "-b", "1", "--schedule", "looped-bfs", "-d", "1", "-v", str(n),
+                "--partition", ",".join(["1"] * n), "-n", str(microbatches), "--steps", "1",
+                "--warmup", "0", "--profile-out", str(out), "--format", "json"]
+        before = load_average()
+        record = ppbench_json(ppbench, args)
+        profile = json.loads(out.read_text(encoding="utf-8"))
+    layers = {}
+    for layer, stage in zip(spec["layers"], profile["stages"]):
+        layers[signature(layer)] = {"name": layer["name"], "F": stage["F"], "B": stage["B"]}
+    return {"command": "ppbench " + " ".join(args), "layers": layers,
+            "load_average_before": before, "load_average_after": load_average(),
+            "provenance": record.get("provenance", {})}
+
+
+def measured_profile(spec: dict, counts: list[int], stages: list[dict]) -> dict:
+    """A device profile of kind "measured" for `spec` partitioned as `counts` (no hand-over)."""
+    return {"format": "ppbench-device-profile", "version": 1, "kind": "measured",
+            "name": "per-layer CPU times summed per stage (scripts/gpipe_tables.py)",
+            "time_unit": "s", "granularity": "stage", "workload": spec["workload"],
+            "workload_config": spec["config"], "microbatch_size": spec["microbatch_size"],
+            "dtype": spec["dtype"], "layer_counts": counts,
+            "stages": [{"F": s["F"], "I": s["B"] / 2, "W": s["B"] / 2, "B": s["B"],
+                        "FB": s["F"] + s["B"], "comm": 0.0} for s in stages]}
+
+
+def predict(ppbench: str, flags: list[str], layers: list[dict], spec: dict, schedule: str,
+            devices: int, microbatches: int) -> dict:
+    """`simulate` of `schedule` on the balanced partition of `layers`; samples per second."""
+    counts = balanced_partition([x["F"] + x["B"] for x in layers], devices)
+    profile = measured_profile(spec, counts, stage_sums(layers, counts))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "profile.json"
+        path.write_text(json.dumps(profile), encoding="utf-8")
+        j = ppbench_json(ppbench, ["simulate", "--schedule", schedule, "-d", str(devices), "-n",
+                                   str(microbatches), *flags, "-b", "1", "--device-profile",
+                                   str(path), "--format", "json"])
+    return {"K": devices, "M": microbatches, "layer_counts": counts, "makespan": j["makespan"],
+            "bubble_fraction": j["bubble_fraction"],
+            "samples_per_s": microbatches / j["makespan"]}
+
+
+def full_layers(ppbench: str, flags: list[str], profile: dict) -> tuple[dict, list[dict]]:
+    spec = model_spec(ppbench, flags)
+    return spec, expand_layers([signature(x) for x in spec["layers"]], profile["layers"])
+
+
+def measure_run(ppbench: str, flags: list[str], schedule: str, devices: int,
+                microbatches: int) -> dict:
+    args = ["run", *flags, "-b", "1", "--schedule", schedule, "-d", str(devices), "-n",
+            str(microbatches), "--steps", str(RUN_STEPS), "--warmup", str(RUN_WARMUP),
+            "--format", "json"]
+    before = load_average()
+    r = ppbench_json(ppbench, args)
+    return {"K": devices, "M": microbatches, "command": "ppbench " + " ".join(args),
+            "samples_per_s": r["throughput"]["samples_per_s"], "step_time_s": r["step_time_s"],
+            "load_average_before": before, "load_average_after": load_average(),
+            "provenance": r.get("provenance", {})}
+
+
+def cuda_rows(pattern: str = "results/latest/cuda*.jsonl") -> list[dict]:
+    """GPipe rows of CUDA runs, if a CUDA sweep left any (none are made up here)."""
+    rows = []
+    for path in sorted(glob.glob(pattern)):
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if r.get("status", "ok") == "ok" and r.get("schedule") == "gpipe":
+                    rows.append(r)
+    return rows
+
+
+def cuda_cells(rows: list[dict], workload: str) -> dict | None:
+    """(K, M) -> samples per second of the CUDA rows for `workload` (last row wins)."""
+    cells = {(r["devices"], r["microbatches"]): r["throughput"]["samples_per_s"]
+             for r in rows if r.get("workload") == workload and "throughput" in r}
+    return cells or None
+
+
+def measure(ppbench: str) -> dict:
+    """Everything timed on this machine: layer profiles of every model and the real runs."""
+    data: dict = {"profiles": {}, "runs": {}, "scaling_runs": []}
+    done: dict[str, dict] = {}  # Transformer-48 and -24 share their one profiled layer
+    for name, (flags, short) in FULL.items():
+        profiled = flags
+        for i in range(0, len(short), 2):
+            profiled = with_flag(profiled, short[i], short[i + 1])
+        key = " ".join(profiled)
+        if key not in done:
+            print(f"profiling {name} ...", file=sys.stderr)
+            done[key] = profile_layers(ppbench, profiled, 2)
+        data["profiles"][name] = done[key]
+    for name, flags in SMALL.items():
+        print(f"profiling {name} ...", file=sys.stderr)
+        data["profiles"][name] = profile_layers(ppbench, flags, 4)
+        data["runs"][name] = [measure_run(ppbench, flags, "gpipe", 2, m) for m in MS]
+    for d in SCALING_MEASURED_D:
+        data["scaling_runs"].append(measure_run(ppbench, SMALL[SCALING_MODEL], "1f1b", d,
+                                                SCALING_N))
+    return data
+
+
+def build(ppbench: str, data: dict) -> dict:
+    """Tables and series from the measured data (simulation is deterministic)."""
+    table2, table3, small = [], [], []
+    for name in TABLE2:
+        flags = FULL[name][0]
+        spec, layers = full_layers(ppbench, flags, data["profiles"][name])
+        sims = [predict(ppbench, flags, layers, spec, "gpipe", k, m) for k in KS for m in MS]
+        pred = {(s["K"], s["M"]): s["samples_per_s"] for s in sims}
+        sname = SMALL_OF[name]
+        sflags = SMALL[sname]
+        sspec, slayers = full_layers(ppbench, sflags, data["profiles"][sname])
+        ssims = [predict(ppbench, sflags, slayers, sspec, "gpipe", 2, m) for m in MS]
+        meas = {(r["K"], r["M"]): r["samples_per_s"] for r in data["runs"][sname]}
+        spred = normalise({(s["K"], s["M"]): s["samples_per_s"] for s in ssims}, (2, 1))
+        snorm = normalise(meas, (2, 1))
+        cuda = cuda_cells(cuda_rows(), sspec["workload"])
+        table2.append({"model": name, "flags": " ".join(flags), "simulations": sims,
+                       "rows": table2_rows(name, pred)})
+        small.append({"model": sname, "of": name, "flags": " ".join(sflags),
+                      "simulations": ssims, "runs": data["runs"][sname],
+                      "rows": [{"M": m, "predicted": spred[(2, m)], "measured": snorm[(2, m)],
+                                "cuda": normalise(cuda, (2, 1)).get((2, m))
+                                if cuda and (2, 1) in cuda else None} for m in MS]})
+    for name in TABLE3:
+        flags = FULL[name][0]
+        spec, layers = full_layers(ppbench, flags, data["profiles"][name])
+        sims = [predict(ppbench, flags, layers, spec, "gpipe", k, 32) for k in KS]
+        row = table3_row(name, {s["K"]: s["samples_per_s"] for s in sims})
+        table3.append({**row, "flags": " ".join(flags), "simulations": sims})
+    sflags = SMALL[SCALING_MODEL]
+    sspec, slayers = full_layers(ppbench, sflags, data["profiles"][SCALING_MODEL])
+    spred = {d: predict(ppbench, sflags, slayers, sspec, "1f1b", d, SCALING_N)["samples_per_s"]
+             for d in SCALING_PREDICTED_D}
+    smeas = {r["K"]: r["samples_per_s"] for r in data["scaling_runs"]}
+    runs = [r for rs in data["runs"].values() for r in rs] + data["scaling_runs"]
+    return {
+        "discussion": discussion(table2, small),
+        "source": PAPER,
+        "definition": "throughput in samples per second at micro-batch size 1, divided by the "
+                      "model's K = 2 (M = 1) cell, as the paper normalises",
+        "data": data,
+        "machine": runs[0]["provenance"] if runs else {},
+        "table2": table2, "table3": table3, "small": small,
+        "scaling": {"model": SCALING_MODEL, "flags": " ".join(sflags), "schedule": "1f1b",
+                    "microbatches": SCALING_N, "microbatch_size": 1,
+                    "measured": scaling_series(SCALING_MEASURED_D, smeas),
+                    "predicted": scaling_series(SCALING_PREDICTED_D, spred)},
+    }
+
+
+def discussion(table2: list[dict], small: list[dict]) -> str:
+    """Whether the paper's trends hold in the prediction and the CPU runs, in words."""
+    yes = {True: "yes", False: "no"}
+    parts = []
+    for t in table2:
+        p, q = trends(t["rows"], "paper"), trends(t["rows"], "predicted")
+        parts.append(
+            f"{t['model']}: throughput rises with K at M = 32 in the paper "
+            f"{yes[p['rises_with_K_at_M32']]}, predicted {yes[q['rises_with_K_at_M32']]}; "
+            "with M at K = 8 paper "
+            f"{yes[p['rises_with_M_at_K8']]}, predicted {yes[q['rises_with_M_at_K8']]}; K = 8 over "
+            f"K = 2 at M = 32: paper {p['K8_over_K2_at_M32']:.2f}x, predicted "
+            f"{q['K8_over_K2_at_M32']:.2f}x.")
+    for s in small:
+        m = [r["measured"] for r in s["rows"]]
+        parts.append(f"{s['model']} at K = 2 on the CPU: M = 1, 4, 32 give "
+                     + ", ".join(f"{x:.2f}" for x in m) + " measured against "
+                     + ", ".join(f"{r['predicted']:.2f}" for r in s["rows"]) + " predicted.")
+    parts.append("With M = 1 a GPipe step runs the stages one after another whatever K, so the "
+                 "prediction is the same for every K; the paper's M = 1 row still rises with K, "
+                 "which the schedule alone does not explain (the paper adjusted the batch size to "
+                 "fit memory where necessary).")
+    parts.append(TPU_VS_CPU)
+    return " ".join(parts)
+
+
+def plot(table: dict, out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    s = table["scaling"]
+    meas, pred = s["measured"], s["predicted"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(pred["devices"], pred["ideal"], "k--", label="ideal (linear from D = 1, predicted)")
+    ax.plot(pred["devices"], pred["throughput"], "o-", label="ppbench simulate (measured costs)")
+    ax.plot(meas["devices"], meas["throughput"], "s-", label="measured on the CPU")
+    ax.plot(meas["devices"], meas["ideal"], "k:", label="ideal (linear from D = 1, measured)")
+    ax.set_xlabel("pipeline devices D")
+    ax.set_ylabel("samples / s")
+    ax.set_xticks(pred["devices"])
+    ax.set_title(f"1F1B, {s['model']}, N = {s['microbatches']} micro-batches of 1")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path("results/reference/gpipe_tables.json"),
+                        help="(default: %(default)s)")
+    parser.add_argument("--plot", type=Path,
+                        default=Path("plots/reference/gpipe_1f1b_scaling.png"),
+                        help="(default: %(default)s)")
+    parser.add_argument("--reuse", type=Path,
+                        help="take the measurements from this earlier output instead of timing")
+    args = parser.parse_args(argv)
+    try:
+        if args.reuse:
+            data = json.loads(args.reuse.read_text(encoding="utf-8"))["data"]
+        else:
+            data = measure(args.ppbench)
+            # Kept before the simulation, so a failure there can be redone with --reuse.
+            atomic_write(args.out, json.dumps({"data": data}, indent=1) + "\n")
+        table = build(args.ppbench, data)
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        print(f"gpipe_tables: {e}", file=sys.stderr)
+        return 1
+    atomic_write(args.out, json.dumps(table, indent=1) + "\n")
+    plot(table, args.plot)
+    print(f"wrote {args.out} and {args.plot}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""scripts/gpipe_tables_data.py (GPipe Tables 2 and 3: partition, normalisation, table rows) and
+section 8 of scripts/report.py, on fake data: nothing here runs ppbench or measures."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpipe_tables_data as g
+import report
+from test_report import rows
+
+
+def test_balanced_partition_minimises_the_largest_stage_and_fills_later_stages():
+    assert g.balanced_partition([1, 1, 1, 1], 2) == [2, 2]
+    # Optimum 9 ([1,2,3] [4,5] [6]); later stages take as many layers as it allows.
+    assert g.balanced_partition([1, 2, 3, 4, 5, 6], 3) == [3, 2, 1]
+    # A heavy first layer stands alone.
+    assert g.balanced_partition([5, 1, 1, 1, 1], 2) == [1, 4]
+    # Ties: the later stage takes the extra layer.
+    assert g.balanced_partition([1] * 5, 2) == [2, 3]
+    assert g.balanced_partition([3, 1], 2) == [1, 1]
+
+
+def test_balanced_partition_refuses_more_stages_than_layers():
+    with pytest.raises(ValueError, match="3 layers into 4 stages"):
+        g.balanced_partition([1, 1, 1], 4)
+
+
+def test_stage_sums_add_each_stages_layers():
+    layers = [{"F": 1, "B": 2}, {"F": 3, "B": 4}, {"F": 5, "B": 6}]
+    assert g.stage_sums(layers, [2, 1]) == [{"F": 4, "B": 6}, {"F": 5, "B": 6}]
+
+
+def test_expand_layers_maps_by_signature_and_names_a_missing_one():
+    profiled = {"emb": {"F": 1, "B": 2}, "layer": {"F": 3, "B": 6}}
+    full = g.expand_layers(["emb", "layer", "layer", "layer"], profiled)
+    assert [x["F"] for x in full] == [1, 3, 3, 3]
+    full[1]["F"] = 99  # copies, not the profiled entries
+    assert profiled["layer"]["F"] == 3
+    with pytest.raises(KeyError, match="layer 1"):
+        g.expand_layers(["emb", "head"], profiled)
+
+
+def test_normalise_divides_by_the_base_cell():
+    assert g.normalise({(2, 1): 4.0, (4, 1): 6.0}, (2, 1)) == {(2, 1): 1.0, (4, 1): 1.5}
+    with pytest.raises(ValueError):
+        g.normalise({(2, 1): 0.0}, (2, 1))
+
+
+def fake_throughput(scale: float = 1.0) -> dict:
+    # K x M / (M + K - 1): GPipe's step with uniform stages, one device per stage.
+    return {(k, m): scale * k * m / (m + k - 1) for k in g.KS for m in g.MS}
+
+
+def test_table2_rows_sets_paper_beside_normalised_prediction():
+    rows_ = g.table2_rows("Transformer-48", fake_throughput(7.0))
+    assert [r["M"] for r in rows_] == [1, 4, 32]
+    m1, m4, m32 = rows_
+    assert m1["cells"]["2"] == {"paper": 1.0, "predicted": 1.0, "measured": None, "cuda": None}
+    assert m32["cells"]["8"]["paper"] == 6.3
+    # 8*32/39 over 2*1/2, independent of the scale.
+    assert m32["cells"]["8"]["predicted"] == pytest.approx(8 * 32 / 39)
+    assert m4["cells"]["4"]["predicted"] == pytest.approx(16 / 7)
+
+
+def test_table2_rows_normalise_measured_by_its_own_base():
+    measured = {(2, 1): 2.0, (2, 4): 3.0, (2, 32): 3.6}
+    rows_ = g.table2_rows("AmoebaNet-D (18, 256)", fake_throughput(), measured)
+    assert [r["cells"]["2"]["measured"] for r in rows_] == pytest.approx([1.0, 1.5, 1.8])
+    assert rows_[0]["cells"]["4"]["measured"] is None
+
+
+def test_table3_row_normalises_to_k2():
+    row = g.table3_row("Transformer-24", {2: 10.0, 4: 18.0, 8: 30.0})
+    assert row["cells"]["4"] == {"paper": 1.8, "predicted": pytest.approx(1.8)}
+    assert row["cells"]["8"]["predicted"] == pytest.approx(3.0)
+
+
+def test_trends_of_the_paper_and_a_flat_prediction():
+    flat = {(k, m): 1.0 for k in g.KS for m in g.MS}
+    rows_ = g.table2_rows("Transformer-48", flat)
+    paper = g.trends(rows_, "paper")
+    assert paper["rises_with_K_at_M32"] and paper["rises_with_M_at_K8"]
+    assert paper["K8_over_K2_at_M32"] == pytest.approx(6.3 / 1.8)
+    pred = g.trends(rows_, "predicted")
+    assert not pred["rises_with_K_at_M32"] and pred["K8_over_K2_at_M32"] == 1.0
+
+
+def test_scaling_series_ideal_is_linear_from_the_first_point():
+    s = g.scaling_series([2, 1], {1: 10.0, 2: 15.0})
+    assert s == {"devices": [1, 2], "throughput": [10.0, 15.0], "ideal": [10.0, 20.0]}
+
+
+def fake_table() -> dict:
+    prov = {"host": "box", "cpu": "EPYC", "cpu_cores": 2, "git_commit": "abcdef1234567890"}
+    run = {"load_average_before": [2.5, 2, 2], "provenance": prov}
+    return {
+        "source": "GPipe", "definition": "normalised", "machine": prov,
+        "data": {"profiles": {"T": {"load_average_before": [1.5, 1, 1]}},
+                 "runs": {"small": [run]}, "scaling_runs": [run]},
+        "table2": [{"model": "Transformer-48", "flags": "--preset gpipe-transformer",
+                    "rows": g.table2_rows("Transformer-48", fake_throughput())}],
+        "table3": [{**g.table3_row("Transformer-24", {2: 1.0, 4: 2.0, 8: 4.0})}],
+        "small": [{"model": "Transformer-8", "of": "Transformer-48",
+                   "rows": [{"M": m, "predicted": 1.0 + i, "measured": 1.1 + i, "cuda": None}
+                            for i, m in enumerate(g.MS)]}],
+        "scaling": {"model": "Transformer-8", "microbatches": 8, "microbatch_size": 1,
+                    "measured": g.scaling_series([1, 2], {1: 10.0, 2: 18.0}),
+                    "predicted": g.scaling_series([1, 2, 4], {1: 11.0, 2: 20.0, 4: 36.0})},
+        "discussion": "Trend words.",
+    }
+
+
+def test_report_section_8_sets_paper_predicted_and_measured_side_by_side():
+    text = report.build_report(rows(), "results/latest/theory.jsonl", gpipe_tables=fake_table(),
+                               gpipe_tables_source="results/reference/gpipe_tables.json")
+    eight = text.split("## 8. GPipe's Tables 2 and 3", 1)[1]
+    assert "`results/reference/gpipe_tables.json`" in eight
+    assert "box (EPYC, 2 cores), commit abcdef123456" in eight
+    assert "load average 1.5 to 2.5" in eight
+    # Table 2, M = 32 row: paper / predicted per K (64/33, 128/35, 256/39 over the base 1).
+    assert "| 32 | 1.80 / 1.94 | 3.40 / 3.66 | 6.30 / 6.56 |" in eight
+    assert "| Transformer-24 | 1.00 / 1.00 | 1.80 / 2.00 | 3.30 / 4.00 |" in eight
+    assert "| Transformer-8 | Transformer-48 | 4 | 1.70 | 2.00 | 2.10 | — |" in eight
+    assert "| 2 | 18.00 | 20.00 | 20.00 | 22.00 |" in eight
+    assert "| 4 | — | — | 36.00 | 44.00 |" in eight
+    assert "Trend words." in eight
+
+
+def test_report_has_no_section_8_without_the_file():
+    assert "## 8." not in report.build_report(rows(), "results/latest/theory.jsonl")
