@@ -74,7 +74,10 @@ PAPER_TABLE = {
                   "devices": "PP/2"},
 }
 
-DEFAULT_WORKLOAD = "--workload mlp --layers 8 --width 1024 -b 32 --dtype f32"
+# Eight equal 1024-wide blocks and the small classifier head: the balanced partition gives every
+# stage the same blocks at PP = 2 and 4 (the head rides on the last stage), each block's matrix
+# products (67 MFLOP per pass at b = 32) last milliseconds, far above the hand-overs.
+DEFAULT_WORKLOAD = "--workload mlp --layers 9 --width 1024 -b 32 --dtype f32"
 DEFAULT_COMPARISONS = "pp4,d2"
 
 
@@ -182,6 +185,8 @@ def summarize(method: str, schedule: str, devices: int, records: list[dict],
         "oversubscribed": devices > cores,
         "repeats": len(records),
         "costs_s": costs,
+        # 1F1B never splits its backward: its profile's W is B/2 by convention, not a timing.
+        "w_measured": schedule != "1f1b",
         "stage_costs_s": [p["stages"] for p in profiles],
         "bubble": {
             "paper_formula": PAPER_TABLE[method]["bubble"],
@@ -319,7 +324,9 @@ def build(ppbench: str, workload: list[str], n: int, steps: int, warmup: int, re
         "config": {"workload": " ".join(workload), "microbatches": n, "steps": steps,
                    "warmup": warmup, "repeats": repeats, "optimizer": "none",
                    "backend": "cpu (one thread per rank)"},
-        "provenance": {"git_commit": prov.get("git_commit"), "host": prov.get("host"),
+        "provenance": {"git_commit": prov.get("git_commit"),
+                       "source_tree_commit": prov.get("source_tree_commit"),
+                       "host": prov.get("host"),
                        "cpu": prov.get("cpu"), "cpu_cores": prov.get("cpu_cores"),
                        "load_average_before": load_before, "load_average_after": load_after},
         "comparisons": out,
@@ -339,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="N, at least 2D for DualPipe (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=3, help="measured steps (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=1, help="(default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--repeats", type=int, default=5,
                         help="runs per point (default: %(default)s)")
     parser.add_argument("--comparisons", default=DEFAULT_COMPARISONS,
                         help="ppN: equal PP = N stages (the paper's); dN: equal ranks D = N "

@@ -343,17 +343,20 @@ def measured_dualpipe_row(r: dict) -> str:
     units = a["measured_peak_units_per_rank"]
     lo, hi = min(units), max(units)
     act = f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
+    counts = a.get("peak_count_per_rank") or []
+    count = f"; count {max(counts):g}" if counts else ""
     return (f"| {r['method']} | `{r['schedule']}` {where} | {r['pp']} | "
             f"{ms_range(b['measured_idle_per_rank_s'])} (max {b['measured_idle_max_in_F']:.2f} F) | "
             f"`{cell(b['paper_formula'])}` = {ms(b['formula_s'])} ({b['formula_in_F']:.2f} F) | "
             f"{ms_range(b.get('predicted_idle_per_rank_s'))} | "
-            f"{p['relative_to_1f1b']:.2f}× ({p['paper']}) | {act} ({a['paper']} = "
+            f"{p['relative_to_1f1b']:.2f}× ({p['paper']}) | {act}{count} ({a['paper']} = "
             f"{a['paper_value']}) |")
 
 
 def measured_costs_row(r: dict) -> str:
     c = r["costs_s"]
-    return (f"| {r['method']} | {r['pp']} | {ms(c['F'])} | {ms(c['B'])} | {ms(c['W'])} | "
+    w = ms(c["W"]) if r.get("w_measured", True) else f"{DASH} (B not split)"
+    return (f"| {r['method']} | {r['pp']} | {ms(c['F'])} | {ms(c['B'])} | {w} | "
             f"{ms(c['FB'])} | {ms(r['step_time_s'])} | {r['bubble']['bubble_fraction']:.3f} |")
 
 
@@ -368,7 +371,10 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
            f"N = {cfg['microbatches']}, {cfg['steps']} measured steps after {cfg['warmup']} "
            f"warm-up, optimizer {cfg['optimizer']}, {cfg['repeats']} runs per point. Machine: "
            f"host {prov.get('host')}, CPU {prov.get('cpu')} ({prov.get('cpu_cores')} cores), "
-           f"commit {prov.get('git_commit')}; load average {prov.get('load_average_before')} "
+           f"ppbench built from commit {prov.get('git_commit')}"
+           + (f" (source tree at {prov['source_tree_commit']})"
+              if prov.get("source_tree_commit") else "")
+           + f"; load average {prov.get('load_average_before')} "
            f"before and {prov.get('load_average_after')} after (1, 5, 15 min).", "",
            "Columns: *measured idle* is makespan − busy per rank of the last measured step (ms, "
            "median over the runs; min–max over ranks), also in units of the measured F; *paper's "
@@ -379,8 +385,9 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
            "same PP stages (counted by `ppbench memory`, not measured; the paper's value in "
            "parentheses); *Activation* is the measured peak of activation bytes a rank keeps "
            "(`activation_bytes[].measured_peak_bytes`) in units of one stage's micro-batch "
-           "activation, 1/PP of the model's (min–max over ranks; the paper's value in "
-           "parentheses). A point with more ranks than cores is oversubscribed: its threads "
+           "activation, 1/PP of the model's (min–max over ranks), with the most (stage, "
+           "micro-batch) activations alive on a rank (`measured.ranks[].peak_activations`, "
+           "*count*; the paper's value in parentheses). A point with more ranks than cores is oversubscribed: its threads "
            "share cores, so its busy times include waiting for one.", ""]
     for comp in table["comparisons"]:
         rows = comp["rows"]
@@ -390,7 +397,12 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
                 "(paper) | Activation peak, stage units (paper) |",
                 "|---|---|---|---|---|---|---|---|"]
         out += [measured_dualpipe_row(r) for r in rows]
-        out += ["", "| Method | PP | F (ms) | B (ms) | W (ms) | F&B (ms) | step (ms) | "
+        out += ["", "The measured costs (means over the stages of the per-stage medians, median over "
+                "the runs), the step time (`step_time_s`, median) and the measured "
+                "bubble_fraction. The CPU runs the two halves of an F&B pair one after the "
+                "other, so F&B is about F + B here, not less, as the overlap the paper counts on "
+                "would make it.", "",
+                "| Method | PP | F (ms) | B (ms) | W (ms) | F&B (ms) | step (ms) | "
                 "bubble_fraction |", "|---|---|---|---|---|---|---|---|"]
         out += [measured_costs_row(r) for r in rows] + [""]
         gaps = []

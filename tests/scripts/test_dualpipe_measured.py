@@ -87,6 +87,7 @@ def dualpipe_row() -> dict:
 def test_summarize() -> None:
     row = dualpipe_row()
     assert row["pp"] == 4 and row["oversubscribed"] and row["repeats"] == 3
+    assert row["w_measured"]
     b = row["bubble"]
     # rank by rank, the median over the three runs, read from ranks listed out of order
     assert b["measured_idle_per_rank_s"] == [0.4, 0.2]
@@ -117,6 +118,9 @@ def test_report_subsection() -> None:
     assert "D=4 (oversubscribed)" in row
     assert "200–400 (max 0.40 F)" in row  # idle per rank in ms, min–max
     assert "`(PP/2-1)(F&B+B-3W)` = 2500 (2.50 F)" in row
-    assert "2.00× (2x)" in row and "5.00–6.00 (PP+1 = 5)" in row
+    assert "2.00× (2x)" in row and "5.00–6.00; count 3 (PP+1 = 5)" in row
     assert "DualPipe 0.16×" in text  # measured 0.4 s ÷ formula 2.5 s
+    assert "| DualPipe | 4 | 1000 | 1500 | 500 | 2500 | 100 | 0.200 |" in text  # seconds in ms
+    one_f_one_b = {**dualpipe_row(), "method": "1F1B", "w_measured": False}
+    assert "— (B not split)" in report.measured_costs_row(one_f_one_b)
     assert report.measured_dualpipe_section(None, "x.json") == []
