@@ -323,7 +323,7 @@ def build(ppbench: str, workload: list[str], n: int, steps: int, warmup: int, re
         "paper_table": PAPER_TABLE,
         "config": {"workload": " ".join(workload), "microbatches": n, "steps": steps,
                    "warmup": warmup, "repeats": repeats, "optimizer": "none",
-                   "backend": "cpu (one thread per rank)"},
+                   "backend": "cpu"},
         "provenance": {"git_commit": prov.get("git_commit"),
                        "source_tree_commit": prov.get("source_tree_commit"),
                        "host": prov.get("host"),

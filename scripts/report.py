@@ -367,7 +367,8 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
     cfg, prov = table["config"], table["provenance"]
     out = ["### Measured on this machine", "",
            f"From `{source}` (`scripts/dualpipe_measured.py`): the same four methods trained for "
-           f"real with `ppbench run --backend {cfg['backend']}`, `{cfg['workload']}`, "
+           f"real with `ppbench run --backend {cfg['backend']}` (one thread per rank), "
+           f"`{cfg['workload']}`, "
            f"N = {cfg['microbatches']}, {cfg['steps']} measured steps after {cfg['warmup']} "
            f"warm-up, optimizer {cfg['optimizer']}, {cfg['repeats']} runs per point. Machine: "
            f"host {prov.get('host')}, CPU {prov.get('cpu')} ({prov.get('cpu_cores')} cores), "

@@ -104,7 +104,7 @@ def test_summarize() -> None:
 
 
 def test_report_subsection() -> None:
-    table = {"config": {"backend": "cpu (one thread per rank)", "workload": "--workload mlp",
+    table = {"config": {"backend": "cpu", "workload": "--workload mlp",
                         "microbatches": 8, "steps": 3, "warmup": 1, "optimizer": "none",
                         "repeats": 3},
              "provenance": {"host": "h", "cpu": "c", "cpu_cores": 2, "git_commit": "abc",
