@@ -28,8 +28,9 @@ per-rank parameter count, so this column is counted from the partition, not meas
               units of the measured F; the simulator's replay of the same step beside them;
   parameter   the most parameters a rank holds, relative to 1F1B with the same PP stages;
   activation  the record's measured_peak_bytes per rank, in units of one stage's micro-batch
-              activation (the model's per-layer activation bytes summed over the partition
-              stages, divided by PP), beside PP or PP+1.
+              activation (the model's per-layer activation bytes summed per partition stage,
+              the mean over the stages the rank holds), beside PP or PP+1 and the most
+              (stage, micro-batch) activations the trace shows alive on a rank.
 
 Two comparisons by default, sharing the DualPipeV run: the paper's, at equal PP = 4 stages
 (1F1B, ZB1P and DualPipe on 4 ranks, DualPipeV on 2), and one at equal ranks D = 2 (PP = 2, and
@@ -154,12 +155,23 @@ def activation_peaks(record: dict) -> list[int]:
     return [int(a["measured_peak_bytes"]) for a in rows]
 
 
-def stage_activation_bytes(layer_bytes: list[int], layer_counts: list[int]) -> float:
-    """One stage's micro-batch activation: the layers' kept bytes summed per partition stage,
-    averaged over the stages (every stage's share when the layers are equal)."""
+def stage_activation_bytes(layer_bytes: list[int], layer_counts: list[int]) -> list[int]:
+    """Per partition stage, what F keeps for one micro-batch: its layers' bytes summed."""
     if sum(layer_counts) != len(layer_bytes):
         raise ValueError(f"the partition {layer_counts} does not cover {len(layer_bytes)} layers")
-    return sum(layer_bytes) / len(layer_counts)
+    out, first = [], 0
+    for count in layer_counts:
+        out.append(sum(layer_bytes[first:first + count]))
+        first += count
+    return out
+
+
+def rank_units(memory: dict, stage_bytes: list[int]) -> list[float]:
+    """Per rank, one stage's micro-batch activation: the mean over the partition stages it holds
+    (`ppbench memory`'s parts), so that a rank whose stages are larger (the head's) is measured
+    in its own stages."""
+    ranks = sorted(memory["ranks"], key=lambda r: r["rank"])
+    return [sum(stage_bytes[p] for p in r["parts"]) / len(r["parts"]) for r in ranks]
 
 
 def param_counts(memory: dict) -> list[int]:
@@ -169,7 +181,7 @@ def param_counts(memory: dict) -> list[int]:
 
 def summarize(method: str, schedule: str, devices: int, records: list[dict],
               profiles: list[dict], memory: dict, baseline_memory: dict,
-              unit_bytes: float, cores: int) -> dict:
+              units: list[float], cores: int) -> dict:
     """One row of a comparison from its repeated runs, their profiles and the memory model."""
     pp = stages_for(schedule, devices)
     costs = median_costs([mean_costs(p) for p in profiles])
@@ -212,10 +224,10 @@ def summarize(method: str, schedule: str, devices: int, records: list[dict],
         "activations": {
             "paper": PAPER_TABLE[method]["activation"],
             "paper_value": paper_activation(method, pp),
-            "stage_activation_bytes": unit_bytes,
+            "stage_activation_bytes_per_rank": units,
             "measured_peak_bytes_per_rank": peaks,
-            "measured_peak_units_per_rank": [p / unit_bytes for p in peaks],
-            "measured_peak_units_max": max(peaks) / unit_bytes,
+            "measured_peak_units_per_rank": [p / u for p, u in zip(peaks, units)],
+            "measured_peak_units_max": max(p / u for p, u in zip(peaks, units)),
             "peak_count_per_rank": per_rank_median(
                 [rank_values(r, "measured", "peak_activations") for r in records]),
         },
@@ -311,10 +323,10 @@ def build(ppbench: str, workload: list[str], n: int, steps: int, warmup: int, re
             pp = stages_for(schedule, devices)
             memory = memory_json(ppbench, workload, schedule, devices, n)
             baseline = memory_json(ppbench, workload, "1f1b", pp, max(n, pp))
-            # The partition has PP stages per chain, so this is 1/PP of the model's bytes.
-            unit = stage_activation_bytes(layers, memory["partition"]["layer_counts"])
+            units = rank_units(memory, stage_activation_bytes(
+                layers, memory["partition"]["layer_counts"]))
             rows.append(summarize(method, schedule, devices, records, profiles, memory,
-                                  baseline, unit, cores))
+                                  baseline, units, cores))
         out.append({"title": title, "rows": rows})
     first = next(iter(runs.values()))[0][0]
     prov = first.get("provenance") or {}

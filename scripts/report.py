@@ -385,8 +385,9 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
            "costs; *Parameter* is the most parameters a rank holds relative to 1F1B with the "
            "same PP stages (counted by `ppbench memory`, not measured; the paper's value in "
            "parentheses); *Activation* is the measured peak of activation bytes a rank keeps "
-           "(`activation_bytes[].measured_peak_bytes`) in units of one stage's micro-batch "
-           "activation, 1/PP of the model's (min–max over ranks), with the most (stage, "
+           "(`activation_bytes[].measured_peak_bytes`, after each action) in units of one "
+           "stage's micro-batch activation (the mean over the stages the rank holds; min–max "
+           "over ranks), with the most (stage, "
            "micro-batch) activations alive on a rank (`measured.ranks[].peak_activations`, "
            "*count*; the paper's value in parentheses). A point with more ranks than cores is oversubscribed: its threads "
            "share cores, so its busy times include waiting for one.", ""]
@@ -409,13 +410,17 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
         gaps = []
         for r in rows:
             b = r["bubble"]
+            # The spread over the runs says how much of a gap the machine's load alone makes.
+            runs = b.get("measured_idle_max_per_run_s") or []
+            spread = f" (runs {ms(min(runs))}–{ms(max(runs))} ms)" if len(runs) > 1 else ""
             if b["formula_s"] > 0:
-                gaps.append(f"{r['method']} {b['measured_idle_max_s'] / b['formula_s']:.2f}×")
+                gaps.append(f"{r['method']} {b['measured_idle_max_s'] / b['formula_s']:.2f}×"
+                            f"{spread}")
             else:
                 gaps.append(f"{r['method']}: the formula gives {ms(b['formula_s'])} ms, "
-                            f"measured {ms(b['measured_idle_max_s'])} ms")
-        out += ["Measured idle (most idle rank) ÷ the paper's formula: " + "; ".join(gaps) + ".",
-                ""]
+                            f"measured {ms(b['measured_idle_max_s'])} ms{spread}")
+        out += ["Measured idle of the most idle rank ÷ the paper's formula (the most idle "
+                "rank's idle in each run, min–max): " + "; ".join(gaps) + ".", ""]
     return out
 
 

@@ -55,9 +55,12 @@ def test_costs_and_activation_unit() -> None:
     assert dm.median_costs([{"F": 1.0}, {"F": 5.0}, {"F": 2.0}]) == {"F": 2.0}
     with pytest.raises(ValueError, match="no stages"):
         dm.mean_costs({"stages": []})
-    assert dm.stage_activation_bytes([10, 10, 20, 20], [2, 2]) == 30
+    assert dm.stage_activation_bytes([10, 10, 20, 20, 5], [2, 3]) == [20, 45]
     with pytest.raises(ValueError, match="does not cover"):
         dm.stage_activation_bytes([10, 10, 20], [2, 2])
+    # DualPipe on 2 ranks: rank 0 holds parts 0 and 1 (chain 1's second stage), rank 1 the same
+    memory = {"ranks": [{"rank": 1, "parts": [1, 0]}, {"rank": 0, "parts": [0, 0]}]}
+    assert dm.rank_units(memory, [20, 45]) == [20.0, 32.5]
 
 
 def fake_record(idle: list[float], peaks: list[int], step: float = 0.1) -> dict:
@@ -81,7 +84,7 @@ def dualpipe_row() -> dict:
                fake_record([0.4, 0.3], [500, 700])]
     profiles = [{"stages": [COSTS, COSTS]}] * 3
     return dm.summarize("DualPipe", "dualpipe", 4, records, profiles, memory([20, 20, 20, 20]),
-                        memory([10, 10, 10, 10]), 100.0, cores=2)
+                        memory([10, 10, 10, 10]), [100.0, 120.0], cores=2)
 
 
 def test_summarize() -> None:
@@ -99,7 +102,7 @@ def test_summarize() -> None:
     assert row["params"]["relative_to_1f1b"] == 2.0
     a = row["activations"]
     assert a["measured_peak_bytes_per_rank"] == [500, 600]
-    assert a["measured_peak_units_per_rank"] == [5.0, 6.0]
+    assert a["measured_peak_units_per_rank"] == [5.0, 5.0]
     assert a["paper_value"] == 5
 
 
@@ -118,8 +121,8 @@ def test_report_subsection() -> None:
     assert "D=4 (oversubscribed)" in row
     assert "200–400 (max 0.40 F)" in row  # idle per rank in ms, min–max
     assert "`(PP/2-1)(F&B+B-3W)` = 2500 (2.50 F)" in row
-    assert "2.00× (2x)" in row and "5.00–6.00; count 3 (PP+1 = 5)" in row
-    assert "DualPipe 0.16×" in text  # measured 0.4 s ÷ formula 2.5 s
+    assert "2.00× (2x)" in row and "5.00; count 3 (PP+1 = 5)" in row
+    assert "DualPipe 0.16× (runs 300–500 ms)" in text  # measured 0.4 s ÷ formula 2.5 s
     assert "| DualPipe | 4 | 1000 | 1500 | 500 | 2500 | 100 | 0.200 |" in text  # seconds in ms
     one_f_one_b = {**dualpipe_row(), "method": "1F1B", "w_measured": False}
     assert "— (B not split)" in report.measured_costs_row(one_f_one_b)
