@@ -54,8 +54,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
-
 from results_io import atomic_write
 
 SOURCE = ("DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437), section 3.2.1, Table 2; "
@@ -256,11 +254,19 @@ def comparison_points(name: str) -> tuple[str, list[tuple[str, str, int]]]:
 
 # --- running ppbench -------------------------------------------------------------------------
 
+class PpbenchFailed(RuntimeError):
+    """ppbench exited non-zero; .code is its exit status (2: it refused the input)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
 def ppbench_json(ppbench: str, args: list[str]) -> dict:
     done = subprocess.run([ppbench, *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"ppbench {' '.join(args)}: exit {done.returncode}: "
-                           f"{done.stderr.strip()}")
+        raise PpbenchFailed(f"ppbench {' '.join(args)}: exit {done.returncode}: "
+                            f"{done.stderr.strip()}", done.returncode)
     return json.loads(done.stdout)
 
 
@@ -299,6 +305,12 @@ def build(ppbench: str, workload: list[str], n: int, steps: int, warmup: int, re
     cores = os.cpu_count() or 1
     plans = [comparison_points(c) for c in comparisons]
     layers = layer_activation_bytes(ppbench, workload)
+    # Every point through `ppbench simulate` first (instant): the registry refuses one it does
+    # not allow (N < 2D for DualPipe) before a minute of measuring is spent on the others.
+    for _, points in plans:
+        for _, schedule, devices in points:
+            ppbench_json(ppbench, ["simulate", "--schedule", schedule, "--devices", str(devices),
+                                   "--microbatches", str(n), "--format", "json"])
     load_before = load_average()
     runs: dict[tuple[str, int], tuple[list[dict], list[dict]]] = {}
     for _, points in plans:
@@ -379,6 +391,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         table = build(args.ppbench, args.workload.split(), args.microbatches, args.steps,
                       args.warmup, args.repeats, comparisons)
+    except PpbenchFailed as e:
+        # ppbench's own refusal of a point (N < 2D for DualPipe, a bad workload flag) is the
+        # user's input: pass its exit status 2 on.
+        print(f"dualpipe_measured: {e}", file=sys.stderr)
+        return 2 if e.code == 2 else 1
     except (OSError, RuntimeError, ValueError, KeyError) as e:
         print(f"dualpipe_measured: {e}", file=sys.stderr)
         return 1

@@ -49,6 +49,17 @@ def test_main_refuses_bad_input(capsys: pytest.CaptureFixture) -> None:
     assert "--repeats 0" in capsys.readouterr().err
 
 
+def test_main_passes_ppbench_refusals_on(tmp_path, capsys: pytest.CaptureFixture) -> None:
+    refusing = tmp_path / "ppbench"
+    refusing.write_text("#!/bin/sh\necho 'dualpipe needs an even --microbatches N >= 2D' >&2\n"
+                        "exit 2\n")
+    refusing.chmod(0o755)
+    out = tmp_path / "out.json"
+    assert dm.main(["--ppbench", str(refusing), "--out", str(out), "-n", "2"]) == 2
+    assert "N >= 2D" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_costs_and_activation_unit() -> None:
     profile = {"stages": [dict(COSTS), {**COSTS, "F": 3.0}]}
     assert dm.mean_costs(profile)["F"] == 2.0
