@@ -197,6 +197,8 @@ def summarize(method: str, schedule: str, devices: int, records: list[dict],
         "costs_s": costs,
         # 1F1B never splits its backward: its profile's W is B/2 by convention, not a timing.
         "w_measured": schedule != "1f1b",
+        # Only the dual schedules run F&B pairs; elsewhere the profile's FB is F + B.
+        "fb_measured": schedule in ("dualpipe", "dualpipev"),
         "stage_costs_s": [p["stages"] for p in profiles],
         "bubble": {
             "paper_formula": PAPER_TABLE[method]["bubble"],

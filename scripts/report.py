@@ -356,8 +356,9 @@ def measured_dualpipe_row(r: dict) -> str:
 def measured_costs_row(r: dict) -> str:
     c = r["costs_s"]
     w = ms(c["W"]) if r.get("w_measured", True) else f"{DASH} (B not split)"
-    return (f"| {r['method']} | {r['pp']} | {ms(c['F'])} | {ms(c['B'])} | {w} | "
-            f"{ms(c['FB'])} | {ms(r['step_time_s'])} | {r['bubble']['bubble_fraction']:.3f} |")
+    fb = ms(c["FB"]) if r.get("fb_measured", True) else f"{DASH} (no pairs)"
+    return (f"| {r['method']} | {r['pp']} | {ms(c['F'])} | {ms(c['B'])} | {w} | {fb} | "
+            f"{ms(r['step_time_s'])} | {r['bubble']['bubble_fraction']:.3f} |")
 
 
 def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:

@@ -101,7 +101,7 @@ def dualpipe_row() -> dict:
 def test_summarize() -> None:
     row = dualpipe_row()
     assert row["pp"] == 4 and row["oversubscribed"] and row["repeats"] == 3
-    assert row["w_measured"]
+    assert row["w_measured"] and row["fb_measured"]
     b = row["bubble"]
     # rank by rank, the median over the three runs, read from ranks listed out of order
     assert b["measured_idle_per_rank_s"] == [0.4, 0.2]
@@ -135,6 +135,7 @@ def test_report_subsection() -> None:
     assert "2.00× (2x)" in row and "5.00; count 3 (PP+1 = 5)" in row
     assert "DualPipe 0.16× (runs 300–500 ms)" in text  # measured 0.4 s ÷ formula 2.5 s
     assert "| DualPipe | 4 | 1000 | 1500 | 500 | 2500 | 100 | 0.200 |" in text  # seconds in ms
-    one_f_one_b = {**dualpipe_row(), "method": "1F1B", "w_measured": False}
-    assert "— (B not split)" in report.measured_costs_row(one_f_one_b)
+    one_f_one_b = {**dualpipe_row(), "method": "1F1B", "w_measured": False,
+                   "fb_measured": False}
+    assert "| — (B not split) | — (no pairs) |" in report.measured_costs_row(one_f_one_b)
     assert report.measured_dualpipe_section(None, "x.json") == []
