@@ -212,7 +212,9 @@ report: deps  ## results/latest/REPORT.md from latest theory + cpu records besid
 	    $$( [ -f $(CPU_RESULTS).jsonl ] && echo --measured $(CPU_RESULTS).jsonl ) \
 	    $$( [ -f $(REFERENCE_DIR)/cpu.jsonl ] && echo --reference-measured $(REFERENCE_DIR)/cpu.jsonl ) \
 	    $$( [ -f $(REFERENCE_DIR)/zb_table5.json ] && echo --zb-table5 $(REFERENCE_DIR)/zb_table5.json ) \
-	    $$( [ -f $(REFERENCE_DIR)/gpipe_tables.json ] && echo --gpipe-tables $(REFERENCE_DIR)/gpipe_tables.json ); \
+	    $$( [ -f $(REFERENCE_DIR)/dp_scaling.json ] && echo --dp-scaling $(REFERENCE_DIR)/dp_scaling.json ) \
+	    $$( [ -f $(REFERENCE_DIR)/gpipe_tables.json ] && echo --gpipe-tables $(REFERENCE_DIR)/gpipe_tables.json ) \
+	    $$( [ -f $(REFERENCE_DIR)/dualpipe_measured.json ] && echo --dualpipe-measured $(REFERENCE_DIR)/dualpipe_measured.json ); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; exit 1; fi
 	@if [ -f $(CUDA_RESULTS).jsonl ]; then \
 	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(CUDA_REPORT) $(PPBENCH_LIST) \

@@ -20,6 +20,11 @@ Sections:
      the reference's measured bubble and throughput of the same point beside them;
   5. with --reference / --reference-measured: the latest records against the reference: which
      machine and commit made each, whether the simulated points agree, and the throughput ratio;
+  2b. with --dualpipe-measured FILE (results/reference/dualpipe_measured.json, written by
+     scripts/dualpipe_measured.py): the same comparison run on this machine, "Measured on this
+     machine": measured idle per rank beside the paper's bubble formula evaluated with the
+     measured F, B, W, F&B, parameters per rank relative to 1F1B, measured activation peaks in
+     units of one stage's micro-batch activation;
   6. with --zb-table5 FILE (results/reference/zb_table5.json, written by scripts/zb_table5.py):
      the Zero Bubble paper's Table 5 bubble rates, ppbench's simulated rate beside each;
   7. with --dp-scaling FILE (results/reference/dp_scaling.json, from scripts/dp_scaling.py);
@@ -315,6 +320,112 @@ def dualpipe_table(rows: list[dict], pp: int, cost: str, ns: list[int]) -> list[
                        f"{closed_value(row, 'activations_formula', 'peak_activations')} | "
                        f"{fmt(row.get('peak_activations'))} |")
         out.append("")
+    return out
+
+
+# --- 2, measured: the DualPipe comparison run on this machine ---------------------------------
+
+def ms(seconds: Any) -> str:
+    """Seconds in ms, three significant digits without an exponent."""
+    if seconds is None:
+        return DASH
+    value = 1e3 * float(seconds)
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def ms_range(values: list[float] | None) -> str:
+    """Per-rank values in ms: one figure when they agree to the shown digits, else min–max."""
+    if not values:
+        return DASH
+    lo, hi = ms(min(values)), ms(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def measured_dualpipe_row(r: dict) -> str:
+    b, p, a = r["bubble"], r["params"], r["activations"]
+    where = f"D={r['devices']}" + (" (oversubscribed)" if r.get("oversubscribed") else "")
+    units = a["measured_peak_units_per_rank"]
+    lo, hi = min(units), max(units)
+    act = f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
+    counts = a.get("peak_count_per_rank") or []
+    count = f"; count {max(counts):g}" if counts else ""
+    return (f"| {r['method']} | `{r['schedule']}` {where} | {r['pp']} | "
+            f"{ms_range(b['measured_idle_per_rank_s'])} (max {b['measured_idle_max_in_F']:.2f} F) | "
+            f"`{cell(b['paper_formula'])}` = {ms(b['formula_s'])} ({b['formula_in_F']:.2f} F) | "
+            f"{ms_range(b.get('predicted_idle_per_rank_s'))} | "
+            f"{p['relative_to_1f1b']:.2f}× ({p['paper']}) | {act}{count} ({a['paper']} = "
+            f"{a['paper_value']}) |")
+
+
+def measured_costs_row(r: dict) -> str:
+    c = r["costs_s"]
+    w = ms(c["W"]) if r.get("w_measured", True) else f"{DASH} (B not split)"
+    fb = ms(c["FB"]) if r.get("fb_measured", True) else f"{DASH} (no pairs)"
+    return (f"| {r['method']} | {r['pp']} | {ms(c['F'])} | {ms(c['B'])} | {w} | {fb} | "
+            f"{ms(r['step_time_s'])} | {r['bubble']['bubble_fraction']:.3f} |")
+
+
+def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
+    """The DualPipe comparison run for real, as scripts/dualpipe_measured.py recorded it."""
+    if not table:
+        return []
+    cfg, prov = table["config"], table["provenance"]
+    out = ["### Measured on this machine", "",
+           f"From `{source}` (`scripts/dualpipe_measured.py`): the same four methods trained for "
+           f"real with `ppbench run --backend {cfg['backend']}` (one thread per rank), "
+           f"`{cfg['workload']}`, "
+           f"N = {cfg['microbatches']}, {cfg['steps']} measured steps after {cfg['warmup']} "
+           f"warm-up, optimizer {cfg['optimizer']}, {cfg['repeats']} runs per point. Machine: "
+           f"host {prov.get('host')}, CPU {prov.get('cpu')} ({prov.get('cpu_cores')} cores), "
+           f"ppbench built from commit {prov.get('git_commit')}"
+           + (f" (source tree at {prov['source_tree_commit']})"
+              if prov.get("source_tree_commit") else "")
+           + f"; load average {prov.get('load_average_before')} "
+           f"before and {prov.get('load_average_after')} after (1, 5, 15 min).", "",
+           "Columns: *measured idle* is makespan − busy per rank of the last measured step (ms, "
+           "median over the runs; min–max over ranks), also in units of the measured F; *paper's "
+           "formula* is the paper's bubble evaluated with the run's own measured F, B, W and F&B "
+           "(`run --profile-out`: per-stage medians, averaged over the stages), in ms and in "
+           "units of F; *replay* is ppbench's simulator replaying the same step's measured "
+           "costs; *Parameter* is the most parameters a rank holds relative to 1F1B with the "
+           "same PP stages (counted by `ppbench memory`, not measured; the paper's value in "
+           "parentheses); *Activation* is the measured peak of activation bytes a rank keeps "
+           "(`activation_bytes[].measured_peak_bytes`, after each action) in units of one "
+           "stage's micro-batch activation (the mean over the stages the rank holds; min–max "
+           "over ranks), with the most (stage, "
+           "micro-batch) activations alive on a rank (`measured.ranks[].peak_activations`, "
+           "*count*; the paper's value in parentheses). A point with more ranks than cores is oversubscribed: its threads "
+           "share cores, so its busy times include waiting for one.", ""]
+    for comp in table["comparisons"]:
+        rows = comp["rows"]
+        out += [f"#### {comp['title']}", "",
+                "| Method | schedule | PP | Bubble: measured idle per rank (ms) | Bubble: paper's "
+                "formula, measured costs (ms) | Bubble: replay (ms) | Parameter vs 1F1B "
+                "(paper) | Activation peak, stage units (paper) |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [measured_dualpipe_row(r) for r in rows]
+        out += ["", "The measured costs (means over the stages of the per-stage medians, median over "
+                "the runs), the step time (`step_time_s`, median) and the measured "
+                "bubble_fraction. The CPU runs the two halves of an F&B pair one after the "
+                "other, so F&B is about F + B here, not less, as the overlap the paper counts on "
+                "would make it.", "",
+                "| Method | PP | F (ms) | B (ms) | W (ms) | F&B (ms) | step (ms) | "
+                "bubble_fraction |", "|---|---|---|---|---|---|---|---|"]
+        out += [measured_costs_row(r) for r in rows] + [""]
+        gaps = []
+        for r in rows:
+            b = r["bubble"]
+            # The spread over the runs says how much of a gap the machine's load alone makes.
+            runs = b.get("measured_idle_max_per_run_s") or []
+            spread = f" (runs {ms(min(runs))}–{ms(max(runs))} ms)" if len(runs) > 1 else ""
+            if b["formula_s"] > 0:
+                gaps.append(f"{r['method']} {b['measured_idle_max_s'] / b['formula_s']:.2f}×"
+                            f"{spread}")
+            else:
+                gaps.append(f"{r['method']}: the formula gives {ms(b['formula_s'])} ms, "
+                            f"measured {ms(b['measured_idle_max_s'])} ms{spread}")
+        out += ["Measured idle of the most idle rank ÷ the paper's formula (the most idle "
+                "rank's idle in each run, min–max): " + "; ".join(gaps) + ".", ""]
     return out
 
 
@@ -696,7 +807,9 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
                  reference_measured_source: str = "", zb_table5: dict | None = None,
                  zb_table5_source: str = "", dp_scaling: dict | None = None,
                  dp_scaling_source: str = "", gpipe_tables: dict | None = None,
-                 gpipe_tables_source: str = "") -> str:
+                 gpipe_tables_source: str = "",
+                 dualpipe_measured: dict | None = None,
+                 dualpipe_measured_source: str = "") -> str:
     costs_present = {cost_of(r) for r in rows}
     if cost not in costs_present and costs_present:
         cost = max(costs_present, key=lambda c: sum(cost_of(r) == c for r in rows))
@@ -704,6 +817,7 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
     lines = header(rows, source, reference, reference_source, registry is not None)
     lines += bubble_tables(rows, sort_key)
     lines += dualpipe_table(rows, pp, cost, list(dualpipe_n))
+    lines += measured_dualpipe_section(dualpipe_measured, dualpipe_measured_source)
     lines += activation_table(rows, cost)
     if measured:
         lines += measured_sections(measured, measured_source, sort_key, reference_measured,
@@ -749,6 +863,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gpipe-tables", type=Path,
                         help="GPipe's Tables 2 and 3 reproduced (results/reference/"
                              "gpipe_tables.json, from scripts/gpipe_tables.py): adds section 8")
+    parser.add_argument("--dualpipe-measured", type=Path,
+                        help="the DualPipe comparison measured on this machine (results/reference/"
+                             "dualpipe_measured.json, from scripts/dualpipe_measured.py): adds "
+                             "its subsection to section 2")
     parser.add_argument("--cost", default=DEFAULT_COST,
                         help="cost setting of sections 2 and 3 (default: %(default)s)")
     return parser.parse_args(argv)
@@ -771,6 +889,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.dp_scaling else None
         gpipe_tables = json.loads(args.gpipe_tables.read_text(encoding="utf-8")) \
             if args.gpipe_tables else None
+        dualpipe_measured = json.loads(args.dualpipe_measured.read_text(encoding="utf-8")) \
+            if args.dualpipe_measured else None
     except (OSError, ValueError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 1
@@ -787,7 +907,8 @@ def main(argv: list[str] | None = None) -> int:
         rows, str(args.results), args.pp, args.cost, ns, measured, str(args.measured or ""),
         registry, reference, str(args.reference or ""), reference_measured,
         str(args.reference_measured or ""), zb_table5, str(args.zb_table5 or ""), dp_scaling,
-        str(args.dp_scaling or ""), gpipe_tables, str(args.gpipe_tables or "")))
+        str(args.dp_scaling or ""), gpipe_tables, str(args.gpipe_tables or ""),
+        dualpipe_measured, str(args.dualpipe_measured or "")))
     print(f"wrote {args.out}")
     return 0
 
