@@ -95,6 +95,25 @@ WorkloadSpec tiny_mlp() {
   return build_mlp(c, 3, DType::kF64);
 }
 
+// Calls check(params, label) for every family at D = 2 and 4 with N = 8 (those it allows);
+// returns how many.
+template <class Check>
+int for_every_schedule(Check check) {
+  int checked = 0;
+  for (const auto& info : all_schedules())
+    for (int d : {2, 4}) {
+      ScheduleParams p{std::string(info.name), d, 8, info.uses_chunks ? 2 : 0, 0};
+      try {
+        generate(p);
+      } catch (const UsageError&) {
+        continue;
+      }
+      check(p, p.name + " D=" + std::to_string(d));
+      ++checked;
+    }
+  return checked;
+}
+
 // Every schedule, two steps (one warm-up, one measured), against two steps on one device.
 void expect_two_steps_match(OptimizerOptions::Kind kind) {
   const WorkloadSpec spec = tiny_mlp();
@@ -104,35 +123,25 @@ void expect_two_steps_match(OptimizerOptions::Kind kind) {
   const StepValues first = single_device_step(spec, 8, 7, 1, opt);
   const StepValues second = single_device_step(spec, 8, 7, 2, opt);
   EXPECT_GT(std::abs(second.loss - first.loss), 1e-6) << "the update changed nothing";
-  int checked = 0;
-  for (const auto& info : all_schedules())
-    for (int d : {2, 4}) {
-      ScheduleParams p{std::string(info.name), d, 8, info.uses_chunks ? 2 : 0, 0};
-      try {
-        generate(p);
-      } catch (const UsageError&) {
-        continue;
-      }
-      RunOptions o;
-      o.schedule = p;
-      o.seed = 7;
-      o.warmup = 1;
-      o.steps = 1;
-      o.optimizer = opt;
-      o.keep_gradients = true;
-      const RunOutput out = run_cpu(spec, o);
-      const std::string label = p.name + " D=" + std::to_string(d);
-      EXPECT_NEAR(out.values.loss, second.loss, 1e-12) << label;
-      const GradientComparison cmp = compare_gradients(out.values.tensors, second.tensors);
-      EXPECT_TRUE(cmp.within(1e-10))
-          << label << ": " << cmp.mismatch << " " << cmp.worst_tensor << " " << cmp.max_rel_error;
-      // One update per model part (the copies of a part are updated together), on the trace.
-      EXPECT_EQ(out.trace.updates.size(),
-                static_cast<std::size_t>(generate(p).placement.stages_per_chain()))
-          << label;
-      EXPECT_EQ(out.record["optimizer"]["name"], to_string(kind)) << label;
-      ++checked;
-    }
+  const int checked = for_every_schedule([&](const ScheduleParams& p, const std::string& label) {
+    RunOptions o;
+    o.schedule = p;
+    o.seed = 7;
+    o.warmup = 1;
+    o.steps = 1;
+    o.optimizer = opt;
+    o.keep_gradients = true;
+    const RunOutput out = run_cpu(spec, o);
+    EXPECT_NEAR(out.values.loss, second.loss, 1e-12) << label;
+    const GradientComparison cmp = compare_gradients(out.values.tensors, second.tensors);
+    EXPECT_TRUE(cmp.within(1e-10))
+        << label << ": " << cmp.mismatch << " " << cmp.worst_tensor << " " << cmp.max_rel_error;
+    // One update per model part (the copies of a part are updated together), on the trace.
+    EXPECT_EQ(out.trace.updates.size(),
+              static_cast<std::size_t>(generate(p).placement.stages_per_chain()))
+        << label;
+    EXPECT_EQ(out.record["optimizer"]["name"], to_string(kind)) << label;
+  });
   EXPECT_GT(checked, 20);
 }
 
@@ -140,34 +149,24 @@ void expect_two_steps_match(OptimizerOptions::Kind kind) {
 // moments (every copy's) and the activation peak equal; the bytes in flight within the bound.
 TEST(RunMemory, EveryScheduleHoldsWhatTheModelSays) {
   const WorkloadSpec spec = tiny_mlp();
-  int checked = 0;
-  for (const auto& info : all_schedules())
-    for (int d : {2, 4}) {
-      ScheduleParams p{std::string(info.name), d, 8, info.uses_chunks ? 2 : 0, 0};
-      try {
-        generate(p);
-      } catch (const UsageError&) {
-        continue;
-      }
-      RunOptions o;
-      o.schedule = p;
-      o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
-      const RunOutput out = run_cpu(spec, o);
-      const std::string label = p.name + " D=" + std::to_string(d);
-      double comm = 0;
-      for (const auto& r : out.record["memory"]["ranks"]) {
-        const auto& got = r["measured"];
-        const auto& want = r["model"];
-        for (const char* k : {"params", "grads", "optimizer", "activations"})
-          EXPECT_EQ(got[k].get<double>(), want[k].get<double>())
-              << label << " rank " << r["rank"] << " " << k;
-        EXPECT_LE(got["comm"].get<double>(), want["comm"].get<double>()) << label;
-        EXPECT_GT(got["optimizer"].get<double>(), 0) << label;
-        comm += got["comm"].get<double>();
-      }
-      EXPECT_GT(comm, 0) << label << ": nothing was in flight";
-      ++checked;
+  const int checked = for_every_schedule([&](const ScheduleParams& p, const std::string& label) {
+    RunOptions o;
+    o.schedule = p;
+    o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
+    const RunOutput out = run_cpu(spec, o);
+    double comm = 0;
+    for (const auto& r : out.record["memory"]["ranks"]) {
+      const auto& got = r["measured"];
+      const auto& want = r["model"];
+      for (const char* k : {"params", "grads", "optimizer", "activations"})
+        EXPECT_EQ(got[k].get<double>(), want[k].get<double>())
+            << label << " rank " << r["rank"] << " " << k;
+      EXPECT_LE(got["comm"].get<double>(), want["comm"].get<double>()) << label;
+      EXPECT_GT(got["optimizer"].get<double>(), 0) << label;
+      comm += got["comm"].get<double>();
     }
+    EXPECT_GT(comm, 0) << label << ": nothing was in flight";
+  });
   EXPECT_GT(checked, 20);
 }
 
