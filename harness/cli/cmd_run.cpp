@@ -9,8 +9,8 @@
 #include "harness/backends/run_record.h"
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
-#include "harness/cli/cuda_program.h"
 #include "harness/cli/options.h"
+#include "harness/cli/program_beside.h"
 #include "harness/device_profile.h"
 #include "harness/launch.h"
 #include "harness/memory_estimate.h"
@@ -228,7 +228,8 @@ Command add_run(CLI::App& parent) {
           "need --backend cuda");
 #if !PPBENCH_HAVE_CUDA
     // Before anything is checked or written: ppbench-cuda starts over from the command line.
-    if (st->backend == "cuda") exec_cuda_program();
+    if (st->backend == "cuda")
+      exec_program_beside(cuda_program_name(), "--backend cuda", "CUDA (no nvcc found)");
 #endif
     // Refuse an unwritable output before spending the run on it (nothing is created or
     // truncated here), then a size that cannot fit.
@@ -261,15 +262,16 @@ Command add_run(CLI::App& parent) {
                        " runs each replica's ranks as separate processes: start it with mpirun -np "
                        "P ppbench run ... (P = --pp x --dp)");
     if (multi_process) {
-#if !PPBENCH_HAVE_MPI
-      throw EnvironmentError(launch.launcher +
-                             " started this ppbench as one of several processes, "
-                             "but it was built without MPI (install libopenmpi-dev and rebuild)");
-#endif
       if (st->backend == "cuda")
         throw UsageError(
             "--backend cuda runs in one process (--gpus, --virtual-devices); across "
             "processes the CPU backend runs");
+#if !PPBENCH_HAVE_MPI
+      // Before anything is checked or written: ppbench-mpi starts over from the command line.
+      exec_program_beside(mpi_program_name(),
+                          launch.launcher + " started this ppbench as one of several processes",
+                          "MPI (install libopenmpi-dev and rebuild)");
+#endif
     }
     const MemoryBudget budget = st->memory.budget();
     st->options.schedule = st->schedule.resolve(budget);

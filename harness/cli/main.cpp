@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "harness/cli/commands.h"
-#include "harness/cli/cuda_program.h"
+#include "harness/cli/program_beside.h"
 #include "harness/executor/executor_core.h"
 #include "harness/launch.h"
 #include "harness/output_file.h"
@@ -44,7 +44,13 @@ std::string version_text() {
 #ifdef PPBENCH_HAVE_MPI
   v += "\nMPI: compiled in (mpirun -np P ppbench run ... runs one pipeline rank per process)";
 #else
-  v += "\nMPI: not compiled in (runs stay in one process)";
+  const std::string mpi = ppbench::cli::mpi_program_name();
+  if (mpi.empty())
+    v += "\nMPI: not compiled in (runs stay in one process)";
+  else
+    v += "\nMPI: compiled in (mpirun -np P ppbench run ... runs one pipeline rank per process, "
+         "by " +
+         mpi + " beside it)";
 #endif
   return v;
 }
