@@ -12,19 +12,19 @@ namespace ppbench {
 
 namespace {
 
+[[noreturn]] void overflows(const char* what) {
+  throw UsageError(std::string("the ") + what + " bytes overflow 64 bits: use a smaller workload");
+}
+
 int64_t checked_mul(int64_t a, int64_t b, const char* what) {
   int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out))
-    throw UsageError(std::string("the ") + what +
-                     " bytes overflow 64 bits: use a smaller workload");
+  if (__builtin_mul_overflow(a, b, &out)) overflows(what);
   return out;
 }
 
 int64_t checked_add(int64_t a, int64_t b, const char* what) {
   int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    throw UsageError(std::string("the ") + what +
-                     " bytes overflow 64 bits: use a smaller workload");
+  if (__builtin_add_overflow(a, b, &out)) overflows(what);
   return out;
 }
 

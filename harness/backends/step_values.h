@@ -71,6 +71,14 @@ struct StageParams {
   std::vector<std::pair<int, std::vector<Param*>>> layers;  // (layer index, its parameters)
 };
 
+// Every parameter of a stage, in layer order.
+template <class Param>
+std::vector<Param*> all_params(const StageParams<Param>& s) {
+  std::vector<Param*> out;
+  for (const auto& [layer, params] : s.layers) out.insert(out.end(), params.begin(), params.end());
+  return out;
+}
+
 // A step's gradient statistics (and, with `keep`, its gradient tensors) from every rank's stages,
 // read on the host: `add(stage, param, out)` adds a parameter's gradient, in the CPU layout, into
 // `out` (empty for the first copy: it sizes it). The copies of a part are summed in double before

@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include "harness/mpi/mpi_session.h"
+#include "harness/mpi/mpi_types.h"
 #include "harness/trace.h"
 #include "workloads/cpu/tensor.h"
 
@@ -96,13 +97,6 @@ class GradientAllReduce {
     int event;  // index in events_ of the all-reduce in flight, -1 before it starts
   };
 
-  static MPI_Datatype type() {
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-    return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
-  }
-  // MPI counts are ints: a larger buffer is reduced in pieces.
-  static constexpr std::size_t kPiece = std::size_t{1} << 30;
-
   static void pack(const Stage& s, std::vector<T>& out) {
     for (const cpu::Param<T>* p : s.grads.params)
       out.insert(out.end(), p->grad.data.begin(), p->grad.data.end());
@@ -117,11 +111,10 @@ class GradientAllReduce {
   }
 
   void reduce_blocking(std::vector<T>& all) const {
-    for (std::size_t at = 0; at < all.size(); at += kPiece)
-      check(MPI_Allreduce(MPI_IN_PLACE, all.data() + at,
-                          static_cast<int>(std::min(kPiece, all.size() - at)), type(), MPI_SUM,
-                          comm_),
+    in_pieces(all.size(), [&](std::size_t at, int n) {
+      check(MPI_Allreduce(MPI_IN_PLACE, all.data() + at, n, mpi_type<T>(), MPI_SUM, comm_),
             "MPI_Allreduce (gradients)");
+    });
   }
 
   void start(Stage& s) {
@@ -132,13 +125,12 @@ class GradientAllReduce {
         {rank_, now_(), 0, s.grads.stage, static_cast<double>(s.buffer.size() * sizeof(T))});
     s.requests.clear();
     if (s.buffer.empty()) return complete(s);  // a stage without parameters
-    for (std::size_t at = 0; at < s.buffer.size(); at += kPiece) {
+    in_pieces(s.buffer.size(), [&](std::size_t at, int n) {
       s.requests.push_back(MPI_REQUEST_NULL);
-      check(MPI_Iallreduce(MPI_IN_PLACE, s.buffer.data() + at,
-                           static_cast<int>(std::min(kPiece, s.buffer.size() - at)), type(),
-                           MPI_SUM, comm_, &s.requests.back()),
+      check(MPI_Iallreduce(MPI_IN_PLACE, s.buffer.data() + at, n, mpi_type<T>(), MPI_SUM, comm_,
+                           &s.requests.back()),
             "MPI_Iallreduce (gradients)");
-    }
+    });
   }
 
   void complete(Stage& s) {

@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <thread>
+#include <tuple>
 
 #include "core/error.h"
 #include "harness/backends/cpu/cpu_run.h"
@@ -215,19 +216,18 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   mpi::MpiTransport<Envelope<cpu::Tensors<T>>, mpi::CpuTensorCodec<T>> transport(
       grid.pipeline, me, lower(s), o.executor.channel_capacity, spin, &message_name);
 
+  const RankStages placed(s.placement);  // the stages each pipeline rank holds
   std::unique_ptr<mpi::GradientAllReduce<T>> reduce;
   RankHooks hooks;
   if (dp.replicas > 1) {
     // params_by_layer() lists the rank's stages in stage order, as RankStages does.
-    const RankStages placed(s.placement);
     const std::vector<int>& mine = placed.of(me);
     std::vector<typename mpi::GradientAllReduce<T>::StageGradients> stages;
     const auto by_stage = rank.params_by_layer();
     for (std::size_t k = 0; k < by_stage.size(); ++k) {
       typename mpi::GradientAllReduce<T>::StageGradients g;
       g.stage = mine.at(k);
-      for (const auto& [layer, params] : by_stage[k].layers)
-        g.params.insert(g.params.end(), params.begin(), params.end());
+      g.params = all_params(by_stage[k]);
       stages.push_back(std::move(g));
     }
     reduce =
@@ -240,7 +240,6 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
 
   std::unique_ptr<mpi::ProcessOptimizer<T>> optimizer;
   if (o.optimizer.enabled()) {
-    const RankStages placed(s.placement);
     optimizer = std::make_unique<mpi::ProcessOptimizer<T>>(
         o.optimizer, s.placement, me, rank.params_by_layer(), placed.of(me), grid.pipeline);
   }
@@ -289,12 +288,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
 
   // Process 0 gathers the last step's traces, peaks and replica 0's gradients.
   HeldMemory held;
-  for (const auto& sp : rank.params_by_layer())
-    for (const auto& [layer, params] : sp.layers)
-      for (const cpu::Param<T>* prm : params) {
-        held.params += static_cast<double>(prm->value.bytes());
-        held.grads += static_cast<double>(prm->grad.bytes());
-      }
+  std::tie(held.params, held.grads) = rank.param_and_grad_bytes();
   held.optimizer = optimizer ? optimizer->state_bytes() : 0;
   held.activations = last.arenas.front().peak();
   held.comm = transport.peak_bytes();

@@ -17,6 +17,7 @@
 #include "harness/backends/cpu/part_optimizer.h"
 #include "harness/backends/step_values.h"
 #include "harness/mpi/mpi_session.h"
+#include "harness/mpi/mpi_types.h"
 #include "harness/trace.h"
 #include "schedules/placement.h"
 
@@ -37,10 +38,7 @@ class ProcessOptimizer {
       Part& part = parts[stages[k].part];
       part.part = stages[k].part;
       if (part.stage < 0) part.stage = stage_ids.at(k);
-      std::vector<cpu::Param<T>*> flat;
-      for (const auto& [layer, params] : stages[k].layers)
-        flat.insert(flat.end(), params.begin(), params.end());
-      part.copies.push_back(std::move(flat));
+      part.copies.push_back(all_params(stages[k]));
     }
     for (auto& [id, part] : parts) {
       for (int st = 0; st < p.stages(); ++st)
@@ -94,13 +92,12 @@ class ProcessOptimizer {
     for (const cpu::Param<T>* prm : part.copies.front())
       send_.insert(send_.end(), prm->grad.data.begin(), prm->grad.data.end());
     recv_.resize(send_.size());
-    const MPI_Datatype type = sizeof(T) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT;
-    for (std::size_t at = 0; at < send_.size(); at += kPiece) {
-      const int n = static_cast<int>(std::min(kPiece, send_.size() - at));
-      check(MPI_Sendrecv(send_.data() + at, n, type, part.twin, part.part, recv_.data() + at, n,
-                         type, part.twin, part.part, comm_, MPI_STATUS_IGNORE),
-            "MPI_Sendrecv (the twin copy's gradients)");
-    }
+    in_pieces(send_.size(), [&](std::size_t at, int n) {
+      check(
+          MPI_Sendrecv(send_.data() + at, n, mpi_type<T>(), part.twin, part.part, recv_.data() + at,
+                       n, mpi_type<T>(), part.twin, part.part, comm_, MPI_STATUS_IGNORE),
+          "MPI_Sendrecv (the twin copy's gradients)");
+    });
     remote_.resize(part.copies.front().size());
     std::size_t at = 0;
     for (std::size_t k = 0; k < remote_.size(); ++k) {
@@ -111,7 +108,6 @@ class ProcessOptimizer {
     }
   }
 
-  static constexpr std::size_t kPiece = std::size_t{1} << 30;  // MPI counts are ints
   int me_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::vector<Part> parts_;

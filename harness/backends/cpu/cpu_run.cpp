@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "core/error.h"
 #include "harness/backends/cpu/part_optimizer.h"
@@ -70,12 +71,7 @@ class CpuRun {
   std::vector<HeldMemory> held_bytes() {
     std::vector<HeldMemory> out(ranks_.size());
     for (std::size_t r = 0; r < ranks_.size(); ++r)
-      for (const auto& sp : ranks_[r]->params_by_layer())
-        for (const auto& [layer, params] : sp.layers)
-          for (const cpu::Param<T>* p : params) {
-            out[r].params += static_cast<double>(p->value.bytes());
-            out[r].grads += static_cast<double>(p->grad.bytes());
-          }
+      std::tie(out[r].params, out[r].grads) = ranks_[r]->param_and_grad_bytes();
     for (std::size_t part = 0; part < optimizers_.size(); ++part)
       for (std::size_t c = 0; c < copy_rank_[part].size(); ++c)
         out[static_cast<std::size_t>(copy_rank_[part][c])].optimizer +=
@@ -95,10 +91,7 @@ class CpuRun {
     copy_rank_.assign(static_cast<std::size_t>(parts_), {});
     for (std::size_t r = 0; r < ranks_.size(); ++r)
       for (const auto& sp : ranks_[r]->params_by_layer()) {
-        std::vector<cpu::Param<T>*> flat;
-        for (const auto& [layer, params] : sp.layers)
-          flat.insert(flat.end(), params.begin(), params.end());
-        copies[static_cast<std::size_t>(sp.part)].push_back(std::move(flat));
+        copies[static_cast<std::size_t>(sp.part)].push_back(all_params(sp));
         copy_rank_[static_cast<std::size_t>(sp.part)].push_back(static_cast<int>(r));
       }
     for (auto& c : copies) optimizers_.emplace_back(o, std::move(c));

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "harness/backends/cpu/model_builder.h"
@@ -100,6 +101,18 @@ class PipelineRank final : public StageWork<Tensors<T>> {
         for (Param<T>* prm : layer->params())
           std::fill(prm->grad.data.begin(), prm->grad.data.end(), T(0));
     losses.clear();
+  }
+
+  // The bytes this rank's parameters and their gradients hold.
+  std::pair<double, double> param_and_grad_bytes() {
+    double params = 0, grads = 0;
+    for (Stage& s : stages_)
+      for (auto& layer : s.layers)
+        for (const Param<T>* p : layer->params()) {
+          params += static_cast<double>(p->value.bytes());
+          grads += static_cast<double>(p->grad.bytes());
+        }
+    return {params, grads};
   }
 
   // Parameters of every stage on this rank, by model part and layer.
