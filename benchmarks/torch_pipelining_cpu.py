@@ -130,7 +130,7 @@ def ppbench_run(args: argparse.Namespace, steps: int) -> tuple[float, dict]:
            "--classes", str(args.classes), "--microbatch-size", str(args.microbatch_size),
            "--dtype", "f32", "--schedule", args.schedule, "--devices", "2",
            "--microbatches", str(args.microbatches), "--steps", str(steps), "--warmup", "0",
-           "--format", "json"]
+           "--optimizer", "none", "--format", "json"]
     if SCHEDULES[args.schedule][1] == 2 and args.schedule == "interleaved-1f1b":
         cmd += ["--chunks", "2"]
     t0 = time.perf_counter()

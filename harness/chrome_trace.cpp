@@ -5,7 +5,7 @@ namespace ppbench {
 namespace {
 
 std::string category(const Action& a) {
-  return a.paired ? std::string("FB") : std::string(1, op_letter(a.task.op));
+  return a.paired() ? std::string("FB") : std::string(1, op_letter(a.task.op));
 }
 
 }  // namespace
@@ -31,7 +31,7 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
   }
   for (const auto& e : trace.compute) {
     nlohmann::json args = {{"stage", e.action.task.stage}, {"mb", e.action.task.mb}};
-    if (e.action.paired) args["overlapped"] = to_string(e.action.partner);
+    if (e.action.paired()) args["overlapped"] = to_string(e.action.partner);
     events.push_back({{"name", to_string(e.action)},
                       {"cat", category(e.action)},
                       {"ph", "X"},

@@ -63,7 +63,7 @@ class CostModel {
   // An overlapped pair costs its forward stage's FB less that stage's F + B,
   // plus the two halves: exactly FB when costs are uniform.
   double time(const Action& a) const {
-    if (!a.paired) return time(a.task);
+    if (!a.paired()) return time(a.task);
     const StageCost& c = stages_[a.task.stage];
     return time(a.task) + time(a.partner) - (c.f + c.b - c.fb);
   }

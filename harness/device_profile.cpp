@@ -153,8 +153,8 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
   std::vector<std::vector<double>> comm(static_cast<std::size_t>(parts));
   for (const auto& e : trace.compute) {
     const auto k = static_cast<std::size_t>(part(e.action.task.stage));
-    d[k][e.action.paired ? 4 : static_cast<std::size_t>(e.action.task.op)].push_back(e.end -
-                                                                                     e.start);
+    d[k][e.action.paired() ? 4 : static_cast<std::size_t>(e.action.task.op)].push_back(e.end -
+                                                                                       e.start);
   }
   for (const auto& c : trace.comm) {
     // An activation goes down from the producer's stage, a gradient up to the one before it.

@@ -15,7 +15,7 @@ std::string cell_label(const Task& t, bool with_stage) {
 }
 
 std::string label(const Action& a, bool with_stage) {
-  if (!a.paired) return cell_label(a.task, with_stage);
+  if (!a.paired()) return cell_label(a.task, with_stage);
   return cell_label(a.task, with_stage) + "+" + cell_label(a.partner, with_stage);
 }
 

@@ -29,7 +29,7 @@ int peak_by_edges(const std::vector<const ComputeEvent*>& events) {
   };
   std::vector<Edge> edges;
   for (const ComputeEvent* e : events)
-    for (int half = 0; half < (e->action.paired ? 2 : 1); ++half) {
+    for (int half = 0; half < (e->action.paired() ? 2 : 1); ++half) {
       const Task& t = half == 0 ? e->action.task : e->action.partner;
       if (t.op == Op::F) edges.push_back({e->start, +1});
       if (frees_activation(t)) edges.push_back({e->end, -1});
@@ -67,9 +67,9 @@ void MetricsStream::add(int rank, double start, double end, const Action& a) {
   r.last_end = std::max(r.last_end, end);
   // The acquisition at this action's start comes after every earlier release (they ended at or
   // before it) and before this action's own release at its end.
-  for (int half = 0; half < (a.paired ? 2 : 1); ++half)
+  for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
     if ((half == 0 ? a.task : a.partner).op == Op::F) r.peak = std::max(r.peak, ++r.alive);
-  for (int half = 0; half < (a.paired ? 2 : 1); ++half)
+  for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
     if (frees_activation(half == 0 ? a.task : a.partner)) --r.alive;
 }
 

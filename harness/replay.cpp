@@ -21,7 +21,7 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
   std::vector<std::array<Mean, 5>> m(placement.stages());
   for (const auto& e : trace.compute) {
     const double d = e.end - e.start;
-    if (e.action.paired)
+    if (e.action.paired())
       m[e.action.task.stage][4].add(d);
     else
       m[e.action.task.stage][static_cast<int>(e.action.task.op)].add(d);

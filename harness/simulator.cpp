@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 
 #include "core/error.h"
+#include "core/large_buffer.h"
 #include "schedules/deps.h"
 #include "schedules/validate.h"
 
@@ -20,7 +22,9 @@ void timed_walk(const Schedule& s, const CostModel& costs, OnAction&& on_action,
                 OnTransfer&& on_transfer) {
   const Placement& p = s.placement;
   const TaskIndex index(p);
-  std::vector<double> end(index.size() / 3 * 2, 0.0);
+  // Left unfilled: the walk writes a task's end before any dependent reads it, and filling it
+  // would touch every page (8 bytes per task) once more before the walk.
+  const LargeBuffer<double> end(index.size() / 3 * 2);
   auto end_of = [&](std::size_t task_id) -> double& {
     return end[task_id / 3 * 2 + (task_id % 3 == 0 ? 0 : 1)];
   };
@@ -29,7 +33,7 @@ void timed_walk(const Schedule& s, const CostModel& costs, OnAction&& on_action,
   auto stall = walk_in_dependency_order(s, index, [&](int r, std::size_t pos, const Action& a) {
     double start = free_at[r];
     std::array<TaskIndex::Dep, 2> deps;
-    for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
       const Task& t = half == 0 ? a.task : a.partner;
       const int n = index.dependencies(t, deps);
       for (int k = 0; k < n; ++k) {
@@ -45,7 +49,7 @@ void timed_walk(const Schedule& s, const CostModel& costs, OnAction&& on_action,
     }
     const double finish = start + costs.time(a);
     if (a.task.op != Op::W) end_of(index.id(a.task)) = finish;
-    if (a.paired) end_of(index.id(a.partner)) = finish;
+    if (a.paired()) end_of(index.id(a.partner)) = finish;
     free_at[r] = finish;
     on_action(r, pos, a, start, finish);
   });

@@ -111,7 +111,7 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
     };
     for (const Action& a : s.ranks[static_cast<std::size_t>(rank)]) {
       visit(a.task);
-      if (a.paired) visit(a.partner);
+      if (a.paired()) visit(a.partner);
     }
     for (const auto& [dst, l] : links) {
       // The mailbox's `capacity` messages, and one more the sender holds while it waits for room.

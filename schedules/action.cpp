@@ -29,7 +29,7 @@ std::string to_string(const Task& t) {
 }
 
 std::string to_string(const Action& a) {
-  if (!a.paired) return to_string(a.task);
+  if (!a.paired()) return to_string(a.task);
   return "(" + to_string(a.task) + "+" + to_string(a.partner) + ")";
 }
 
@@ -80,7 +80,7 @@ Task parse_task(std::string_view whole, std::string_view text) {
 
 Action parse_action(std::string_view text) {
   if (text.empty()) bad(text, "empty");
-  if (text.front() != '(') return {parse_task(text, text), {}, false};
+  if (text.front() != '(') return Action::single(parse_task(text, text));
   if (text.back() != ')') bad(text, "an overlapped pair must end with ')'");
   auto inner = text.substr(1, text.size() - 2);
   auto plus = inner.find('+');

@@ -43,18 +43,26 @@ static_assert(sizeof(Task) == 8);
 
 // What a rank executes next: a single task, or an overlapped forward/backward
 // pair that runs as one unit of time.
+//
+// 16 bytes: whether it is a pair is kept in the partner's micro-batch (never negative in a real
+// task) rather than in a flag, which would pad the action to 20 bytes; the walks read every action.
 struct Action {
-  Task task;       // the action, or the forward half of a pair
-  Task partner{};  // the backward half (B or I), only when `paired`
-  bool paired = false;
+  static constexpr std::int32_t kNoPartner = -1;
 
-  static Action single(Op op, int stage, int mb) { return {{op, stage, mb}, {}, false}; }
-  static Action pair(Task forward, Task backward) { return {forward, backward, true}; }
+  Task task;                           // the action, or the forward half of a pair
+  Task partner{Op::F, 0, kNoPartner};  // the backward half (B or I), only when paired()
+
+  static Action single(Op op, int stage, int mb) { return {{op, stage, mb}}; }
+  static Action single(Task t) { return {t}; }
+  static Action pair(Task forward, Task backward) { return {forward, backward}; }
+
+  bool paired() const { return partner.mb != kNoPartner; }
 
   friend bool operator==(const Action& a, const Action& b) {
-    return a.paired == b.paired && a.task == b.task && (!a.paired || a.partner == b.partner);
+    return a.paired() == b.paired() && a.task == b.task && (!a.paired() || a.partner == b.partner);
   }
 };
+static_assert(sizeof(Action) == 16);
 
 std::string to_string(const Task& t);
 std::string to_string(const Action& a);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/large_buffer.h"
 #include "schedules/placement.h"
 #include "schedules/schedule.h"
 
@@ -97,7 +98,7 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
                                             OnAction&& on_action) {
   const Placement& p = s.placement;
   const int ranks = static_cast<int>(s.ranks.size());
-  std::vector<std::uint8_t> done(index.size(), 0);
+  const LargeBuffer<std::uint8_t> done(index.size(), 0);
   std::vector<std::size_t> next(ranks, 0);
   std::vector<std::uint8_t> waiting(ranks, 0);  // blocked and not in `ready`
   std::vector<std::int32_t> ready;
@@ -106,7 +107,7 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
 
   auto blocked_on = [&](const Action& a) -> std::optional<TaskIndex::Dep> {
     std::array<TaskIndex::Dep, 2> deps;
-    for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
       int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
       for (int k = 0; k < n; ++k)
         if (!done[deps[k].id]) return deps[k];
@@ -138,7 +139,7 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
       }
       on_action(r, at, a);
       ++at;
-      for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+      for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
         const Task& t = half == 0 ? a.task : a.partner;
         done[index.id(t)] = 1;
         if (t.op == Op::F) {

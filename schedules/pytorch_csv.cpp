@@ -81,7 +81,7 @@ bool parse_single(const Cell& c, std::string_view s, Task& out) {
 bool parse_cell(const Cell& c, std::string_view s, Action& out) {
   constexpr std::string_view overlap = ")OVERLAP_F_B";
   if (s.front() != '(') {
-    out.paired = false;
+    out = Action::single(Task());
     return parse_single(c, s, out.task);
   }
   if (s.size() < overlap.size() + 1 || s.substr(s.size() - overlap.size()) != overlap)
@@ -168,8 +168,9 @@ std::string to_pytorch_csv(const Schedule& s) {
     for (std::size_t k = 0; k < rank.size(); ++k) {
       if (k) out += ',';
       const Action& a = rank[k];
-      out += a.paired ? "(" + pytorch_name(a.task) + ";" + pytorch_name(a.partner) + ")OVERLAP_F_B"
-                      : pytorch_name(a.task);
+      out += a.paired()
+                 ? "(" + pytorch_name(a.task) + ";" + pytorch_name(a.partner) + ")OVERLAP_F_B"
+                 : pytorch_name(a.task);
     }
     out += '\n';
   }

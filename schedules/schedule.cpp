@@ -15,7 +15,7 @@ std::size_t Schedule::action_count() const {
 bool Schedule::splits_backward() const {
   for (const auto& r : ranks)
     for (const auto& a : r)
-      if (a.task.op == Op::I || a.task.op == Op::W || (a.paired && a.partner.op == Op::I))
+      if (a.task.op == Op::I || a.task.op == Op::W || (a.paired() && a.partner.op == Op::I))
         return true;
   return false;
 }

@@ -50,7 +50,7 @@ void for_each_task(const RankLines& in, F&& f) {
   for (std::size_t r = 0; r < in.ranks.size(); ++r)
     for (const Action& a : in.ranks[r]) {
       f(static_cast<int>(r), a, a.task);
-      if (a.paired) f(static_cast<int>(r), a, a.partner);
+      if (a.paired()) f(static_cast<int>(r), a, a.partner);
     }
 }
 

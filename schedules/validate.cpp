@@ -46,7 +46,7 @@ void explain_stall(const Schedule& s, const std::vector<Stall>& stalls) {
       std::string where;
       for (std::size_t i = 0; i < order.size(); ++i)
         if (order[i].task == st.waiting_for ||
-            (order[i].paired && order[i].partner == st.waiting_for))
+            (order[i].paired() && order[i].partner == st.waiting_for))
           where = " at position " + std::to_string(i);
       reject(st.rank, st.action,
              "depends on " + to_string(st.waiting_for) + ", which this rank runs later" + where +
@@ -84,11 +84,11 @@ void validate_structure(const Schedule& s) {
   const TaskIndex index(p);
   // How many times each (op slot, stage, mb) appears, and whether its backward
   // was a full B (slot 1 then counts B or I; a B must have no W).
-  std::vector<std::uint8_t> seen(index.size(), 0);
-  std::vector<std::uint8_t> full_backward(index.size() / 3, 0);
+  const LargeBuffer<std::uint8_t> seen(index.size(), 0);
+  const LargeBuffer<std::uint8_t> full_backward(index.size() / 3, 0);
   for (int r = 0; r < p.ranks; ++r) {
     for (const Action& a : s.ranks[r]) {
-      for (int half = 0; half < (a.paired ? 2 : 1); ++half) {
+      for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
         const Task& t = half == 0 ? a.task : a.partner;
         check_task(s, r, a, t);
         const std::size_t id = index.id(t);
@@ -98,7 +98,7 @@ void validate_structure(const Schedule& s) {
                      (t.op == Op::B || t.op == Op::I ? " (a B or I already ran)" : ""));
         if (t.op == Op::B) full_backward[id / 3] = 1;
       }
-      if (a.paired) {
+      if (a.paired()) {
         if (a.task.op != Op::F || (a.partner.op != Op::B && a.partner.op != Op::I))
           reject(r, a, "an overlapped pair is a forward and a B or I");
         if (a.task.stage == a.partner.stage && a.task.mb == a.partner.mb)

@@ -49,7 +49,7 @@ std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan&
     };
     for (const Action& a : s.ranks[r]) {
       apply(a.task);
-      if (a.paired) apply(a.partner);
+      if (a.paired()) apply(a.partner);
       peak[r] = std::max(peak[r], live);
     }
   }

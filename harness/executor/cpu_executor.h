@@ -153,7 +153,7 @@ class CpuExecutor {
     for (std::size_t i = 0; i < prog.size(); ++i) {
       if (prog[i].kind != Instr::Kind::Compute) continue;
       note(i, prog[i].action.task);
-      if (prog[i].action.paired) note(i, prog[i].action.partner);
+      if (prog[i].action.paired()) note(i, prog[i].action.partner);
     }
     return last;
   }
@@ -174,7 +174,7 @@ class CpuExecutor {
       if (in.kind == Instr::Kind::Compute) {
         const double begin = now();
         passes.run(in.action.task);
-        if (in.action.paired) passes.run(in.action.partner);
+        if (in.action.paired()) passes.run(in.action.partner);
         const double end = now();
         compute.push_back({r, begin, end, in.action});
         arena.set_live(end, stages_.saved_bytes(r, work));

@@ -28,7 +28,7 @@ class RankProgram {
   RankProgram(int stage_of_phase0, int stage_of_phase1)
       : stage_{stage_of_phase0, stage_of_phase1} {}
 
-  void forward(int phase) { out_.push_back(Action{next_forward(phase), {}, false}); }
+  void forward(int phase) { out_.push_back(Action::single(next_forward(phase))); }
 
   void backward(int phase, bool zero_bubble = false) {
     Task t = next_backward(phase);
@@ -36,13 +36,13 @@ class RankProgram {
       t.op = Op::I;
       deferred_w_.push_back({Op::W, t.stage, t.mb});
     }
-    out_.push_back(Action{t, {}, false});
+    out_.push_back(Action::single(t));
   }
 
   void weight() {
     if (deferred_w_.empty())
       throw std::logic_error("DualPipe step: a weight step with no deferred W queued");
-    out_.push_back(Action{deferred_w_.front(), {}, false});
+    out_.push_back(Action::single(deferred_w_.front()));
     deferred_w_.pop_front();
   }
 

@@ -10,6 +10,7 @@ Schedule generate_gpipe(const ScheduleParams& p) {
   Schedule s{p, Placement::linear(p.devices, p.microbatches), {}};
   s.ranks.resize(p.devices);
   for (int r = 0; r < p.devices; ++r) {
+    s.ranks[r].reserve(2 * static_cast<std::size_t>(p.microbatches));
     for (int m = 0; m < p.microbatches; ++m) s.ranks[r].push_back(Action::single(Op::F, r, m));
     for (int m = p.microbatches - 1; m >= 0; --m) s.ranks[r].push_back(Action::single(Op::B, r, m));
   }

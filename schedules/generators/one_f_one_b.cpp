@@ -14,6 +14,7 @@ Schedule generate_1f1b(const ScheduleParams& p) {
   s.ranks.resize(d);
   for (int r = 0; r < d; ++r) {
     auto& out = s.ranks[r];
+    out.reserve(2 * static_cast<std::size_t>(n));  // grown by doubling, it would fault twice over
     const int warmup = d - r - 1;
     const int steady = n - warmup;
     for (int m = 0; m < warmup; ++m) out.push_back(Action::single(Op::F, r, m));

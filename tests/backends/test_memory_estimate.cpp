@@ -72,7 +72,7 @@ TEST(ScheduleTasks, CountsEveryRegisteredFamily) {
     const ScheduleParams p{std::string(info.name), 4, 16, info.uses_chunks ? 2 : 0, 0};
     double tasks = 0;
     for (const auto& rank : generate(p).ranks)
-      for (const Action& a : rank) tasks += a.paired ? 2 : 1;
+      for (const Action& a : rank) tasks += a.paired() ? 2 : 1;
     EXPECT_GE(schedule_tasks(p), tasks) << info.name;
     EXPECT_LE(schedule_tasks(p), 1.5 * tasks) << info.name;
   }

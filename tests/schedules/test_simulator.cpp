@@ -57,7 +57,7 @@ TEST(Simulator, OverlappedPairCostsFB) {
   c.fb = 2.5;
   Trace t = simulate(s, CostModel::uniform(2, c));
   const auto& pair = t.compute[4 + 1];
-  EXPECT_TRUE(pair.action.paired);
+  EXPECT_TRUE(pair.action.paired());
   EXPECT_DOUBLE_EQ(pair.end - pair.start, 2.5);
 }
 
