@@ -1,36 +1,31 @@
 #!/usr/bin/env python3
-"""Generate a markdown report from sweep results (JSON Lines from scripts/sweep.py).
+"""Generate the markdown report from sweep results (JSON Lines from scripts/sweep.py), by paper.
 
-Sections:
-  1. bubble_fraction vs N for each D, per schedule, simulated with the closed form beside it
-     ("0.2727 (0.2727)"), one set of tables per cost setting;
-  2. the DualPipe paper's comparison table (1F1B, ZB1P, DualPipe, DualPipeV) at PP stages: the
-     closed forms ppbench's schedule registry states (each record's "closed_form": idle_formula
-     and idle_per_rank, params, activations_formula and peak_activations, evaluated by ppbench
-     for the point's costs) beside the simulated idle, parameters and peak;
-  3. the textbook activation-memory example at D=4, N=8 (naive, GPipe, 1F1B: the per-GPU
-     activation in units of one micro-batch's whole-model activation A, as pipeline-parallelism
-     lectures draw it), the registry's closed form and the simulated peak;
-  4. with --measured RESULTS.jsonl (`ppbench run` rows, e.g. results/latest/cpu.jsonl): per
-     workload and D, each schedule × N with the measured bubble_fraction, the simulator's
-     prediction from the same step's measured per-op costs, their gap in percentage points, the
-     closed form (uniform F=1,B=2 stages, where the theory has one), throughput, and peak
-     activation bytes measured vs modelled (max over ranks), under a line naming the machine;
-     with --reference-measured REFERENCE.jsonl (the committed records, results/reference/)
-     the reference's measured bubble and throughput of the same point beside them;
-  5. with --reference / --reference-measured: the latest records against the reference: which
-     machine and commit made each, whether the simulated points agree, and the throughput ratio;
-  2b. with --dualpipe-measured FILE (results/reference/dualpipe_measured.json, written by
-     scripts/dualpipe_measured.py): the same comparison run on this machine, "Measured on this
-     machine": measured idle per rank beside the paper's bubble formula evaluated with the
-     measured F, B, W, F&B, parameters per rank relative to 1F1B, measured activation peaks in
-     units of one stage's micro-batch activation;
-  6. with --zb-table5 FILE (results/reference/zb_table5.json, written by scripts/zb_table5.py):
-     the Zero Bubble paper's Table 5 bubble rates, ppbench's simulated rate beside each;
-  7. with --dp-scaling FILE (results/reference/dp_scaling.json, from scripts/dp_scaling.py);
-  8. with --gpipe-tables FILE (results/reference/gpipe_tables.json, from
-     scripts/gpipe_tables.py): GPipe's Tables 2 and 3, the paper's figures beside ppbench's
-     prediction from per-layer costs measured on a CPU and real CPU runs of smaller shapes.
+One top-level section per paper that the records reproduce (scripts/report_papers.py says which
+paper each schedule family belongs to), in this order: GPipe, PipeDream-Flush / 1F1B (DAPPLE),
+Megatron-LM interleaved 1F1B, breadth-first, Chimera, Zero Bubble, controllable-memory V shapes,
+DualPipe, the lectures' textbook examples, data x pipeline parallelism; then "Other schedules"
+(families no paper claims), "All schedules together" (the bubble figures, where the measured
+records come from) and "Latest against the reference". A contents list opens the report; a
+section without data is left out. Within a paper's section:
+  - the paper's own tables, from the files that reproduce them: GPipe's Tables 2 and 3
+    (--gpipe-tables, scripts/gpipe_tables.py), Zero Bubble's Table 5 (--zb-table5,
+    scripts/zb_table5.py), DualPipe's Table 2 from the records' closed forms and simulation, and
+    measured on this machine (--dualpipe-measured, scripts/dualpipe_measured.py), the lectures'
+    activation-memory example, the data x pipeline predictions (--dp-scaling,
+    scripts/dp_scaling.py);
+  - the bubble fraction of its schedules against N for each D and cost setting, simulated with
+    the closed form beside it ("0.2727 (0.2727)");
+  - with --measured RESULTS.jsonl (`ppbench run` rows): its schedules' measured points, with the
+    theory (closed form for uniform costs), the simulation at uniform costs, the replay of the
+    step's measured costs, the measurement, their gap, throughput and activation bytes; with
+    --reference-measured the reference's measured bubble and throughput beside them;
+  - 1F1B's throughput against devices (from --gpipe-tables) and the memory figures;
+  - with --figures DIR: the figures `make plots` draws for it (timelines, memory).
+Every table names its source and the machine and commit of each measured column (from the
+records' provenance), says why a column it lacks is empty, and ends with "what differs and why",
+computed from the data. With --html PATH the same report is also written as one self-contained
+HTML page (scripts/report_html.py: figures inline as data: URIs).
 
 No formula is written or evaluated here: formulas and their values come from the records'
 "closed_form" fields (ppbench's registry, the one home of the closed forms); schedule order
@@ -61,7 +56,7 @@ DASH = "—"
 SortKey = Callable[[str], tuple[int, str]]
 
 
-# --- loading -------------------------------------------------------------------------------
+# --- loading ---------------------------------------------------------------------------------
 
 
 def field(row: dict, key: str, default: Any = None) -> Any:
@@ -96,7 +91,7 @@ def fmt(x: Any) -> str:
     return f"{x:.4g}" if isinstance(x, (int, float)) else str(x)
 
 
-# --- header --------------------------------------------------------------------------------
+# --- header ----------------------------------------------------------------------------------
 
 def provenance_values(rows: list[dict], key: str) -> str:
     provs = [r["provenance"] for r in rows if isinstance(r.get("provenance"), dict)]
@@ -176,7 +171,7 @@ def cell(text: Any) -> str:
     return DASH if text in (None, "") else str(text).replace("|", "\\|")
 
 
-# --- 1. bubble tables ----------------------------------------------------------------------
+# --- bubble tables ---------------------------------------------------------------------------
 
 def bubble_cell(row: dict | None) -> str:
     if row is None:
@@ -281,7 +276,7 @@ def bubble_tables_for(rows: list[dict], sort_key: SortKey) -> dict[int, list[str
     return tables
 
 
-# --- 2. DualPipe comparison ----------------------------------------------------------------
+# --- DualPipe's Table 2 ----------------------------------------------------------------------
 
 # The rows of the DualPipe paper's table (DeepSeek-V3 report, Table 2): its label and the
 # schedule that reproduces it. Formulas and their values come from the records' closed_form.
@@ -355,7 +350,9 @@ def dualpipe_table(rows: list[dict], pp: int, cost: str, ns: list[int]) -> list[
            "`idle_per_rank`, `params`, `activations_formula` = `peak_activations`). Simulated "
            "columns: ppbench's simulation of the same point; idle per rank is makespan − busy "
            "(min–max over ranks when they differ), parameter memory is PP × model copies / "
-           "devices, the peak is the most (stage, micro-batch) activations alive on one rank.",
+           "devices, the peak is the most (stage, micro-batch) activations alive on one rank. "
+           "The paper's numbers are its formulas, the closed-form columns here; ppbench's "
+           "measurement of the same comparison is the next subsection.",
            ""]
     for n in ns:
         out += [f"#### PP = {pp}, N = {n}", "",
@@ -409,7 +406,7 @@ def dualpipe_differences(rows: list[dict]) -> list[str]:
             "not state (—) is a formula whose condition the costs do not meet.", ""]
 
 
-# --- 2, measured: the DualPipe comparison run on this machine ---------------------------------
+# --- DualPipe's Table 2 measured on this machine ---------------------------------------------
 
 def ms(seconds: Any) -> str:
     """Seconds in ms, three significant digits without an exponent."""
@@ -521,7 +518,7 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
     return out
 
 
-# --- 3. activation-memory example ----------------------------------------------------------
+# --- the lectures' activation-memory example -------------------------------------------------
 
 # The textbook worked example (pipeline-parallelism lectures draw D = 4 GPUs, N = 8 micro-batches),
 # quoted as stated, not evaluated here: (label, schedule, per-GPU activation in units of A as
@@ -574,7 +571,7 @@ def activation_table(rows: list[dict], cost: str, devices: int = 4, n: int = 8) 
     return out
 
 
-# --- 4. measured runs ---------------------------------------------------------------------
+# --- measured runs ---------------------------------------------------------------------------
 
 def run_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if (field(r, "command") or "") == "run" or "measured" in r]
@@ -797,7 +794,7 @@ def measured_differences(ok: list[dict], simulated: dict[tuple, dict]) -> list[s
     return [text, ""]
 
 
-# --- 5. latest against the reference ---------------------------------------------------------
+# --- latest against the reference ------------------------------------------------------------
 
 SIMULATED_KEYS = ("makespan", "bubble_fraction", "peak_activations")
 
@@ -1047,7 +1044,7 @@ def gpipe_scaling_section(table: dict | None, source: str) -> list[str]:
     return out
 
 
-# --- output --------------------------------------------------------------------------------
+# --- output ----------------------------------------------------------------------------------
 
 class Figures:
     """The figures the report shows: the first of `dirs` that holds a file wins; links are
