@@ -973,7 +973,7 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
     out += ["", "**Real CPU runs at K = 2** (smaller shapes of the same models; micro-batch 1; "
             "normalised to their own M = 1 run). *CUDA*: `results/latest/cuda*.jsonl` GPipe rows "
             f"of the same shape where a GPU sweep left them ({DASH} where none). The measurement "
-            f"columns: {gpipe_machine(table['machine'])}.", "",
+            f"column: {gpipe_machine(table['machine'])}. " + gpipe_cuda_note(table), "",
             "| model (smaller shape) | of | M | paper (K=2) | theory | simulation | measurement "
             "| CUDA |",
             "|---|---|---|---|---|---|---|---|"]
@@ -986,6 +986,14 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
                        f"{gpipe_cell(r['cuda'])} |")
     out += [""] + gpipe_differences(cells, table)
     return out
+
+
+def gpipe_cuda_note(table: dict) -> str:
+    """Where the CUDA column's numbers come from: the record keeps their values only."""
+    if all(r.get("cuda") is None for s in table["small"] for r in s["rows"]):
+        return "The CUDA column is empty: no GPU run of these shapes yet."
+    return ("The record keeps the CUDA values but not their machine and commit: those are in "
+            "the `cuda*.jsonl` rows `scripts/gpipe_tables.py` read.")
 
 
 def gpipe_differences(cells: list[tuple[str, str, Any, Any]], table: dict) -> list[str]:

@@ -136,6 +136,12 @@ def test_report_gpipe_section_sets_paper_theory_simulation_and_measurement_side_
     assert "Table 3: simulation − paper from +0.00 to +0.70 over 3 cells, the largest at " \
            "Transformer-24, K = 8 (4.00 against 3.30)." in gpipe
     assert "Trend words." in gpipe
+    assert "The CUDA column is empty: no GPU run of these shapes yet." in gpipe
+    table = fake_table()
+    table["small"][0]["rows"][1]["cuda"] = 1.5
+    with_cuda = report.build_report(rows(), "t.jsonl", gpipe_tables=table, gpipe_tables_source="g")
+    assert "| Transformer-8 | Transformer-48 | 4 | 1.70 | — | 2.00 | 2.10 | 1.50 |" in with_cuda
+    assert "not their machine and commit" in with_cuda
     # 1F1B's throughput against devices is under the 1F1B paper, with its measuring machine
     one = section(text, "PipeDream-Flush / 1F1B (DAPPLE)")
     assert "Throughput against pipeline devices" in one
