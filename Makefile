@@ -38,6 +38,10 @@ LATEST_DIR     := $(RESULTS_DIR)/latest
 REFERENCE_DIR  := $(RESULTS_DIR)/reference
 PLOTS_DIR      := plots/latest
 REPORT         := $(LATEST_DIR)/REPORT.md
+# The same report as one self-contained page, figures inline (scripts/report_html.py).
+REPORT_HTML    := $(LATEST_DIR)/REPORT.html
+# Figures the report shows: this machine's (PLOTS_DIR) first, else the committed ones.
+REFERENCE_PLOTS := plots/reference
 CUDA_REPORT     := $(LATEST_DIR)/REPORT-cuda.md
 THEORY_SPEC    := benchmarks/sweeps/theory.json
 THEORY         := $(LATEST_DIR)/theory
@@ -205,7 +209,7 @@ memory-plots: deps  ## plots/latest/memory_*.png, bubble_measured_vs_predicted.p
 	fi
 
 # The report of the latest records sets them beside the committed ones in $(REFERENCE_DIR).
-report: deps  ## results/latest/REPORT.md from latest theory + cpu records beside results/reference/ (REPORT-cuda.md with cuda.jsonl)
+report: deps  ## results/latest/REPORT.md and REPORT.html (by paper, figures inline) from latest theory + cpu records beside results/reference/ (REPORT-cuda.md with cuda.jsonl)
 	@if [ -f $(THEORY).jsonl ]; then \
 	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(REPORT) $(PPBENCH_LIST) \
 	    $$( [ -f $(REFERENCE_DIR)/theory.jsonl ] && echo --reference $(REFERENCE_DIR)/theory.jsonl ) \
@@ -214,14 +218,17 @@ report: deps  ## results/latest/REPORT.md from latest theory + cpu records besid
 	    $$( [ -f $(REFERENCE_DIR)/zb_table5.json ] && echo --zb-table5 $(REFERENCE_DIR)/zb_table5.json ) \
 	    $$( [ -f $(REFERENCE_DIR)/dp_scaling.json ] && echo --dp-scaling $(REFERENCE_DIR)/dp_scaling.json ) \
 	    $$( [ -f $(REFERENCE_DIR)/gpipe_tables.json ] && echo --gpipe-tables $(REFERENCE_DIR)/gpipe_tables.json ) \
-	    $$( [ -f $(REFERENCE_DIR)/dualpipe_measured.json ] && echo --dualpipe-measured $(REFERENCE_DIR)/dualpipe_measured.json ); \
+	    $$( [ -f $(REFERENCE_DIR)/dualpipe_measured.json ] && echo --dualpipe-measured $(REFERENCE_DIR)/dualpipe_measured.json ) \
+	    --figures $(PLOTS_DIR) --figures $(REFERENCE_PLOTS) --html $(REPORT_HTML); \
 	else echo "no $(THEORY).jsonl yet: run 'make bench' (or 'make sweep') first"; exit 1; fi
 	@if [ -f $(CUDA_RESULTS).jsonl ]; then \
 	  $(PYTHON) scripts/report.py $(THEORY).jsonl --out $(CUDA_REPORT) $(PPBENCH_LIST) \
 	    $$( [ -f $(REFERENCE_DIR)/theory.jsonl ] && echo --reference $(REFERENCE_DIR)/theory.jsonl ) \
 	    --measured $(CUDA_RESULTS).jsonl \
 	    $$( [ -f $(REFERENCE_DIR)/cuda.jsonl ] && echo --reference-measured $(REFERENCE_DIR)/cuda.jsonl ) \
-	    $$( [ -f $(REFERENCE_DIR)/zb_table5.json ] && echo --zb-table5 $(REFERENCE_DIR)/zb_table5.json ); \
+	    $$( [ -f $(REFERENCE_DIR)/zb_table5.json ] && echo --zb-table5 $(REFERENCE_DIR)/zb_table5.json ) \
+	    --figures $(PLOTS_DIR)/cuda --figures $(PLOTS_DIR) --figures $(REFERENCE_PLOTS) \
+	    --html $(CUDA_REPORT:.md=.html); \
 	fi
 
 # Single runs on a shared 2-core machine vary by up to ~30% (results/perf/README.md), so a

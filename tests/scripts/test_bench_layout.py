@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 
-WRITE_FLAGS = ("--out", "--out-dir", "--trace-out")
+WRITE_FLAGS = ("--out", "--out-dir", "--trace-out", "--html")
 
 
 def git(*args: str) -> subprocess.CompletedProcess:
@@ -40,7 +40,8 @@ def dry_run(target: str, tmp_path) -> str:
 
 
 def written_paths(text: str) -> list[str]:
-    """Every path a dry run's commands would write: after --out/--out-dir/--trace-out, mkdir -p."""
+    """Every path a dry run's commands would write: after --out/--out-dir/--trace-out/--html,
+    mkdir -p."""
     paths = []
     for line in text.splitlines():
         words = line.replace(";", " ").split()
@@ -81,6 +82,9 @@ def test_the_report_sets_the_latest_records_beside_the_committed_reference(tmp_p
     assert "--reference results/reference/theory.jsonl" in text
     assert "--reference-measured results/reference/cpu.jsonl" in text
     assert "--out results/latest/REPORT.md" in text
+    # the same report as one HTML page, figures from this machine's plots first
+    assert "--html results/latest/REPORT.html" in text
+    assert "--figures plots/latest --figures plots/reference" in text
 
 
 def test_the_reference_records_are_committed_where_the_report_finds_them():

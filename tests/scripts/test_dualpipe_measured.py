@@ -126,7 +126,8 @@ def test_report_subsection() -> None:
              "comparisons": [{"title": "PP = 4 stages", "rows": [dualpipe_row()]}]}
     lines = report.measured_dualpipe_section(table, "x.json")
     text = "\n".join(lines)
-    assert lines[0] == "### Measured on this machine"
+    assert lines[0].startswith("Source: ")
+    assert "host h, CPU c (2 cores), ppbench built from commit abc" in text
     assert "#### PP = 4 stages" in text
     row = next(line for line in lines if line.startswith("| DualPipe | `dualpipe`"))
     assert "D=4 (oversubscribed)" in row

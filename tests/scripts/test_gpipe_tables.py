@@ -111,21 +111,46 @@ def fake_table() -> dict:
     }
 
 
-def test_report_section_8_sets_paper_predicted_and_measured_side_by_side():
+def section(text: str, title: str) -> str:
+    start = text.index(f". {title}\n")
+    end = text.find("\n## ", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_report_gpipe_section_sets_paper_theory_simulation_and_measurement_side_by_side():
     text = report.build_report(rows(), "results/latest/theory.jsonl", gpipe_tables=fake_table(),
                                gpipe_tables_source="results/reference/gpipe_tables.json")
-    eight = text.split("## 8. GPipe's Tables 2 and 3", 1)[1]
-    assert "`results/reference/gpipe_tables.json`" in eight
-    assert "box (EPYC, 2 cores), commit abcdef123456" in eight
-    assert "load average 1.5 to 2.5" in eight
-    # Table 2, M = 32 row: paper / predicted per K (64/33, 128/35, 256/39 over the base 1).
-    assert "| 32 | 1.80 / 1.94 | 3.40 / 3.66 | 6.30 / 6.56 |" in eight
-    assert "| Transformer-24 | 1.00 / 1.00 | 1.80 / 2.00 | 3.30 / 4.00 |" in eight
-    assert "| Transformer-8 | Transformer-48 | 4 | 1.70 | 2.00 | 2.10 | — |" in eight
-    assert "| 2 | 18.00 | 20.00 | 20.00 | 22.00 |" in eight
-    assert "| 4 | — | — | 36.00 | 44.00 |" in eight
-    assert "Trend words." in eight
+    gpipe = section(text, "GPipe")
+    assert "1.1 Tables 2 and 3: normalised throughput" in gpipe  # the paper's table first
+    assert "Source: GPipe, Tables 2 and 3; from `results/reference/gpipe_tables.json`" in gpipe
+    assert "box (EPYC, 2 cores), commit abcdef123456" in gpipe
+    assert "load average 1.5 to 2.5" in gpipe
+    # Table 2, M = 32: paper, theory (none), simulation (64/33, 128/35, 256/39 over the base 1)
+    assert "| model | M | K | paper | theory | simulation | measurement |" in gpipe
+    assert "| Transformer-48 | 32 | 2 | 1.80 | — | 1.94 | — |" in gpipe
+    assert "| Transformer-48 | 32 | 8 | 6.30 | — | 6.56 | — |" in gpipe
+    assert "| Transformer-24 | 4 | 1.80 | — | 2.00 | — |" in gpipe
+    assert "| Transformer-8 | Transformer-48 | 4 | 1.70 | — | 2.00 | 2.10 | — |" in gpipe
+    # why the theory and measurement cells are empty, and what differs, from the data
+    assert "*theory* is —: the paper states no closed form for throughput" in gpipe
+    assert "Table 3: simulation − paper from +0.00 to +0.70 over 3 cells, the largest at " \
+           "Transformer-24, K = 8 (4.00 against 3.30)." in gpipe
+    assert "Trend words." in gpipe
+    assert "The CUDA column is empty: no GPU run of these shapes yet." in gpipe
+    table = fake_table()
+    table["small"][0]["rows"][1]["cuda"] = 1.5
+    with_cuda = report.build_report(rows(), "t.jsonl", gpipe_tables=table, gpipe_tables_source="g")
+    assert "| Transformer-8 | Transformer-48 | 4 | 1.70 | — | 2.00 | 2.10 | 1.50 |" in with_cuda
+    assert "not their machine and commit" in with_cuda
+    # 1F1B's throughput against devices is under the 1F1B paper, with its measuring machine
+    one = section(text, "PipeDream-Flush / 1F1B (DAPPLE)")
+    assert "Throughput against pipeline devices" in one
+    assert "| 2 | 18.00 | 20.00 | 20.00 | 22.00 |" in one
+    assert "| 4 | — | — | 36.00 | 44.00 |" in one
+    assert "Measurement column: box (EPYC, 2 cores), commit abcdef123456" in one
+    assert "No measurement at D = 4: the CPU has 2 cores" in one
 
 
-def test_report_has_no_section_8_without_the_file():
-    assert "## 8." not in report.build_report(rows(), "results/latest/theory.jsonl")
+def test_report_has_no_gpipe_tables_without_the_file():
+    text = report.build_report(rows(), "results/latest/theory.jsonl")
+    assert "Tables 2 and 3" not in text and "Throughput against pipeline devices" not in text

@@ -11,6 +11,15 @@ import results_io
 from conftest import SCRIPTS, result_row, write_jsonl
 
 
+def section(text: str, title: str) -> str:
+    """The top-level section whose heading ends with `title` ("## 3. Chimera"), to the next."""
+    start = next(i for i, line in enumerate(text.splitlines(keepends=True))
+                 if line.startswith("## ") and line.rstrip().endswith(title))
+    lines = text.splitlines(keepends=True)[start:]
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.startswith("## ")), len(lines))
+    return "".join(lines[:end])
+
+
 def closed(bubble, idle_formula, idle, act_formula, act, params="1x", note=None) -> dict:
     """A record's closed_form as ppbench writes it (the registry's texts and their values)."""
     return {"bubble_formula": "(D-1)/(D-1+N)", "bubble_fraction": bubble,
@@ -165,18 +174,34 @@ def test_measured_section_has_gap_closed_form_throughput_and_bytes(fake_ppbench)
     registry = results_io.schedule_registry(fake_ppbench[0])
     text = report.build_report(rows(), "results/theory.jsonl", measured=measured_rows(),
                                measured_source="results/cpu.jsonl", registry=registry)
-    assert "## 4. Measured runs" in text and "results/cpu.jsonl" in text
-    assert "(5 points: 1 invalid, 4 ok)" in text
-    assert "### transformer, `--preset tiny-llama`, b 2, dtype f32, steps 3, warm-up 1" in text
-    assert "### mlp, `--layers 8 --width 512`" in text
-    line = next(l for l in text.splitlines() if l.startswith("| 1f1b | 8 | 0.4000 |"))
-    assert line == "| 1f1b | 8 | 0.4000 | 0.3850 | +1.5 | 0.2727 | 32 | 500 | 8 / 9 |"
-    zb = next(l for l in text.splitlines() if l.startswith("| zb-h1 | 4 |"))
-    assert "| -5.0 | — |" in zb
-    # schedules in the registry's order within a D table
-    d4 = text[text.index("#### D = 4"):]
-    assert d4.index("| gpipe | 8 |") < d4.index("| 1f1b | 8 |")
-    assert "-5.0 … +1.5 percentage points" in text
+    records = section(text, "All schedules together")
+    assert "### 9.2 Measured records" not in records  # numbered as the sections present
+    assert "Measured records" in records and "results/cpu.jsonl" in records
+    assert "(5 points: 1 invalid, 4 ok)" in records
+    assert "-5.0 … +1.5 percentage points" in records
+    one = section(text, "PipeDream-Flush / 1F1B (DAPPLE)")
+    assert "Bubble fraction: theory, simulation and measurement" in one
+    assert "#### transformer, `--preset tiny-llama`, b 2, dtype f32, steps 3, warm-up 1" in one
+    assert "#### mlp, `--layers 8 --width 512`" in one
+    # theory, simulation at uniform costs (rows(): 1f1b D=4 N=8 simulated 3/11), simulation with
+    # the measured costs, measurement, gap
+    line = next(l for l in one.splitlines() if l.startswith("| 1f1b | 4 | 8 |"))
+    assert line == ("| 1f1b | 4 | 8 | 0.2727 | 0.2727 | 0.3850 | 0.4000 | +1.5 | 32 | 500 "
+                    "| 8 / 9 |")
+    # a run without a closed-form value: a dash, not a crash
+    assert "| 1f1b | 2 | 8 | — | 0.1111 | 0.0900 | 0.1000 | +1.0 |" in one
+    assert "| gpipe |" not in one.split("### 2.2", 1)[-1]  # GPipe's runs are under GPipe
+    gpipe = section(text, "GPipe")
+    assert "| gpipe | 4 | 8 | 0.2727 | 0.2727 | 0.3100 | 0.3000 | -1.0 |" in gpipe
+    zb = section(text, "Zero Bubble")
+    line = next(l for l in zb.splitlines() if l.startswith("| zb-h1 | 2 | 4 |"))
+    # no simulated record of zb-h1 at D=2 in rows(): dashes, not a crash
+    assert line.startswith("| zb-h1 | 2 | 4 | — | — | 0.2500 | 0.2000 | -5.0 |")
+    # each measured table names the machine and commit of its measurement column
+    assert ("Measurement column: commit beef123; machine: host benchbox, CPU EPYC 9999 "
+            "(2 cores)") in zb
+    assert "**What differs and why.** Measurement − simulation with measured costs: " \
+           "-5.0 … -5.0 percentage points over 1 points" in zb
 
 
 def test_runs_under_mpirun_get_their_own_table_beside_the_threads():
@@ -188,27 +213,31 @@ def test_runs_under_mpirun_get_their_own_table_beside_the_threads():
     dp["point"] = {**dp["point"], "devices": 1, "launcher": "mpirun", "replicas": 2}
     text = report.build_report(rows(), "r.jsonl", measured=[threads, mpi, dp],
                                measured_source="cpu.jsonl")
-    titles = [l for l in text.splitlines() if l.startswith("### mlp")]
+    titles = [l for l in text.splitlines() if l.startswith("#### mlp")]
     assert titles == [
-        "### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1",
-        "### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
+        "#### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1",
+        "#### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
         "2 processes under mpirun",
-        "### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
+        "#### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
         "2 processes under mpirun (2 replicas)"], titles
     mpi_table = text[text.index("2 processes under mpirun\n"):]
-    assert mpi_table.split("\n### ")[0].count("| 1f1b | 8 | 0.3000 | 0.2000 | +10.0 |") == 1
+    assert mpi_table.split("\n#### ")[0].count("| 0.2000 | 0.3000 | +10.0 |") == 1
 
 
 def test_measured_section_names_the_machine():
     text = report.build_report(rows(), "r.jsonl", measured=measured_rows(),
                                measured_source="cpu.jsonl")
-    section = text[text.index("## 4."):]
-    assert "CPU EPYC 9999, 2 cores, host benchbox" in section
-    assert "beef123" in section and "2026-11-21T06:00:00Z" in section
+    records = section(text, "All schedules together")
+    assert "CPU EPYC 9999, 2 cores, host benchbox" in records
+    assert "beef123" in records and "2026-11-21T06:00:00Z" in records
 
 
-def test_no_measured_section_without_measured_rows():
-    assert "## 4." not in report.build_report(rows(), "r.jsonl")
+def test_no_measured_tables_without_measured_rows():
+    text = report.build_report(rows(), "r.jsonl")
+    assert "theory, simulation and measurement" not in text and "Measured records" not in text
+    # the bubble tables say why they have no measurement column
+    assert "No measured run of these schedules is in the records given (no CPU or GPU run " \
+           "yet), so there is no measurement column." in section(text, "GPipe")
 
 
 def test_cli_measured_option(tmp_path):
@@ -216,7 +245,7 @@ def test_cli_measured_option(tmp_path):
     cpu = write_jsonl(tmp_path / "cpu.jsonl", measured_rows())
     out = tmp_path / "REPORT.md"
     assert report.main([str(theory), "--measured", str(cpu), "--out", str(out)]) == 0
-    assert "## 4. Measured runs" in out.read_text()
+    assert "Bubble fraction: theory, simulation and measurement" in out.read_text()
     assert report.main([str(theory), "--measured", str(tmp_path / "absent.jsonl"),
                         "--out", str(out)]) == 1
 
@@ -245,16 +274,20 @@ def test_schedule_order_comes_from_the_registry_once(fake_ppbench):
 
 
 def test_report_tables_follow_the_registry_not_the_data(fake_ppbench):
-    data = [r for r in rows() if r.get("schedule") != "1f1b" or r.get("status") != "ok"]
-    data = [result_row("1f1b", 4, n, 0.2, 0.2) for n in (4, 8)] + data  # 1f1b named first
+    # gpipe named first by the data; the registry lists naive first
+    data = [result_row("gpipe", 4, n, 0.2, 0.2) for n in (4, 8)] + \
+        [result_row("naive", 4, n, 0.75, 0.75) for n in (4, 8)] + \
+        [result_row("mystery", 4, n, 0.1, None) for n in (4, 8)]
     registry = results_io.schedule_registry(fake_ppbench[0])
     ordered = report.build_report(data, "r.jsonl", registry=registry)
-    table = ordered[ordered.index("### D = 4"):]
-    assert table.index("| gpipe |") < table.index("| 1f1b |")
     assert "in the registry's order" in ordered
-    by_data = report.build_report(data, "r.jsonl")
-    table = by_data[by_data.index("### D = 4"):]
-    assert table.index("| 1f1b |") < table.index("| gpipe |")
+    gpipe = section(ordered, "GPipe")
+    assert gpipe.index("| naive |") < gpipe.index("| gpipe |")
+    by_data = section(report.build_report(data, "r.jsonl"), "GPipe")
+    assert by_data.index("| gpipe |") < by_data.index("| naive |")
+    # a family no paper claims is not lost: it has a section of its own
+    other = section(ordered, "Other schedules")
+    assert "| mystery |" in other and "| gpipe |" not in other
 
 
 def test_scripts_keep_no_schedule_list_of_their_own():
@@ -296,14 +329,16 @@ def test_measured_tables_set_the_reference_beside_the_latest():
                                measured_source="results/latest/cpu.jsonl",
                                reference_measured=reference_rows(),
                                reference_measured_source="results/reference/cpu.jsonl")
-    section = text[text.index("## 4."):text.index("## 5.")]
-    assert "CPU EPYC 9999, 2 cores, host benchbox" in section and "beef123" in section
-    assert "the reference `results/reference/cpu.jsonl` (5 points): commit 0ld0ld0" in section
-    assert "host refbox, CPU Xeon Ref" in section
-    assert "| ref. measured | ref. samples/s |" in section
-    line = next(l for l in section.splitlines() if l.startswith("| 1f1b | 8 | 0.4000 |"))
+    records = section(text, "All schedules together")
+    assert "CPU EPYC 9999, 2 cores, host benchbox" in records and "beef123" in records
+    assert "the reference `results/reference/cpu.jsonl` (5 points): commit 0ld0ld0" in records
+    one = section(text, "PipeDream-Flush / 1F1B (DAPPLE)")
+    assert "Reference columns: `results/reference/cpu.jsonl`, commit 0ld0ld0; machine: host " \
+           "refbox, CPU Xeon Ref" in one
+    assert "| ref. measurement | ref. samples/s |" in one
+    line = next(l for l in one.splitlines() if l.startswith("| 1f1b | 4 | 8 |"))
     assert line.endswith("| 8 / 9 | 0.4500 | 16 |")
-    five = text[text.index("## 5."):]
+    five = section(text, "Latest against the reference")
     assert "latest measured: `results/latest/cpu.jsonl`, commit beef123" in five
     assert "reference measured: `results/reference/cpu.jsonl`, commit 0ld0ld0" in five
     assert "over the 4 points ok in both: median 2×" in five
@@ -320,9 +355,9 @@ def test_simulated_records_are_checked_against_the_reference():
     changed["bubble_fraction"] = 0.5
     text = report.build_report(latest, "results/latest/theory.jsonl", reference=reference,
                                reference_source="results/reference/theory.jsonl")
-    head = text[:text.index("## 1.")]
+    head = text[:text.index("## Contents")]
     assert "- reference: `results/reference/theory.jsonl`" in head and "0ld0ld0" in head
-    five = text[text.index("## 5."):]
+    five = section(text, "Latest against the reference")
     points = len(results_io.latest_rows(latest, key=report.point_id))
     assert f"simulated points in both: {points}" in five
     assert f": {points - 1}; different: 1" in five
@@ -347,8 +382,10 @@ def test_zb_table5_section_sets_ppbench_beside_the_paper():
                        "ppbench": {"1F1B": 0.24312, "ZB-2p": 0.1015}}]}
     text = report.build_report(rows(), "results/latest/theory.jsonl", zb_table5=table,
                                zb_table5_source="results/reference/zb_table5.json")
-    six = text[text.index("## 6."):]
-    assert "`results/reference/zb_table5.json`" in six
-    assert "| 1.5B | 8 | 24 | 18.5 / 18.1 / 9.3 / 0.6 | 0.2431 (0.2431) | 0.1015 (0.0433) |" in six
-    assert "in every row: 1F1B. ZB-2p: 1 of 1 rows differ." in six
-    assert "## 6." not in report.build_report(rows(), "results/latest/theory.jsonl")
+    zb = section(text, "Zero Bubble")
+    assert "Source: the paper: Table 5; from `results/reference/zb_table5.json`" in zb
+    # the paper's table comes before the bubble tables of the section
+    assert zb.index("Table 5: bubble rates") < zb.index("Bubble fraction: theory and simulation")
+    assert "| 1.5B | 8 | 24 | 18.5 / 18.1 / 9.3 / 0.6 | 0.2431 (0.2431) | 0.1015 (0.0433) |" in zb
+    assert "in every row: 1F1B. ZB-2p: 1 of 1 rows differ, ppbench +0.0582 … +0.0582" in zb
+    assert "Table 5" not in report.build_report(rows(), "results/latest/theory.jsonl")
