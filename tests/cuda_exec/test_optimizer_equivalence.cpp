@@ -6,9 +6,11 @@
 // part shows on the trace; the record has the measured memory beside the model. A captured CUDA
 // graph replays the AdamW step with its counter stepping on. GPU tests skip without a GPU; the
 // guard that the first update changes the reference visibly runs everywhere.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -96,7 +98,14 @@ void expect_two_steps_match(const WorkloadSpec& spec, const ScheduleParams& p,
   const Schedule s = generate(p);
   EXPECT_EQ(out->trace.updates.size(), static_cast<std::size_t>(s.placement.stages_per_chain()))
       << label;
-  for (const UpdateEvent& u : out->trace.updates) EXPECT_GT(u.end, u.start) << label;
+  std::vector<int> updated;
+  for (const UpdateEvent& u : out->trace.updates) {
+    EXPECT_EQ(s.placement.stage_rank.at(static_cast<std::size_t>(u.stage)), u.rank) << label;
+    updated.push_back(u.stage - s.placement.chain_begin[s.placement.stage_chain[u.stage]]);
+  }
+  std::sort(updated.begin(), updated.end());
+  for (std::size_t k = 0; k < updated.size(); ++k)
+    EXPECT_EQ(updated[k], static_cast<int>(k)) << label << ": every part updated once";
   EXPECT_EQ(out->record["optimizer"]["name"], to_string(kind)) << label;
   // Measured beside the model: the parameter bytes are the model's; AdamW's moments (and bf16's
   // master copies) are the model's optimizer bytes, every copy's; SGD keeps none.
