@@ -155,6 +155,11 @@ GpuOptimizer::~GpuOptimizer() {
         }
         cudaEventDestroy(c.done);
       }
+  // No rank's green context stays current on this thread (one thread at a time may hold it).
+  try {
+    devices_.release_current();
+  } catch (...) {
+  }
 }
 
 void GpuOptimizer::begin_step() {
