@@ -34,7 +34,8 @@
 #                                                 domain "ppbench" (and none with a filter naming no
 #                                                 such domain)
 #                            equivalence          ppbench run --check for every schedule, D = 2, 4, 8,
-#                                                 MLP and tiny-llama, f32 and bf16 (JSON Lines and
+#                                                 MLP and tiny-llama, f32 and bf16, without and
+#                                                 with the optimizer step (JSON Lines and
 #                                                 a table; scripts/gpu_equivalence.py)
 #   --results DIR          where the unpacked records go (default results/gpu beside the scripts:
 #                          the repository's, or the bundle's parent folder's for DIR/gpu-check.sh)

@@ -31,14 +31,21 @@ import time
 from pathlib import Path
 
 # The workload variants, in one place: (name, flags). --steps 1 --warmup 1 --check --format json
-# and the backend/placement flags are added to each.
+# and the backend/placement flags are added to each. The first four check the forward and backward
+# alone; the optimizer variants check that the warm-up step's update reaches the measured step
+# (--check then runs two steps on one device). AdamW's first steps are about lr * sign(g), and
+# two f32 runs may disagree on the sign of a near-zero gradient: its f32 tolerance is 1e-3.
+MLP = ["--workload", "mlp", "--layers", "8", "--width", "256"]
+LLAMA = ["--workload", "transformer", "--preset", "tiny-llama", "--layers", "8"]
 VARIANTS: list[tuple[str, list[str]]] = [
-    ("mlp-f32", ["--workload", "mlp", "--layers", "8", "--width", "256", "--dtype", "f32"]),
-    ("mlp-bf16", ["--workload", "mlp", "--layers", "8", "--width", "256", "--dtype", "bf16"]),
-    ("transformer-f32", ["--workload", "transformer", "--preset", "tiny-llama", "--layers", "8",
-                         "--dtype", "f32"]),
-    ("transformer-bf16", ["--workload", "transformer", "--preset", "tiny-llama", "--layers", "8",
-                          "--dtype", "bf16"]),
+    ("mlp-f32", [*MLP, "--dtype", "f32", "--optimizer", "none"]),
+    ("mlp-bf16", [*MLP, "--dtype", "bf16", "--optimizer", "none"]),
+    ("transformer-f32", [*LLAMA, "--dtype", "f32", "--optimizer", "none"]),
+    ("transformer-bf16", [*LLAMA, "--dtype", "bf16", "--optimizer", "none"]),
+    ("mlp-f32-sgd", [*MLP, "--dtype", "f32", "--optimizer", "sgd", "--lr", "0.05"]),
+    ("mlp-f32-adamw", [*MLP, "--dtype", "f32", "--optimizer", "adamw", "--check-tolerance",
+                       "1e-3"]),
+    ("transformer-bf16-adamw", [*LLAMA, "--dtype", "bf16", "--optimizer", "adamw"]),
 ]
 COMMON = ["--backend", "cuda", "--steps", "1", "--warmup", "1", "--check", "--format", "json"]
 CHECK_FLAG = "--check"

@@ -184,7 +184,7 @@ Command add_run(CLI::App& parent) {
                 "(default: once, after the rank's last action)");
   app->add_option("--optimizer", st->optimizer,
                   "The optimizer step after each stage's last backward: none, sgd or adamw "
-                  "(default adamw on the CPU backend; the CUDA backend runs none)")
+                  "(default adamw; cuda: not with --cuda-graph for Chimera or DualPipe)")
       ->check(one_of({"none", "sgd", "adamw"}));
   app->add_option("--lr", st->options.optimizer.lr, "Learning rate (default 1e-3)")
       ->check(number_in(1e-12, 1e3));
@@ -248,12 +248,7 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--profile-out - and --trace-out - or --results - all ask for stdout: give one of them "
           "a file");
-    if (st->backend == "cuda" && !st->optimizer.empty() && st->optimizer != "none")
-      throw UsageError("--optimizer " + st->optimizer +
-                       ": the CUDA backend runs forward and backward only so far (--optimizer "
-                       "none); the CPU backend runs sgd and adamw");
-    st->options.optimizer.kind = parse_optimizer(
-        st->optimizer.empty() ? (st->backend == "cpu" ? "adamw" : "none") : st->optimizer);
+    st->options.optimizer.kind = parse_optimizer(st->optimizer.empty() ? "adamw" : st->optimizer);
     // Several processes started by mpirun (or srun): one pipeline rank each.
     const LaunchEnvironment launch = launch_environment();
     const bool multi_process = launch.by_mpi && launch.size != 1;

@@ -75,6 +75,30 @@ CudaExecutor::~CudaExecutor() {
     graphs_[r].graph.reset();
   }
 }
+void CudaExecutor::set_stage_done(StageDone hook) {
+  stage_done_ = std::move(hook);
+  // Per rank, the plan step of each stage's last backward (B, I or W) action.
+  stage_ends_.assign(plan_->ranks.size(), {});
+  for (std::size_t r = 0; r < plan_->ranks.size(); ++r) {
+    auto& ends = stage_ends_[r];
+    auto note = [&ends](std::size_t i, const Task& t) {
+      if (t.op == Op::F) return;
+      auto it = std::find_if(ends.begin(), ends.end(),
+                             [&](const auto& e) { return e.second == t.stage; });
+      if (it == ends.end())
+        ends.emplace_back(i, t.stage);
+      else
+        it->first = i;
+    };
+    const auto& steps = plan_->ranks[r];
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].is_group) continue;
+      note(i, steps[i].action.task);
+      if (steps[i].action.paired) note(i, steps[i].action.partner);
+    }
+  }
+}
+
 int CudaExecutor::hoisted_receives() const { return plan_->hoisted_receives; }
 int CudaExecutor::deferred_sends() const { return plan_->deferred_sends; }
 
@@ -197,12 +221,14 @@ CudaStepRecord CudaExecutor::assemble(const std::vector<RankResult>& results, bo
     std::vector<RankStart> starts;
     std::vector<GpuComputeTiming> compute;
     std::vector<GpuCommTiming> comm;
+    std::vector<GpuUpdateTiming> updates;
     for (const RankResult& res : results) {
       starts.push_back(res.start);
       compute.insert(compute.end(), res.compute.begin(), res.compute.end());
       comm.insert(comm.end(), res.comm.begin(), res.comm.end());
+      updates.insert(updates.end(), res.updates.begin(), res.updates.end());
     }
-    record.trace = align_gpu_trace(ranks, starts, compute, comm);
+    record.trace = align_gpu_trace(ranks, starts, compute, comm, updates);
   } else {
     record.trace.source = "cuda";
     record.trace.time_unit = "s";
@@ -272,9 +298,15 @@ void CudaExecutor::replay_rank(int r, RankResult& out, bool& per_action, double&
       out.comm.back().start_ms = b;
       out.comm.back().end_ms = e;
     }
+    for (std::size_t i = 0; per_action && i < g.update_events.size(); ++i) {
+      per_action = try_elapsed_ms(g.launched, g.update_events[i].first, b) &&
+                   try_elapsed_ms(g.launched, g.update_events[i].second, e);
+      out.updates.push_back({r, b, e, g.update_stages[i]});
+    }
     if (!per_action) {
       out.compute.clear();
       out.comm.clear();
+      out.updates.clear();
     }
     out.memory = g.memory;
   } catch (const std::exception& e) {
@@ -306,7 +338,9 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
   };
   io.capturing = capturing;
 
-  for (const P2PStep& step : plan_->ranks[static_cast<std::size_t>(r)]) {
+  const auto& steps = plan_->ranks[static_cast<std::size_t>(r)];
+  for (std::size_t si = 0; si < steps.size(); ++si) {
+    const P2PStep& step = steps[si];
     // Inside a capture nothing has run: sent tensors are all released after it.
     if (!capturing) transport_.reclaim(r, false);
     if (!step.is_group) {
@@ -319,6 +353,16 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
       walk.compute_events.emplace_back(b, e);
       walk.compute_actions.push_back(step.action);
       walk.memory.emplace_back(walk.compute_actions.size() - 1, stages_.saved_bytes(r, work));
+      if (stage_done_)
+        for (const auto& [at, stage] : stage_ends_[static_cast<std::size_t>(r)]) {
+          if (at != si) continue;
+          NvtxRange update_range("update stage " + std::to_string(stage));
+          cudaEvent_t ub = events.next(), ue = events.next();
+          record_timing_event(ub, dev.compute, capturing);
+          const bool ran = stage_done_(r, stage);
+          record_timing_event(ue, dev.compute, capturing);
+          if (ran) walk.update_events.emplace_back(ub, ue), walk.update_stages.push_back(stage);
+        }
       continue;
     }
     std::vector<cuda::DTensor> tensors(step.ops.size());
@@ -391,6 +435,9 @@ void CudaExecutor::run_rank(int r, RankResult& out) {
   for (const TransferTiming& t : walk.timings)
     out.comm.push_back(
         {t.src, t.dst, t.timed_on, elapsed_ms(start, t.begin), elapsed_ms(start, t.end), t.task});
+  for (std::size_t i = 0; i < walk.update_events.size(); ++i)
+    out.updates.push_back({r, elapsed_ms(start, walk.update_events[i].first),
+                           elapsed_ms(start, walk.update_events[i].second), walk.update_stages[i]});
   out.memory = std::move(walk.memory);
 }
 
@@ -405,6 +452,7 @@ void CudaExecutor::capture_rank(int r, RankGraph& g) {
   std::size_t needed = 2;
   for (const P2PStep& step : plan_->ranks[static_cast<std::size_t>(r)])
     needed += step.is_group ? 8 : 2;
+  if (stage_done_) needed += 2 * stage_ends_[static_cast<std::size_t>(r)].size();
   events.reserve(needed);
   const auto began = Clock::now();
   g.graph = std::make_unique<StepGraph>();
@@ -427,6 +475,8 @@ void CudaExecutor::capture_rank(int r, RankGraph& g) {
   g.compute_events = std::move(walk.compute_events);
   g.compute_actions = std::move(walk.compute_actions);
   g.memory = std::move(walk.memory);
+  g.update_events = std::move(walk.update_events);
+  g.update_stages = std::move(walk.update_stages);
   for (const TransferTiming& t : walk.timings) {
     g.comm.push_back({t.src, t.dst, t.timed_on, 0, 0, t.task});
     g.comm_events.emplace_back(t.begin, t.end);

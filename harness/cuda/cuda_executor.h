@@ -27,8 +27,14 @@
 //   - watchdog: the host sees one launch per rank, so the limit applies to the whole step and
 //     the error cannot name the transfer that hangs (rerun without --cuda-graph for that).
 // Eager steps must all come before the capture (a replay's timing events belong to its graph).
+//
+// The optimizer step (set_stage_done, harness/cuda/gpu_optimizer.h): right after a stage's last
+// backward on a rank, the walk calls the hook on the rank's thread, between two timing events on
+// its compute stream; what it launched is timed into the trace's UpdateEvents (busy time), eager
+// and captured alike, as the CPU executor's RankHooks::stage_done.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -111,6 +117,10 @@ class CudaExecutor {
   int hoisted_receives() const;  // of the plan, for records
   int deferred_sends() const;
   const Program& program() const { return program_; }
+  // Called as hook(rank, stage) after the last backward of each stage on its rank, with the rank's
+  // context current; returns whether it enqueued work to time (an UpdateEvent). Set before a step.
+  using StageDone = std::function<bool(int rank, int stage)>;
+  void set_stage_done(StageDone hook);
 
  private:
   struct RankResult {
@@ -118,6 +128,7 @@ class CudaExecutor {
     std::vector<GpuComputeTiming> compute;
     std::vector<GpuCommTiming> comm;
     std::vector<std::pair<std::size_t, double>> memory;  // (compute event index, live bytes)
+    std::vector<GpuUpdateTiming> updates;
   };
   // What a rank's capture keeps for its replays: the events its graph records and what each
   // one times, the memory samples of the capture (the same host bookkeeping every replay),
@@ -129,6 +140,8 @@ class CudaExecutor {
     std::vector<std::pair<std::size_t, double>> memory;
     std::vector<GpuCommTiming> comm;  // start/end unused: filled per replay from comm_events
     std::vector<std::pair<cudaEvent_t, cudaEvent_t>> comm_events;
+    std::vector<std::pair<cudaEvent_t, cudaEvent_t>> update_events;
+    std::vector<int> update_stages;
     cudaEvent_t launched = nullptr, done = nullptr;
     std::size_t arena_in_use = 0;  // the activation arena after the capture
     double device_peak_bytes = 0;
@@ -141,7 +154,9 @@ class CudaExecutor {
     std::vector<Action> compute_actions;
     std::vector<std::pair<std::size_t, double>> memory;  // (compute index, live bytes)
     std::vector<TransferTiming> timings;
-    std::vector<PendingTransfer> pending;  // eager walks only
+    std::vector<PendingTransfer> pending;                            // eager walks only
+    std::vector<std::pair<cudaEvent_t, cudaEvent_t>> update_events;  // optimizer steps
+    std::vector<int> update_stages;
   };
   // Walks rank r's plan once: eagerly (kernels and transfers run) or into a capture (nothing
   // runs). False when the transport was aborted (another rank failed first); the watchdog's
@@ -170,6 +185,8 @@ class CudaExecutor {
   std::vector<RankGraph> graphs_;  // after events_: destroyed first, its nodes use those events
   bool captured_ = false;
   GraphCaptureInfo capture_info_;
+  StageDone stage_done_;
+  std::vector<std::vector<std::pair<std::size_t, int>>> stage_ends_;  // per rank: (step, stage)
 };
 
 }  // namespace ppbench::cuda

@@ -9,7 +9,9 @@
 #include "harness/backends/run_loop.h"
 #include "harness/backends/run_record.h"
 #include "harness/cuda/gpu_devices.h"
+#include "harness/cuda/gpu_memory.h"
 #include "harness/cuda/gpu_model.h"
+#include "harness/cuda/gpu_optimizer.h"
 #include "harness/cuda/grad_summary.h"
 #include "harness/cuda/graph_record.h"
 #include "harness/cuda/link_model.h"
@@ -21,6 +23,7 @@
 #include "harness/replay.h"
 #include "harness/report_json.h"
 #include "harness/simulator.h"
+#include "harness/step_memory.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "workloads/cuda/arena.h"
@@ -47,10 +50,6 @@ GpuPlacement placement_of(const CudaRunOptions& o, int ranks, int visible) {
 
 void check_cuda_run_options(const WorkloadSpec& spec, const CudaRunOptions& o) {
   check_step_counts(o.run.steps, o.run.warmup);
-  // Forward and backward only: the optimizer step is not built for GPUs yet.
-  if (o.run.optimizer.enabled())
-    throw UsageError("--optimizer " + to_string(o.run.optimizer.kind) +
-                     ": the CUDA backend runs forward and backward only so far");
   cuda::require_gpu_workload(spec);
   require(!o.run.recompute,
           "--recompute is not implemented on the CUDA backend yet (use --backend cpu)");
@@ -96,6 +95,8 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
                                                       ? cuda::make_nccl_transport(gp.gpus)
                                                       : cuda::make_copy_transport(gp.ranks(), link);
   const cuda::DType dt = cuda::gpu_dtype(spec);
+  // The whole device before anything of the run is on it (the record's memory.device).
+  const std::vector<cuda::DeviceUse> used_before = cuda::device_use(*devices);
 
   // Ranks and their arenas, each built with its context current. Without an explicit size,
   // each rank's activation arena gets an equal share of what its GPU has free.
@@ -108,7 +109,9 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
       const std::size_t sharing =
           gp.kind == GpuPlacement::Kind::Gpus ? 1 : static_cast<std::size_t>(gp.ranks() - r);
       const std::size_t reserve =
-          cuda::rank_static_bytes(spec, plan, s.placement, r) + (std::size_t{256} << 20);
+          cuda::rank_static_bytes(spec, plan, s.placement, r) +
+          cuda::optimizer_reserve_bytes(spec, plan, s.placement, r, o.run.optimizer.kind) +
+          (std::size_t{256} << 20);
       act = free > reserve * sharing ? (free - reserve * sharing) / sharing * 8 / 10
                                      : (std::size_t{64} << 20);
     }
@@ -122,6 +125,16 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
   cuda::CudaExecutor executor(
       s, *devices, work, arenas, *transport, cuda::stage_output_shapes(spec, plan, s.placement), dt,
       {.watchdog_seconds = o.run.executor.watchdog_seconds, .cuda_graph = o.cuda_graph});
+  // Each stage updated right after its last backward on its rank (gpu_optimizer.h).
+  std::unique_ptr<cuda::GpuOptimizer> optimizer;
+  if (o.run.optimizer.enabled()) {
+    std::vector<GpuPipelineRank*> plain;
+    for (auto& r : ranks) plain.push_back(r.get());
+    optimizer = std::make_unique<cuda::GpuOptimizer>(o.run.optimizer, s.placement, *devices, plain);
+    devices->release_current();
+    executor.set_stage_done(
+        [opt = optimizer.get()](int rank, int stage) { return opt->stage_done(rank, stage); });
+  }
 
   // With --cuda-graph the warm-up (at least one step) runs eagerly, the first measured step
   // captures every rank's step and launches it, and each later one launches it again.
@@ -137,6 +150,7 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
       CUDA_CHECK(cudaStreamSynchronize(devices->rank(r).compute));
     }
     devices->release_current();
+    if (optimizer) optimizer->begin_step();
     last = executor.run_step(graph_step ? cuda::StepMode::kGraph : cuda::StepMode::kEager);
     if (!graph_step) last_eager = last;
     StepOutcome outcome;
@@ -157,6 +171,7 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
     return outcome;
   });
 
+  const std::vector<cuda::DeviceUse> used_after = cuda::device_use(*devices);
   // The gradients' statistics, once, after the last step; the tensors only where asked for.
   cuda::summarize_gradients(spec, *devices, ranks, parts, o.run.keep_gradients || o.run.check,
                             values);
@@ -171,6 +186,24 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
       measured, predicted_peak_bytes(s, cuda::cuda_memory_model(spec, plan), false),
       last.device_peak_bytes);
   r["optimizer"] = optimizer_json(o.run.optimizer);
+  // Measured from the tensors each rank holds; activations as on the CPU (kept bytes, the
+  // ActivationArena's peak); comm is not counted by the GPU transports.
+  std::vector<HeldMemory> held(ranks.size());
+  std::vector<cuda::ArenaUse> arena_use;
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    for (const auto& sp : ranks[k]->params_by_layer())
+      for (const cuda::Param* p : all_params(sp)) {
+        held[k].params += static_cast<double>(p->value.bytes());
+        held[k].grads += static_cast<double>(p->grad.bytes());
+      }
+    if (optimizer) held[k].optimizer = optimizer->state_bytes(static_cast<int>(k));
+    held[k].activations = measured.at(k);
+    arena_use.push_back(
+        {static_cast<double>(ranks[k]->activations().capacity()), last.device_peak_bytes.at(k)});
+  }
+  r["memory"] = memory_json(held, step_memory(spec, s, cuda::cuda_memory_model(spec, plan),
+                                              {o.run.optimizer.kind, false}));
+  r["memory"]["device"] = cuda::device_memory_json(used_before, used_after, arena_use);
   nlohmann::json g;
   g["placement"] = describe(gp);
   g["gpu_names"] = devices->gpu_names;
@@ -227,6 +260,7 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
 RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   check_cuda_run_options(spec, o);
   const Schedule s = schedule_of(o.run);
+  cuda::check_gpu_optimizer(s.placement, o.run.optimizer, o.cuda_graph);
   validate(s, {.channel_capacity = 0});
   const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.run.partition);
   std::string why;
@@ -258,7 +292,10 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
     ref.run = o.run;
     ref.run.schedule = {"naive", 1, s.params.microbatches, 0, 0};
     ref.run.partition = "uniform";
-    ref.run.steps = 1;
+    // As many steps as the run took (warm-up included), so that its optimizer has stepped as
+    // often before the compared gradients; without an optimizer every step is the same.
+    const int eager = o.cuda_graph ? cuda::eager_steps_before_capture(o.run.warmup) : o.run.warmup;
+    ref.run.steps = o.run.optimizer.enabled() ? eager + o.run.steps : 1;
     ref.run.warmup = 0;
     ref.run.progress = false;
     ref.run.check = false;

@@ -26,7 +26,8 @@ void check_interval(float start, float end, const char* what, int rank) {
 
 Trace align_gpu_trace(int ranks, const std::vector<RankStart>& starts,
                       const std::vector<GpuComputeTiming>& compute,
-                      const std::vector<GpuCommTiming>& comm) {
+                      const std::vector<GpuCommTiming>& comm,
+                      const std::vector<GpuUpdateTiming>& updates) {
   if (ranks < 1) throw std::invalid_argument("trace alignment: no ranks");
   std::vector<double> start(ranks, NAN);
   for (const auto& s : starts) {
@@ -69,6 +70,13 @@ Trace align_gpu_trace(int ranks, const std::vector<RankStart>& starts,
     t.comm.push_back(
         {e.src_rank, e.dst_rank, at(e.timed_on, e.start_ms), at(e.timed_on, e.end_ms), e.task});
   }
+  for (const auto& e : updates) {
+    check_rank(e.rank, ranks, "an optimizer step");
+    check_interval(e.start_ms, e.end_ms, "an optimizer step", e.rank);
+  }
+  for (int r = 0; r < ranks; ++r)
+    for (const auto& e : updates)
+      if (e.rank == r) t.updates.push_back({r, at(r, e.start_ms), at(r, e.end_ms), e.stage});
   std::stable_sort(t.comm.begin(), t.comm.end(),
                    [](const CommEvent& a, const CommEvent& b) { return a.start < b.start; });
   return t;

@@ -33,11 +33,20 @@ struct GpuCommTiming {
   Task task;
 };
 
+// An optimizer step of `stage` on `rank` (trace.h UpdateEvent), timed on the rank's compute stream.
+struct GpuUpdateTiming {
+  std::int32_t rank;
+  float start_ms, end_ms;
+  std::int32_t stage;
+};
+
 // Throws std::invalid_argument when a rank has no start (or two), an event names an unknown rank,
 // or a timing is negative, not finite or ends before it starts: each is an executor bug.
-// Compute events keep their order within a rank and are grouped by rank; source is "cuda".
+// Compute events keep their order within a rank and are grouped by rank, as are updates; source
+// is "cuda".
 Trace align_gpu_trace(int ranks, const std::vector<RankStart>& starts,
                       const std::vector<GpuComputeTiming>& compute,
-                      const std::vector<GpuCommTiming>& comm);
+                      const std::vector<GpuCommTiming>& comm,
+                      const std::vector<GpuUpdateTiming>& updates = {});
 
 }  // namespace ppbench

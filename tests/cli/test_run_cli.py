@@ -89,6 +89,24 @@ class BadRunInput(unittest.TestCase):
         else:
             self.assertTrue(json.loads(r.stdout)["gpu"]["cuda_graph"]["enabled"])
 
+    def test_cuda_runs_the_optimizer_but_not_twin_copies_in_a_graph(self):
+        # Decided before any GPU is opened. Chimera keeps two copies of each part, whose update
+        # would wait across two ranks' graphs; 1F1B's updates are captured with its step.
+        cuda = MLP + ["--backend", "cuda", "-d", "4", "-n", "8", "--gpus", "0,1,2,3"]
+        r = run(*cuda, "-s", "chimera", "--cuda-graph")  # the default optimizer, adamw
+        if "built without CUDA" in r.stderr:
+            self.skipTest("this ppbench was built without CUDA")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("--cuda-graph with --optimizer adamw", r.stderr)
+        for extra in (["-s", "chimera", "--cuda-graph", "--optimizer", "none"],
+                      ["-s", "chimera", "--optimizer", "sgd"],
+                      ["-s", "1f1b", "--cuda-graph", "--optimizer", "sgd"]):
+            r = run(*cuda, *extra, "--format", "json")
+            if r.returncode != 0:  # no GPU, too few GPUs or no NCCL here: refused for that
+                self.assertNotIn("--optimizer", r.stderr, extra)
+                self.assertNotIn("forward and backward only", r.stderr, extra)
+
     def test_cuda_backend_takes_amoebanet(self):
         # AmoebaNet has GPU layers: without a GPU the run is refused for that, not for the workload.
         r = run("run", "--backend", "cuda", "--workload", "amoebanet", "--layers", "3", "--filters", "16",

@@ -1,10 +1,12 @@
 // One check shared by the GPU executor's equivalence tests: run a step on the CUDA backend and
 // compare its loss, its gradient norm and every parameter gradient, tensor by tensor (max
 // relative error per tensor, tensors matched by name in the CPU layout), with the CPU backend's
-// float64 single-device step of the same seed, within `tol`. Used by tests/cuda_exec and
+// float64 single-device step of the same seed, within `tol`; with an optimizer, the same number
+// of steps each followed by its update. Used by tests/cuda_exec and
 // tests/cuda (AmoebaNet).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <optional>
@@ -31,7 +33,12 @@ inline std::optional<RunOutput> run_and_compare_with_cpu(const WorkloadSpec& spe
     ADD_FAILURE() << label << ": " << e.what();
     return std::nullopt;
   }
-  const StepValues ref = single_device_step(spec, o.run.schedule.microbatches, o.run.seed);
+  // With an optimizer the compared gradients are the last step's, after every earlier step's
+  // update: the reference takes as many steps (a graph run's warm-up is at least one step).
+  const int eager = o.cuda_graph ? std::max(o.run.warmup, 1) : o.run.warmup;
+  const int steps = o.run.optimizer.enabled() ? eager + o.run.steps : 1;
+  const StepValues ref =
+      single_device_step(spec, o.run.schedule.microbatches, o.run.seed, steps, o.run.optimizer);
   EXPECT_LE(std::abs(out.values.loss - ref.loss) / std::abs(ref.loss), tol)
       << label << ": loss gpu " << out.values.loss << " cpu " << ref.loss;
   EXPECT_LE(std::abs(out.values.grad_norm() - ref.grad_norm()) / ref.grad_norm(), tol)
