@@ -94,7 +94,7 @@ void CudaExecutor::set_stage_done(StageDone hook) {
     for (std::size_t i = 0; i < steps.size(); ++i) {
       if (steps[i].is_group) continue;
       note(i, steps[i].action.task);
-      if (steps[i].action.paired) note(i, steps[i].action.partner);
+      if (steps[i].action.paired()) note(i, steps[i].action.partner);
     }
   }
 }
