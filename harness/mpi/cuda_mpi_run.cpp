@@ -163,9 +163,6 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
   const cuda::RankDevice& dev = devices->rank(me);
   dev.make_current();
   CUDA_CHECK(cudaSetDevice(gpu));
-  std::shared_ptr<cuda::GpuTransport> transport =
-      cuda::make_nccl_rank_transport(init_comm(grid.pipeline), me, d);
-  ncclComm_t data_comm = dp.replicas > 1 ? init_comm(grid.data) : nullptr;
 
   std::size_t act = o.activation_arena_bytes;
   if (act == 0) {
@@ -177,6 +174,12 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
   }
   cuda::GpuPipelineRank rank(spec, plan, s.placement, me, o.run.seed, dev.compute, act,
                              grid.replica * n, n * dp.replicas);
+  // After the rank, so that it outlives the transport: after a failed step the transport may
+  // still hold sent tensors whose blocks go back to the rank's arena (as in cuda_run.cpp).
+  // Every process makes its pipeline's communicator first, then its replicas' one.
+  std::shared_ptr<cuda::GpuTransport> transport =
+      cuda::make_nccl_rank_transport(init_comm(grid.pipeline), me, d);
+  ncclComm_t data_comm = dp.replicas > 1 ? init_comm(grid.data) : nullptr;
   std::unique_ptr<GpuGradientAllReduce> reduce;
   if (data_comm) {
     // params_by_layer() lists the rank's stages in stage order, as RankStages does.
@@ -370,9 +373,11 @@ RunOutput run_cuda_mpi(const WorkloadSpec& spec, const CudaRunOptions& o,
     int local_processes = 1;
     MPI_Comm_size(node, &local_processes);
     MPI_Comm_free(&node);
+    // A launcher variable left over from an outer launch (srun around mpirun) can name a rank
+    // this node does not have: MPI's own count decides then.
     const LocalRank local = local_rank_from_env();
-    gpu = gpu_of_local_rank(local.rank >= 0 ? local.rank : world.local_rank(), local_processes,
-                            visible);
+    const bool env_fits = local.rank >= 0 && local.rank < local_processes;
+    gpu = gpu_of_local_rank(env_fits ? local.rank : world.local_rank(), local_processes, visible);
     if (!cuda::try_load_nccl(&why)) throw EnvironmentError(why);
   } catch (const UsageError& e) {
     code = 2, message = e.what();
