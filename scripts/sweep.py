@@ -23,9 +23,13 @@ options per value ("--preset tiny-llama --seq 64"). "backend" is ppbench's --bac
 not given); "virtual_devices": true (cuda only) runs each point on one GPU split into D
 green-context partitions (`--virtual-devices D`). "launcher": "mpirun" runs each point as
 `mpirun -np P ppbench run ... --devices D [--dp R]`, one pipeline rank per process, with
-"replicas" R data-parallel replicas (default 1) and P = D x R (CPU backend only; "threads", the
-default, runs the ranks as threads of one ppbench). The sweep refuses such a spec before any point
-runs (one line, exit 3) when mpirun is not on PATH or ppbench was built without MPI. It starts
+"replicas" R data-parallel replicas (default 1) and P = D x R ("threads", the default, runs the
+ranks as threads of one ppbench; with "backend": "cuda" each process takes the GPU of its local
+rank). Where mpirun is not on PATH such groups are skipped with one note line and the rest runs;
+a ppbench built without MPI refuses the spec before any point runs (one line, exit 3). "gpus":
+true (cuda only) puts rank k on GPU k (`--gpus 0,...,D-1`, NCCL in one process). A group's
+"min_gpus" K runs it only where `nvidia-smi -L` lists at least K GPUs (skipped with one note line
+elsewhere). It starts
 mpirun with OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) set, and with OMPI_MCA_rmaps_base_oversubscribe=1
 only where P exceeds the machine's cores. "chunks" is passed only to
 schedules that take it (interleaved-1f1b, looped-bfs, interleaved-zb) and "group_size" only to
@@ -70,7 +74,8 @@ recorded; every line already in PREFIX.jsonl is whole and PREFIX.csv matches it;
 
 Exit codes: 0 done (--fail-on-error: 1 if a point ended as an error row); 2 a bad spec or
 option, or no ppbench at --ppbench; 3 a machine problem (ppbench cannot run, jsonschema is not
-installed, another sweep is writing PREFIX, a group under mpirun without mpirun or an MPI build); 1 ppbench failed its probe; 130/143 interrupted.
+installed, another sweep is writing PREFIX, a group under mpirun with a ppbench built without
+MPI); 1 ppbench failed its probe; 130/143 interrupted.
 
 Progress: one line per point, "[i/n] <point> ... <outcome> (<seconds> s)"; GPU rows also name
 the partitions they ran on ("4x32 SMs").
@@ -114,9 +119,9 @@ CHUNKED_SCHEDULES = frozenset({"interleaved-1f1b", "looped-bfs", "interleaved-zb
 GROUPED_SCHEDULES = frozenset({"interleaved-1f1b"})
 
 SPEC_KEYS = ("schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm")
-RUN_KEYS = ("command", "backend", "virtual_devices", "workload", "workload_flags", "schedule",
-            "devices", "microbatches", "chunks", "group_size", "microbatch_size", "dtype", "steps",
-            "warmup", "seed", "recompute", "launcher", "replicas")
+RUN_KEYS = ("command", "backend", "virtual_devices", "gpus", "workload", "workload_flags",
+            "schedule", "devices", "microbatches", "chunks", "group_size", "microbatch_size",
+            "dtype", "steps", "warmup", "seed", "recompute", "launcher", "replicas")
 # How a run point's ranks are started: threads of one ppbench (the default), or one process per
 # rank under mpirun.
 LAUNCHERS = ("threads", "mpirun")
@@ -125,8 +130,11 @@ MPIRUN = "mpirun"
 MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # What `ppbench --version` prints when it was built with MPI.
 MPI_VERSION_LINE = "MPI: compiled in"
-# Keys of a group that describe it rather than its points.
+# Keys of a group that describe it rather than its points; a run group's "min_gpus": it runs
+# only where nvidia-smi lists at least that many GPUs.
 GROUP_META_KEYS = ("name", "description")
+RUN_GROUP_META_KEYS = GROUP_META_KEYS + ("min_gpus",)
+NVIDIA_SMI = "nvidia-smi"
 COMMANDS = ("simulate", "run")
 # Simulate keys a run point does not take, and run keys a simulate point does not take.
 SIMULATE_ONLY = frozenset({"cost", "comm"})
@@ -153,7 +161,7 @@ CSV_COLUMNS = (
 RUN_POINT_COLUMNS = (
     "workload", "workload_flags", "schedule", "devices", "microbatches", "chunks", "group_size",
     "microbatch_size", "dtype", "steps", "warmup", "seed", "recompute", "backend",
-    "virtual_devices", "launcher", "replicas",
+    "virtual_devices", "gpus", "launcher", "replicas",
 )
 RUN_CSV_COLUMNS = RUN_POINT_COLUMNS + (
     "status", "error",
@@ -199,6 +207,7 @@ class Point:
     command: str = "simulate"
     backend: str | None = None
     virtual_devices: bool = False
+    gpus: bool = False  # --gpus 0,...,D-1: one whole GPU per rank, NCCL in one process
     workload: str = ""
     workload_flags: str = ""
     microbatch_size: int | None = None
@@ -222,7 +231,7 @@ class Point:
     def key(self) -> tuple:
         return (self.command, self.schedule, self.devices, self.microbatches, self.chunks,
                 self.group_size, self.cost, self.comm, self.backend, self.virtual_devices,
-                self.workload, self.workload_flags, self.microbatch_size, self.dtype, self.steps,
+                self.gpus, self.workload, self.workload_flags, self.microbatch_size, self.dtype, self.steps,
                 self.warmup, self.seed, self.recompute, self.launcher, self.replicas)
 
     def as_dict(self) -> dict[str, Any]:
@@ -253,6 +262,8 @@ class Point:
                 *shlex.split(self.workload_flags), *self.schedule_args()]
         if self.virtual_devices:
             args += ["--virtual-devices", str(self.devices)]  # one partition per rank
+        if self.gpus:
+            args += ["--gpus", ",".join(str(g) for g in range(self.devices))]
         for flag, value in (("--microbatch-size", self.microbatch_size), ("--dtype", self.dtype),
                             ("--steps", self.steps), ("--warmup", self.warmup),
                             ("--seed", self.seed)):
@@ -306,6 +317,8 @@ class Point:
                 text += f" on {self.backend}"
             if self.virtual_devices:
                 text += f" ({self.devices} partition{'' if self.devices == 1 else 's'})"
+            if self.gpus:
+                text += f" ({self.devices} GPU{'' if self.devices == 1 else 's'})"
             if self.launcher == "mpirun":
                 text += f" R={self.replicas}" if (self.replicas or 1) > 1 else ""
                 text += f" in {self.processes} processes (mpirun)"
@@ -324,7 +337,7 @@ def make_point(schedule: str, devices: int, microbatches: int, chunks: int | Non
                group_size: int | None = None, cost: str | None = None,
                comm: float | None = None, command: str | None = None,
                backend: str | None = None, virtual_devices: bool | None = None,
-               workload: str | None = None,
+               gpus: bool | None = None, workload: str | None = None,
                workload_flags: str | None = None, microbatch_size: int | None = None,
                dtype: str | None = None, steps: int | None = None, warmup: int | None = None,
                seed: int | None = None, recompute: bool | None = None,
@@ -348,13 +361,18 @@ def make_point(schedule: str, devices: int, microbatches: int, chunks: int | Non
     if virtual_devices and backend != "cuda":
         raise ValueError("'virtual_devices' splits a GPU: it needs \"backend\": \"cuda\", got "
                          f"{backend or 'cpu'}")
+    if gpus and backend != "cuda":
+        raise ValueError("'gpus' puts a rank on each GPU: it needs \"backend\": \"cuda\", got "
+                         f"{backend or 'cpu'}")
+    if gpus and virtual_devices:
+        raise ValueError("'gpus' and 'virtual_devices' are two placements: give one")
     launcher = None if launcher in (None, "threads") else str(launcher)
     if launcher is not None and launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher '{launcher}' (known: {', '.join(LAUNCHERS)})")
     if launcher == "mpirun":
-        if backend not in (None, "cpu"):
-            raise ValueError(f"\"launcher\": \"mpirun\" runs the CPU backend only, got backend "
-                             f"{backend}")
+        if virtual_devices or gpus:
+            raise ValueError("\"launcher\": \"mpirun\" puts each process on the GPU of its "
+                             "local rank: 'virtual_devices' and 'gpus' are for threads")
         replicas = 1 if replicas is None else int(replicas)
     elif replicas is not None and int(replicas) != 1:
         raise ValueError(f"'replicas' {replicas} (--dp) needs one process per rank: "
@@ -362,7 +380,7 @@ def make_point(schedule: str, devices: int, microbatches: int, chunks: int | Non
     else:
         replicas = None
     return Point(**common, command="run", backend=backend or None,
-                 virtual_devices=bool(virtual_devices), workload=str(workload),
+                 virtual_devices=bool(virtual_devices), gpus=bool(gpus), workload=str(workload),
                  workload_flags=" ".join(shlex.split(str(workload_flags or ""))),
                  microbatch_size=optional_int(microbatch_size),
                  dtype=None if dtype is None else str(dtype), steps=optional_int(steps),
@@ -391,10 +409,11 @@ def expand_spec(spec: dict) -> list[Point]:
         if command not in COMMANDS:
             raise ValueError(f"{where}: unknown command '{command}' (known: {', '.join(COMMANDS)})")
         keys = RUN_KEYS if command == "run" else ("command",) + SPEC_KEYS
-        unknown = set(group) - set(keys) - set(GROUP_META_KEYS)
+        meta = RUN_GROUP_META_KEYS if command == "run" else GROUP_META_KEYS
+        unknown = set(group) - set(keys) - set(meta)
         if unknown:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)} for command "
-                             f"'{command}' (known: {', '.join(keys + GROUP_META_KEYS)})")
+                             f"'{command}' (known: {', '.join(keys + meta)})")
         required = ("schedule", "devices", "microbatches") + (
             ("workload",) if command == "run" else ())
         for key in required:
@@ -687,22 +706,59 @@ def probe(ppbench: str) -> dict[str, Any]:
             "ppbench_sha256": sha256_of(ppbench)}
 
 
-def check_launchers(spec: dict, spec_path: Path, recorded_by: dict) -> None:
-    """MachineError (exit 3, one line naming the first group that asks) when a group runs under
-    mpirun and there is no mpirun on PATH, or the ppbench was built without MPI: every point of
-    it would fail alike, so nothing runs."""
+def visible_gpu_count() -> int:
+    """The GPUs `nvidia-smi -L` lists (one "GPU k: ..." line each); 0 without nvidia-smi."""
+    if shutil.which(NVIDIA_SMI) is None:
+        return 0
+    try:
+        proc = subprocess.run([NVIDIA_SMI, "-L"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    if proc.returncode != 0:
+        return 0
+    return sum(1 for line in proc.stdout.splitlines() if line.startswith("GPU "))
+
+
+def groups_to_skip(spec: dict, spec_path: Path, recorded_by: dict) -> tuple[set[int], list[str]]:
+    """The groups this machine cannot run, and one note line per reason, so that the rest of
+    the sweep still runs: groups under mpirun where there is no mpirun on PATH, and groups
+    whose "min_gpus" exceeds the GPUs nvidia-smi lists. A group under mpirun with mpirun
+    present but a ppbench built without MPI is a MachineError (exit 3, one line naming the
+    group): that ppbench is the wrong build for the spec, not a machine without MPI."""
+    no_mpirun: list[str] = []
+    few_gpus: list[str] = []
+    skip: set[int] = set()
+    gpus: int | None = None
     for i, group in enumerate(spec.get("runs") or []):
-        if not isinstance(group, dict) or MPIRUN not in as_list(group.get("launcher")):
+        if not isinstance(group, dict):
             continue
-        where = f"{spec_path}: {group_text(i, group)}"
+        need = group.get("min_gpus")
+        if isinstance(need, int) and need > 0:
+            gpus = visible_gpu_count() if gpus is None else gpus
+            if gpus < need:
+                skip.add(i)
+                few_gpus.append(f"{group_text(i, group)} (needs {need})")
+                continue
+        if MPIRUN not in as_list(group.get("launcher")):
+            continue
         if shutil.which(MPIRUN) is None:
-            raise MachineError(f"{where}: \"launcher\": \"mpirun\" needs mpirun on PATH and "
-                               "there is none (Debian: openmpi-bin; make deps installs it)")
+            skip.add(i)
+            no_mpirun.append(group_text(i, group))
+            continue
         if not recorded_by.get("mpi"):
+            where = f"{spec_path}: {group_text(i, group)}"
             raise MachineError(f"{where}: \"launcher\": \"mpirun\" needs a ppbench built with "
                                f"MPI and {recorded_by.get('ppbench')} was not (its --version "
                                f"lacks '{MPI_VERSION_LINE}': install libopenmpi-dev, re-run cmake)")
-        return
+    notes = []
+    if no_mpirun:
+        notes.append(f"no mpirun on PATH (Debian: openmpi-bin; make deps installs it): skipping "
+                     f"{', '.join(no_mpirun)} (\"launcher\": \"mpirun\")")
+    if few_gpus:
+        listed = f"{gpus} GPU{'' if gpus == 1 else 's'}"
+        notes.append(f"nvidia-smi lists {listed}: skipping {', '.join(few_gpus)} (\"min_gpus\")")
+    return skip, notes
 
 
 def identity_of(recorded_by: Any) -> tuple | None:
@@ -1077,19 +1133,25 @@ def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
         except Stopped:
             raise Interrupted(STOP.signum or signal.SIGINT, 0, len(points),
                               prefix.with_name(prefix.name + ".jsonl")) from None
-        check_launchers(spec, spec_path, recorded_by)
+        skip, notes = groups_to_skip(spec, spec_path, recorded_by)
+        if skip:
+            kept = [g for i, g in enumerate(spec["runs"]) if i not in skip]
+            points = expand_spec({**spec, "runs": kept}) if kept else []
         with prefix_lock(prefix):
             return sweep_points(spec_path, name, points, ppbench, prefix, force, timeout,
-                                recorded_by)
+                                recorded_by, notes)
 
 
 def sweep_points(spec_path: Path, name: str, points: list[Point], ppbench: str, prefix: Path,
-                 force: bool, timeout: float, recorded_by: dict) -> dict[str, int]:
+                 force: bool, timeout: float, recorded_by: dict,
+                 notes: Iterable[str] = ()) -> dict[str, int]:
     records = Records(prefix, recorded_by)
     set_aside = records.settle()
     todo = [p for p in points if force or records.status(p) not in ("ok", "invalid")]
     counts = {"ok": 0, "invalid": 0, "error": 0, "skipped": len(points) - len(todo)}
     print(f"sweep '{name}': {who_text(recorded_by)}", flush=True)
+    for note in notes:
+        print(f"sweep '{name}': note: {note}", flush=True)
     if set_aside:
         print(f"sweep '{name}': {set_aside}", flush=True)
     print(f"sweep '{name}': {len(points)} points, {counts['skipped']} already recorded in "

@@ -21,6 +21,9 @@
 #if PPBENCH_HAVE_MPI
 #include "harness/mpi/mpi_run.h"
 #endif
+#if PPBENCH_HAVE_CUDA_MPI
+#include "harness/mpi/cuda_mpi_run.h"
+#endif
 #include "core/error.h"
 #include "harness/report_json.h"
 #include "schedules/registry.h"
@@ -226,8 +229,20 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--gpus, --virtual-devices, --link-bandwidth, --link-latency and --cuda-graph "
           "need --backend cuda");
+    // Several processes started by mpirun (or srun): one pipeline rank each.
+    const LaunchEnvironment launch = launch_environment();
+    const bool multi_process = launch.by_mpi && launch.size != 1;
+#if !PPBENCH_HAVE_CUDA_MPI
+    // Before anything is checked or written: the program linked with what the run needs starts
+    // over from the command line (ppbench-cuda, or ppbench-cuda-mpi across processes).
+    if (st->backend == "cuda" && multi_process)
+      exec_program_beside(
+          cuda_mpi_program_name(),
+          "--backend cuda started by " + launch.launcher + " as one of several processes",
+          "CUDA, MPI and nccl.h together (ppbench-cuda-mpi is built where CMake "
+          "finds all three)");
+#endif
 #if !PPBENCH_HAVE_CUDA
-    // Before anything is checked or written: ppbench-cuda starts over from the command line.
     if (st->backend == "cuda")
       exec_program_beside(cuda_program_name(), "--backend cuda", "CUDA (no nvcc found)");
 #endif
@@ -248,19 +263,20 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--profile-out - and --trace-out - or --results - all ask for stdout: give one of them "
           "a file");
-    st->options.optimizer.kind = parse_optimizer(st->optimizer.empty() ? "adamw" : st->optimizer);
-    // Several processes started by mpirun (or srun): one pipeline rank each.
-    const LaunchEnvironment launch = launch_environment();
-    const bool multi_process = launch.by_mpi && launch.size != 1;
+    // GPU ranks in separate processes run forward and backward only: their optimizer step would
+    // follow the NCCL all-reduce, which is not built yet.
+    const bool cuda_processes = st->backend == "cuda" && multi_process;
+    if (cuda_processes && !st->optimizer.empty() && st->optimizer != "none")
+      throw UsageError("--optimizer " + st->optimizer +
+                       ": --backend cuda across processes runs forward and backward only so far "
+                       "(--optimizer none); one process runs sgd and adamw on GPUs");
+    st->options.optimizer.kind = parse_optimizer(
+        st->optimizer.empty() ? (cuda_processes ? "none" : "adamw") : st->optimizer);
     if ((st->dp > 1 || st->dp_overlap) && !multi_process)
       throw UsageError("--dp " + std::to_string(st->dp) + (st->dp_overlap ? " --dp-overlap" : "") +
                        " runs each replica's ranks as separate processes: start it with mpirun -np "
                        "P ppbench run ... (P = --pp x --dp)");
     if (multi_process) {
-      if (st->backend == "cuda")
-        throw UsageError(
-            "--backend cuda runs in one process (--gpus, --virtual-devices); across "
-            "processes the CPU backend runs");
 #if !PPBENCH_HAVE_MPI
       // Before anything is checked or written: ppbench-mpi starts over from the command line.
       exec_program_beside(mpi_program_name(),
@@ -277,20 +293,26 @@ Command add_run(CLI::App& parent) {
     if (st->backend == "cpu")
       require_run_memory(budget, st->workload, st->schedule, st->options, &spec);
     RunOutput out;
-    if (multi_process) {
+#if PPBENCH_HAVE_CUDA  // without CUDA, ppbench-cuda has taken over above
+    CudaRunOptions cuda_options;
+    cuda_options.run = st->options;
+    cuda_options.gpus = st->cuda.gpus;
+    cuda_options.virtual_devices = st->cuda.virtual_devices;
+    cuda_options.link_bandwidth_gb_per_s = st->cuda.link_bandwidth;
+    cuda_options.link_latency_us = st->cuda.link_latency;
+    cuda_options.cuda_graph = st->cuda.graph;
+#endif
+    if (multi_process && st->backend == "cuda") {
+#if PPBENCH_HAVE_CUDA_MPI  // elsewhere ppbench-cuda-mpi has taken over above
+      out = run_cuda_mpi(spec, cuda_options, {st->dp, st->dp_overlap});
+#endif
+    } else if (multi_process) {
 #if PPBENCH_HAVE_MPI
       out = run_cpu_mpi(spec, st->options, {st->dp, st->dp_overlap});
 #endif
     } else if (st->backend == "cuda") {
-#if PPBENCH_HAVE_CUDA  // without CUDA, ppbench-cuda has taken over above
-      CudaRunOptions o;
-      o.run = st->options;
-      o.gpus = st->cuda.gpus;
-      o.virtual_devices = st->cuda.virtual_devices;
-      o.link_bandwidth_gb_per_s = st->cuda.link_bandwidth;
-      o.link_latency_us = st->cuda.link_latency;
-      o.cuda_graph = st->cuda.graph;
-      out = run_cuda(spec, o);
+#if PPBENCH_HAVE_CUDA
+      out = run_cuda(spec, cuda_options);
 #endif
     } else {
       out = run_cpu(spec, st->options);

@@ -91,6 +91,21 @@ int usage_error(const std::string& message) {
   return fail("error", message, 2);
 }
 
+// A machine that cannot run what every process of an mpirun launch asked for, found before
+// MPI started (a program missing beside ppbench): process 0 says it, as usage_error.
+int environment_error(const std::string& message) {
+#ifdef PPBENCH_HAVE_MPI
+  const bool in_job = ppbench::mpi::in_multi_process_job();
+#else
+  const bool in_job = false;
+#endif
+  if (!in_job && ppbench::launch_environment().rank > 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    return 3;
+  }
+  return fail("error", message, 3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,7 +180,7 @@ int main(int argc, char** argv) {
     // A step that failed or stalled (the watchdog names the rank and its instruction).
     return fail("error", e.what(), 1);
   } catch (const ppbench::EnvironmentError& e) {
-    return fail("error", e.what(), 3);
+    return environment_error(e.what());
   } catch (const std::bad_alloc&) {
     // The estimates refuse what cannot fit before it starts; this is memory taken by something
     // else meanwhile, or an estimate short of the truth.

@@ -31,6 +31,14 @@ const char* cuda_program_name() {
 #endif
 }
 
+const char* cuda_mpi_program_name() {
+#ifdef PPBENCH_CUDA_MPI_PROGRAM
+  return PPBENCH_CUDA_MPI_PROGRAM;
+#else
+  return "";
+#endif
+}
+
 const char* mpi_program_name() {
 #ifdef PPBENCH_MPI_PROGRAM
   return PPBENCH_MPI_PROGRAM;

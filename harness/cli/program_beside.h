@@ -3,7 +3,9 @@
 // milliseconds without mapping those libraries (MPI's alone costs about a millisecond a start).
 // The same command line is built twice more beside it:
 //   ppbench-cuda  linked with the CUDA backend: `run --backend cuda`;
-//   ppbench-mpi   linked with MPI: `run` started by mpirun (or srun) as one of several processes.
+//   ppbench-mpi   linked with MPI: `run` started by mpirun (or srun) as one of several processes;
+//   ppbench-cuda-mpi  linked with both (and built where nccl.h was found): `run --backend cuda`
+//                 started by mpirun as one of several processes, one GPU each.
 // ppbench hands such a run its whole command line (exec: same process id, same stdout and
 // stderr, the launcher's environment kept) once the flags and the environment ask for it.
 #pragma once
@@ -18,6 +20,7 @@ void remember_command_line(int argc, char** argv);
 // The programs beside this executable ("" when this build has none).
 const char* cuda_program_name();
 const char* mpi_program_name();
+const char* cuda_mpi_program_name();
 
 // Replaces this process with `program` (cuda_program_name() or mpi_program_name()), given the
 // same arguments. Throws EnvironmentError naming the path when the program is missing or cannot

@@ -246,8 +246,9 @@ CudaStepRecord CudaExecutor::assemble(const std::vector<RankResult>& results, bo
       const auto& samples = record.arenas.back().samples();
       record.trace.memory.insert(record.trace.memory.end(), samples.begin(), samples.end());
     }
-    record.device_peak_bytes.push_back(
-        static_cast<double>(arenas_[static_cast<std::size_t>(r)]->peak()));
+    // A rank of another process (run_rank_step) has no arena here.
+    const cuda::DeviceArena* arena = arenas_[static_cast<std::size_t>(r)];
+    record.device_peak_bytes.push_back(arena ? static_cast<double>(arena->peak()) : 0.0);
   }
   return record;
 }

@@ -84,6 +84,7 @@ struct CudaStepRecord {
   std::vector<ActivationArena> arenas;    // per rank: bytes kept for later passes (Saved)
   std::vector<double> device_peak_bytes;  // per rank: the DeviceArena's peak in the step
   std::optional<GraphStepInfo> graph;     // graph steps only
+  double host_start_s = 0;  // run_rank_step: the trace's zero on the host's steady clock
 };
 
 // Per rank, what the capture produced (host time, graph size); empty before the capture.
@@ -111,6 +112,10 @@ class CudaExecutor {
   ~CudaExecutor();
   // kGraph needs options.cuda_graph; its first call captures every rank's step, then launches.
   CudaStepRecord run_step(StepMode mode = StepMode::kEager);
+  // One rank's eager step on the calling thread, the other ranks run by other processes
+  // (harness/mpi/cuda_mpi_run.h): only work[r] and arenas[r] need exist. The trace holds rank
+  // r's events, their times from host_start_s (cuda_executor_rank.cpp).
+  CudaStepRecord run_rank_step(int r);
   bool graph_captured() const { return captured_; }
   const GraphCaptureInfo& capture_info() const { return capture_info_; }
   const NcclPlan& plan() const { return *plan_; }

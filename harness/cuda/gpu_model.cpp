@@ -115,8 +115,11 @@ std::size_t rank_static_bytes(const WorkloadSpec& spec, const PartitionPlan& pla
 
 GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& plan,
                                  const Placement& p, int rank, std::uint64_t seed,
-                                 cudaStream_t compute, std::size_t activation_arena_bytes)
-    : p_(p), rank_(rank), microbatches_(total_microbatches(p)) {
+                                 cudaStream_t compute, std::size_t activation_arena_bytes,
+                                 int first_microbatch, int loss_microbatches)
+    : p_(p),
+      rank_(rank),
+      microbatches_(loss_microbatches > 0 ? loss_microbatches : total_microbatches(p)) {
   require_gpu_workload(spec);
   const cuda::DType dt = gpu_dtype(spec);
   const std::string who = "rank " + std::to_string(rank);
@@ -215,7 +218,7 @@ GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& 
     const bool first = p.is_first(st), last = p.is_last(st);
     for (int mb = 0; mb < n && (first || last); ++mb) {
       const int g = chain_base[static_cast<std::size_t>(p.stage_chain[st])] + mb;
-      const DataKeys keys = data_keys(seed, g);
+      const DataKeys keys = data_keys(seed, first_microbatch + g);
       if (first && !inputs_.count(g)) inputs_.emplace(g, make_inputs(spec, keys, dt));
       if (last && !targets_.count(g)) targets_.emplace(g, make_targets(spec, keys));
     }

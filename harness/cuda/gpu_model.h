@@ -52,8 +52,12 @@ class GpuPipelineRank final : public StageWork<cuda::DTensor> {
  public:
   // Must be constructed with the rank's context current (GpuDevices::rank(r).make_current()):
   // the parameter arena, the data and the cuBLASLt handle belong to that device or partition.
+  // A replica of a data-parallel job (harness/mpi/cuda_mpi_run.h) draws the data of micro-batches
+  // first_microbatch .. + N - 1 and scales its losses by 1 / loss_microbatches (0: N), so that
+  // the replicas' summed gradients equal one device's over all of their micro-batches.
   GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& plan, const Placement& p, int rank,
-                  std::uint64_t seed, cudaStream_t compute, std::size_t activation_arena_bytes);
+                  std::uint64_t seed, cudaStream_t compute, std::size_t activation_arena_bytes,
+                  int first_microbatch = 0, int loss_microbatches = 0);
 
   cuda::DTensor forward(int stage, int mb, cuda::DTensor input) override;
   cuda::DTensor backward(int stage, int mb, cuda::DTensor grad, bool split) override;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "harness/cuda/graph_record.h"
 #include "harness/cuda/nccl_api.h"
+#include "harness/cuda/nccl_comm.h"
 #include "harness/cuda/nvtx.h"
 #include "harness/cuda/step_graph.h"
 #include "workloads/cuda/check.h"
@@ -257,6 +258,12 @@ class NcclTransport final : public GpuTransport {
       : comms_(devices.size()), in_flight_(devices.size()) {
     NCCL_CHECK(nccl().CommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
   }
+  // One rank of a communicator made by every process of the pipeline (nccl_comm.h); the other
+  // ranks' entries stay empty, their groups are posted by their own processes.
+  NcclTransport(ncclComm_t comm, int rank, int ranks)
+      : comms_(static_cast<std::size_t>(ranks)), in_flight_(static_cast<std::size_t>(ranks)) {
+    comms_.at(static_cast<std::size_t>(rank)) = comm;
+  }
   ~NcclTransport() override {
     for (ncclComm_t c : comms_)
       if (c) aborted_ ? nccl().CommAbort(c) : nccl().CommDestroy(c);
@@ -344,7 +351,8 @@ class NcclTransport final : public GpuTransport {
     // A rank stuck in a transfer that will never complete: aborting the communicators makes
     // its kernels return, so the step can end with the watchdog's error.
     if (aborted_.exchange(true)) return;
-    for (ncclComm_t c : comms_) nccl().CommAbort(c);
+    for (ncclComm_t c : comms_)
+      if (c) nccl().CommAbort(c);  // a rank of another process has none here
     for (ncclComm_t& c : comms_) c = nullptr;
   }
 
@@ -377,4 +385,9 @@ std::shared_ptr<GpuTransport> make_nccl_transport(const std::vector<int>& device
 
 namespace ppbench::cuda {
 std::string transport_name(const GpuTransport& t) { return t.name(); }
+#if PPBENCH_HAVE_NCCL_H
+std::shared_ptr<GpuTransport> make_nccl_rank_transport(ncclComm_t comm, int rank, int ranks) {
+  return std::make_shared<NcclTransport>(comm, rank, ranks);
+}
+#endif
 }  // namespace ppbench::cuda

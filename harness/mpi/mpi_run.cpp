@@ -16,6 +16,7 @@
 #include "harness/metrics.h"
 #include "harness/mpi/cpu_codec.h"
 #include "harness/mpi/gradient_allreduce.h"
+#include "harness/mpi/job_report.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/mpi_transport.h"
 #include "harness/mpi/process_optimizer.h"
@@ -28,86 +29,8 @@ namespace ppbench {
 namespace {
 
 using mpi::check;
-
-// Every process's bytes on process 0 (in process order); elsewhere, nothing.
-std::vector<std::vector<char>> gather_bytes(MPI_Comm comm, const std::vector<char>& mine) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw EnvironmentError("a process's record is larger than one MPI message may be");
-  int n = static_cast<int>(mine.size());
-  std::vector<int> sizes(static_cast<std::size_t>(size)), at(static_cast<std::size_t>(size));
-  check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm), "MPI_Gather");
-  long total = 0;
-  for (int k = 0; k < size; ++k) {
-    at[static_cast<std::size_t>(k)] = static_cast<int>(total);
-    total += sizes[static_cast<std::size_t>(k)];
-  }
-  if (total > std::numeric_limits<int>::max())
-    throw EnvironmentError("the processes' records together exceed one MPI message");
-  std::vector<char> all(rank == 0 ? static_cast<std::size_t>(total) : 0);
-  check(
-      MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), at.data(), MPI_BYTE, 0, comm),
-      "MPI_Gatherv");
-  std::vector<std::vector<char>> out;
-  if (rank == 0)
-    for (int k = 0; k < size; ++k)
-      out.emplace_back(
-          all.begin() + at[static_cast<std::size_t>(k)],
-          all.begin() + at[static_cast<std::size_t>(k)] + sizes[static_cast<std::size_t>(k)]);
-  return out;
-}
-
-template <class Event>
-void put_events(mpi::WireWriter& w, const std::vector<Event>& v) {
-  w.put_array(v.data(), v.size());
-}
-template <class Event>
-void get_events(mpi::WireReader& r, std::vector<Event>& v) {
-  v.resize(r.count<Event>());
-  r.read(v.data(), v.size());
-}
-
-// What each process sends process 0 after the last step.
-struct ProcessReport {
-  Trace trace;      // ranks numbered by pipeline rank
-  HeldMemory held;  // activations: the arena's peak
-  double clock_offset = 0;
-  std::string host;
-
-  std::vector<char> encode() const {
-    mpi::WireWriter w;
-    put_events(w, trace.compute);
-    put_events(w, trace.comm);
-    put_events(w, trace.collectives);
-    put_events(w, trace.updates);
-    put_events(w, trace.memory);
-    w.put(held);
-    w.put(clock_offset);
-    w.put_string(host);
-    return std::move(w.bytes());
-  }
-  static ProcessReport decode(const std::vector<char>& b) {
-    mpi::WireReader r(b.data(), b.size());
-    ProcessReport p;
-    get_events(r, p.trace.compute);
-    get_events(r, p.trace.comm);
-    get_events(r, p.trace.collectives);
-    get_events(r, p.trace.updates);
-    get_events(r, p.trace.memory);
-    p.held = r.get<HeldMemory>();
-    p.clock_offset = r.get<double>();
-    p.host = r.get_string();
-    return p;
-  }
-};
-
-// A parameter's gradient as process 0 receives it, for the shared summary.
-struct HostParam {
-  std::string name;
-  std::vector<double> grad;
-};
+using mpi::HostParam;
+using mpi::ProcessReport;
 
 template <typename T>
 std::vector<char> encode_gradients(const std::vector<StageParams<cpu::Param<T>>>& stages) {
@@ -128,68 +51,6 @@ std::vector<char> encode_gradients(const std::vector<StageParams<cpu::Param<T>>>
     }
   }
   return std::move(w.bytes());
-}
-
-std::vector<StageParams<HostParam>> decode_gradients(const std::vector<char>& b, int rank,
-                                                     std::deque<HostParam>& store) {
-  mpi::WireReader r(b.data(), b.size());
-  std::vector<StageParams<HostParam>> out(r.get<std::uint32_t>());
-  for (auto& sp : out) {
-    sp.rank = rank;
-    sp.part = r.get<std::int32_t>();
-    sp.layers.resize(r.get<std::uint32_t>());
-    for (auto& [layer, params] : sp.layers) {
-      layer = r.get<std::int32_t>();
-      params.resize(r.get<std::uint32_t>());
-      for (HostParam*& p : params) {
-        HostParam& h = store.emplace_back();
-        h.name = r.get_string();
-        h.grad.resize(r.count<double>());
-        r.read(h.grad.data(), h.grad.size());
-        p = &h;
-      }
-    }
-  }
-  return out;
-}
-
-// The whole job's metrics: every process's busy time against the job's makespan (first action
-// of any process to the last action or all-reduce of any), and each process's all-reduces.
-nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement& placement,
-                        int microbatches, double samples_per_microbatch, bool overlap) {
-  const int d = placement.ranks;
-  double first = std::numeric_limits<double>::infinity(), last = -first, busy = 0;
-  nlohmann::json per = nlohmann::json::array();
-  for (std::size_t w = 0; w < procs.size(); ++w) {
-    const int p = static_cast<int>(w) % d;
-    const RankMetrics m = compute_metrics(procs[w].trace, placement).ranks.at(p);
-    busy += m.busy;
-    if (!procs[w].trace.compute.empty()) {
-      first = std::min(first, m.first_start);
-      last = std::max(last, m.last_end);
-    }
-    per.push_back({{"process", w},
-                   {"replica", static_cast<int>(w) / d},
-                   {"pipeline_rank", p},
-                   {"host", procs[w].host},
-                   {"clock_offset_s", procs[w].clock_offset},
-                   {"busy_s", m.busy},
-                   {"allreduce_s", m.allreduce_time},
-                   {"allreduce_bytes", m.allreduce_bytes},
-                   {"exposed_allreduce_s", m.exposed_allreduce}});
-  }
-  const double makespan = last > first ? last - first : 0;
-  const double processes = static_cast<double>(procs.size());
-  const int replicas = static_cast<int>(procs.size()) / d;
-  return {{"processes", procs.size()},
-          {"pipeline_ranks", d},
-          {"replicas", replicas},
-          {"overlap", overlap},
-          {"makespan_s", makespan},
-          {"bubble_fraction", makespan > 0 ? 1 - busy / (processes * makespan) : 0},
-          {"samples_per_s",
-           makespan > 0 ? replicas * microbatches * samples_per_microbatch / makespan : 0},
-          {"per_process", per}};
 }
 
 template <typename T>
@@ -293,10 +154,10 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   held.activations = last.arenas.front().peak();
   held.comm = transport.peak_bytes();
   ProcessReport mine{last.trace, held, offset, world.host()};
-  const auto reports = gather_bytes(world.comm(), mine.encode());
+  const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
   const auto grads =
-      gather_bytes(world.comm(), grid.replica == 0 ? encode_gradients(rank.params_by_layer())
-                                                   : std::vector<char>{});
+      mpi::gather_bytes(world.comm(), grid.replica == 0 ? encode_gradients(rank.params_by_layer())
+                                                        : std::vector<char>{});
   if (!out.report) return out;
 
   std::vector<ProcessReport> procs;
@@ -305,27 +166,15 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
     procs.back().trace.ranks = d;  // numbered by pipeline rank, as the schedule's placement
     procs.back().trace.time_unit = "s";
   }
-  // Replica 0's trace, ranks by pipeline rank: what the record's measured metrics and replay
-  // read, as for a run in threads.
-  Trace replica0;
-  replica0.source = "cpu";
-  replica0.time_unit = "s";
-  replica0.ranks = d;
+  const Trace replica0 = mpi::replica0_trace(procs, d, "cpu");
   std::vector<double> peaks;
   for (int p = 0; p < d; ++p) {
-    const Trace& t = procs[static_cast<std::size_t>(p)].trace;
-    replica0.compute.insert(replica0.compute.end(), t.compute.begin(), t.compute.end());
-    replica0.comm.insert(replica0.comm.end(), t.comm.begin(), t.comm.end());
-    replica0.collectives.insert(replica0.collectives.end(), t.collectives.begin(),
-                                t.collectives.end());
-    replica0.updates.insert(replica0.updates.end(), t.updates.begin(), t.updates.end());
-    replica0.memory.insert(replica0.memory.end(), t.memory.begin(), t.memory.end());
     peaks.push_back(procs[static_cast<std::size_t>(p)].held.activations);
   }
   std::deque<HostParam> store;
   std::vector<std::vector<StageParams<HostParam>>> by_rank;
   for (int p = 0; p < d; ++p)
-    by_rank.push_back(decode_gradients(grads[static_cast<std::size_t>(p)], p, store));
+    by_rank.push_back(mpi::decode_gradients(grads[static_cast<std::size_t>(p)], p, store));
   summarize_gradients_on_host(
       spec, by_rank, static_cast<int>(plan.stages.size()), o.keep_gradients || o.check, out.values,
       [](const StageParams<HostParam>&, const HostParam* h, std::vector<double>& sum) {
@@ -348,7 +197,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
                  {"processes", world.size()},
                  {"pipeline_ranks", d},
                  {"replicas", dp.replicas}};
-  r["data_parallel"] = job_json(procs, s.placement, n, samples, dp.overlap);
+  r["data_parallel"] = mpi::job_json(procs, s.placement, n, samples, dp.overlap);
   if (dp.replicas > 1) {
     // Every replica's samples count: the step trains on R * N micro-batches.
     for (const char* k :
@@ -369,35 +218,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   if (!o.keep_gradients) out.values.tensors.clear();
   out.record = std::move(r);
   // The exported timeline holds every process, numbered by process.
-  out.trace.source = "cpu";
-  out.trace.time_unit = "s";
-  out.trace.ranks = world.size();
-  for (std::size_t w = 0; w < procs.size(); ++w) {
-    const auto id = static_cast<std::int32_t>(w);
-    const std::int32_t base = id - id % d;  // process of this replica's pipeline rank 0
-    const Trace& t = procs[w].trace;
-    for (ComputeEvent e : t.compute) {
-      e.rank = id;
-      out.trace.compute.push_back(e);
-    }
-    for (CommEvent e : t.comm) {
-      e.src_rank += base;
-      e.dst_rank += base;
-      out.trace.comm.push_back(e);
-    }
-    for (CollectiveEvent e : t.collectives) {
-      e.rank = id;
-      out.trace.collectives.push_back(e);
-    }
-    for (UpdateEvent e : t.updates) {
-      e.rank = id;
-      out.trace.updates.push_back(e);
-    }
-    for (MemorySample e : t.memory) {
-      e.rank = id;
-      out.trace.memory.push_back(e);
-    }
-  }
+  out.trace = mpi::job_trace(procs, d, "cpu");
   return out;
 }
 

@@ -8,8 +8,12 @@ replicas with their gradients all-reduced. Checked, as a user would run it:
     last backward;
   - a process killed mid-step ends the job within the watchdog, the lost rank named, no record
     half-written;
-  - bad launches (P != D x R, --dp without mpirun, --backend cuda across processes) get one ppbench
-    line and exit 2.
+  - bad launches (P != D x R, --dp without mpirun) get one ppbench line and exit 2;
+  - --backend cuda across processes (one GPU per process, NCCL bootstrapped over MPI): flags that
+    cannot work across processes get one line and exit 2; a node with fewer GPUs than processes
+    gets one line, exit 2 ("a GPU count that does not match") or exit 3 where it shows no GPU at
+    all (no driver, no device); with two GPUs or more, --pp 2 (and --dp 2 with four) equals one
+    device (--check), else skipped with the reason.
 Skipped, with the reason, where mpirun is missing or ppbench was built without MPI.
 Run by ctest with the path of the ppbench binary; standard library only."""
 import json
@@ -183,11 +187,87 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual(len(lines), 1, r.stderr)
         self.assertIn("mpirun started 3 processes, but --pp 2 x --dp 2 needs 4", lines[0])
 
-    def test_the_cuda_backend_across_processes_is_refused(self):
-        r = mpirun(2, "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "-n", "4",
-                   "--backend", "cuda")
-        self.assertEqual(r.returncode, 2)
-        self.assertEqual(len(ppbench_lines(r.stderr)), 1, r.stderr)
+
+# --backend cuda across processes is run by ppbench-cuda-mpi beside ppbench (CUDA, MPI and nccl.h
+# in one build); its refusals come before any GPU is touched.
+GPU_WORKLOAD = ["--workload", "mlp", "--layers", "8", "--width", "64", "-b", "4", "--dtype", "f32"]
+CUDA_MPI = os.path.join(os.path.dirname(os.path.abspath(PPBENCH)), "ppbench-cuda-mpi")
+
+
+def visible_gpus():
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    r = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else 0
+
+
+@unittest.skipIf(MPIRUN is None, "mpirun not found (Debian: openmpi-bin)")
+class CudaAcrossProcesses(unittest.TestCase):
+    def cuda(self, processes, *extra, pp=2):
+        return mpirun(processes, "run", *GPU_WORKLOAD, "--schedule", "1f1b", "--pp", str(pp),
+                      "-n", "4", "--backend", "cuda", *extra, timeout=240)
+
+    @unittest.skipIf(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi is built here")
+    def test_a_build_without_the_cuda_mpi_program_says_so(self):
+        r = self.cuda(2)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        lines = ppbench_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("--backend cuda started by OpenMPI as one of several processes", lines[0])
+
+    @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built (no CUDA, MPI "
+                         "and nccl.h together)")
+    def test_flags_that_cannot_work_across_processes_are_refused(self):
+        for extra, words in ((["--virtual-devices", "2"], "--virtual-devices splits one GPU"),
+                             (["--gpus", "0,1"], "each process takes the GPU of its local rank"),
+                             (["--cuda-graph"], "--cuda-graph runs in one process only"),
+                             (["--dp-overlap"], "--dp-overlap is not supported with --backend cuda")):
+            with self.subTest(extra=extra):
+                r = self.cuda(2, *extra)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                lines = ppbench_lines(r.stderr)
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertIn(words, lines[0])
+        r = self.cuda(3)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("mpirun started 3 processes, but --pp 2 x --dp 1 needs 2",
+                      ppbench_lines(r.stderr)[0])
+
+    @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built")
+    @unittest.skipIf(visible_gpus() >= 2, "this node has a GPU for each of two processes")
+    def test_fewer_gpus_than_processes_is_one_line_never_a_hang(self):
+        r = self.cuda(2)
+        lines = ppbench_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        if visible_gpus() == 0:
+            # no device at all (or no driver): the machine's problem, as in one process
+            self.assertIn(r.returncode, (2, 3), r.stderr)
+            self.assertTrue("no CUDA device visible" in lines[0] or
+                            "a GPU count that does not match" in lines[0], lines[0])
+        else:
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("a GPU count that does not match", lines[0])
+
+    @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built")
+    @unittest.skipIf(visible_gpus() < 2, "needs 2 GPUs on this node (one per process)")
+    def test_two_gpus_equal_one_device(self):
+        r = self.cuda(2, "--check", "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        record = json.loads(r.stdout)
+        self.assertTrue(record["check"]["passed"], record["check"])
+        self.assertEqual(record["launch"]["processes"], 2)
+        self.assertEqual(record["gpu"]["transport"], "NCCL point-to-point")
+
+    @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built")
+    @unittest.skipIf(visible_gpus() < 4, "needs 4 GPUs on this node (--pp 2 --dp 2)")
+    def test_two_replicas_equal_one_device_over_all_micro_batches(self):
+        r = self.cuda(4, "--dp", "2", "--check", "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        record = json.loads(r.stdout)
+        self.assertTrue(record["check"]["passed"], record["check"])
+        self.assertEqual(record["data_parallel"]["replicas"], 2)
+        self.assertEqual(len(record["data_parallel"]["per_process"]), 4)
 
 
 class WithoutMpirun(unittest.TestCase):

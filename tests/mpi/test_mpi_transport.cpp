@@ -13,6 +13,7 @@
 #include "harness/mpi/cpu_codec.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/mpi_transport.h"
+#include "harness/mpi/nccl_bootstrap.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 
@@ -150,6 +151,26 @@ TEST(CpuTensorCodec, TensorsTravelWithTheirShapesAndReleasedBuffers) {
   EXPECT_THROW(Codec::decode(bytes.data(), bytes.size() - 1, back), std::runtime_error);
   bytes.push_back(0);
   EXPECT_THROW(Codec::decode(bytes.data(), bytes.size(), back), std::runtime_error);
+}
+
+// NCCL's bootstrap (nccl_bootstrap.h): process 0's id, and only process 0's, reaches everyone,
+// on the world and on each communicator of a split (as the pipeline and data communicators are).
+TEST(NcclBootstrap, EveryProcessGetsTheRootsIdAndOnlyTheRootMakesOne) {
+  const World& world = World::get();
+  for (MPI_Comm comm : {world.comm(), MPI_COMM_SELF}) {
+    int rank = 0, made = 0;
+    MPI_Comm_rank(comm, &rank);
+    const auto id = broadcast_from_root<128>(comm, [&](std::array<char, 128>& bytes) {
+      ++made;
+      for (std::size_t i = 0; i < bytes.size(); ++i)
+        bytes[i] = static_cast<char>(i * 7 + static_cast<std::size_t>(world.rank()) * 31 + 1);
+    });
+    EXPECT_EQ(made, rank == 0 ? 1 : 0);
+    // On the world the root is process 0; on MPI_COMM_SELF each process is its own root.
+    const std::size_t root = comm == MPI_COMM_SELF ? static_cast<std::size_t>(world.rank()) : 0;
+    for (std::size_t i = 0; i < id.size(); ++i)
+      ASSERT_EQ(id[i], static_cast<char>(i * 7 + root * 31 + 1)) << i;
+  }
 }
 
 }  // namespace

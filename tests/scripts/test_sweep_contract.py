@@ -81,7 +81,7 @@ def test_the_schema_describes_every_key():
     assert set(schema["$defs"]["simulateGroup"]["properties"]) == \
         {"command", *sweep.SPEC_KEYS, *sweep.GROUP_META_KEYS}
     assert set(schema["$defs"]["runGroup"]["properties"]) == \
-        {*sweep.RUN_KEYS, *sweep.GROUP_META_KEYS}
+        {*sweep.RUN_KEYS, *sweep.RUN_GROUP_META_KEYS}
 
 
 BAD_SPECS = [
@@ -135,10 +135,17 @@ BAD_SPECS = [
      json.dumps({"runs": [{**GOOD, "command": "run", "workload": "mlp", "name": "dp",
                            "replicas": 2}]}),
      ['runs[0] ("dp")', "'replicas' 2", '"launcher": "mpirun"']),
-    ("mpirun on the GPU",
+    ("mpirun with a placement of threads",
      json.dumps({"runs": [{**GOOD, "command": "run", "workload": "mlp", "backend": "cuda",
-                           "launcher": "mpirun"}]}),
-     ["runs[0]", '"mpirun" runs the CPU backend only', "cuda"]),
+                           "gpus": True, "launcher": "mpirun"}]}),
+     ["runs[0]", '"mpirun" puts each process on the GPU of its local rank', "'gpus'"]),
+    ("gpus on the CPU backend",
+     json.dumps({"runs": [{**GOOD, "command": "run", "workload": "mlp", "name": "g",
+                           "gpus": True}]}),
+     ['runs[0] ("g")', "'gpus'", "cuda"]),
+    ("no GPUs asked for",
+     json.dumps({"runs": [{**GOOD, "command": "run", "workload": "mlp", "min_gpus": 0}]}),
+     ["runs[0]", 'key "min_gpus"', "0"]),
     ("launcher in a simulate group",
      json.dumps({"runs": [{**GOOD, "launcher": "mpirun"}]}),
      ["runs[0]", 'unknown key "launcher"', "a simulate group"]),

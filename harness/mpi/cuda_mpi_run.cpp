@@ -1,0 +1,403 @@
+#include "harness/mpi/cuda_mpi_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <memory>
+
+#include "core/error.h"
+#include "harness/backends/cpu/cpu_run.h"
+#include "harness/backends/run_loop.h"
+#include "harness/backends/run_record.h"
+#include "harness/cuda/cuda_executor.h"
+#include "harness/cuda/gpu_devices.h"
+#include "harness/cuda/gpu_model.h"
+#include "harness/cuda/local_gpu.h"
+#include "harness/cuda/nccl_api.h"
+#include "harness/cuda/nccl_comm.h"
+#include "harness/metrics.h"
+#include "harness/mpi/job_report.h"
+#include "harness/mpi/mpi_session.h"
+#include "harness/mpi/nccl_bootstrap.h"
+#include "harness/mpi/wire.h"
+#include "schedules/validate.h"
+#include "workloads/cuda/check.h"
+#include "workloads/cuda/device_info.h"
+#include "workloads/partition.h"
+
+namespace ppbench {
+
+namespace {
+
+using mpi::check;
+
+#if PPBENCH_HAVE_NCCL_H
+
+void nccl_check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess)
+    throw EnvironmentError(std::string("NCCL: ") + what + ": " + cuda::nccl().GetErrorString(r));
+}
+
+// ncclCommInitRank over the processes of `comm`, process 0's unique id broadcast over MPI. The
+// calling thread's current device is the GPU the rank takes.
+ncclComm_t init_comm(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES);
+  const auto bytes = mpi::broadcast_from_root<NCCL_UNIQUE_ID_BYTES>(
+      comm, [](std::array<char, NCCL_UNIQUE_ID_BYTES>& out) {
+        ncclUniqueId id;
+        nccl_check(cuda::nccl().GetUniqueId(&id), "ncclGetUniqueId");
+        std::copy(std::begin(id.internal), std::end(id.internal), out.begin());
+      });
+  ncclUniqueId id;
+  std::copy(bytes.begin(), bytes.end(), std::begin(id.internal));
+  ncclComm_t c = nullptr;
+  nccl_check(cuda::nccl().CommInitRank(&c, size, id, rank), "ncclCommInitRank");
+  return c;
+}
+
+ncclDataType_t nccl_type(cuda::DType t) {
+  switch (t) {
+    case cuda::DType::kBF16:
+      return ncclBfloat16;
+    case cuda::DType::kF32:
+      return ncclFloat32;
+    case cuda::DType::kI32:
+      break;
+  }
+  throw std::logic_error("gradients are floating point");
+}
+
+// The gradients of one pipeline rank summed across the replicas, once the rank's step is done:
+// one grouped ncclAllReduce per parameter on a stream of its own.
+class GpuGradientAllReduce {
+ public:
+  // stage_ids[k]: the schedule's stage of stages[k] (for the trace).
+  GpuGradientAllReduce(ncclComm_t comm, std::vector<StageParams<cuda::Param>> stages,
+                       std::vector<int> stage_ids, int rank)
+      : comm_(comm), stages_(std::move(stages)), ids_(std::move(stage_ids)), rank_(rank) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  }
+  ~GpuGradientAllReduce() {
+    cudaEventDestroy(ready_);
+    cudaStreamDestroy(stream_);
+    if (comm_) failed_ ? cuda::nccl().CommAbort(comm_) : cuda::nccl().CommDestroy(comm_);
+  }
+  GpuGradientAllReduce(const GpuGradientAllReduce&) = delete;
+  GpuGradientAllReduce& operator=(const GpuGradientAllReduce&) = delete;
+
+  // After everything on `compute`; returns the all-reduce of each stage (host-timed on
+  // `clock`: the rank's own step is complete when it starts, so its time is all exposed).
+  template <class Clock>
+  std::vector<CollectiveEvent> run(cudaStream_t compute, const Clock& clock) {
+    failed_ = true;  // until it completes: a failure leaves the communicator to abort
+    CUDA_CHECK(cudaEventRecord(ready_, compute));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    std::vector<CollectiveEvent> out;
+    for (std::size_t k = 0; k < stages_.size(); ++k) {
+      const StageParams<cuda::Param>& sp = stages_[k];
+      const double start = clock();
+      double bytes = 0;
+      nccl_check(cuda::nccl().GroupStart(), "ncclGroupStart");
+      for (const cuda::Param* p : all_params(sp)) {
+        const cuda::DTensor& g = p->grad;
+        nccl_check(cuda::nccl().AllReduce(g.data(), g.data(), static_cast<std::size_t>(g.numel()),
+                                          nccl_type(g.dtype()), ncclSum, comm_, stream_),
+                   "ncclAllReduce");
+        bytes += static_cast<double>(g.bytes());
+      }
+      nccl_check(cuda::nccl().GroupEnd(), "ncclGroupEnd");
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      out.push_back({rank_, start, clock(), ids_.at(k), bytes});
+    }
+    failed_ = false;
+    return out;
+  }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+  std::vector<StageParams<cuda::Param>> stages_;
+  std::vector<int> ids_;
+  std::int32_t rank_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  bool failed_ = false;
+};
+
+// Replica 0's gradients for process 0, in the wire form decode_gradients reads (CPU layout).
+std::vector<char> encode_gradients(const std::vector<StageParams<cuda::Param>>& stages) {
+  mpi::WireWriter w;
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(stages.size()));
+  std::vector<double> g;
+  for (const auto& sp : stages) {
+    w.put<std::int32_t>(sp.part);
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(sp.layers.size()));
+    for (const auto& [layer, params] : sp.layers) {
+      w.put<std::int32_t>(layer);
+      w.put<std::uint32_t>(static_cast<std::uint32_t>(params.size()));
+      for (const cuda::Param* p : params) {
+        w.put_string(p->name);
+        const std::vector<float> f = cuda::download_cpu_layout(*p, p->grad);
+        g.assign(f.begin(), f.end());
+        w.put_array(g.data(), g.size());
+      }
+    }
+  }
+  return std::move(w.bytes());
+}
+
+RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataParallelOptions& dp,
+                  const Schedule& s, const PartitionPlan& plan, int gpu, mpi::World& world,
+                  mpi::Grid& grid) {
+  const int d = s.placement.ranks, n = s.params.microbatches, me = grid.pipeline_rank;
+  const double offset = mpi::clock_offset_to_root(world);
+  // Every rank of the schedule "on" this process's GPU: the executor wants a device per rank,
+  // and only rank `me`'s streams and context are ever used here.
+  GpuPlacement gp;
+  gp.gpus.assign(static_cast<std::size_t>(d), gpu);
+  std::unique_ptr<cuda::GpuDevices> devices = cuda::GpuDevices::open(gp);
+  const cuda::RankDevice& dev = devices->rank(me);
+  dev.make_current();
+  CUDA_CHECK(cudaSetDevice(gpu));
+
+  std::size_t act = o.activation_arena_bytes;
+  if (act == 0) {
+    std::size_t free = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    const std::size_t reserve =
+        cuda::rank_static_bytes(spec, plan, s.placement, me) + (std::size_t{256} << 20);
+    act = free > reserve ? (free - reserve) * 8 / 10 : (std::size_t{64} << 20);
+  }
+  cuda::GpuPipelineRank rank(spec, plan, s.placement, me, o.run.seed, dev.compute, act,
+                             grid.replica * n, n * dp.replicas);
+  // After the rank, so that it outlives the transport: after a failed step the transport may
+  // still hold sent tensors whose blocks go back to the rank's arena (as in cuda_run.cpp).
+  // Every process makes its pipeline's communicator first, then its replicas' one.
+  std::shared_ptr<cuda::GpuTransport> transport =
+      cuda::make_nccl_rank_transport(init_comm(grid.pipeline), me, d);
+  ncclComm_t data_comm = dp.replicas > 1 ? init_comm(grid.data) : nullptr;
+  std::unique_ptr<GpuGradientAllReduce> reduce;
+  if (data_comm) {
+    // params_by_layer() lists the rank's stages in stage order, as RankStages does.
+    const RankStages placed(s.placement);
+    reduce = std::make_unique<GpuGradientAllReduce>(data_comm, rank.params_by_layer(),
+                                                    placed.of(me), me);
+  }
+  std::vector<StageWork<cuda::DTensor>*> work(static_cast<std::size_t>(d), nullptr);
+  std::vector<cuda::DeviceArena*> arenas(static_cast<std::size_t>(d), nullptr);
+  work[static_cast<std::size_t>(me)] = &rank;
+  arenas[static_cast<std::size_t>(me)] = &rank.activations();
+  const cuda::DType dt = cuda::gpu_dtype(spec);
+  cuda::CudaExecutor executor(s, *devices, work, arenas, *transport,
+                              cuda::stage_output_shapes(spec, plan, s.placement), dt,
+                              {.watchdog_seconds = o.run.executor.watchdog_seconds});
+  dev.make_current();
+
+  cuda::CudaStepRecord last;
+  RunOutput out;
+  out.report = world.rank() == 0;
+  const RunTimings timings =
+      run_steps(o.run.warmup, o.run.steps, o.run.progress && out.report, [&](int, bool) {
+        rank.zero_grad();
+        CUDA_CHECK(cudaStreamSynchronize(dev.compute));
+        // One clock for the step: process 0's, read after a barrier (as mpi_run.cpp).
+        check(MPI_Barrier(world.comm()), "MPI_Barrier (step start)");
+        double root_origin = mpi::steady_seconds();
+        check(MPI_Bcast(&root_origin, 1, MPI_DOUBLE, 0, world.comm()), "MPI_Bcast (step clock)");
+        const auto clock = [&] { return mpi::steady_seconds() + offset - root_origin; };
+        last = executor.run_rank_step(me);
+        // The rank's events, measured from its start on this host's clock, onto process 0's.
+        const double shift = last.host_start_s + offset - root_origin;
+        for (auto& e : last.trace.compute) e.start += shift, e.end += shift;
+        for (auto& e : last.trace.comm) e.start += shift, e.end += shift;
+        for (auto& e : last.trace.memory) e.time += shift;
+        if (reduce) last.trace.collectives = reduce->run(dev.compute, clock);
+        double span[2] = {std::numeric_limits<double>::infinity(),
+                          -std::numeric_limits<double>::infinity()};
+        for (const auto& e : last.trace.compute) {
+          span[0] = std::min(span[0], e.start);
+          span[1] = std::max(span[1], e.end);
+        }
+        for (const auto& e : last.trace.collectives) span[1] = std::max(span[1], e.end);
+        span[0] = -span[0];
+        check(MPI_Allreduce(MPI_IN_PLACE, span, 2, MPI_DOUBLE, MPI_MAX, world.comm()),
+              "MPI_Allreduce (makespan)");
+        double loss = 0;
+        for (auto [mb, l] : rank.losses()) loss += l;
+        check(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, world.comm()),
+              "MPI_Allreduce (loss)");
+        out.values.loss = loss / static_cast<double>(n * dp.replicas);
+        return StepOutcome{span[1] + span[0], out.values.loss, ""};
+      });
+
+  HeldMemory held;
+  for (const auto& sp : rank.params_by_layer())
+    for (const cuda::Param* p : all_params(sp)) {
+      held.params += static_cast<double>(p->value.bytes());
+      held.grads += static_cast<double>(p->grad.bytes());
+    }
+  held.activations = last.arenas.at(static_cast<std::size_t>(me)).peak();
+  mpi::ProcessReport mine{last.trace, held, offset, world.host()};
+  const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
+  const auto grads =
+      mpi::gather_bytes(world.comm(), grid.replica == 0 ? encode_gradients(rank.params_by_layer())
+                                                        : std::vector<char>{});
+  if (!out.report) return out;
+
+  std::vector<mpi::ProcessReport> procs;
+  for (const auto& b : reports) {
+    procs.push_back(mpi::ProcessReport::decode(b));
+    procs.back().trace.ranks = d;
+    procs.back().trace.time_unit = "s";
+  }
+  const Trace replica0 = mpi::replica0_trace(procs, d, "cuda");
+  std::vector<double> peaks;
+  std::vector<HeldMemory> held_by_rank;
+  for (int p = 0; p < d; ++p) {
+    peaks.push_back(procs[static_cast<std::size_t>(p)].held.activations);
+    held_by_rank.push_back(procs[static_cast<std::size_t>(p)].held);
+  }
+  std::deque<mpi::HostParam> store;
+  std::vector<std::vector<StageParams<mpi::HostParam>>> by_rank;
+  for (int p = 0; p < d; ++p)
+    by_rank.push_back(mpi::decode_gradients(grads[static_cast<std::size_t>(p)], p, store));
+  summarize_gradients_on_host(
+      spec, by_rank, static_cast<int>(plan.stages.size()), o.run.keep_gradients || o.run.check,
+      out.values,
+      [](const StageParams<mpi::HostParam>&, const mpi::HostParam* h, std::vector<double>& sum) {
+        if (sum.empty()) sum.assign(h->grad.size(), 0.0);
+        for (std::size_t i = 0; i < h->grad.size(); ++i) sum[i] += h->grad[i];
+      });
+
+  nlohmann::json r = run_record({&spec, &s, &plan, o.run.seed, false, timings, &replica0,
+                                 out.values, dp.replicas, dp.overlap},
+                                "cuda");
+  r["activation_bytes"] = activation_bytes_json(
+      peaks, predicted_peak_bytes(s, cuda::cuda_memory_model(spec, plan), false));
+  r["optimizer"] = optimizer_json(o.run.optimizer);
+  r["launch"] = {{"transport", "nccl"},
+                 {"processes", world.size()},
+                 {"pipeline_ranks", d},
+                 {"replicas", dp.replicas}};
+  r["gpu"] = {{"placement", "one GPU per process, by local rank"},
+              {"gpu_names", devices->gpu_names.front()},
+              {"transport", cuda::transport_name(*transport)},
+              {"nccl_version", cuda::nccl_version_text()}};
+  r["data_parallel"] =
+      mpi::job_json(procs, s.placement, n, static_cast<double>(spec.microbatch_size), dp.overlap);
+  if (dp.replicas > 1) {
+    for (const char* k :
+         {"samples_per_s", "wall_samples_per_s", "tokens_per_s", "wall_tokens_per_s"})
+      if (r["throughput"].contains(k))
+        r["throughput"][k] = r["throughput"][k].get<double>() * dp.replicas;
+    r["throughput"]["note"] = "all " + std::to_string(dp.replicas) + " replicas' micro-batches";
+  }
+  if (o.run.check) {
+    // Against the CPU's float64 step over all R*N micro-batches, as the CPU run across
+    // processes; the tolerance is the run's dtype's.
+    const StepValues ref = single_device_step(spec, n * dp.replicas, o.run.seed,
+                                              o.run.warmup + o.run.steps, o.run.optimizer);
+    const double tol =
+        o.run.check_tolerance > 0 ? o.run.check_tolerance : check_tolerance(spec.dtype);
+    r["check"] = check_json(compare_gradients(out.values.tensors, ref.tensors), tol,
+                            out.values.loss, ref.loss,
+                            "the CPU float64 single-device step over all " +
+                                std::to_string(n * dp.replicas) + " micro-batches");
+  }
+  if (!o.run.keep_gradients) out.values.tensors.clear();
+  out.record = std::move(r);
+  out.trace = mpi::job_trace(procs, d, "cuda");
+  return out;
+}
+
+#endif  // PPBENCH_HAVE_NCCL_H
+
+}  // namespace
+
+RunOutput run_cuda_mpi(const WorkloadSpec& spec, const CudaRunOptions& o,
+                       const DataParallelOptions& dp) {
+  mpi::World& world = mpi::World::get();
+  // Everything that can refuse the run is checked on every process, and the job goes on only
+  // if all agree (as run_cpu_mpi).
+  int code = 0;
+  std::string message;
+  std::unique_ptr<Schedule> s;
+  std::unique_ptr<PartitionPlan> plan;
+  int gpu = -1;
+  try {
+    const int d =
+        o.run.file_schedule ? o.run.file_schedule->placement.ranks : o.run.schedule.devices;
+    if (world.size() != d * dp.replicas)
+      throw UsageError("mpirun started " + std::to_string(world.size()) + " processes, but --pp " +
+                       std::to_string(d) + " x --dp " + std::to_string(dp.replicas) + " needs " +
+                       std::to_string(d * dp.replicas) +
+                       " (one process per pipeline rank of each replica)");
+    require(!o.virtual_devices,
+            "--virtual-devices splits one GPU among the ranks of one process; across processes "
+            "each process takes the GPU of its local rank (drop --virtual-devices, or run "
+            "without mpirun)");
+    require(!o.gpus,
+            "--gpus lists the GPUs of one process's ranks; across processes each process takes "
+            "the GPU of its local rank (drop --gpus; CUDA_VISIBLE_DEVICES chooses the GPUs)");
+    require(!o.cuda_graph,
+            "--cuda-graph runs in one process only (--gpus); across processes it is not "
+            "supported yet (run without --cuda-graph)");
+    require(!dp.overlap,
+            "--dp-overlap is not supported with --backend cuda yet: the replicas' gradients "
+            "are all-reduced once, after each rank's step (drop --dp-overlap)");
+    check_cuda_run_options(spec, o);
+    s = std::make_unique<Schedule>(schedule_of(o.run));
+    validate(*s, {.channel_capacity = 0});
+    plan = std::make_unique<PartitionPlan>(
+        partition(spec, s->placement.stages_per_chain(), o.run.partition));
+    cuda::check_transfer_plan(*s, cuda::stage_output_shapes(spec, *plan, s->placement),
+                              cuda::gpu_dtype(spec));
+    if (!cuda::nccl_compiled_in())
+      throw EnvironmentError(
+          "--backend cuda across processes needs NCCL, and this build has none (nccl.h was "
+          "not found by CMake)");
+    std::string why;
+    if (!cuda::has_gpu(&why))
+      throw EnvironmentError("--backend cuda: no CUDA device visible (" + why + ")");
+    int visible = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&visible));
+    // The launcher's local rank where it gives one, else MPI's own view of the node.
+    MPI_Comm node = MPI_COMM_NULL;
+    check(
+        MPI_Comm_split_type(world.comm(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+    int local_processes = 1;
+    MPI_Comm_size(node, &local_processes);
+    MPI_Comm_free(&node);
+    // A launcher variable left over from an outer launch (srun around mpirun) can name a rank
+    // this node does not have: MPI's own count decides then.
+    const LocalRank local = local_rank_from_env();
+    const bool env_fits = local.rank >= 0 && local.rank < local_processes;
+    gpu = gpu_of_local_rank(env_fits ? local.rank : world.local_rank(), local_processes, visible);
+    if (!cuda::try_load_nccl(&why)) throw EnvironmentError(why);
+  } catch (const UsageError& e) {
+    code = 2, message = e.what();
+  } catch (const InvalidSchedule& e) {
+    code = 2, message = e.what();
+  } catch (const EnvironmentError& e) {
+    code = 3, message = e.what();
+  } catch (const std::exception& e) {
+    code = 1, message = e.what();
+  }
+  int worst[2] = {code, world.rank()};
+  check(MPI_Allreduce(MPI_IN_PLACE, worst, 1, MPI_2INT, MPI_MAXLOC, world.comm()),
+        "MPI_Allreduce (launch check)");
+  if (worst[0] != 0) throw JobRefused{worst[0], world.rank() == worst[1] ? message : std::string()};
+#if PPBENCH_HAVE_NCCL_H
+  mpi::Grid grid(world, s->placement.ranks, dp.replicas);
+  return run_job(spec, o, dp, *s, *plan, gpu, world, grid);
+#else
+  throw std::logic_error("unreachable: a build without nccl.h refuses above");
+#endif
+}
+
+}  // namespace ppbench

@@ -1,0 +1,152 @@
+#include "harness/mpi/job_report.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "harness/metrics.h"
+#include "harness/mpi/mpi_session.h"
+
+namespace ppbench::mpi {
+
+// Every process's bytes on process 0 (in process order); elsewhere, nothing.
+std::vector<std::vector<char>> gather_bytes(MPI_Comm comm, const std::vector<char>& mine) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw EnvironmentError("a process's record is larger than one MPI message may be");
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(static_cast<std::size_t>(size)), at(static_cast<std::size_t>(size));
+  check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm), "MPI_Gather");
+  long total = 0;
+  for (int k = 0; k < size; ++k) {
+    at[static_cast<std::size_t>(k)] = static_cast<int>(total);
+    total += sizes[static_cast<std::size_t>(k)];
+  }
+  if (total > std::numeric_limits<int>::max())
+    throw EnvironmentError("the processes' records together exceed one MPI message");
+  std::vector<char> all(rank == 0 ? static_cast<std::size_t>(total) : 0);
+  check(
+      MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), at.data(), MPI_BYTE, 0, comm),
+      "MPI_Gatherv");
+  std::vector<std::vector<char>> out;
+  if (rank == 0)
+    for (int k = 0; k < size; ++k)
+      out.emplace_back(
+          all.begin() + at[static_cast<std::size_t>(k)],
+          all.begin() + at[static_cast<std::size_t>(k)] + sizes[static_cast<std::size_t>(k)]);
+  return out;
+}
+
+std::vector<StageParams<HostParam>> decode_gradients(const std::vector<char>& b, int rank,
+                                                     std::deque<HostParam>& store) {
+  WireReader r(b.data(), b.size());
+  std::vector<StageParams<HostParam>> out(r.get<std::uint32_t>());
+  for (auto& sp : out) {
+    sp.rank = rank;
+    sp.part = r.get<std::int32_t>();
+    sp.layers.resize(r.get<std::uint32_t>());
+    for (auto& [layer, params] : sp.layers) {
+      layer = r.get<std::int32_t>();
+      params.resize(r.get<std::uint32_t>());
+      for (HostParam*& p : params) {
+        HostParam& h = store.emplace_back();
+        h.name = r.get_string();
+        h.grad.resize(r.count<double>());
+        r.read(h.grad.data(), h.grad.size());
+        p = &h;
+      }
+    }
+  }
+  return out;
+}
+
+nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement& placement,
+                        int microbatches, double samples_per_microbatch, bool overlap) {
+  const int d = placement.ranks;
+  double first = std::numeric_limits<double>::infinity(), last = -first, busy = 0;
+  nlohmann::json per = nlohmann::json::array();
+  for (std::size_t w = 0; w < procs.size(); ++w) {
+    const int p = static_cast<int>(w) % d;
+    const RankMetrics m = compute_metrics(procs[w].trace, placement).ranks.at(p);
+    busy += m.busy;
+    if (!procs[w].trace.compute.empty()) {
+      first = std::min(first, m.first_start);
+      last = std::max(last, m.last_end);
+    }
+    per.push_back({{"process", w},
+                   {"replica", static_cast<int>(w) / d},
+                   {"pipeline_rank", p},
+                   {"host", procs[w].host},
+                   {"clock_offset_s", procs[w].clock_offset},
+                   {"busy_s", m.busy},
+                   {"allreduce_s", m.allreduce_time},
+                   {"allreduce_bytes", m.allreduce_bytes},
+                   {"exposed_allreduce_s", m.exposed_allreduce}});
+  }
+  const double makespan = last > first ? last - first : 0;
+  const double processes = static_cast<double>(procs.size());
+  const int replicas = static_cast<int>(procs.size()) / d;
+  return {{"processes", procs.size()},
+          {"pipeline_ranks", d},
+          {"replicas", replicas},
+          {"overlap", overlap},
+          {"makespan_s", makespan},
+          {"bubble_fraction", makespan > 0 ? 1 - busy / (processes * makespan) : 0},
+          {"samples_per_s",
+           makespan > 0 ? replicas * microbatches * samples_per_microbatch / makespan : 0},
+          {"per_process", per}};
+}
+
+Trace replica0_trace(const std::vector<ProcessReport>& procs, int d, const std::string& source) {
+  Trace t;
+  t.source = source;
+  t.time_unit = "s";
+  t.ranks = d;
+  for (int p = 0; p < d; ++p) {
+    const Trace& x = procs.at(static_cast<std::size_t>(p)).trace;
+    t.compute.insert(t.compute.end(), x.compute.begin(), x.compute.end());
+    t.comm.insert(t.comm.end(), x.comm.begin(), x.comm.end());
+    t.collectives.insert(t.collectives.end(), x.collectives.begin(), x.collectives.end());
+    t.updates.insert(t.updates.end(), x.updates.begin(), x.updates.end());
+    t.memory.insert(t.memory.end(), x.memory.begin(), x.memory.end());
+  }
+  return t;
+}
+
+Trace job_trace(const std::vector<ProcessReport>& procs, int d, const std::string& source) {
+  Trace out;
+  out.source = source;
+  out.time_unit = "s";
+  out.ranks = static_cast<int>(procs.size());
+  for (std::size_t w = 0; w < procs.size(); ++w) {
+    const auto id = static_cast<std::int32_t>(w);
+    const std::int32_t base = id - id % d;  // process of this replica's pipeline rank 0
+    const Trace& t = procs[w].trace;
+    for (ComputeEvent e : t.compute) {
+      e.rank = id;
+      out.compute.push_back(e);
+    }
+    for (CommEvent e : t.comm) {
+      e.src_rank += base;
+      e.dst_rank += base;
+      out.comm.push_back(e);
+    }
+    for (CollectiveEvent e : t.collectives) {
+      e.rank = id;
+      out.collectives.push_back(e);
+    }
+    for (UpdateEvent e : t.updates) {
+      e.rank = id;
+      out.updates.push_back(e);
+    }
+    for (MemorySample e : t.memory) {
+      e.rank = id;
+      out.memory.push_back(e);
+    }
+  }
+  return out;
+}
+
+}  // namespace ppbench::mpi

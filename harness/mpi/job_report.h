@@ -1,0 +1,93 @@
+// What every process of an mpirun job reports to process 0 after its last step, shared by the
+// CPU (mpi_run.cpp) and the CUDA (cuda_mpi_run.cpp) runs across processes: the bytes gathered,
+// each process's trace, memory and clock offset, replica 0's gradients, and the job's metrics.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/backends/run_record.h"
+#include "harness/backends/step_values.h"
+#include "harness/mpi/wire.h"
+#include "harness/trace.h"
+#include "schedules/placement.h"
+
+namespace ppbench::mpi {
+
+// Every process's bytes on process 0 (in process order); elsewhere, nothing.
+std::vector<std::vector<char>> gather_bytes(MPI_Comm comm, const std::vector<char>& mine);
+
+template <class Event>
+void put_events(WireWriter& w, const std::vector<Event>& v) {
+  w.put_array(v.data(), v.size());
+}
+template <class Event>
+void get_events(WireReader& r, std::vector<Event>& v) {
+  v.resize(r.count<Event>());
+  r.read(v.data(), v.size());
+}
+
+// What each process sends process 0 after the last step.
+struct ProcessReport {
+  Trace trace;      // ranks numbered by pipeline rank
+  HeldMemory held;  // activations: the arena's peak
+  double clock_offset = 0;
+  std::string host;
+
+  std::vector<char> encode() const {
+    WireWriter w;
+    put_events(w, trace.compute);
+    put_events(w, trace.comm);
+    put_events(w, trace.collectives);
+    put_events(w, trace.updates);
+    put_events(w, trace.memory);
+    w.put(held);
+    w.put(clock_offset);
+    w.put_string(host);
+    return std::move(w.bytes());
+  }
+  static ProcessReport decode(const std::vector<char>& b) {
+    WireReader r(b.data(), b.size());
+    ProcessReport p;
+    get_events(r, p.trace.compute);
+    get_events(r, p.trace.comm);
+    get_events(r, p.trace.collectives);
+    get_events(r, p.trace.updates);
+    get_events(r, p.trace.memory);
+    p.held = r.get<HeldMemory>();
+    p.clock_offset = r.get<double>();
+    p.host = r.get_string();
+    return p;
+  }
+};
+
+// A parameter's gradient as process 0 receives it, for the shared summary.
+struct HostParam {
+  std::string name;
+  std::vector<double> grad;
+};
+
+// Process `rank`'s gradients as encode_gradients (mpi_run.cpp, cuda_mpi_run.cpp) wrote them:
+// per stage its part, per layer its parameters' names and gradients (doubles, the CPU layout).
+std::vector<StageParams<HostParam>> decode_gradients(const std::vector<char>& b, int rank,
+                                                     std::deque<HostParam>& store);
+
+// The whole job's metrics: every process's busy time against the job's makespan (first action
+// of any process to the last action or all-reduce of any), and each process's all-reduces.
+nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement& placement,
+                        int microbatches, double samples_per_microbatch, bool overlap);
+
+// Replica 0's trace (processes 0 .. D-1), ranks by pipeline rank: what a record's measured
+// metrics and replay read, as for a run in threads.
+Trace replica0_trace(const std::vector<ProcessReport>& procs, int pipeline_ranks,
+                     const std::string& source);
+
+// The exported timeline: every process's events, numbered by process.
+Trace job_trace(const std::vector<ProcessReport>& procs, int pipeline_ranks,
+                const std::string& source);
+
+}  // namespace ppbench::mpi
