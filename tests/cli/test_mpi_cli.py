@@ -222,7 +222,9 @@ class CudaAcrossProcesses(unittest.TestCase):
         for extra, words in ((["--virtual-devices", "2"], "--virtual-devices splits one GPU"),
                              (["--gpus", "0,1"], "each process takes the GPU of its local rank"),
                              (["--cuda-graph"], "--cuda-graph runs in one process only"),
-                             (["--dp-overlap"], "--dp-overlap is not supported with --backend cuda")):
+                             (["--dp-overlap"], "--dp-overlap is not supported with --backend cuda"),
+                             (["--optimizer", "adamw"],
+                              "--backend cuda across processes runs forward and backward only")):
             with self.subTest(extra=extra):
                 r = self.cuda(2, *extra)
                 self.assertEqual(r.returncode, 2, r.stderr)

@@ -373,8 +373,18 @@ def gpu_spec() -> dict:
 
 def test_gpu_spec_covers_every_schedule_partition_count_and_microbatch_count():
     spec = gpu_spec()
-    points = sweep.expand_spec(spec)
+    everything = sweep.expand_spec(spec)
+    # The virtual-device groups; the whole-GPU groups (--gpus, mpirun) are checked below.
+    points = [p for p in everything if not p.gpus and p.launcher is None]
     assert len(points) == 10 * 4 * 5 * 3
+    whole = [p for p in everything if p.gpus or p.launcher is not None]
+    assert len(whole) == 2 * 10 * 3 * 5
+    assert {p.workload for p in whole} == {"mlp"}
+    for p in whole:
+        argv = p.argv()
+        assert "--virtual-devices" not in argv
+        if p.gpus:
+            assert argv[argv.index("--gpus") + 1] == ",".join(str(g) for g in range(p.devices))
     for workload in ("mlp", "transformer", "amoebanet"):
         mine = [p for p in points if p.workload == workload]
         assert {p.schedule for p in mine} == SCHEDULES
