@@ -18,6 +18,7 @@
 #include "harness/cuda/nccl_comm.h"
 #include "harness/metrics.h"
 #include "harness/mpi/job_report.h"
+#include "harness/mpi/launch_check.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/nccl_bootstrap.h"
 #include "harness/mpi/wire.h"
@@ -321,21 +322,13 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
 RunOutput run_cuda_mpi(const WorkloadSpec& spec, const CudaRunOptions& o,
                        const DataParallelOptions& dp) {
   mpi::World& world = mpi::World::get();
-  // Everything that can refuse the run is checked on every process, and the job goes on only
-  // if all agree (as run_cpu_mpi).
-  int code = 0;
-  std::string message;
   std::unique_ptr<Schedule> s;
   std::unique_ptr<PartitionPlan> plan;
   int gpu = -1;
-  try {
-    const int d =
-        o.run.file_schedule ? o.run.file_schedule->placement.ranks : o.run.schedule.devices;
-    if (world.size() != d * dp.replicas)
-      throw UsageError("mpirun started " + std::to_string(world.size()) + " processes, but --pp " +
-                       std::to_string(d) + " x --dp " + std::to_string(dp.replicas) + " needs " +
-                       std::to_string(d * dp.replicas) +
-                       " (one process per pipeline rank of each replica)");
+  mpi::agree_to_start(world, [&] {
+    mpi::require_process_count(
+        world, o.run.file_schedule ? o.run.file_schedule->placement.ranks : o.run.schedule.devices,
+        dp.replicas);
     require(!o.virtual_devices,
             "--virtual-devices splits one GPU among the ranks of one process; across processes "
             "each process takes the GPU of its local rank (drop --virtual-devices, or run "
@@ -379,19 +372,7 @@ RunOutput run_cuda_mpi(const WorkloadSpec& spec, const CudaRunOptions& o,
     const bool env_fits = local.rank >= 0 && local.rank < local_processes;
     gpu = gpu_of_local_rank(env_fits ? local.rank : world.local_rank(), local_processes, visible);
     if (!cuda::try_load_nccl(&why)) throw EnvironmentError(why);
-  } catch (const UsageError& e) {
-    code = 2, message = e.what();
-  } catch (const InvalidSchedule& e) {
-    code = 2, message = e.what();
-  } catch (const EnvironmentError& e) {
-    code = 3, message = e.what();
-  } catch (const std::exception& e) {
-    code = 1, message = e.what();
-  }
-  int worst[2] = {code, world.rank()};
-  check(MPI_Allreduce(MPI_IN_PLACE, worst, 1, MPI_2INT, MPI_MAXLOC, world.comm()),
-        "MPI_Allreduce (launch check)");
-  if (worst[0] != 0) throw JobRefused{worst[0], world.rank() == worst[1] ? message : std::string()};
+  });
 #if PPBENCH_HAVE_NCCL_H
   mpi::Grid grid(world, s->placement.ranks, dp.replicas);
   return run_job(spec, o, dp, *s, *plan, gpu, world, grid);

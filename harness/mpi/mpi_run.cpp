@@ -17,6 +17,7 @@
 #include "harness/mpi/cpu_codec.h"
 #include "harness/mpi/gradient_allreduce.h"
 #include "harness/mpi/job_report.h"
+#include "harness/mpi/launch_check.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/mpi_transport.h"
 #include "harness/mpi/process_optimizer.h"
@@ -227,19 +228,12 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
 RunOutput run_cpu_mpi(const WorkloadSpec& spec, const RunOptions& o,
                       const DataParallelOptions& dp) {
   mpi::World& world = mpi::World::get();
-  // Everything that can refuse the run is checked on every process, and the job goes on only
-  // if all agree: a refusal on one process alone would leave the others waiting.
-  int code = 0;
-  std::string message;
   std::unique_ptr<Schedule> s;
   std::unique_ptr<PartitionPlan> plan;
-  try {
-    const int d = o.file_schedule ? o.file_schedule->placement.ranks : o.schedule.devices;
-    if (world.size() != d * dp.replicas)
-      throw UsageError("mpirun started " + std::to_string(world.size()) + " processes, but --pp " +
-                       std::to_string(d) + " x --dp " + std::to_string(dp.replicas) + " needs " +
-                       std::to_string(d * dp.replicas) +
-                       " (one process per pipeline rank of each replica)");
+  mpi::agree_to_start(world, [&] {
+    mpi::require_process_count(
+        world, o.file_schedule ? o.file_schedule->placement.ranks : o.schedule.devices,
+        dp.replicas);
     check_step_counts(o.steps, o.warmup);
     require(spec.dtype != DType::kBF16,
             "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
@@ -247,21 +241,7 @@ RunOutput run_cpu_mpi(const WorkloadSpec& spec, const RunOptions& o,
     validate(*s, {.channel_capacity = o.executor.channel_capacity});
     plan = std::make_unique<PartitionPlan>(
         partition(spec, s->placement.stages_per_chain(), o.partition));
-  } catch (const UsageError& e) {
-    code = 2, message = e.what();
-  } catch (const InvalidSchedule& e) {
-    code = 2, message = e.what();
-  } catch (const EnvironmentError& e) {
-    code = 3, message = e.what();
-  } catch (const std::exception& e) {
-    code = 1, message = e.what();
-  }
-  // The lowest-numbered process with the gravest refusal says why; every process exits with
-  // its code.
-  int worst[2] = {code, world.rank()};
-  check(MPI_Allreduce(MPI_IN_PLACE, worst, 1, MPI_2INT, MPI_MAXLOC, world.comm()),
-        "MPI_Allreduce (launch check)");
-  if (worst[0] != 0) throw JobRefused{worst[0], world.rank() == worst[1] ? message : std::string()};
+  });
   mpi::Grid grid(world, s->placement.ranks, dp.replicas);
   return spec.dtype == DType::kF64 ? run_typed<double>(spec, o, dp, *s, *plan, world, grid)
                                    : run_typed<float>(spec, o, dp, *s, *plan, world, grid);
