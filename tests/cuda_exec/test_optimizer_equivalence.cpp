@@ -124,36 +124,22 @@ void expect_two_steps_match(const WorkloadSpec& spec, const ScheduleParams& p,
   EXPECT_EQ(device["arenas"].size(), static_cast<std::size_t>(p.devices)) << label;
 }
 
-TEST_F(CudaOptimizerEquivalence, TwoAdamWStepsOfEveryScheduleMatchOneDevice) {
-  int ran = 0;
-  for (const auto& info : all_schedules()) {
-    ScheduleParams p{std::string(info.name), 2, kMicrobatches, info.uses_chunks ? 2 : 0, 0};
-    try {
-      generate(p);
-    } catch (const UsageError&) {
-      continue;
+TEST_F(CudaOptimizerEquivalence, TwoAdamWAndTwoSgdStepsOfEveryScheduleMatchOneDevice) {
+  for (auto kind : {OptimizerOptions::Kind::kAdamW, OptimizerOptions::Kind::kSgd}) {
+    int ran = 0;
+    for (const auto& info : all_schedules()) {
+      ScheduleParams p{std::string(info.name), 2, kMicrobatches, info.uses_chunks ? 2 : 0, 0};
+      try {
+        generate(p);
+      } catch (const UsageError&) {
+        continue;
+      }
+      expect_two_steps_match(tiny_mlp(DType::kF32), p, kind,
+                             p.name + " " + to_string(kind) + " mlp f32");
+      ++ran;
     }
-    expect_two_steps_match(tiny_mlp(DType::kF32), p, OptimizerOptions::Kind::kAdamW,
-                           p.name + " adamw mlp f32");
-    ++ran;
+    EXPECT_GT(ran, 15) << to_string(kind);
   }
-  EXPECT_GT(ran, 15);
-}
-
-TEST_F(CudaOptimizerEquivalence, TwoSgdStepsOfEveryScheduleMatchOneDevice) {
-  int ran = 0;
-  for (const auto& info : all_schedules()) {
-    ScheduleParams p{std::string(info.name), 2, kMicrobatches, info.uses_chunks ? 2 : 0, 0};
-    try {
-      generate(p);
-    } catch (const UsageError&) {
-      continue;
-    }
-    expect_two_steps_match(tiny_mlp(DType::kF32), p, OptimizerOptions::Kind::kSgd,
-                           p.name + " sgd mlp f32");
-    ++ran;
-  }
-  EXPECT_GT(ran, 15);
 }
 
 // bf16 parameters (AdamW on f32 master copies) and a transformer, at D = 4, where Chimera and
