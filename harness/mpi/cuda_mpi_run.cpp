@@ -129,28 +129,6 @@ class GpuGradientAllReduce {
   bool failed_ = false;
 };
 
-// Replica 0's gradients for process 0, in the wire form decode_gradients reads (CPU layout).
-std::vector<char> encode_gradients(const std::vector<StageParams<cuda::Param>>& stages) {
-  mpi::WireWriter w;
-  w.put<std::uint32_t>(static_cast<std::uint32_t>(stages.size()));
-  std::vector<double> g;
-  for (const auto& sp : stages) {
-    w.put<std::int32_t>(sp.part);
-    w.put<std::uint32_t>(static_cast<std::uint32_t>(sp.layers.size()));
-    for (const auto& [layer, params] : sp.layers) {
-      w.put<std::int32_t>(layer);
-      w.put<std::uint32_t>(static_cast<std::uint32_t>(params.size()));
-      for (const cuda::Param* p : params) {
-        w.put_string(p->name);
-        const std::vector<float> f = cuda::download_cpu_layout(*p, p->grad);
-        g.assign(f.begin(), f.end());
-        w.put_array(g.data(), g.size());
-      }
-    }
-  }
-  return std::move(w.bytes());
-}
-
 RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataParallelOptions& dp,
                   const Schedule& s, const PartitionPlan& plan, int gpu, mpi::World& world,
                   mpi::Grid& grid) {
@@ -244,9 +222,13 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
   held.activations = last.arenas.at(static_cast<std::size_t>(me)).peak();
   mpi::ProcessReport mine{last.trace, held, offset, world.host()};
   const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
-  const auto grads =
-      mpi::gather_bytes(world.comm(), grid.replica == 0 ? encode_gradients(rank.params_by_layer())
-                                                        : std::vector<char>{});
+  const auto grads = mpi::gather_bytes(
+      world.comm(), grid.replica == 0
+                        ? mpi::encode_gradients(rank.params_by_layer(),
+                                                [](const cuda::Param& p) {
+                                                  return cuda::download_cpu_layout(p, p.grad);
+                                                })
+                        : std::vector<char>{});
   if (!out.report) return out;
 
   std::vector<mpi::ProcessReport> procs;

@@ -3,6 +3,7 @@
 // each process's trace, memory and clock offset, replica 0's gradients, and the job's metrics.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <vector>
@@ -71,8 +72,33 @@ struct HostParam {
   std::vector<double> grad;
 };
 
-// Process `rank`'s gradients as encode_gradients (mpi_run.cpp, cuda_mpi_run.cpp) wrote them:
-// per stage its part, per layer its parameters' names and gradients (doubles, the CPU layout).
+// A process's gradients in the wire form decode_gradients reads: per stage its part, per layer
+// its parameters' names and gradients, widened to doubles in the CPU layout by `cpu_layout(p)`
+// (a CPU parameter's own values; a GPU parameter's, downloaded).
+template <class Param, class CpuLayout>
+std::vector<char> encode_gradients(const std::vector<StageParams<Param>>& stages,
+                                   CpuLayout&& cpu_layout) {
+  WireWriter w;
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(stages.size()));
+  std::vector<double> g;
+  for (const auto& sp : stages) {
+    w.put<std::int32_t>(sp.part);
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(sp.layers.size()));
+    for (const auto& [layer, params] : sp.layers) {
+      w.put<std::int32_t>(layer);
+      w.put<std::uint32_t>(static_cast<std::uint32_t>(params.size()));
+      for (const Param* p : params) {
+        w.put_string(p->name);
+        const auto values = cpu_layout(*p);
+        g.assign(values.begin(), values.end());
+        w.put_array(g.data(), g.size());
+      }
+    }
+  }
+  return std::move(w.bytes());
+}
+
+// Process `rank`'s gradients as encode_gradients wrote them.
 std::vector<StageParams<HostParam>> decode_gradients(const std::vector<char>& b, int rank,
                                                      std::deque<HostParam>& store);
 

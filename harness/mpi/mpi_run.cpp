@@ -34,27 +34,6 @@ using mpi::HostParam;
 using mpi::ProcessReport;
 
 template <typename T>
-std::vector<char> encode_gradients(const std::vector<StageParams<cpu::Param<T>>>& stages) {
-  mpi::WireWriter w;
-  w.put<std::uint32_t>(static_cast<std::uint32_t>(stages.size()));
-  std::vector<double> g;
-  for (const auto& sp : stages) {
-    w.put<std::int32_t>(sp.part);
-    w.put<std::uint32_t>(static_cast<std::uint32_t>(sp.layers.size()));
-    for (const auto& [layer, params] : sp.layers) {
-      w.put<std::int32_t>(layer);
-      w.put<std::uint32_t>(static_cast<std::uint32_t>(params.size()));
-      for (const cpu::Param<T>* p : params) {
-        w.put_string(p->name);
-        g.assign(p->grad.data.begin(), p->grad.data.end());
-        w.put_array(g.data(), g.size());
-      }
-    }
-  }
-  return std::move(w.bytes());
-}
-
-template <typename T>
 RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataParallelOptions& dp,
                     const Schedule& s, const PartitionPlan& plan, mpi::World& world,
                     mpi::Grid& grid) {
@@ -156,9 +135,12 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   held.comm = transport.peak_bytes();
   ProcessReport mine{last.trace, held, offset, world.host()};
   const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
-  const auto grads =
-      mpi::gather_bytes(world.comm(), grid.replica == 0 ? encode_gradients(rank.params_by_layer())
-                                                        : std::vector<char>{});
+  const auto grads = mpi::gather_bytes(
+      world.comm(),
+      grid.replica == 0
+          ? mpi::encode_gradients(
+                rank.params_by_layer(), [](const auto& p) -> const auto& { return p.grad.data; })
+          : std::vector<char>{});
   if (!out.report) return out;
 
   std::vector<ProcessReport> procs;
