@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
-#include <limits>
 #include <memory>
 
 #include "core/error.h"
@@ -195,22 +193,12 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
         for (auto& e : last.trace.comm) e.start += shift, e.end += shift;
         for (auto& e : last.trace.memory) e.time += shift;
         if (reduce) last.trace.collectives = reduce->run(dev.compute, clock);
-        double span[2] = {std::numeric_limits<double>::infinity(),
-                          -std::numeric_limits<double>::infinity()};
-        for (const auto& e : last.trace.compute) {
-          span[0] = std::min(span[0], e.start);
-          span[1] = std::max(span[1], e.end);
-        }
-        for (const auto& e : last.trace.collectives) span[1] = std::max(span[1], e.end);
-        span[0] = -span[0];
-        check(MPI_Allreduce(MPI_IN_PLACE, span, 2, MPI_DOUBLE, MPI_MAX, world.comm()),
-              "MPI_Allreduce (makespan)");
         double loss = 0;
         for (auto [mb, l] : rank.losses()) loss += l;
-        check(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, world.comm()),
-              "MPI_Allreduce (loss)");
-        out.values.loss = loss / static_cast<double>(n * dp.replicas);
-        return StepOutcome{span[1] + span[0], out.values.loss, ""};
+        const mpi::JobStep job =
+            mpi::agree_on_step(world.comm(), last.trace, loss, n * dp.replicas);
+        out.values.loss = job.loss;
+        return StepOutcome{job.makespan, job.loss, ""};
       });
 
   HeldMemory held;
@@ -231,12 +219,7 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
                         : std::vector<char>{});
   if (!out.report) return out;
 
-  std::vector<mpi::ProcessReport> procs;
-  for (const auto& b : reports) {
-    procs.push_back(mpi::ProcessReport::decode(b));
-    procs.back().trace.ranks = d;
-    procs.back().trace.time_unit = "s";
-  }
+  const std::vector<mpi::ProcessReport> procs = mpi::decode_reports(reports, d);
   const Trace replica0 = mpi::replica0_trace(procs, d, "cuda");
   std::vector<double> peaks;
   std::vector<HeldMemory> held_by_rank;
@@ -244,17 +227,8 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
     peaks.push_back(procs[static_cast<std::size_t>(p)].held.activations);
     held_by_rank.push_back(procs[static_cast<std::size_t>(p)].held);
   }
-  std::deque<mpi::HostParam> store;
-  std::vector<std::vector<StageParams<mpi::HostParam>>> by_rank;
-  for (int p = 0; p < d; ++p)
-    by_rank.push_back(mpi::decode_gradients(grads[static_cast<std::size_t>(p)], p, store));
-  summarize_gradients_on_host(
-      spec, by_rank, static_cast<int>(plan.stages.size()), o.run.keep_gradients || o.run.check,
-      out.values,
-      [](const StageParams<mpi::HostParam>&, const mpi::HostParam* h, std::vector<double>& sum) {
-        if (sum.empty()) sum.assign(h->grad.size(), 0.0);
-        for (std::size_t i = 0; i < h->grad.size(); ++i) sum[i] += h->grad[i];
-      });
+  mpi::summarize_replica0_gradients(spec, grads, d, static_cast<int>(plan.stages.size()),
+                                    o.run.keep_gradients || o.run.check, out.values);
 
   nlohmann::json r = run_record({&spec, &s, &plan, o.run.seed, false, timings, &replica0,
                                  out.values, dp.replicas, dp.overlap},
@@ -272,13 +246,7 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
               {"nccl_version", cuda::nccl_version_text()}};
   r["data_parallel"] =
       mpi::job_json(procs, s.placement, n, static_cast<double>(spec.microbatch_size), dp.overlap);
-  if (dp.replicas > 1) {
-    for (const char* k :
-         {"samples_per_s", "wall_samples_per_s", "tokens_per_s", "wall_tokens_per_s"})
-      if (r["throughput"].contains(k))
-        r["throughput"][k] = r["throughput"][k].get<double>() * dp.replicas;
-    r["throughput"]["note"] = "all " + std::to_string(dp.replicas) + " replicas' micro-batches";
-  }
+  mpi::count_every_replica(r, dp.replicas);
   if (o.run.check) {
     // Against the CPU's float64 step over all R*N micro-batches, as the CPU run across
     // processes; the tolerance is the run's dtype's.

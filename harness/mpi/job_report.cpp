@@ -149,4 +149,55 @@ Trace job_trace(const std::vector<ProcessReport>& procs, int d, const std::strin
   return out;
 }
 
+JobStep agree_on_step(MPI_Comm comm, const Trace& trace, double loss_sum, int microbatches) {
+  double span[2] = {std::numeric_limits<double>::infinity(),
+                    -std::numeric_limits<double>::infinity()};
+  for (const auto& e : trace.compute) {
+    span[0] = std::min(span[0], e.start);
+    span[1] = std::max(span[1], e.end);
+  }
+  for (const auto& e : trace.collectives) span[1] = std::max(span[1], e.end);
+  for (const auto& e : trace.updates) span[1] = std::max(span[1], e.end);
+  span[0] = -span[0];  // one MPI_MAX gives the earliest start and the latest end
+  check(MPI_Allreduce(MPI_IN_PLACE, span, 2, MPI_DOUBLE, MPI_MAX, comm),
+        "MPI_Allreduce (makespan)");
+  check(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, comm),
+        "MPI_Allreduce (loss)");
+  return {span[1] + span[0], loss_sum / static_cast<double>(microbatches)};
+}
+
+std::vector<ProcessReport> decode_reports(const std::vector<std::vector<char>>& reports,
+                                          int pipeline_ranks) {
+  std::vector<ProcessReport> procs;
+  for (const auto& b : reports) {
+    procs.push_back(ProcessReport::decode(b));
+    procs.back().trace.ranks = pipeline_ranks;  // as the schedule's placement numbers them
+    procs.back().trace.time_unit = "s";
+  }
+  return procs;
+}
+
+void summarize_replica0_gradients(const WorkloadSpec& spec,
+                                  const std::vector<std::vector<char>>& gradients,
+                                  int pipeline_ranks, int parts, bool keep, StepValues& values) {
+  std::deque<HostParam> store;
+  std::vector<std::vector<StageParams<HostParam>>> by_rank;
+  for (int p = 0; p < pipeline_ranks; ++p)
+    by_rank.push_back(decode_gradients(gradients.at(static_cast<std::size_t>(p)), p, store));
+  summarize_gradients_on_host(
+      spec, by_rank, parts, keep, values,
+      [](const StageParams<HostParam>&, const HostParam* h, std::vector<double>& sum) {
+        if (sum.empty()) sum.assign(h->grad.size(), 0.0);
+        for (std::size_t i = 0; i < h->grad.size(); ++i) sum[i] += h->grad[i];
+      });
+}
+
+void count_every_replica(nlohmann::json& record, int replicas) {
+  if (replicas <= 1) return;
+  for (const char* k : {"samples_per_s", "wall_samples_per_s", "tokens_per_s", "wall_tokens_per_s"})
+    if (record["throughput"].contains(k))
+      record["throughput"][k] = record["throughput"][k].get<double>() * replicas;
+  record["throughput"]["note"] = "all " + std::to_string(replicas) + " replicas' micro-batches";
+}
+
 }  // namespace ppbench::mpi

@@ -102,6 +102,28 @@ std::vector<char> encode_gradients(const std::vector<StageParams<Param>>& stages
 std::vector<StageParams<HostParam>> decode_gradients(const std::vector<char>& b, int rank,
                                                      std::deque<HostParam>& store);
 
+// The step as the whole job saw it, agreed by every process (collective): its makespan, from the
+// first action of any process to the last action, all-reduce or update of any, and the mean loss
+// over all `microbatches` of all replicas (`loss_sum`: this process's losses summed).
+struct JobStep {
+  double makespan = 0;
+  double loss = 0;
+};
+JobStep agree_on_step(MPI_Comm comm, const Trace& trace, double loss_sum, int microbatches);
+
+// On process 0: every process's report as gathered, its ranks numbered by pipeline rank.
+std::vector<ProcessReport> decode_reports(const std::vector<std::vector<char>>& reports,
+                                          int pipeline_ranks);
+
+// On process 0: replica 0's gradients (processes 0 .. D-1, as gathered) summed per part into
+// `values`, as a run in threads does (all tensors kept where `keep`).
+void summarize_replica0_gradients(const WorkloadSpec& spec,
+                                  const std::vector<std::vector<char>>& gradients,
+                                  int pipeline_ranks, int parts, bool keep, StepValues& values);
+
+// A record's throughput counts every replica's samples: the step trains on R x N micro-batches.
+void count_every_replica(nlohmann::json& record, int replicas);
+
 // The whole job's metrics: every process's busy time against the job's makespan (first action
 // of any process to the last action or all-reduce of any), and each process's all-reduces.
 nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement& placement,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <memory>
 #include <thread>
 #include <tuple>
@@ -30,7 +29,6 @@ namespace ppbench {
 namespace {
 
 using mpi::check;
-using mpi::HostParam;
 using mpi::ProcessReport;
 
 template <typename T>
@@ -107,24 +105,11 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
     last = executor.run_rank_step(me, transport, origin, shift, hooks);
     if (reduce) last.trace.collectives = reduce->finish();
     if (optimizer) last.trace.updates = optimizer->step(clock);
-    // The job's makespan and mean loss, agreed by every process.
-    double span[2] = {std::numeric_limits<double>::infinity(),
-                      -std::numeric_limits<double>::infinity()};
-    for (const auto& e : last.trace.compute) {
-      span[0] = std::min(span[0], e.start);
-      span[1] = std::max(span[1], e.end);
-    }
-    for (const auto& e : last.trace.collectives) span[1] = std::max(span[1], e.end);
-    for (const auto& e : last.trace.updates) span[1] = std::max(span[1], e.end);
-    span[0] = -span[0];
-    check(MPI_Allreduce(MPI_IN_PLACE, span, 2, MPI_DOUBLE, MPI_MAX, world.comm()),
-          "MPI_Allreduce (makespan)");
     double loss = 0;
     for (auto [mb, l] : rank.losses) loss += static_cast<double>(l);
-    check(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, world.comm()),
-          "MPI_Allreduce (loss)");
-    out.values.loss = loss / static_cast<double>(n * dp.replicas);
-    return StepOutcome{span[1] + span[0], out.values.loss, ""};
+    const mpi::JobStep job = mpi::agree_on_step(world.comm(), last.trace, loss, n * dp.replicas);
+    out.values.loss = job.loss;
+    return StepOutcome{job.makespan, job.loss, ""};
   });
 
   // Process 0 gathers the last step's traces, peaks and replica 0's gradients.
@@ -143,27 +128,14 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
           : std::vector<char>{});
   if (!out.report) return out;
 
-  std::vector<ProcessReport> procs;
-  for (const auto& b : reports) {
-    procs.push_back(ProcessReport::decode(b));
-    procs.back().trace.ranks = d;  // numbered by pipeline rank, as the schedule's placement
-    procs.back().trace.time_unit = "s";
-  }
+  const std::vector<ProcessReport> procs = mpi::decode_reports(reports, d);
   const Trace replica0 = mpi::replica0_trace(procs, d, "cpu");
   std::vector<double> peaks;
   for (int p = 0; p < d; ++p) {
     peaks.push_back(procs[static_cast<std::size_t>(p)].held.activations);
   }
-  std::deque<HostParam> store;
-  std::vector<std::vector<StageParams<HostParam>>> by_rank;
-  for (int p = 0; p < d; ++p)
-    by_rank.push_back(mpi::decode_gradients(grads[static_cast<std::size_t>(p)], p, store));
-  summarize_gradients_on_host(
-      spec, by_rank, static_cast<int>(plan.stages.size()), o.keep_gradients || o.check, out.values,
-      [](const StageParams<HostParam>&, const HostParam* h, std::vector<double>& sum) {
-        if (sum.empty()) sum.assign(h->grad.size(), 0.0);
-        for (std::size_t i = 0; i < h->grad.size(); ++i) sum[i] += h->grad[i];
-      });
+  mpi::summarize_replica0_gradients(spec, grads, d, static_cast<int>(plan.stages.size()),
+                                    o.keep_gradients || o.check, out.values);
 
   nlohmann::json r = run_record({&spec, &s, &plan, o.seed, o.recompute, timings, &replica0,
                                  out.values, dp.replicas, dp.overlap},
@@ -181,14 +153,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
                  {"pipeline_ranks", d},
                  {"replicas", dp.replicas}};
   r["data_parallel"] = mpi::job_json(procs, s.placement, n, samples, dp.overlap);
-  if (dp.replicas > 1) {
-    // Every replica's samples count: the step trains on R * N micro-batches.
-    for (const char* k :
-         {"samples_per_s", "wall_samples_per_s", "tokens_per_s", "wall_tokens_per_s"})
-      if (r["throughput"].contains(k))
-        r["throughput"][k] = r["throughput"][k].get<double>() * dp.replicas;
-    r["throughput"]["note"] = "all " + std::to_string(dp.replicas) + " replicas' micro-batches";
-  }
+  mpi::count_every_replica(r, dp.replicas);
   if (o.check) {
     const StepValues ref =
         single_device_step(spec, n * dp.replicas, o.seed, o.warmup + o.steps, o.optimizer);
