@@ -121,26 +121,19 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
 }
 
 nlohmann::json memory_json(const std::vector<HeldMemory>& measured, const StepMemory& model) {
+  // The same five terms and their total on both sides.
+  const auto terms = [](const auto& t) -> nlohmann::json {
+    return {{"params", t.params},
+            {"grads", t.grads},
+            {"optimizer", t.optimizer},
+            {"activations", t.activations},
+            {"comm", t.comm},
+            {"total", t.params + t.grads + t.optimizer + t.activations + t.comm}};
+  };
   nlohmann::json ranks = nlohmann::json::array();
-  for (std::size_t r = 0; r < measured.size(); ++r) {
-    const HeldMemory& h = measured[r];
-    const RankMemory& m = model.ranks.at(r);
-    ranks.push_back({{"rank", r},
-                     {"measured",
-                      {{"params", h.params},
-                       {"grads", h.grads},
-                       {"optimizer", h.optimizer},
-                       {"activations", h.activations},
-                       {"comm", h.comm},
-                       {"total", h.params + h.grads + h.optimizer + h.activations + h.comm}}},
-                     {"model",
-                      {{"params", m.params},
-                       {"grads", m.grads},
-                       {"optimizer", m.optimizer},
-                       {"activations", m.activations},
-                       {"comm", m.comm},
-                       {"total", m.total()}}}});
-  }
+  for (std::size_t r = 0; r < measured.size(); ++r)
+    ranks.push_back(
+        {{"rank", r}, {"measured", terms(measured[r])}, {"model", terms(model.ranks.at(r))}});
   return {{"ranks", ranks},
           {"note",
            "measured: the bytes of the rank's parameter, gradient and optimizer-state tensors "
