@@ -1,8 +1,9 @@
-// GFLOP/s of each CPU layer's F, I and W pass, beside Eigen's own GEMM peak measured in the
-// same run (issue 3, item 8).
+// GFLOP/s of each CPU layer's F, I and W pass, beside the GEMM peak of the kernels' own matrix
+// product measured in the same run.
 //
-// BM_GemmPeak/<dtype>/<n>: C = A B with n x n x n, single-threaded Eigen, straight on Eigen
-// matrices: what the machine's GEMM does at its best with these compile flags. The largest figure
+// BM_GemmPeak/<dtype>/<n>: C = A B with n x n x n, single-threaded, through the kernels' gemm()
+// (OpenBLAS or Eigen, workloads/cpu/gemm.h; the context's `cpu_gemm` says which): what the
+// machine's GEMM does at its best with this build. The largest figure
 // per dtype is the "peak" that every layer row divides by (counters `of_peak`, from wall time,
 // and `cpu_of_peak`, from thread CPU time; see thread_cpu_seconds); the GEMMs are registered
 // first so they run first.
@@ -36,6 +37,7 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_context.h"
+#include "workloads/cpu/gemm.h"
 #include "workloads/cpu/kernels.h"
 
 // Defined in benchmarks/calibration.cpp (linked into every CPU benchmark program): the calibration
@@ -94,7 +96,7 @@ void set_flop_counters(benchmark::State& state, double flops, double wall_s, dou
   state.counters["cpu_GFLOP/s"] = total / cpu_s;
 }
 
-// ---- Eigen's GEMM peak -------------------------------------------------------------------
+// ---- the kernels' GEMM peak -------------------------------------------------------------------
 
 // FLOPs: 2 n^3 (n^3 multiply-adds).
 template <typename T>
@@ -105,7 +107,7 @@ void BM_GemmPeak(benchmark::State& state, I64 n) {
   double wall = 0, cpu = 0;
   for (auto _ : state) {
     const Stamp t0 = Stamp::now();
-    c.noalias() = a * b;
+    ppbench::cpu::gemm(a, b, c);
     const Stamp t1 = Stamp::now();
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
@@ -338,6 +340,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ppbench::add_benchmark_context();
   benchmark::AddCustomContext("eigen_simd", Eigen::SimdInstructionSetsInUse());
+  benchmark::AddCustomContext("cpu_gemm", ppbench::cpu::gemm_library());
   benchmark::AddCustomContext("eigen_threads", std::to_string(Eigen::nbThreads()));
   ppbench::bench::register_calibration();
   register_benchmarks();

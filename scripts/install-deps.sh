@@ -21,7 +21,7 @@ STAMP="$VENV/.deps-stamp"
 APT_PACKAGES=(
   cmake g++ make git clang-format
   python3 python3-venv python3-pip
-  libcli11-dev nlohmann-json3-dev libeigen3-dev
+  libcli11-dev nlohmann-json3-dev libeigen3-dev libopenblas-pthread-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libbenchmark-tools python3-scipy
   libopenmpi-dev openmpi-bin

@@ -22,6 +22,7 @@
 #include "harness/mpi/process_optimizer.h"
 #include "harness/mpi/wire.h"
 #include "schedules/validate.h"
+#include "workloads/cpu/gemm_library.h"
 #include "workloads/partition.h"
 
 namespace ppbench {
@@ -143,6 +144,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   r["activation_bytes"] = activation_bytes_json(peaks, predicted_peak_bytes(s, plan, o.recompute));
   const double samples = static_cast<double>(spec.microbatch_size);
   r["optimizer"] = optimizer_json(o.optimizer);
+  r["provenance"]["cpu_gemm"] = cpu::gemm_library();
   std::vector<HeldMemory> held_by_rank;
   for (int p = 0; p < d; ++p) held_by_rank.push_back(procs[static_cast<std::size_t>(p)].held);
   r["memory"] = memory_json(

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "workloads/cpu/eigen_util.h"
+#include "workloads/cpu/gemm.h"
 #include "workloads/cpu/rope.h"
 
 namespace ppbench::cpu {
@@ -83,7 +84,7 @@ Tensor<T> Attention<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
     for (std::int64_t h = 0; h < nh; ++h) {
       const std::int64_t g = h / group;
       MatMap<T> P(probs.data.data() + (b * nh + h) * seq * seq, seq, seq);
-      P.noalias() = head(q, b, h, d) * head(k, b, g, d).transpose();
+      gemm(head(q, b, h, d), transposed(head(k, b, g, d)), P);
       // Causal softmax of row i over j <= i; masked entries are exactly 0.
       for (std::int64_t i = 0; i < seq; ++i) {
         auto row = P.row(i);
@@ -92,7 +93,7 @@ Tensor<T> Attention<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
         row.head(i + 1) /= row.head(i + 1).sum();
         row.tail(seq - i - 1).setZero();
       }
-      head(o, b, h, d).noalias() = P * head(v, b, g, d);
+      gemm(P, head(v, b, g, d), head(o, b, h, d));
     }
   }
   saved.t[kQ] = std::move(q);
@@ -121,13 +122,13 @@ Tensor<T> Attention<T>::backward_input(const Tensor<T>& dy, Saved<T>& saved) {
       MatMap<T> P(probs.data.data() + (b * nh + h) * seq * seq, seq, seq);
       auto dO = head(d_o, b, h, d);
       // The heads of one group share k and v, so their gradients add up.
-      head(dv, b, g, d).noalias() += P.transpose() * dO;
-      dP.noalias() = dO * head(v, b, g, d).transpose();
+      gemm(transposed(P), dO, head(dv, b, g, d), Gemm::kAccumulate);
+      gemm(dO, transposed(head(v, b, g, d)), dP);
       // Softmax backward: dS = P * (dP - rowsum(P * dP)); masked entries stay 0 since P is 0.
       const Eigen::Matrix<T, Eigen::Dynamic, 1> rowdot = P.cwiseProduct(dP).rowwise().sum();
       dP = (P.array() * (dP.colwise() - rowdot).array()) * scale;
-      head(dq, b, h, d).noalias() = dP * head(k, b, g, d);
-      head(dk, b, g, d).noalias() += dP.transpose() * head(q, b, h, d);
+      gemm(dP, head(k, b, g, d), head(dq, b, h, d));
+      gemm(transposed(dP), head(q, b, h, d), head(dk, b, g, d), Gemm::kAccumulate);
     }
   }
   if (cfg_.rope) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "workloads/cpu/eigen_util.h"
+#include "workloads/cpu/gemm.h"
 
 namespace ppbench::cpu {
 
@@ -77,9 +78,9 @@ template <typename T>
 Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
   Tensor<T> y(output_shape(x.shape));
   if (pointwise()) {
-    mat(y).noalias() = mat(x) * mat(weight.value);
+    gemm(mat(x), mat(weight.value), mat(y));
   } else {
-    mat(y).noalias() = mat(im2col(x)) * mat(weight.value);
+    gemm(mat(im2col(x)), mat(weight.value), mat(y));
   }
   saved.clear();
   saved.in_shape = x.shape;
@@ -93,10 +94,10 @@ Tensor<T> Conv2d<T>::backward_input(const Tensor<T>& dy, Saved<T>& saved) {
   check(dy.shape == output_shape(saved.in_shape), "conv2d: bad output gradient");
   Tensor<T> dx(saved.in_shape);
   if (pointwise()) {
-    mat(dx).noalias() = mat(dy) * mat(weight.value).transpose();
+    gemm(mat(dy), transposed(mat(weight.value)), mat(dx));
   } else {
     Tensor<T> dcols({dy.rows(), kh_ * kw_ * cin_});
-    mat(dcols).noalias() = mat(dy) * mat(weight.value).transpose();
+    gemm(mat(dy), transposed(mat(weight.value)), mat(dcols));
     col2im(dcols, dx);
   }
   saved.t[kDY] = dy;
@@ -108,9 +109,9 @@ void Conv2d<T>::backward_weight(Saved<T>& saved) {
   const Tensor<T>& x = saved.t[kX];
   const Tensor<T>& dy = saved.t[kDY];
   if (pointwise()) {
-    mat(weight.grad).noalias() += mat(x).transpose() * mat(dy);
+    gemm(transposed(mat(x)), mat(dy), mat(weight.grad), Gemm::kAccumulate);
   } else {
-    mat(weight.grad).noalias() += mat(im2col(x)).transpose() * mat(dy);
+    gemm(transposed(mat(im2col(x))), mat(dy), mat(weight.grad), Gemm::kAccumulate);
   }
   saved.clear();
 }

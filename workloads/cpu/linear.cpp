@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "workloads/cpu/eigen_util.h"
+#include "workloads/cpu/gemm.h"
 
 namespace ppbench::cpu {
 
@@ -30,7 +31,7 @@ Tensor<T> Linear<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
   std::vector<std::int64_t> shape = x.shape;
   shape.back() = out_;
   Tensor<T> y(shape);
-  mat(y).noalias() = mat(x) * mat(weight.value);
+  gemm(mat(x), mat(weight.value), mat(y));
   if (has_bias_) mat(y).rowwise() += vec(bias.value);
   saved.clear();
   saved.in_shape = x.shape;
@@ -43,7 +44,7 @@ template <typename T>
 Tensor<T> Linear<T>::backward_input(const Tensor<T>& dy, Saved<T>& saved) {
   check(dy.cols() == out_ && dy.rows() == saved.t[kX].rows(), "linear: bad output gradient");
   Tensor<T> dx(saved.in_shape);
-  mat(dx).noalias() = mat(dy) * mat(weight.value).transpose();
+  gemm(mat(dy), transposed(mat(weight.value)), mat(dx));
   saved.t[kDY] = dy;
   return dx;
 }
@@ -52,7 +53,7 @@ template <typename T>
 void Linear<T>::backward_weight(Saved<T>& saved) {
   const Tensor<T>& x = saved.t[kX];
   const Tensor<T>& dy = saved.t[kDY];
-  mat(weight.grad).noalias() += mat(x).transpose() * mat(dy);
+  gemm(transposed(mat(x)), mat(dy), mat(weight.grad), Gemm::kAccumulate);
   if (has_bias_) vec(bias.grad) += mat(dy).colwise().sum();
   saved.clear();
 }

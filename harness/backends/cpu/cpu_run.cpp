@@ -15,6 +15,7 @@
 #include "harness/executor/cpu_executor.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
+#include "workloads/cpu/gemm_library.h"
 #include "workloads/partition.h"
 
 namespace ppbench {
@@ -146,6 +147,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
   r["activation_bytes"] =
       activation_bytes_json(measured, predicted_peak_bytes(s, plan, o.recompute));
   r["optimizer"] = optimizer_json(o.optimizer);
+  r["provenance"]["cpu_gemm"] = cpu::gemm_library();
   std::vector<HeldMemory> held = run.held_bytes();
   for (std::size_t k = 0; k < held.size(); ++k) {
     held[k].activations = measured[k];
