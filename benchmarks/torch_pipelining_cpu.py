@@ -4,9 +4,10 @@
 Both run the same MLP (ppbench's `--workload mlp`: L blocks of Linear + GeLU(tanh) of width W,
 then a Linear classifier with softmax cross-entropy), split into D = 2 stages on 2 ranks with
 one thread each (PyTorch: two processes over gloo, torch.set_num_threads(1); ppbench: one
-thread per rank, Eigen single-threaded), N micro-batches of b samples, float32, for each
-schedule both implement. A step is forward + backward of N micro-batches (no optimizer step, as
-in ppbench).
+thread per rank, its matrix products single-threaded), N micro-batches of b samples, float32,
+for each schedule both implement. A step is forward + backward of N micro-batches (no optimizer
+step: ppbench runs with `--optimizer none`). The record names the matrix-product library of each
+side (ppbench's `provenance.cpu_gemm`, PyTorch's BLAS).
 
 Per schedule it reports:
   - ppbench's reported step time (median compute makespan) and its wall time per step,
@@ -207,7 +208,9 @@ def main() -> int:
         "machine": {"host": platform.node(), "cpu": record["provenance"]["cpu"] if record else None,
                     "cores": os.cpu_count(), "load_average": os.getloadavg()},
         "torch": torch.__version__,
+        "torch_blas": torch_blas(),
         "ppbench_commit": record["provenance"]["git_commit"] if record else None,
+        "ppbench_cpu_gemm": record["provenance"].get("cpu_gemm") if record else None,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows": rows,
     }
@@ -219,6 +222,16 @@ def main() -> int:
           f"in-process (ppbench's wall per step against PyTorch's; goal <= 1.00) over "
           f"{len(rows)} schedules")
     return 0
+
+
+def torch_blas():
+    """The BLAS PyTorch was built with, from its build configuration (e.g. "BLAS_INFO=mkl")."""
+    import torch
+    for line in torch.__config__.show().splitlines():
+        for item in line.replace(",", " ").split():
+            if item.startswith("BLAS_INFO="):
+                return item.split("=", 1)[1]
+    return None
 
 
 if __name__ == "__main__":
