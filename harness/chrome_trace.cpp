@@ -75,6 +75,27 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
          {"dur", (c.end - c.start) * to_us},
          {"args", {{"stage", c.stage}, {"bytes", c.bytes}}}});
   }
+  // Optimizer steps (`run --optimizer`) are busy time of their rank, but not actions: a track of
+  // their own per rank, under a process named "optimizer", keeps the ranks' tracks to actions.
+  if (!trace.updates.empty()) {
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", 3}, {"args", {{"name", "optimizer"}}}});
+    for (int r = 0; r < trace.ranks; ++r)
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", 3},
+                        {"tid", r},
+                        {"args", {{"name", "rank " + std::to_string(r)}}}});
+  }
+  for (const auto& u : trace.updates)
+    events.push_back({{"name", "update " + std::to_string(u.stage)},
+                      {"cat", "update"},
+                      {"ph", "X"},
+                      {"pid", 3},
+                      {"tid", u.rank},
+                      {"ts", u.start * to_us},
+                      {"dur", (u.end - u.start) * to_us},
+                      {"args", {{"stage", u.stage}}}});
   nlohmann::json other = other_data;
   other["time_unit"] = trace.time_unit;
   other["source"] = trace.source;

@@ -1,5 +1,6 @@
 #include "harness/replay.h"
 
+#include <algorithm>
 #include <array>
 
 namespace ppbench {
@@ -41,6 +42,38 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
     c.comm = comm.value();
   }
   return CostModel(std::move(stages));
+}
+
+std::vector<OptimizerStep> optimizer_steps_from_trace(const Trace& trace,
+                                                      const Placement& placement) {
+  // Per rank, the end of each of its actions in the order it ran them (its position).
+  std::vector<std::vector<double>> ends(static_cast<std::size_t>(placement.ranks));
+  for (const auto& e : trace.compute) ends[static_cast<std::size_t>(e.rank)].push_back(e.end);
+  std::vector<OptimizerStep> steps;
+  for (const UpdateEvent& u : trace.updates) {
+    const auto& mine = ends[static_cast<std::size_t>(u.rank)];
+    // An update begins after the action it follows has ended, and before the next one begins.
+    const auto after = std::upper_bound(mine.begin(), mine.end(), u.start);
+    if (after == mine.begin()) continue;  // before any action: nothing to follow
+    steps.push_back(
+        {u.rank, static_cast<std::size_t>(after - mine.begin() - 1), u.stage, u.end - u.start});
+  }
+  return steps;
+}
+
+void add_updates_after_allreduces(Trace& trace, const std::vector<OptimizerStep>& steps) {
+  std::vector<double> free_at(static_cast<std::size_t>(trace.ranks), 0);
+  for (const auto& e : trace.compute)
+    free_at[static_cast<std::size_t>(e.rank)] =
+        std::max(free_at[static_cast<std::size_t>(e.rank)], e.end);
+  for (const auto& c : trace.collectives)
+    free_at[static_cast<std::size_t>(c.rank)] =
+        std::max(free_at[static_cast<std::size_t>(c.rank)], c.end);
+  for (const OptimizerStep& o : steps) {
+    double& at = free_at[static_cast<std::size_t>(o.rank)];
+    trace.updates.push_back({o.rank, at, at + o.duration, o.stage});
+    at += o.duration;
+  }
 }
 
 DataParallel data_parallel_from_trace(const Trace& trace, const Schedule& s, int replicas,

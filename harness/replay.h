@@ -1,11 +1,13 @@
 // Replays a measured step through the simulator: per-stage costs are the
 // mean measured durations of each op on that stage, the comm delay the mean
 // measured hand-over latency. The gap between the measured and the
-// replayed bubble is the simulator's fidelity, reported with every run.
+// replayed bubble is the simulator's fidelity, reported with every run. The optimizer steps
+// are replayed where they ran, with their measured durations.
 #pragma once
 
 #include "harness/allreduce_cost.h"
 #include "harness/cost_model.h"
+#include "harness/simulator.h"
 #include "harness/trace.h"
 #include "schedules/placement.h"
 #include "schedules/schedule.h"
@@ -15,6 +17,17 @@ namespace ppbench {
 // Ops a stage never ran (e.g. W in a schedule without splits) get costs
 // derived from the ones it did (B = I + W, FB = F + B, ...).
 CostModel costs_from_trace(const Trace& trace, const Placement& placement);
+
+// The measured step's optimizer steps (trace.updates) as the simulator replays them: each after
+// the action its rank had last finished when the step began (the stage's last backward on the
+// threads and GPUs, the rank's last action where updates ran at the end of the step).
+std::vector<OptimizerStep> optimizer_steps_from_trace(const Trace& trace,
+                                                      const Placement& placement);
+
+// Where the optimizer steps ran after the step's all-reduces (processes with data parallelism):
+// appends them to a replayed trace, one after another on each rank, from the later of its last
+// action's end and its last all-reduce's end (call after add_allreduces).
+void add_updates_after_allreduces(Trace& trace, const std::vector<OptimizerStep>& steps);
 
 // The data parallelism of a measured step with `replicas` replicas, for add_allreduces: each
 // stage's gradient bytes as its all-reduces carried them (end of step: a rank's bytes on its

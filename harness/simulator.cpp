@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "core/error.h"
 #include "core/large_buffer.h"
@@ -15,11 +17,13 @@ namespace {
 
 // Walks the schedule in dependency order, timing each action: `on_action(rank, position, action,
 // start, end)` for every action and `on_transfer(producer rank, consumer rank, sent, arrived,
-// task)` for every input that crosses ranks. Only the end times of F and of B or I are kept (W
-// has no dependents), one pair per (stage, micro-batch).
-template <class OnAction, class OnTransfer>
+// task)` for every input that crosses ranks. `after(rank, position, end)` returns when the rank
+// is done with the action: later than `end` where it runs other work right after it (an
+// optimizer step), which delays both the rank and what the action sends. Only the end times of
+// F and of B or I are kept (W has no dependents), one pair per (stage, micro-batch).
+template <class OnAction, class OnTransfer, class After>
 void timed_walk(const Schedule& s, const CostModel& costs, OnAction&& on_action,
-                OnTransfer&& on_transfer) {
+                OnTransfer&& on_transfer, After&& after) {
   const Placement& p = s.placement;
   const TaskIndex index(p);
   // Left unfilled: the walk writes a task's end before any dependent reads it, and filling it
@@ -48,10 +52,11 @@ void timed_walk(const Schedule& s, const CostModel& costs, OnAction&& on_action,
       }
     }
     const double finish = start + costs.time(a);
-    if (a.task.op != Op::W) end_of(index.id(a.task)) = finish;
-    if (a.paired()) end_of(index.id(a.partner)) = finish;
-    free_at[r] = finish;
     on_action(r, pos, a, start, finish);
+    const double done = after(r, pos, finish);
+    if (a.task.op != Op::W) end_of(index.id(a.task)) = done;
+    if (a.paired()) end_of(index.id(a.partner)) = done;
+    free_at[r] = done;
   });
   if (!stall.empty()) explain_stall(s, stall);
 }
@@ -66,6 +71,21 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
   std::vector<std::size_t> offset(p.ranks + 1, 0);
   for (int r = 0; r < p.ranks; ++r) offset[r + 1] = offset[r] + s.ranks[r].size();
   trace.compute.resize(offset[p.ranks]);
+  // Each rank's optimizer steps in the order of their positions; the walk meets a rank's
+  // positions in increasing order, so one cursor per rank finds them.
+  std::vector<std::vector<OptimizerStep>> steps(p.ranks);
+  for (const OptimizerStep& o : options.optimizer_steps) {
+    if (o.rank < 0 || o.rank >= p.ranks || o.position >= s.ranks[o.rank].size() ||
+        !(o.duration >= 0))
+      throw std::invalid_argument("simulate: optimizer step of stage " + std::to_string(o.stage) +
+                                  " at rank " + std::to_string(o.rank) + ", position " +
+                                  std::to_string(o.position) + " is outside the schedule");
+    steps[o.rank].push_back(o);
+  }
+  for (auto& list : steps)
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.position < b.position; });
+  std::vector<std::size_t> cursor(p.ranks, 0);
   timed_walk(
       s, costs,
       [&](int r, std::size_t pos, const Action& a, double start, double finish) {
@@ -73,6 +93,14 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
       },
       [&](int from, int to, double sent, double arrived, const Task& t) {
         if (options.record_comm) trace.comm.push_back({from, to, sent, arrived, t});
+      },
+      [&](int r, std::size_t pos, double end) {
+        const auto& list = steps[r];
+        for (std::size_t& k = cursor[r]; k < list.size() && list[k].position == pos; ++k) {
+          trace.updates.push_back({r, end, end + list[k].duration, list[k].stage});
+          end += list[k].duration;
+        }
+        return end;
       });
   return trace;
 }
@@ -84,7 +112,8 @@ Metrics simulate_metrics(const Schedule& s, const CostModel& costs) {
       [&](int r, std::size_t, const Action& a, double start, double finish) {
         stream.add(r, start, finish, a);
       },
-      [](int, int, double, double, const Task&) {});
+      [](int, int, double, double, const Task&) {},
+      [](int, std::size_t, double end) { return end; });
   return stream.finish();
 }
 

@@ -7,6 +7,9 @@
 // actions, with no event queue.
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
 #include "harness/cost_model.h"
 #include "harness/metrics.h"
 #include "harness/trace.h"
@@ -14,12 +17,24 @@
 
 namespace ppbench {
 
-struct SimulateOptions {
-  bool record_comm = true;  // add a CommEvent for every cross-rank dependency
+// An optimizer step to replay (a measured run's UpdateEvent, replay.h): `rank` spends `duration`
+// right after the action at `position` in its order, before what that action produced leaves the
+// rank, as both executors run a stage's update between its last backward and the sends after it.
+struct OptimizerStep {
+  int rank = 0;
+  std::size_t position = 0;
+  int stage = 0;
+  double duration = 0;
 };
 
-// The timeline: every action's start and end, and (record_comm) every transfer.
-// Throws InvalidSchedule, as validate() words it, if the schedule deadlocks.
+struct SimulateOptions {
+  bool record_comm = true;  // add a CommEvent for every cross-rank dependency
+  std::vector<OptimizerStep> optimizer_steps = {};  // each becomes an UpdateEvent in the trace
+};
+
+// The timeline: every action's start and end, (record_comm) every transfer, and the optimizer
+// steps asked for. Throws InvalidSchedule, as validate() words it, if the schedule deadlocks, and
+// std::invalid_argument for an optimizer step outside a rank's order.
 // Check the structure first (validate_structure or validate, validate.h).
 Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions& options = {});
 

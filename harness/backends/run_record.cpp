@@ -60,12 +60,18 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
   const WorkloadSpec& spec = *in.spec;
   const Schedule& s = *in.schedule;
   const Metrics measured = compute_metrics(*in.trace, s.placement);
-  Trace replay = simulate(s, costs_from_trace(*in.trace, s.placement), {.record_comm = false});
+  // The optimizer steps are replayed where they ran: after a stage's last backward (threads,
+  // GPUs), or at the end of the step, after the all-reduces (processes).
+  const std::vector<OptimizerStep> updates = optimizer_steps_from_trace(*in.trace, s.placement);
+  SimulateOptions replay_options{.record_comm = false};
+  if (in.replicas == 1) replay_options.optimizer_steps = updates;
+  Trace replay = simulate(s, costs_from_trace(*in.trace, s.placement), replay_options);
   // Data parallelism: the replay's all-reduces over a ring link fitted to the measured ones.
   std::optional<DataParallel> dp;
   if (in.replicas > 1) {
     dp = data_parallel_from_trace(*in.trace, s, in.replicas, in.dp_overlap);
     add_allreduces(replay, s, *dp);
+    add_updates_after_allreduces(replay, updates);
   }
   const Metrics predicted = compute_metrics(replay, s.placement);
   const RunTimings& t = in.timings;

@@ -149,6 +149,25 @@ TEST(CpuRun, RecordCarriesTheContract) {
   EXPECT_EQ(out.trace.compute.size(), 3u * 2 * 4);  // F, I, W for 2 stages x 4 micro-batches
 }
 
+TEST(CpuRun, TheReplayRunsTheOptimizerStepsWhereTheyRan) {
+  // The replay charges every action its (stage, op)'s mean time, so its busy time sums to the
+  // measured one, optimizer steps included: a replay that left them out (they run between a
+  // stage's last backward and the rank's next action) would fall short by their time.
+  RunOptions o;
+  o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
+  o.steps = 1;
+  o.warmup = 0;
+  const WorkloadSpec spec = tiny_mlp(DType::kF32);
+  for (const char* family : {"1f1b", "zb-v", "chimera"}) {
+    o.schedule = {family, 2, 4};
+    const RunOutput out = run_cpu(spec, o);
+    EXPECT_FALSE(out.trace.updates.empty()) << family;
+    const double measured = out.record["measured"]["total_busy"].get<double>();
+    const double predicted = out.record["predicted"]["total_busy"].get<double>();
+    EXPECT_NEAR(predicted, measured, 1e-9 * measured) << family;
+  }
+}
+
 TEST(CpuRun, GradientsStayPutUnlessAskedFor) {
   RunOptions o;
   o.schedule = {"chimera", 2, 4};  // two copies of every part, summed before the statistics

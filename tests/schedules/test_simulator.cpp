@@ -37,6 +37,45 @@ TEST(Simulator, TwoStageOneFOneBByHand) {
   for (const auto& c : r.trace.comm) EXPECT_DOUBLE_EQ(c.end - c.start, 0.5);
 }
 
+TEST(Simulator, AnOptimizerStepDelaysItsRankAndWhatTheActionSends) {
+  // The case above with a step of 1 on rank 1 right after B1.0 (position 1), [4.5, 5.5]:
+  // rank 1: F1.0 [1.5,2.5] B1.0 [2.5,4.5] update [4.5,5.5] F1.1 [5.5,6.5] B1.1 [6.5,8.5]
+  // rank 0: B0.0 waits for B1.0's gradient, sent after the update: 5.5 + 0.5 = 6 -> [6,8];
+  //         B0.1 waits for B1.1: 8.5 + 0.5 = 9 -> [9,11].
+  Schedule s = generate({"1f1b", 2, 2});
+  validate(s);
+  SimulateOptions o;
+  o.optimizer_steps = {{.rank = 1, .position = 1, .stage = 1, .duration = 1.0}};
+  const Trace t = simulate(s, CostModel::uniform(2, stage_cost(1, 1, 1, 0.5)), o);
+  ASSERT_EQ(t.updates.size(), 1u);
+  EXPECT_EQ(t.updates[0].rank, 1);
+  EXPECT_EQ(t.updates[0].stage, 1);
+  EXPECT_DOUBLE_EQ(t.updates[0].start, 4.5);
+  EXPECT_DOUBLE_EQ(t.updates[0].end, 5.5);
+  const auto& e = t.compute;
+  EXPECT_DOUBLE_EQ(e[2].start, 6.0);  // B0.0
+  EXPECT_DOUBLE_EQ(e[3].start, 9.0);  // B0.1
+  EXPECT_DOUBLE_EQ(e[6].start, 5.5);  // F1.1
+  EXPECT_DOUBLE_EQ(e[7].end, 8.5);    // B1.1
+  const Metrics m = compute_metrics(t, s.placement);
+  EXPECT_DOUBLE_EQ(m.makespan, 11.0);
+  EXPECT_DOUBLE_EQ(m.ranks[1].busy, 7.0);  // six of compute and the step
+  EXPECT_DOUBLE_EQ(m.ranks[0].busy, 6.0);
+}
+
+TEST(Simulator, AnOptimizerStepOutsideTheOrderIsRefused) {
+  Schedule s = generate({"1f1b", 2, 2});
+  validate(s);
+  const CostModel c = CostModel::uniform(2, stage_cost(1, 1, 1));
+  for (OptimizerStep bad : {OptimizerStep{.rank = 2, .position = 0, .stage = 0, .duration = 1},
+                            OptimizerStep{.rank = 0, .position = 4, .stage = 0, .duration = 1},
+                            OptimizerStep{.rank = 0, .position = 3, .stage = 0, .duration = -1}}) {
+    SimulateOptions o;
+    o.optimizer_steps = {bad};
+    EXPECT_THROW(simulate(s, c, o), std::invalid_argument);
+  }
+}
+
 TEST(Simulator, CommAddsTwoDelaysPerBoundaryToTheCriticalPath) {
   // GPipe's makespan with comm T: (N + D - 1)(F + B) + 2 (D - 1) T.
   for (int d : {2, 4, 8})

@@ -1,0 +1,63 @@
+// Replaying a measured step: where its optimizer steps go, and how they follow the all-reduces
+// of a data-parallel step.
+#include <gtest/gtest.h>
+
+#include "harness/replay.h"
+#include "sim_helpers.h"
+
+namespace ppbench {
+namespace {
+
+using testing::stage_cost;
+
+// A measured-looking trace of 1F1B at D = 2, N = 2: each rank's actions back to back from 0,
+// F taking 1 and B 2, so rank 0's actions (F F B B) end at 1, 2, 4, 6 and rank 1's (F B F B)
+// at 1, 3, 4, 6.
+Trace measured_1f1b() {
+  const Schedule s = generate({"1f1b", 2, 2});
+  Trace t;
+  t.ranks = 2;
+  t.time_unit = "s";
+  for (int r = 0; r < 2; ++r) {
+    double at = 0;
+    for (const Action& a : s.ranks[r]) {
+      const double d = a.task.op == Op::F ? 1 : 2;
+      t.compute.push_back({r, at, at + d, a});
+      at += d;
+    }
+  }
+  return t;
+}
+
+TEST(Replay, AnOptimizerStepFollowsTheActionItsRankHadLastFinished) {
+  Trace t = measured_1f1b();
+  t.updates = {{0, 6.0, 6.5, 0},    // right after rank 0's last action (ends 6)
+               {1, 3.25, 4.0, 1},   // after rank 1's second action (ends 3), before the third
+               {1, -1.0, 0.0, 1}};  // before any action: nothing to follow, left out
+  const auto steps = optimizer_steps_from_trace(t, Placement::linear(2, 2));
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].rank, 0);
+  EXPECT_EQ(steps[0].position, 3u);
+  EXPECT_DOUBLE_EQ(steps[0].duration, 0.5);
+  EXPECT_EQ(steps[1].rank, 1);
+  EXPECT_EQ(steps[1].position, 1u);
+  EXPECT_EQ(steps[1].stage, 1);
+  EXPECT_DOUBLE_EQ(steps[1].duration, 0.75);
+}
+
+TEST(Replay, OptimizerStepsAfterTheAllReducesStartWhenTheRankIsFree) {
+  Trace t = measured_1f1b();
+  t.collectives = {{0, 6.0, 9.0, -1, 64.0}};  // rank 0's all-reduce ends at 9
+  add_updates_after_allreduces(t, {{.rank = 0, .position = 3, .stage = 0, .duration = 0.5},
+                                   {.rank = 1, .position = 3, .stage = 1, .duration = 1.0},
+                                   {.rank = 1, .position = 3, .stage = 2, .duration = 2.0}});
+  ASSERT_EQ(t.updates.size(), 3u);
+  EXPECT_DOUBLE_EQ(t.updates[0].start, 9.0);  // after the all-reduce
+  EXPECT_DOUBLE_EQ(t.updates[0].end, 9.5);
+  EXPECT_DOUBLE_EQ(t.updates[1].start, 6.0);  // rank 1 has none: after its last action
+  EXPECT_DOUBLE_EQ(t.updates[2].start, 7.0);  // one after another
+  EXPECT_DOUBLE_EQ(t.updates[2].end, 9.0);
+}
+
+}  // namespace
+}  // namespace ppbench
