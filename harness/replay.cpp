@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
+#include <string>
 
 namespace ppbench {
 
@@ -51,6 +53,9 @@ std::vector<OptimizerStep> optimizer_steps_from_trace(const Trace& trace,
   for (const auto& e : trace.compute) ends[static_cast<std::size_t>(e.rank)].push_back(e.end);
   std::vector<OptimizerStep> steps;
   for (const UpdateEvent& u : trace.updates) {
+    if (u.rank < 0 || u.rank >= placement.ranks)
+      throw std::logic_error("replay: an optimizer step on rank " + std::to_string(u.rank) +
+                             " of a " + std::to_string(placement.ranks) + "-rank step");
     const auto& mine = ends[static_cast<std::size_t>(u.rank)];
     // An update begins after the action it follows has ended, and before the next one begins.
     const auto after = std::upper_bound(mine.begin(), mine.end(), u.start);

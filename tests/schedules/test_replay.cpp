@@ -1,5 +1,7 @@
 // Replaying a measured step: where its optimizer steps go, and how they follow the all-reduces
 // of a data-parallel step.
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "harness/replay.h"
@@ -43,6 +45,12 @@ TEST(Replay, AnOptimizerStepFollowsTheActionItsRankHadLastFinished) {
   EXPECT_EQ(steps[1].position, 1u);
   EXPECT_EQ(steps[1].stage, 1);
   EXPECT_DOUBLE_EQ(steps[1].duration, 0.75);
+}
+
+TEST(Replay, AnOptimizerStepOnAnotherRankIsAnInternalError) {
+  Trace t = measured_1f1b();
+  t.updates = {{5, 6.0, 6.5, 0}};
+  EXPECT_THROW(optimizer_steps_from_trace(t, Placement::linear(2, 2)), std::logic_error);
 }
 
 TEST(Replay, OptimizerStepsAfterTheAllReducesStartWhenTheRankIsFree) {
