@@ -176,12 +176,11 @@ std::string gemm_library() { return eigen_version(); }
 
 #endif
 
+// gemm_blas already hands a product to Eigen where OpenBLAS is missing, is not safe from several
+// threads, or the sizes do not fit its 32-bit arguments.
 template <typename T>
 void gemm_impl(GemmOperand<T> a, GemmOperand<T> b, MatrixRef<T> c, Gemm mode) {
-  if (have_blas())
-    gemm_blas(a, b, c, mode);
-  else
-    gemm_eigen(a, b, c, mode);
+  gemm_blas(a, b, c, mode);
 }
 
 #define PPBENCH_GEMM(T)                                                            \
