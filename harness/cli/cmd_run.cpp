@@ -57,23 +57,25 @@ void print_text(const nlohmann::json& r) {
               r["throughput"]["samples_per_s"].get<double>());
   if (r["throughput"].contains("tokens_per_s"))
     std::printf(", %.4g tokens/s", r["throughput"]["tokens_per_s"].get<double>());
+  std::printf("\n");
   if (r.contains("data_parallel")) {
     const auto& j = r["data_parallel"];
     std::printf(
-        "\n%d processes over MPI: %d pipeline rank(s) x %d replica(s)%s; the job's step "
-        "%.4g ms, bubble %.4f\n",
-        j["processes"].get<int>(), j["pipeline_ranks"].get<int>(), j["replicas"].get<int>(),
-        j["overlap"].get<bool>() ? ", all-reduce overlapped" : "",
+        "%d processes over MPI on %d node(s): %d pipeline rank(s) x %d replica(s)%s; the job's "
+        "step %.4g ms, bubble %.4f\n",
+        j["processes"].get<int>(), j["nodes"].get<int>(), j["pipeline_ranks"].get<int>(),
+        j["replicas"].get<int>(), j["overlap"].get<bool>() ? ", all-reduce overlapped" : "",
         j["makespan_s"].get<double>() * 1e3, j["bubble_fraction"].get<double>());
-    std::printf("%7s %7s %5s %10s %14s %16s\n", "process", "replica", "rank", "busy ms",
+    std::printf("%7s %7s %5s %5s %10s %14s %16s\n", "process", "replica", "rank", "node", "busy ms",
                 "all-reduce ms", "exposed ms");
     for (const auto& proc : j["per_process"])
-      std::printf("%7d %7d %5d %10.4g %14.4g %16.4g\n", proc["process"].get<int>(),
+      std::printf("%7d %7d %5d %5d %10.4g %14.4g %16.4g\n", proc["process"].get<int>(),
                   proc["replica"].get<int>(), proc["pipeline_rank"].get<int>(),
-                  proc["busy_s"].get<double>() * 1e3, proc["allreduce_s"].get<double>() * 1e3,
+                  proc["node"].get<int>(), proc["busy_s"].get<double>() * 1e3,
+                  proc["allreduce_s"].get<double>() * 1e3,
                   proc["exposed_allreduce_s"].get<double>() * 1e3);
   }
-  std::printf("\n\n%-18s %10s %10s\n", "", "measured", "predicted");
+  std::printf("\n%-18s %10s %10s\n", "", "measured", "predicted");
   for (const char* k : {"bubble_fraction", "bubble_ratio", "zb_bubble_rate"})
     std::printf("%-18s %10.4f %10.4f\n", k, m[k].get<double>(), p[k].get<double>());
   std::printf("(predicted: the simulator replaying this step's measured per-op costs)\n\n");

@@ -208,7 +208,12 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
       held.grads += static_cast<double>(p->grad.bytes());
     }
   held.activations = last.arenas.at(static_cast<std::size_t>(me)).peak();
-  mpi::ProcessReport mine{last.trace, held, offset, world.host()};
+  mpi::ProcessReport mine{.trace = last.trace,
+                          .held = held,
+                          .clock_offset = offset,
+                          .host = world.host(),
+                          .node_leader = world.node_leader(),
+                          .local_rank = world.local_rank()};
   const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
   const auto grads = mpi::gather_bytes(
       world.comm(), grid.replica == 0

@@ -67,7 +67,11 @@ nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement
   const int d = placement.ranks;
   double first = std::numeric_limits<double>::infinity(), last = -first, busy = 0;
   nlohmann::json per = nlohmann::json::array();
+  // Nodes numbered 0, 1, ... in the order of their first process.
+  std::vector<std::int32_t> leaders;
   for (std::size_t w = 0; w < procs.size(); ++w) {
+    auto node = std::find(leaders.begin(), leaders.end(), procs[w].node_leader);
+    if (node == leaders.end()) node = leaders.insert(leaders.end(), procs[w].node_leader);
     const int p = static_cast<int>(w) % d;
     const RankMetrics m = compute_metrics(procs[w].trace, placement).ranks.at(p);
     busy += m.busy;
@@ -79,6 +83,8 @@ nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement
                    {"replica", static_cast<int>(w) / d},
                    {"pipeline_rank", p},
                    {"host", procs[w].host},
+                   {"node", node - leaders.begin()},
+                   {"local_rank", procs[w].local_rank},
                    {"clock_offset_s", procs[w].clock_offset},
                    {"busy_s", m.busy},
                    {"allreduce_s", m.allreduce_time},
@@ -89,6 +95,7 @@ nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement
   const double processes = static_cast<double>(procs.size());
   const int replicas = static_cast<int>(procs.size()) / d;
   return {{"processes", procs.size()},
+          {"nodes", leaders.size()},
           {"pipeline_ranks", d},
           {"replicas", replicas},
           {"overlap", overlap},

@@ -38,6 +38,8 @@ struct ProcessReport {
   HeldMemory held;  // activations: the arena's peak
   double clock_offset = 0;
   std::string host;
+  std::int32_t node_leader = 0;  // World::node_leader()
+  std::int32_t local_rank = 0;   // World::local_rank()
 
   std::vector<char> encode() const {
     WireWriter w;
@@ -49,6 +51,8 @@ struct ProcessReport {
     w.put(held);
     w.put(clock_offset);
     w.put_string(host);
+    w.put(node_leader);
+    w.put(local_rank);
     return std::move(w.bytes());
   }
   static ProcessReport decode(const std::vector<char>& b) {
@@ -62,6 +66,8 @@ struct ProcessReport {
     p.held = r.get<HeldMemory>();
     p.clock_offset = r.get<double>();
     p.host = r.get_string();
+    p.node_leader = r.get<std::int32_t>();
+    p.local_rank = r.get<std::int32_t>();
     return p;
   }
 };

@@ -119,7 +119,12 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   held.optimizer = optimizer ? optimizer->state_bytes() : 0;
   held.activations = last.arenas.front().peak();
   held.comm = transport.peak_bytes();
-  ProcessReport mine{last.trace, held, offset, world.host()};
+  ProcessReport mine{.trace = last.trace,
+                     .held = held,
+                     .clock_offset = offset,
+                     .host = world.host(),
+                     .node_leader = world.node_leader(),
+                     .local_rank = world.local_rank()};
   const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
   const auto grads = mpi::gather_bytes(
       world.comm(),

@@ -27,6 +27,10 @@ class World {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }  // among the processes of this node
+  // The node this process runs on, named by the world rank of its first process: MPI's own view
+  // of "node" (processes that share memory), which holds where host names coincide (containers,
+  // several launch agents on one machine) and is what the shared-memory split decides.
+  int node_leader() const { return node_leader_; }
   const std::string& host() const { return host_; }
   MPI_Comm comm() const { return MPI_COMM_WORLD; }
 
@@ -37,7 +41,7 @@ class World {
 
  private:
   World();
-  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, node_leader_ = 0;
   std::string host_;
 };
 

@@ -42,6 +42,15 @@ def built_with_mpi():
     return "MPI: compiled in" in r.stdout
 
 
+def open_mpi():
+    r = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True, timeout=60)
+    return "Open MPI" in r.stdout + r.stderr
+
+
+LOCAL_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                           "mpi-local-agent.sh")
+
+
 def families():
     r = subprocess.run([PPBENCH, "list", "--format", "json"], capture_output=True, text=True,
                        timeout=60, check=True)
@@ -92,6 +101,10 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual((job["processes"], job["pipeline_ranks"], job["replicas"]),
                          (pp * dp, pp, dp))
         self.assertEqual(rec["launch"]["transport"], "mpi")
+        # One node: every process on node 0, numbered there as in the world.
+        self.assertEqual(job["nodes"], 1)
+        self.assertEqual([(p["node"], p["local_rank"]) for p in job["per_process"]],
+                         [(0, w) for w in range(pp * dp)])
         # What each process held, measured, against `ppbench memory`'s model.
         for rank in rec["memory"]["ranks"]:
             got, want = rank["measured"], rank["model"]
@@ -135,6 +148,34 @@ class MultiProcessRun(unittest.TestCase):
                                           "--lr", "0.05")
                     self.assertEqual(rec["optimizer"]["name"], optimizer)
                     self.assertIn("over all 16 micro-batches", rec["check"]["reference"])
+
+    @unittest.skipIf(MPIRUN is not None and not open_mpi(), "needs Open MPI's launch options")
+    def test_two_nodes_on_one_machine(self):
+        # Two Open MPI nodes emulated here (scripts/mpi-local-agent.sh): each replica's pipeline
+        # on a node of its own, the all-reduce between the nodes over TCP, and the step still
+        # one device's over all micro-batches.
+        with tempfile.TemporaryDirectory() as tmp:
+            hosts = os.path.join(tmp, "hosts")
+            with open(hosts, "w") as f:
+                f.write("emulated-node-a slots=2\nemulated-node-b slots=2\n")
+            r = subprocess.run(
+                [MPIRUN, "-np", "4", "--hostfile", hosts, "--mca", "plm_rsh_agent", LOCAL_AGENT,
+                 "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self",
+                 "--mca", "rtc_hwloc_vmhole", "none",
+                 "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo",
+                 PPBENCH, "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "2",
+                 "-n", str(N), "--check", "--format", "json"],
+                capture_output=True, text=True, timeout=120, env=ENV)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rec = json.loads(r.stdout)
+        self.assertTrue(rec["check"]["passed"], rec["check"])
+        self.assertIn(f"over all {2 * N} micro-batches", rec["check"]["reference"])
+        job = rec["data_parallel"]
+        self.assertEqual(job["nodes"], 2)
+        self.assertEqual([(p["replica"], p["node"], p["local_rank"]) for p in job["per_process"]],
+                         [(0, 0, 0), (0, 0, 1), (1, 1, 0), (1, 1, 1)])
+        for p in job["per_process"]:
+            self.assertGreater(p["allreduce_bytes"], 0)
 
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:
