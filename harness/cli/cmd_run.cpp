@@ -118,6 +118,7 @@ void require_run_memory(const MemoryBudget& budget, const WorkloadFlags& flags,
 struct CudaFlags {
   std::optional<std::string> gpus;
   std::optional<int> virtual_devices;
+  std::optional<int> sms_per_device;
   std::optional<double> link_bandwidth, link_latency;
   bool graph = false;
 };
@@ -172,6 +173,11 @@ Command add_run(CLI::App& parent) {
   app->add_option("--virtual-devices", st->cuda.virtual_devices,
                   "cuda: split one GPU into D green-context partitions, one rank each")
       ->check(CLI::Range(1, 1024));
+  app->add_option("--sms-per-device", st->cuda.sms_per_device,
+                  "cuda --virtual-devices: give every partition exactly K SMs (a multiple of the "
+                  "GPU's partition granularity, 8 on Hopper), so that each added device adds "
+                  "compute; default: the GPU's SMs shared out")
+      ->check(integer_in(1, 1024));
   app->add_option("--link-bandwidth", st->cuda.link_bandwidth,
                   "cuda --virtual-devices: emulated link bandwidth between partitions, GB/s");
   app->add_option("--link-latency", st->cuda.link_latency,
@@ -225,12 +231,12 @@ Command add_run(CLI::App& parent) {
       "--microbatches 8 --steps 3 --warmup 1\n"
       "         ppbench run --workload mlp --layers 4 --schedule-file my_schedule.txt");
   return [st] {
-    const bool cuda_flags = st->cuda.gpus || st->cuda.virtual_devices || st->cuda.link_bandwidth ||
-                            st->cuda.link_latency || st->cuda.graph;
+    const bool cuda_flags = st->cuda.gpus || st->cuda.virtual_devices || st->cuda.sms_per_device ||
+                            st->cuda.link_bandwidth || st->cuda.link_latency || st->cuda.graph;
     if (st->backend != "cuda" && cuda_flags)
       throw UsageError(
-          "--gpus, --virtual-devices, --link-bandwidth, --link-latency and --cuda-graph "
-          "need --backend cuda");
+          "--gpus, --virtual-devices, --sms-per-device, --link-bandwidth, --link-latency and "
+          "--cuda-graph need --backend cuda");
     // Several processes started by mpirun (or srun): one pipeline rank each.
     const LaunchEnvironment launch = launch_environment();
     const bool multi_process = launch.by_mpi && launch.size != 1;
@@ -300,6 +306,7 @@ Command add_run(CLI::App& parent) {
     cuda_options.run = st->options;
     cuda_options.gpus = st->cuda.gpus;
     cuda_options.virtual_devices = st->cuda.virtual_devices;
+    cuda_options.partition_sms = st->cuda.sms_per_device.value_or(0);
     cuda_options.link_bandwidth_gb_per_s = st->cuda.link_bandwidth;
     cuda_options.link_latency_us = st->cuda.link_latency;
     cuda_options.cuda_graph = st->cuda.graph;

@@ -56,6 +56,9 @@ void check_cuda_run_options(const WorkloadSpec& spec, const CudaRunOptions& o) {
   // Each rank's graph must stand alone: NCCL synchronises peers on the devices, the copy
   // transport's host-side hand-over cannot be captured robustly (gpu_transport.h).
   require(!o.cuda_graph || o.virtual_devices.value_or(1) == 1, cuda::kCudaGraphNeedsGpus);
+  require(o.partition_sms == 0 || o.virtual_devices.has_value(),
+          "--sms-per-device " + std::to_string(o.partition_sms) +
+              " sizes the partitions of --virtual-devices; without it each rank has a whole GPU");
   const bool link = o.link_bandwidth_gb_per_s || o.link_latency_us;
   require(!link || o.virtual_devices.has_value(),
           "--link-bandwidth / --link-latency emulate a link between virtual devices; "

@@ -62,6 +62,9 @@ class BadRunInput(unittest.TestCase):
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--optimizer", "adam"], "--optimizer"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--lr", "0"], "--lr"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--weight-decay", "nan"], "--weight-decay"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--sms-per-device", "16"], "--backend cuda"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--backend", "cuda", "--virtual-devices", "2",
+                "--sms-per-device", "0"], "--sms-per-device"),
     ]
 
     def test_exit_2_with_one_line(self):
@@ -88,6 +91,22 @@ class BadRunInput(unittest.TestCase):
             self.assertNotIn("--cuda-graph", r.stderr)
         else:
             self.assertTrue(json.loads(r.stdout)["gpu"]["cuda_graph"]["enabled"])
+
+    def test_sms_per_device_sizes_virtual_devices_only(self):
+        # Decided before any GPU is opened.
+        cuda = MLP + ["--backend", "cuda", "-s", "1f1b", "-d", "2", "-n", "4", "--sms-per-device",
+                      "16"]
+        r = run(*cuda)
+        if "built without CUDA" in r.stderr:
+            self.skipTest("this ppbench was built without CUDA")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("--sms-per-device 16 sizes the partitions of --virtual-devices", r.stderr)
+        r = run(*cuda, "--virtual-devices", "2", "--format", "json")
+        if r.returncode != 0:  # no GPU here: refused for that, not the flag
+            self.assertNotIn("--sms-per-device", r.stderr)
+        else:
+            self.assertEqual(json.loads(r.stdout)["gpu"]["sms_per_rank"], [16, 16])
 
     def test_cuda_runs_the_optimizer_but_not_twin_copies_in_a_graph(self):
         # Decided before any GPU is opened. Chimera keeps two copies of each part, whose update

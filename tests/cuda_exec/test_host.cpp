@@ -128,6 +128,13 @@ TEST(GpuExecHost, RejectsWhatTheCudaBackendCannotRun) {
   EXPECT_EQ(message(tiny_transformer(DType::kBF16), link), "");
   link.link_bandwidth_gb_per_s = -1;
   EXPECT_NE(message(tiny_transformer(DType::kBF16), link), "");
+  // --sms-per-device sizes virtual devices' partitions only.
+  CudaRunOptions sized = o;
+  sized.partition_sms = 16;
+  EXPECT_NE(message(tiny_transformer(DType::kBF16), sized).find("--sms-per-device 16"),
+            std::string::npos);
+  sized.virtual_devices = 2;
+  EXPECT_EQ(message(tiny_transformer(DType::kBF16), sized), "");
   // --cuda-graph: NCCL placements only (test_graph_host.cpp has the rest).
   CudaRunOptions graph = o;
   graph.cuda_graph = true;
