@@ -20,16 +20,21 @@ by the model's K = 2 (M = 1) cell. This script sets beside them:
   measured   real `ppbench run --schedule gpipe -d 2` on this CPU (K = 2 <= its cores) for
              smaller shapes of the same models, normalised the same way, beside the simulator's
              prediction for those shapes from their own per-layer profile.
-  cuda       rows of results/latest/cuda*.jsonl (gpipe, the same small shapes) where they exist;
-             none are invented.
+  cuda       the same smaller shapes on one GPU split into K virtual devices of a fixed size
+             each (--sms-per-device), so that each added partition adds compute as a TPU core
+             does: rows of scripts/gpu_tables.py (gpu-check's `tables` part) found by
+             --gpu-rows, at K = 2, 4, 8 x M = 1, 4, 32; none are invented, and a table without
+             such rows says so.
 
 The scaling figure: 1F1B on the small transformer at a fixed global batch (N micro-batches of
 size 1), measured at D = 1, 2 (each rank a thread on its own core), the ideal (D x the D = 1
-throughput) and the simulator's prediction from the profiled per-layer costs for D = 1..8.
+throughput) and the simulator's prediction from the profiled per-layer costs for D = 1..8; and,
+where gpu_tables.py rows exist, the same on fixed-size virtual devices of one GPU at D = 1..8.
 
 Writes results/reference/gpipe_tables.json and plots/reference/gpipe_1f1b_scaling.png. Not run in
 CI (it measures); `--reuse FILE` takes the layer profiles and runs from an earlier json and only
-redoes the simulation and the outputs.
+redoes the simulation and the outputs (and reads the GPU rows again: after a GPU session,
+`--reuse results/reference/gpipe_tables.json` adds them without timing the CPU again).
 
   scripts/gpipe_tables.py --ppbench build/ppbench
 """
@@ -178,23 +183,56 @@ def measure_run(ppbench: str, flags: list[str], schedule: str, devices: int,
             "provenance": r.get("provenance", {})}
 
 
-def cuda_rows(pattern: str = "results/latest/cuda*.jsonl") -> list[dict]:
-    """GPipe rows of CUDA runs, if a CUDA sweep left any (none are made up here)."""
-    rows = []
+GPU_ROWS = "results/gpu/*/tables/gpu_tables.jsonl"
+
+
+def gpu_rows(pattern: str = GPU_ROWS) -> list[dict]:
+    """The ok rows of scripts/gpu_tables.py in the files `pattern` matches (in name order, so a
+    later session's row of the same point replaces an earlier one)."""
+    rows: dict[str, dict] = {}
     for path in sorted(glob.glob(pattern)):
         for line in Path(path).read_text(encoding="utf-8").splitlines():
             if line.strip():
                 r = json.loads(line)
-                if r.get("status", "ok") == "ok" and r.get("schedule") == "gpipe":
-                    rows.append(r)
-    return rows
+                g = r.get("gpu_table", {})
+                if g.get("status") == "ok":
+                    rows[g["label"]] = {**r, "source_file": path}
+    return list(rows.values())
 
 
-def cuda_cells(rows: list[dict], workload: str) -> dict | None:
-    """(K, M) -> samples per second of the CUDA rows for `workload` (last row wins)."""
-    cells = {(r["devices"], r["microbatches"]): r["throughput"]["samples_per_s"]
-             for r in rows if r.get("workload") == workload and "throughput" in r}
-    return cells or None
+def gpu_cells(rows: list[dict], schedule: str, model: str) -> dict:
+    """(D, N) -> samples per second of the GPU rows of `schedule` on exactly SMALL[model]."""
+    flags = " ".join(SMALL[model])
+    return {(r["gpu_table"]["devices"], r["gpu_table"]["microbatches"]):
+            r["throughput"]["samples_per_s"] for r in rows
+            if r["gpu_table"]["schedule"] == schedule and r["gpu_table"]["model"] == model
+            and r["gpu_table"]["flags"] == flags}
+
+
+def gpu_section(rows: list[dict]) -> dict | None:
+    """The GPU grid of each smaller shape (normalised by its own K = 2, M = 1 run, as the paper
+    normalises) and the GPU scaling series, with the machine and commit they ran on."""
+    if not rows:
+        return None
+    grids = []
+    for name, sname in SMALL_OF.items():
+        cells = gpu_cells(rows, "gpipe", sname)
+        if (2, 1) in cells:
+            norm = normalise(cells, (2, 1))
+            grids.append({"model": sname, "of": name,
+                          "rows": [{"M": m, "cells": {str(k): norm.get((k, m)) for k in KS}}
+                                   for m in MS]})
+    scaling = {d: v for (d, n), v in gpu_cells(rows, "1f1b", SCALING_MODEL).items()
+               if n == SCALING_N}
+    first = rows[0]
+    return {"source": sorted({r["source_file"] for r in rows}),
+            "machine": {"gpu": (first.get("gpu", {}).get("gpu_names") or ["?"])[0],
+                        "git_commit": first.get("provenance", {}).get("git_commit"),
+                        "date": first.get("provenance", {}).get("date"),
+                        "host": first.get("provenance", {}).get("host")},
+            "sms_per_device": first["gpu_table"]["sms_per_device"],
+            "grids": grids,
+            "scaling": scaling_series(sorted(scaling), scaling) if 1 in scaling else None}
 
 
 def measure(ppbench: str) -> dict:
@@ -220,9 +258,12 @@ def measure(ppbench: str) -> dict:
     return data
 
 
-def build(ppbench: str, data: dict) -> dict:
-    """Tables and series from the measured data (simulation is deterministic)."""
+def build(ppbench: str, data: dict, gpu: list[dict] | None = None) -> dict:
+    """Tables and series from the measured data (simulation is deterministic) and the GPU rows
+    of scripts/gpu_tables.py, if any."""
     table2, table3, small = [], [], []
+    gpu_table = gpu_section(gpu or [])
+    grid_of = {g["model"]: g for g in (gpu_table or {}).get("grids", [])}
     for name in TABLE2:
         flags = FULL[name][0]
         spec, layers = full_layers(ppbench, flags, data["profiles"][name])
@@ -235,14 +276,14 @@ def build(ppbench: str, data: dict) -> dict:
         meas = {(r["K"], r["M"]): r["samples_per_s"] for r in data["runs"][sname]}
         spred = normalise({(s["K"], s["M"]): s["samples_per_s"] for s in ssims}, (2, 1))
         snorm = normalise(meas, (2, 1))
-        cuda = cuda_cells(cuda_rows(), sspec["workload"])
+        grid = {r["M"]: r["cells"]["2"] for r in grid_of[sname]["rows"]} if sname in grid_of \
+            else {}
         table2.append({"model": name, "flags": " ".join(flags), "simulations": sims,
                        "rows": table2_rows(name, pred)})
         small.append({"model": sname, "of": name, "flags": " ".join(sflags),
                       "simulations": ssims, "runs": data["runs"][sname],
                       "rows": [{"M": m, "predicted": spred[(2, m)], "measured": snorm[(2, m)],
-                                "cuda": normalise(cuda, (2, 1)).get((2, m))
-                                if cuda and (2, 1) in cuda else None} for m in MS]})
+                                "cuda": grid.get(m)} for m in MS]})
     for name in TABLE3:
         flags = FULL[name][0]
         spec, layers = full_layers(ppbench, flags, data["profiles"][name])
@@ -262,7 +303,7 @@ def build(ppbench: str, data: dict) -> dict:
                       "model's K = 2 (M = 1) cell, as the paper normalises",
         "data": data,
         "machine": runs[0]["provenance"] if runs else {},
-        "table2": table2, "table3": table3, "small": small,
+        "table2": table2, "table3": table3, "small": small, "gpu": gpu_table,
         "scaling": {"model": SCALING_MODEL, "flags": " ".join(sflags), "schedule": "1f1b",
                     "microbatches": SCALING_N, "microbatch_size": 1,
                     "measured": scaling_series(SCALING_MEASURED_D, smeas),
@@ -297,22 +338,34 @@ def discussion(table2: list[dict], small: list[dict]) -> str:
 
 
 def plot(table: dict, out: Path) -> None:
+    """The scaling figure: the CPU panel, and beside it the GPU's where gpu_tables.py rows exist
+    (its throughput is on another scale)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     s = table["scaling"]
     meas, pred = s["measured"], s["predicted"]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    gpu = (table.get("gpu") or {}).get("scaling")
+    fig, axes = plt.subplots(1, 2 if gpu else 1, figsize=(11 if gpu else 6, 4), squeeze=False)
+    ax = axes[0][0]
     ax.plot(pred["devices"], pred["ideal"], "k--", label="ideal (linear from D = 1, predicted)")
     ax.plot(pred["devices"], pred["throughput"], "o-", label="ppbench simulate (measured costs)")
     ax.plot(meas["devices"], meas["throughput"], "s-", label="measured on the CPU")
     ax.plot(meas["devices"], meas["ideal"], "k:", label="ideal (linear from D = 1, measured)")
-    ax.set_xlabel("pipeline devices D")
-    ax.set_ylabel("samples / s")
-    ax.set_xticks(pred["devices"])
-    ax.set_title(f"1F1B, {s['model']}, N = {s['microbatches']} micro-batches of 1")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.set_title(f"1F1B, {s['model']}, N = {s['microbatches']} micro-batches of 1", fontsize=9)
+    if gpu:
+        g = axes[0][1]
+        g.plot(gpu["devices"], gpu["ideal"], "k:", label="ideal (linear from D = 1)")
+        g.plot(gpu["devices"], gpu["throughput"], "^-", color="C2",
+               label=f"measured, {table['gpu']['sms_per_device']} SMs per device")
+        g.set_title(f"the same on one {table['gpu']['machine']['gpu']} split into D devices",
+                    fontsize=9)
+    for a in axes[0]:
+        a.set_xlabel("pipeline devices D")
+        a.set_ylabel("samples / s")
+        a.set_xticks(pred["devices"])
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -328,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path,
                         default=Path("plots/reference/gpipe_1f1b_scaling.png"),
                         help="(default: %(default)s)")
+    parser.add_argument("--gpu-rows", default=GPU_ROWS,
+                        help="glob of scripts/gpu_tables.py's JSON Lines files (default: "
+                             "%(default)s)")
     parser.add_argument("--reuse", type=Path,
                         help="take the measurements from this earlier output instead of timing")
     args = parser.parse_args(argv)
@@ -338,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             data = measure(args.ppbench)
             # Kept before the simulation, so a failure there can be redone with --reuse.
             atomic_write(args.out, json.dumps({"data": data}, indent=1) + "\n")
-        table = build(args.ppbench, data)
+        table = build(args.ppbench, data, gpu_rows(args.gpu_rows))
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         print(f"gpipe_tables: {e}", file=sys.stderr)
         return 1

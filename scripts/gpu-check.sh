@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One command for a GPU machine: the CUDA kernel tests, the GPU executor tests, the same tests under
 # compute-sanitizer (memcheck, racecheck, synccheck), the GPU benchmarks, the PyTorch reference, an
-# NVTX check under Nsight Compute and the pipelined-vs-reference equivalence of every schedule,
-# each recorded with provenance. Made for machines lent minutes at a time: the check runs in
+# NVTX check under Nsight Compute, the pipelined-vs-reference equivalence of every schedule and
+# the GPU columns of GPipe's tables and the 1F1B scaling figure, each recorded with provenance. Made for machines lent minutes at a time: the check runs in
 # pieces (--only), every step has a time limit, and each piece's record is packed the moment the
 # piece ends (--out), so a lease that runs out loses at most the piece in progress.
 #
@@ -37,6 +37,10 @@
 #                                                 MLP and tiny-llama, f32 and bf16, without and
 #                                                 with the optimizer step (JSON Lines and
 #                                                 a table; scripts/gpu_equivalence.py)
+#                            tables               GPipe at K = 2, 4, 8 x M = 1, 4, 32 and 1F1B at
+#                                                 D = 1, 2, 4, 8 on virtual devices of a fixed
+#                                                 size (--sms-per-device 16), the shapes of
+#                                                 scripts/gpipe_tables.py (scripts/gpu_tables.py)
 #   --results DIR          where the unpacked records go (default results/gpu beside the scripts:
 #                          the repository's, or the bundle's parent folder's for DIR/gpu-check.sh)
 #   --out DIR              after each piece, pack its record into
@@ -84,8 +88,8 @@ else
   ROOT="$(dirname "$SCRIPT_DIR")"
 fi
 
-ALL_PARTS="kernel-tests,exec-tests,sanitizer-memcheck,sanitizer-racecheck,sanitizer-synccheck,benchmarks,torch,nvtx,equivalence"
-KNOWN_PARTS="kernel-tests, exec-tests, sanitizer, sanitizer-memcheck, sanitizer-racecheck, sanitizer-synccheck, benchmarks, torch, nvtx, equivalence"
+ALL_PARTS="kernel-tests,exec-tests,sanitizer-memcheck,sanitizer-racecheck,sanitizer-synccheck,benchmarks,torch,nvtx,equivalence,tables"
+KNOWN_PARTS="kernel-tests, exec-tests, sanitizer, sanitizer-memcheck, sanitizer-racecheck, sanitizer-synccheck, benchmarks, torch, nvtx, equivalence, tables"
 BUILD=""
 BUNDLE=""
 ONLY=""
@@ -135,7 +139,7 @@ IFS=',' read -r -a REQUESTED <<<"${ONLY:-$ALL_PARTS}"
 [ ${#REQUESTED[@]} -gt 0 ] || usage_error "--only: no part named (allowed: $KNOWN_PARTS)"
 for part in "${REQUESTED[@]}"; do
   case "$part" in
-    kernel-tests|exec-tests|sanitizer-memcheck|sanitizer-racecheck|sanitizer-synccheck|benchmarks|torch|nvtx|equivalence)
+    kernel-tests|exec-tests|sanitizer-memcheck|sanitizer-racecheck|sanitizer-synccheck|benchmarks|torch|nvtx|equivalence|tables)
       add_part "$part" ;;
     sanitizer) add_part sanitizer-memcheck; add_part sanitizer-racecheck; add_part sanitizer-synccheck ;;
     *) usage_error "--only: unknown part '$part' (allowed: $KNOWN_PARTS)" ;;
@@ -593,6 +597,14 @@ json.dump({"equivalence": s}, open(sys.argv[2], "w"))' "$PDIR/equivalence.json" 
   fi
 }
 
+part_tables() {
+  prog ppbench
+  local run_timeout=$(( PIECE_TIMEOUT < 120 ? PIECE_TIMEOUT : 120 ))
+  step tables env PPBENCH_BUNDLE_QUIET=1 python3 "$HELPERS/gpu_tables.py" --out-dir "$PDIR" \
+    --run-timeout "$run_timeout" -- "${CMD[@]}"
+  [ -f "$PDIR/gpu_tables.txt" ] && sed 's/^/    /' "$PDIR/gpu_tables.txt"
+}
+
 for part in "${PARTS[@]}"; do
   piece_begin "$part"
   case "$part" in
@@ -605,6 +617,7 @@ for part in "${PARTS[@]}"; do
     torch) part_torch ;;
     nvtx) part_nvtx ;;
     equivalence) part_equivalence ;;
+    tables) part_tables ;;
   esac
   case "$part" in
     kernel-tests|exec-tests|sanitizer-*) piece_end "$SHARD_TAG" ;;

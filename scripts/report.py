@@ -971,9 +971,10 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
                        f"{gpipe_cell(c['predicted'])} | {DASH} |")
             cells.append(("Table 3", f"{t['model']}, K = {k}", c["paper"], c["predicted"]))
     out += ["", "**Real CPU runs at K = 2** (smaller shapes of the same models; micro-batch 1; "
-            "normalised to their own M = 1 run). *CUDA*: `results/latest/cuda*.jsonl` GPipe rows "
-            f"of the same shape where a GPU sweep left them ({DASH} where none). The measurement "
-            f"column: {gpipe_machine(table['machine'])}. " + gpipe_cuda_note(table), "",
+            "normalised to their own M = 1 run). *CUDA*: the same shape at K = 2 on one GPU "
+            "split into virtual devices of a fixed size (`scripts/gpu_tables.py`, normalised to "
+            f"its own M = 1 run; {DASH} where none). The measurement column: "
+            f"{gpipe_machine(table['machine'])}. " + gpipe_cuda_note(table), "",
             "| model (smaller shape) | of | M | paper (K=2) | theory | simulation | measurement "
             "| CUDA |",
             "|---|---|---|---|---|---|---|---|"]
@@ -984,16 +985,45 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
             out.append(f"| {s['model']} | {s['of']} | {r['M']} | {gpipe_cell(paper.get(r['M']))} "
                        f"| {DASH} | {gpipe_cell(r['predicted'])} | {gpipe_cell(r['measured'])} | "
                        f"{gpipe_cell(r['cuda'])} |")
-    out += [""] + gpipe_differences(cells, table)
+    out += [""] + gpipe_gpu_grid(table) + gpipe_differences(cells, table)
     return out
 
 
+def gpipe_gpu_machine(gpu: dict) -> str:
+    m = gpu["machine"]
+    return (f"{m.get('gpu', '?')} split into devices of {gpu['sms_per_device']} SMs, commit "
+            f"{str(m.get('git_commit') or '?')[:12]}, {m.get('date') or '?'} "
+            f"({', '.join(f'`{x}`' for x in gpu['source'])})")
+
+
 def gpipe_cuda_note(table: dict) -> str:
-    """Where the CUDA column's numbers come from: the record keeps their values only."""
-    if all(r.get("cuda") is None for s in table["small"] for r in s["rows"]):
+    """Where the CUDA column's numbers come from."""
+    if not table.get("gpu"):
         return "The CUDA column is empty: no GPU run of these shapes yet."
-    return ("The record keeps the CUDA values but not their machine and commit: those are in "
-            "the `cuda*.jsonl` rows `scripts/gpipe_tables.py` read.")
+    return f"The CUDA column: {gpipe_gpu_machine(table['gpu'])}."
+
+
+def gpipe_gpu_grid(table: dict) -> list[str]:
+    """Table 2's K x M grid measured on fixed-size virtual devices of one GPU, where the
+    `tables` part of gpu-check ran: each added device adds SMs, as each TPU core does."""
+    gpu = table.get("gpu")
+    if not gpu or not gpu["grids"]:
+        return []
+    out = ["**Real GPU runs at K = 2, 4, 8** (the smaller shapes; K virtual devices of "
+           f"{gpu['sms_per_device']} SMs each, so K devices have K times the SMs; normalised to "
+           f"the shape's own K = 2, M = 1 run; the paper's figure beside each): "
+           f"{gpipe_gpu_machine(gpu)}.", "",
+           "| model (smaller shape) | of | M | " + " | ".join(
+               f"paper (K={k}) | GPU (K={k})" for k in ("2", "4", "8")) + " |",
+           "|---|---|---|" + "---|---|" * 3]
+    for grid in gpu["grids"]:
+        paper = {r["M"]: r["cells"] for t in table["table2"] if t["model"] == grid["of"]
+                 for r in t["rows"]}
+        for r in grid["rows"]:
+            cells = " | ".join(f"{gpipe_cell(paper.get(r['M'], {}).get(k, {}).get('paper'))} | "
+                               f"{gpipe_cell(r['cells'].get(k))}" for k in ("2", "4", "8"))
+            out.append(f"| {grid['model']} | {grid['of']} | {r['M']} | {cells} |")
+    return out + [""]
 
 
 def gpipe_differences(cells: list[tuple[str, str, Any, Any]], table: dict) -> list[str]:
@@ -1037,12 +1067,22 @@ def gpipe_scaling_section(table: dict | None, source: str) -> list[str]:
         mm = mt.get(d)
         out.append(f"| {d} | {gpipe_cell(mm[0]) if mm else DASH} | "
                    f"{gpipe_cell(mm[1]) if mm else DASH} | {tp:.2f} | {ideal:.2f} |")
+    gpu = (table.get("gpu") or {}).get("scaling")
+    if gpu:
+        out += ["", f"The same on one GPU: {gpipe_gpu_machine(table['gpu'])}.", "",
+                "| D | GPU measurement | ideal (D x GPU D=1) |", "|---|---|---|"]
+        out += [f"| {d} | {tp:.2f} | {ideal:.2f} |"
+                for d, tp, ideal in zip(gpu["devices"], gpu["throughput"], gpu["ideal"])]
     cores = table["machine"].get("cpu_cores")
     efficiency = [f"D = {d}: measured {tp / ideal:.2f}" for d, (tp, ideal) in sorted(mt.items())
                   if ideal]
     simulated = [f"D = {d}: {tp / ideal:.2f}" for d, tp, ideal in
                  zip(p["devices"], p["throughput"], p["ideal"]) if ideal]
     missing = [d for d in p["devices"] if d not in mt]
+    if gpu:
+        simulated.append("on the GPU " + ", ".join(
+            f"D = {d}: {tp / ideal:.2f}" for d, tp, ideal in
+            zip(gpu["devices"], gpu["throughput"], gpu["ideal"]) if ideal))
     out += ["", "**What differs and why.** Throughput ÷ ideal, "
             + ", ".join(efficiency) + "; simulated " + ", ".join(simulated) + ". Below 1 is the "
             "pipeline bubble and, measured, the hand-overs between ranks."

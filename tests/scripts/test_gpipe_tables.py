@@ -111,6 +111,56 @@ def fake_table() -> dict:
     }
 
 
+def fake_gpu() -> dict:
+    return {"source": ["results/gpu/h/tables/gpu_tables.jsonl"],
+            "machine": {"gpu": "NVIDIA H100 80GB HBM3", "git_commit": "fedcba9876543210",
+                        "date": "2026-11-25T00:00:00Z", "host": "gpu"},
+            "sms_per_device": 16,
+            "grids": [{"model": "Transformer-8", "of": "Transformer-48",
+                       "rows": [{"M": m, "cells": {"2": 1.0 * (i + 1), "4": 1.5 * (i + 1),
+                                                   "8": 2.0 * (i + 1)}}
+                                for i, m in enumerate(g.MS)]}],
+            "scaling": g.scaling_series([1, 2, 4, 8], {1: 100.0, 2: 190.0, 4: 350.0, 8: 600.0})}
+
+
+def gpu_row(schedule: str, model: str, d: int, n: int, sps: float, status: str = "ok",
+            flags: str | None = None) -> dict:
+    import gpipe_tables as t
+    return {"throughput": {"samples_per_s": sps},
+            "gpu": {"gpu_names": ["NVIDIA H200"]},
+            "provenance": {"git_commit": "0123456789ab", "date": "2026-11-25", "host": "g"},
+            "gpu_table": {"label": f"{schedule}/{model}/D{d}/N{n}", "model": model,
+                          "schedule": schedule, "devices": d, "microbatches": n,
+                          "flags": flags if flags is not None else " ".join(t.SMALL[model]),
+                          "sms_per_device": 16, "status": status}}
+
+
+def test_gpu_rows_of_gpu_tables_fill_the_grid_and_the_scaling(tmp_path):
+    import json
+    import gpipe_tables as t
+    amoeba, tf = list(t.SMALL)
+    first = [gpu_row("gpipe", tf, k, m, 10.0 * k * m / (m + k - 1)) for k in g.KS for m in g.MS]
+    first += [gpu_row("1f1b", t.SCALING_MODEL, d, t.SCALING_N, 100.0 * d) for d in (1, 2, 4, 8)]
+    first.append(gpu_row("gpipe", amoeba, 2, 1, 5.0, status="error"))  # not ok: left out
+    first.append(gpu_row("gpipe", amoeba, 4, 1, 5.0, flags="--workload amoebanet"))  # other shape
+    later = [gpu_row("gpipe", tf, 8, 32, 99.0)]  # a later session's run of the same point wins
+    d1, d2 = tmp_path / "a" / "tables", tmp_path / "b" / "tables"
+    for d, rs in ((d1, first), (d2, later)):
+        d.mkdir(parents=True)
+        (d / "gpu_tables.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
+    rows_ = t.gpu_rows(str(tmp_path / "*" / "tables" / "gpu_tables.jsonl"))
+    sec = t.gpu_section(rows_)
+    assert sec["machine"]["gpu"] == "NVIDIA H200" and sec["sms_per_device"] == 16
+    assert [x["model"] for x in sec["grids"]] == [tf]  # the AmoebaNet rows are not a grid
+    cells = {r["M"]: r["cells"] for r in sec["grids"][0]["rows"]}
+    assert cells[1]["2"] == 1.0
+    assert cells[32]["4"] == pytest.approx(4 * 32 / 35)
+    assert cells[32]["8"] == pytest.approx(99.0 / 10.0)
+    assert sec["scaling"]["devices"] == [1, 2, 4, 8]
+    assert sec["scaling"]["throughput"] == [100.0, 200.0, 400.0, 800.0]
+    assert t.gpu_section([]) is None
+
+
 def section(text: str, title: str) -> str:
     start = text.index(f". {title}\n")
     end = text.find("\n## ", start)
@@ -141,7 +191,18 @@ def test_report_gpipe_section_sets_paper_theory_simulation_and_measurement_side_
     table["small"][0]["rows"][1]["cuda"] = 1.5
     with_cuda = report.build_report(rows(), "t.jsonl", gpipe_tables=table, gpipe_tables_source="g")
     assert "| Transformer-8 | Transformer-48 | 4 | 1.70 | — | 2.00 | 2.10 | 1.50 |" in with_cuda
-    assert "not their machine and commit" in with_cuda
+    assert "Real GPU runs" not in with_cuda  # a CUDA value without its GPU block: no grid
+    table["gpu"] = fake_gpu()
+    with_gpu = report.build_report(rows(), "t.jsonl", gpipe_tables=table, gpipe_tables_source="g")
+    assert ("The CUDA column: NVIDIA H100 80GB HBM3 split into devices of 16 SMs, commit "
+            "fedcba987654, 2026-11-25T00:00:00Z (`results/gpu/h/tables/gpu_tables.jsonl`)"
+            in with_gpu)
+    paper = {(k, m): g.TABLE2["Transformer-48"][(k, m)] for k in g.KS for m in g.MS}
+    assert (f"| Transformer-8 | Transformer-48 | 32 | {paper[(2, 32)]:.2f} | 3.00 | "
+            f"{paper[(4, 32)]:.2f} | 4.50 | {paper[(8, 32)]:.2f} | 6.00 |") in with_gpu
+    gpu_scaling = section(with_gpu, "PipeDream-Flush / 1F1B (DAPPLE)")
+    assert "| 8 | 600.00 | 800.00 |" in gpu_scaling
+    assert "on the GPU D = 1: 1.00, D = 2: 0.95, D = 4: 0.88, D = 8: 0.75" in gpu_scaling
     # 1F1B's throughput against devices is under the 1F1B paper, with its measuring machine
     one = section(text, "PipeDream-Flush / 1F1B (DAPPLE)")
     assert "Throughput against pipeline devices" in one

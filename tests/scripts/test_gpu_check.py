@@ -170,8 +170,12 @@ if a[:1] == ["run"]:
         print(f"ppbench: error: {s} does not allow D={d}, N={n}", file=sys.stderr)
         sys.exit(2)
     bad = os.environ.get("FAKE_BAD", "")
+    if os.environ.get("FAKE_NO_DEVICE") == f"D{d}":
+        print("ppbench: error: --backend cuda: no CUDA device visible", file=sys.stderr)
+        sys.exit(3)
     passed = f"{s}/D{d}" != bad
     print(json.dumps({"command": "run", "schedule": s, "devices": d, "microbatches": n,
+                      "throughput": {"samples_per_s": 100.0 * n / (n + d - 1)},
                       "check": {"max_rel_error": 1e-6 if passed else 0.5, "worst_tensor": "W0",
                                 "tolerance": 1e-3, "passed": passed}}))
     sys.exit(0)
@@ -412,6 +416,45 @@ def test_equivalence_fails_on_passed_false_and_without_the_check_flag(gpu_world)
     r = check(w, "--only", "equivalence")
     assert r.returncode == 1
     assert "no --check flag" in r.stdout + r.stderr
+
+
+def test_tables_runs_gpipes_grid_and_the_scaling_on_fixed_size_virtual_devices(gpu_world):
+    w = gpu_world
+    r = check(w, "--only", "tables")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s, files = piece_summary(tarballs(w)["tables"])
+    assert s["status"] == "passed"
+    rows = [json.loads(line) for line in
+            next(v for k, v in files.items() if k.endswith("/gpu_tables.jsonl")).splitlines()]
+    got = {(g["schedule"], g["model"], g["devices"], g["microbatches"])
+           for g in (r["gpu_table"] for r in rows)}
+    models = {g["model"] for g in (r["gpu_table"] for r in rows) if g["schedule"] == "gpipe"}
+    assert len(models) == 2
+    assert got >= {("gpipe", m, k, n) for m in models for k in (2, 4, 8) for n in (1, 4, 32)}
+    assert {(d, n) for sch, _, d, n in got if sch == "1f1b"} == {(1, 8), (2, 8), (4, 8), (8, 8)}
+    assert len(rows) == 22
+    for r in rows:
+        g = r["gpu_table"]
+        assert g["status"] == "ok", g
+        assert f"--virtual-devices {g['devices']} " in g["command"]
+        assert "--sms-per-device 16 " in g["command"] and "--backend cuda" in g["command"]
+        assert r["throughput"]["samples_per_s"] > 0
+    table = next(v for k, v in files.items() if k.endswith("/gpu_tables.txt"))
+    assert "ok: 22" in table
+
+
+def test_tables_fails_when_a_point_does_not_run(gpu_world):
+    w = gpu_world
+    w["env"]["FAKE_NO_DEVICE"] = "D8"
+    r = check(w, "--only", "tables")
+    assert r.returncode == 1
+    s, files = piece_summary(tarballs(w)["tables"])
+    assert s["status"] == "failed"
+    rows = [json.loads(line)["gpu_table"] for line in
+            next(v for k, v in files.items() if k.endswith("/gpu_tables.jsonl")).splitlines()]
+    assert {r["status"] for r in rows if r["devices"] == 8} == {"error"}
+    assert {r["status"] for r in rows if r["devices"] != 8} == {"ok"}
+    assert "no CUDA device visible" in next(r for r in rows if r["devices"] == 8)["error"]
 
 
 def test_nvtx_passes_when_ncu_profiles_a_kernel_in_a_ppbench_range(gpu_world):
