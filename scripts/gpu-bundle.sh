@@ -67,6 +67,14 @@ grep -q 'PPBENCH_HAVE_CUDA\|building the CUDA parts' "$BUILD/gpu-bundle-configur
 echo "gpu-bundle: building ${TARGETS[*]} (-j$JOBS)"
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" || die "build failed"
 
+# Provenance: the tree the programs were built from, read before the staging folder (untracked,
+# beside --out, often inside the tree) exists.
+if COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
+  DIRTY="$(git -C "$ROOT" status --porcelain -- . ':!results' ':!plots' 2>/dev/null | grep -q . && echo true || echo false)"
+else
+  COMMIT="${PPBENCH_GIT_COMMIT:-unknown}"; DIRTY=null
+fi
+
 STAGE="$(mktemp -d "$(dirname "$OUT")/.$(basename "$OUT").tmp-XXXXXX")"
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/scripts"
@@ -125,12 +133,6 @@ cp "$ROOT/scripts/gpu-check.sh" "$STAGE/gpu-check.sh"
 for h in "${HELPERS[@]}"; do cp "$ROOT/scripts/$h" "$STAGE/scripts/$h"; done
 chmod 755 "$STAGE/run" "$STAGE/gpu-check.sh"
 
-# Provenance.
-if COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
-  DIRTY="$(git -C "$ROOT" status --porcelain -- . ':!results' ':!plots' 2>/dev/null | grep -q . && echo true || echo false)"
-else
-  COMMIT="${PPBENCH_GIT_COMMIT:-unknown}"; DIRTY=null
-fi
 DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 {
   echo "# Written by scripts/gpu-bundle.sh; read by run and gpu-check.sh."
