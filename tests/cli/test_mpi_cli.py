@@ -149,11 +149,9 @@ class MultiProcessRun(unittest.TestCase):
                     self.assertEqual(rec["optimizer"]["name"], optimizer)
                     self.assertIn("over all 16 micro-batches", rec["check"]["reference"])
 
-    @unittest.skipIf(MPIRUN is not None and not open_mpi(), "needs Open MPI's launch options")
-    def test_two_nodes_on_one_machine(self):
-        # Two Open MPI nodes emulated here (scripts/mpi-local-agent.sh): each replica's pipeline
-        # on a node of its own, the all-reduce between the nodes over TCP, and the step still
-        # one device's over all micro-batches.
+    def two_nodes(self, *args):
+        """`mpirun -np 4` over two Open MPI nodes emulated here (scripts/mpi-local-agent.sh), two
+        slots each, TCP between them; ppbench's JSON record."""
         with tempfile.TemporaryDirectory() as tmp:
             hosts = os.path.join(tmp, "hosts")
             with open(hosts, "w") as f:
@@ -163,12 +161,19 @@ class MultiProcessRun(unittest.TestCase):
                  "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self",
                  "--mca", "rtc_hwloc_vmhole", "none",
                  "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo",
-                 PPBENCH, "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "2",
-                 "-n", str(N), "--check", "--format", "json"],
+                 PPBENCH, "run", *WORKLOAD, *args, "-n", str(N), "--check", "--format", "json"],
                 capture_output=True, text=True, timeout=120, env=ENV)
         self.assertEqual(r.returncode, 0, r.stderr)
         rec = json.loads(r.stdout)
         self.assertTrue(rec["check"]["passed"], rec["check"])
+        return rec
+
+    @unittest.skipIf(MPIRUN is not None and not open_mpi(), "needs Open MPI's launch options")
+    def test_two_nodes_on_one_machine(self):
+        # Each replica's pipeline on a node of its own, the all-reduce between the nodes; then a
+        # 4-rank V-shaped pipeline whose hand-overs cross between the nodes. Both still equal one
+        # device over all micro-batches.
+        rec = self.two_nodes("--schedule", "1f1b", "--pp", "2", "--dp", "2")
         self.assertIn(f"over all {2 * N} micro-batches", rec["check"]["reference"])
         job = rec["data_parallel"]
         self.assertEqual(job["nodes"], 2)
@@ -176,6 +181,10 @@ class MultiProcessRun(unittest.TestCase):
                          [(0, 0, 0), (0, 0, 1), (1, 1, 0), (1, 1, 1)])
         for p in job["per_process"]:
             self.assertGreater(p["allreduce_bytes"], 0)
+        rec = self.two_nodes("--schedule", "dualpipev", "--pp", "4")
+        self.assertEqual([(p["pipeline_rank"], p["node"])
+                          for p in rec["data_parallel"]["per_process"]],
+                         [(0, 0), (1, 0), (2, 1), (3, 1)])
 
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:
