@@ -28,8 +28,8 @@ LIMIT_MIB=64
 # The programs of the bundle, in one place.
 TARGETS=(ppbench ppbench-cuda cuda_kernel_tests cuda_exec_tests cuda_gemm_bench cuda_layer_bench cuda_pipeline_bench)
 # What gpu-check.sh needs at run time besides the programs (read them: these are their imports).
-HELPERS=(gtest_summary.py gpu_equivalence.py gpu_tables.py gpipe_tables.py gpipe_tables_data.py
-         torch_reference.py compare_torch.py compare_perf.py results_io.py)
+HELPERS=(gtest_summary.py gpu_equivalence.py gpu_tables.py gpu_runs.py gpipe_tables.py
+         gpipe_tables_data.py torch_reference.py compare_torch.py compare_perf.py results_io.py)
 # Libraries the target has or the launcher finds there: never copied into lib/.
 # Not copied: the C library, the C++ runtime (a newer one on the target is backward compatible;
 # an older copy first on LD_LIBRARY_PATH would shadow it for cuBLAS and NCCL too), and what the

@@ -27,8 +27,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_runs import run_timed, split_command  # noqa: E402
 
 # The workload variants, in one place: (name, flags). --steps 1 --warmup 1 --check --format json
 # and the backend/placement flags are added to each. The first four check the forward and backward
@@ -159,27 +161,20 @@ def run_case(ppbench: list[str], variant: str, flags: list[str], schedule: str, 
                "--microbatches", str(n), "--schedule", schedule, *flags]
         eq = {"label": f"{variant}/{schedule}/D{d}", "variant": variant, "schedule": schedule,
               "devices": d, "microbatches": n, "command": " ".join(cmd)}
-        t0 = time.monotonic()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"equivalence": {**eq, "status": "timed_out", "rc": None,
-                                    "error": f"no result within {timeout:g} s",
-                                    "seconds": round(time.monotonic() - t0, 2)}}
-        eq["seconds"] = round(time.monotonic() - t0, 2)
-        eq["rc"] = r.returncode
-        err = "\n".join(line for line in r.stderr.splitlines()
-                        if not line.startswith("gpu-bundle:")).strip()
-        if r.returncode == EXIT_INVALID and BAD_COMMAND_LINE not in err:
-            refusals.append(f"N={n}: {err.splitlines()[-1] if err else 'exit 2'}")
+        run = run_timed(cmd, timeout)
+        eq.update({"seconds": run.seconds, "rc": run.rc})
+        if run.timed_out:
+            return {"equivalence": {**eq, "status": "timed_out", "error": run.error}}
+        if run.rc == EXIT_INVALID and BAD_COMMAND_LINE not in run.error:
+            refusals.append(f"N={n}: {run.error.splitlines()[-1] if run.error else 'exit 2'}")
             continue
-        if r.returncode != 0:
-            return {"equivalence": {**eq, "status": "error", "error": err[-800:]}}
+        if run.rc != 0:
+            return {"equivalence": {**eq, "status": "error", "error": run.error[-800:]}}
         try:
-            rec = json.loads(r.stdout)
+            rec = json.loads(run.stdout)
         except ValueError:
             return {"equivalence": {**eq, "status": "error",
-                                    "error": "stdout is not one JSON record: " + r.stdout[:300]}}
+                                    "error": "stdout is not one JSON record: " + run.stdout[:300]}}
         check = rec.get("check") if isinstance(rec, dict) else None
         if not isinstance(check, dict) or "passed" not in check:
             return {**(rec if isinstance(rec, dict) else {}),
@@ -195,11 +190,10 @@ def run_case(ppbench: list[str], variant: str, flags: list[str], schedule: str, 
 
 
 def main(argv: list[str]) -> int:
-    if "--" not in argv:
-        print("gpu_equivalence: give the ppbench command after --", file=sys.stderr)
+    parts = split_command(argv, "gpu_equivalence")
+    if parts is None:
         return 2
-    split = argv.index("--")
-    ppbench, argv = argv[split + 1:], argv[:split]
+    ppbench, argv = parts
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", type=Path, required=True)
     ap.add_argument("--filter", default="", help="regex over VARIANT/SCHEDULE/D<d>")
@@ -207,8 +201,6 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--variants", default=",".join(v for v, _ in VARIANTS))
     ap.add_argument("--run-timeout", type=float, default=180.0)
     args = ap.parse_args(argv)
-    if not ppbench:
-        ap.error("give the ppbench command after --")
     try:
         devices = [int(x) for x in args.devices.split(",") if x]
         flt = re.compile(args.filter)

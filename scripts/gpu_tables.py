@@ -29,14 +29,13 @@ import argparse
 import json
 import re
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpipe_tables import SCALING_MODEL, SCALING_N, SCALING_PREDICTED_D, SMALL  # noqa: E402
 from gpipe_tables_data import KS, MS  # noqa: E402
+from gpu_runs import run_timed, split_command  # noqa: E402
 
 # Each point runs a warm-up step and then the measured ones (ppbench's record holds their median).
 WARMUP = 1
@@ -67,26 +66,19 @@ def run_point(ppbench: list[str], p: dict, sms: int, steps: int, timeout: float)
     cmd = command(ppbench, p, sms, steps)
     row = {k: p[k] for k in ("label", "model", "schedule", "devices", "microbatches")}
     row.update({"flags": " ".join(p["flags"]), "sms_per_device": sms, "command": " ".join(cmd)})
-    t0 = time.monotonic()
+    run = run_timed(cmd, timeout)
+    row.update({"seconds": run.seconds, "rc": run.rc})
+    if run.timed_out:
+        return {"gpu_table": {**row, "status": "timed_out", "error": run.error}}
+    if run.rc != 0:
+        status = "invalid" if run.rc == 2 else "error"
+        return {"gpu_table": {**row, "status": status, "error": run.error[-800:]}}
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"gpu_table": {**row, "status": "timed_out", "rc": None,
-                              "error": f"no result within {timeout:g} s",
-                              "seconds": round(time.monotonic() - t0, 2)}}
-    row["seconds"] = round(time.monotonic() - t0, 2)
-    row["rc"] = r.returncode
-    err = "\n".join(line for line in r.stderr.splitlines()
-                    if not line.startswith("gpu-bundle:")).strip()
-    if r.returncode != 0:
-        status = "invalid" if r.returncode == 2 else "error"
-        return {"gpu_table": {**row, "status": status, "error": err[-800:]}}
-    try:
-        rec = json.loads(r.stdout)
+        rec = json.loads(run.stdout)
         rec["throughput"]["samples_per_s"]
     except (ValueError, KeyError, TypeError):
         return {"gpu_table": {**row, "status": "error",
-                              "error": "stdout is not a run record: " + r.stdout[:300]}}
+                              "error": "stdout is not a run record: " + run.stdout[:300]}}
     return {**rec, "gpu_table": {**row, "status": "ok"}}
 
 
@@ -118,11 +110,10 @@ class Stopped(Exception):
 
 
 def main(argv: list[str]) -> int:
-    if "--" not in argv:
-        print("gpu_tables: give the ppbench command after --", file=sys.stderr)
+    parts = split_command(argv, "gpu_tables")
+    if parts is None:
         return 2
-    split = argv.index("--")
-    ppbench, argv = argv[split + 1:], argv[:split]
+    ppbench, argv = parts
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", type=Path, required=True)
     ap.add_argument("--sms-per-device", type=int, default=DEFAULT_SMS)
@@ -130,8 +121,6 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--run-timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
-    if not ppbench:
-        ap.error("give the ppbench command after --")
     if args.sms_per_device < 1 or args.steps < 1 or not args.run_timeout > 0:
         print("gpu_tables: --sms-per-device and --steps must be >= 1, --run-timeout > 0",
               file=sys.stderr)
