@@ -297,7 +297,7 @@ def build(ppbench: str, data: dict, gpu: list[dict] | None = None) -> dict:
     smeas = {r["K"]: r["samples_per_s"] for r in data["scaling_runs"]}
     runs = [r for rs in data["runs"].values() for r in rs] + data["scaling_runs"]
     return {
-        "discussion": discussion(table2, small),
+        "discussion": discussion(table2, small, gpu_table),
         "source": PAPER,
         "definition": "throughput in samples per second at micro-batch size 1, divided by the "
                       "model's K = 2 (M = 1) cell, as the paper normalises",
@@ -311,8 +311,9 @@ def build(ppbench: str, data: dict, gpu: list[dict] | None = None) -> dict:
     }
 
 
-def discussion(table2: list[dict], small: list[dict]) -> str:
-    """Whether the paper's trends hold in the prediction and the CPU runs, in words."""
+def discussion(table2: list[dict], small: list[dict], gpu: dict | None = None) -> str:
+    """Whether the paper's trends hold in the prediction, the CPU runs and the GPU runs, in
+    words."""
     yes = {True: "yes", False: "no"}
     parts = []
     for t in table2:
@@ -329,6 +330,17 @@ def discussion(table2: list[dict], small: list[dict]) -> str:
         parts.append(f"{s['model']} at K = 2 on the CPU: M = 1, 4, 32 give "
                      + ", ".join(f"{x:.2f}" for x in m) + " measured against "
                      + ", ".join(f"{r['predicted']:.2f}" for r in s["rows"]) + " predicted.")
+    for grid in (gpu or {}).get("grids", []):
+        rows = [{"M": r["M"], "cells": {k: {"gpu": v} for k, v in r["cells"].items()}}
+                for r in grid["rows"]]
+        if any(c["gpu"] is None for r in rows for c in r["cells"].values()):
+            continue
+        q = trends(rows, "gpu")
+        parts.append(
+            f"{grid['model']} on one GPU, K devices of {gpu['sms_per_device']} SMs: throughput "
+            f"rises with K at M = 32 {yes[q['rises_with_K_at_M32']]}, with M at K = 8 "
+            f"{yes[q['rises_with_M_at_K8']]}; K = 8 over K = 2 at M = 32: "
+            f"{q['K8_over_K2_at_M32']:.2f}x.")
     parts.append("With M = 1 a GPipe step runs the stages one after another whatever K, so the "
                  "prediction is the same for every K; the paper's M = 1 row still rises with K, "
                  "which the schedule alone does not explain (the paper adjusted the batch size to "

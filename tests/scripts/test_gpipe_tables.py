@@ -159,6 +159,9 @@ def test_gpu_rows_of_gpu_tables_fill_the_grid_and_the_scaling(tmp_path):
     assert sec["scaling"]["devices"] == [1, 2, 4, 8]
     assert sec["scaling"]["throughput"] == [100.0, 200.0, 400.0, 800.0]
     assert t.gpu_section([]) is None
+    words = t.discussion([], [], sec)
+    assert (f"{tf} on one GPU, K devices of 16 SMs: throughput rises with K at M = 32 yes, with M "
+            "at K = 8 yes; K = 8 over K = 2 at M = 32: 5.10x.") in words  # 99 / (640 / 33)
 
 
 def section(text: str, title: str) -> str:
