@@ -314,13 +314,7 @@ RunOutput run_cuda_mpi(const WorkloadSpec& spec, const CudaRunOptions& o,
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     // The launcher's local rank where it gives one, else MPI's own view of the node.
-    MPI_Comm node = MPI_COMM_NULL;
-    check(
-        MPI_Comm_split_type(world.comm(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node),
-        "MPI_Comm_split_type");
-    int local_processes = 1;
-    MPI_Comm_size(node, &local_processes);
-    MPI_Comm_free(&node);
+    const int local_processes = world.local_size();
     // A launcher variable left over from an outer launch (srun around mpirun) can name a rank
     // this node does not have: MPI's own count decides then.
     const LocalRank local = local_rank_from_env();

@@ -44,6 +44,7 @@ World::World() {
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
         "MPI_Comm_split_type");
   check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank (node)");
+  check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size (node)");
   node_leader_ = rank_;
   check(MPI_Bcast(&node_leader_, 1, MPI_INT, 0, node), "MPI_Bcast (node)");
   MPI_Comm_free(&node);

@@ -27,6 +27,7 @@ class World {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }  // among the processes of this node
+  int local_size() const { return local_size_; }  // the processes of this node
   // The node this process runs on, named by the world rank of its first process: MPI's own view
   // of "node" (processes that share memory), which holds where host names coincide (containers,
   // several launch agents on one machine) and is what the shared-memory split decides.
@@ -41,7 +42,7 @@ class World {
 
  private:
   World();
-  int rank_ = 0, size_ = 1, local_rank_ = 0, node_leader_ = 0;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_leader_ = 0;
   std::string host_;
 };
 
