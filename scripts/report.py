@@ -683,6 +683,55 @@ def bubble_gaps(rows: list[dict]) -> list[tuple[float, dict]]:
             and isinstance((r.get("predicted") or {}).get("bubble_fraction"), (int, float))]
 
 
+def makespan_gaps(rows: list[dict]) -> list[tuple[float, dict]]:
+    """(measured makespan / the replay's makespan − 1, in percent, row) of the ok runs: how far
+    a run's step lands from the simulator's prediction from the same step's per-op costs."""
+    return [(100 * (r["measured"]["makespan"] / r["predicted"]["makespan"] - 1), r)
+            for r in rows if r.get("status", "ok") == "ok"
+            and isinstance((r.get("measured") or {}).get("makespan"), (int, float))
+            and isinstance((r.get("predicted") or {}).get("makespan"), (int, float))
+            and r["predicted"]["makespan"] > 0]
+
+
+def ranks_of(row: dict) -> int:
+    """The ranks a run ran at once: its pipeline devices times its data-parallel replicas."""
+    return int(field(row, "devices")) * int((row.get("point") or {}).get("replicas") or 1)
+
+
+def machine_cores(rows: list[dict]) -> int | None:
+    """The fewest cores among the machines that made these rows (None where none says)."""
+    cores = {int(c) for r in rows for c in [(r.get("provenance") or {}).get("cpu_cores")]
+             if isinstance(c, int)}
+    return min(cores) if cores else None
+
+
+# The issue's goal for CPU runs: the measured step within this many percent of the replay's.
+STEP_GOAL_PCT = 5.0
+
+
+def step_time_sentence(ok: list[dict]) -> str:
+    """How the measured steps land against the replay's makespans, the points that have a core
+    per rank apart from those that share cores (whose ranks also wait for one)."""
+    gaps = makespan_gaps(ok)
+    if not gaps:
+        return ""
+    cores = machine_cores(ok)
+    fits = [(g, r) for g, r in gaps if cores is None or ranks_of(r) <= cores]
+    shared = [(g, r) for g, r in gaps if cores is not None and ranks_of(r) > cores]
+
+    def span(part: list[tuple[float, dict]]) -> str:
+        within = sum(1 for g, _ in part if abs(g) <= STEP_GOAL_PCT)
+        return (f"within {STEP_GOAL_PCT:g} % at {within} of {len(part)} points "
+                f"({min(g for g, _ in part):+.1f} … {max(g for g, _ in part):+.1f} %)")
+
+    parts = []
+    if fits:
+        parts.append(span(fits) + ("" if cores is None else f" with a core per rank (≤ {cores} ranks)"))
+    if shared:
+        parts.append(span(shared) + f" where ranks share the {cores} cores")
+    return "Measured step against the replay's makespan: " + "; ".join(parts) + "."
+
+
 def measured_overview(rows: list[dict], source: str, reference: list[dict] | None = None,
                       reference_source: str = "") -> list[str]:
     """Where the measured records come from, over all schedules; their errors."""
@@ -698,6 +747,9 @@ def measured_overview(rows: list[dict], source: str, reference: list[dict] | Non
     if gaps:
         out.append(f"- measured − predicted bubble_fraction over all ok runs: "
                    f"{min(gaps):+.1f} … {max(gaps):+.1f} percentage points")
+    steps = step_time_sentence(ok)
+    if steps:
+        out.append("- " + steps[0].lower() + steps[1:])
     ref_runs = run_rows(reference or [])
     if ref_runs:
         ref_ok = [r for r in ref_runs if r.get("status", "ok") == "ok"] or ref_runs
@@ -767,9 +819,8 @@ def measured_differences(ok: list[dict], simulated: dict[tuple, dict]) -> list[s
         return []
     worst_gap, worst = max(gaps, key=lambda g: abs(g[0]))
     mean = sum(abs(g) for g, _ in gaps) / len(gaps)
-    cores = {int(c) for r in ok for c in [(r.get("provenance") or {}).get("cpu_cores")]
-             if isinstance(c, int)}
-    over = [r for r in ok if cores and int(field(r, "devices")) > min(cores)]
+    cores = machine_cores(ok)
+    over = [r for r in ok if cores and ranks_of(r) > cores]
     text = (f"**What differs and why.** Measurement − simulation with measured costs: "
             f"{min(g for g, _ in gaps):+.1f} … {max(g for g, _ in gaps):+.1f} percentage points "
             f"over {len(gaps)} points (mean |gap| {mean:.1f}), the largest {worst_gap:+.1f} at "
@@ -780,8 +831,11 @@ def measured_differences(ok: list[dict], simulated: dict[tuple, dict]) -> list[s
             "other work")
     if over:
         text += (f"; {len(over)} of these points run more ranks than the machine's "
-                 f"{min(cores)} cores, so their ranks also wait for a core")
+                 f"{cores} cores, so their ranks also wait for a core")
     text += "."
+    steps = step_time_sentence(ok)
+    if steps:
+        text += " " + steps
     pairs = [(float(r["measured"]["bubble_fraction"]),
               float(simulated[theory_key(r, uniform_cost(r))]["bubble_fraction"]))
              for r in ok if theory_key(r, uniform_cost(r)) in simulated

@@ -389,3 +389,28 @@ def test_zb_table5_section_sets_ppbench_beside_the_paper():
     assert "| 1.5B | 8 | 24 | 18.5 / 18.1 / 9.3 / 0.6 | 0.2431 (0.2431) | 0.1015 (0.0433) |" in zb
     assert "in every row: 1F1B. ZB-2p: 1 of 1 rows differ, ppbench +0.0582 … +0.0582" in zb
     assert "Table 5" not in report.build_report(rows(), "results/latest/theory.jsonl")
+
+
+def test_step_time_against_the_replay_splits_points_by_whether_ranks_share_cores():
+    def timed(d: int, measured_s: float, replicas: int = 1) -> dict:
+        row = run_row("1f1b", d, 8, 0.1, 0.1, workload="mlp", flags="--layers 8 --width 512")
+        row["measured"] = {**row["measured"], "makespan": measured_s}
+        row["predicted"] = {**row["predicted"], "makespan": 1.0}
+        row["point"] = {**row["point"], "replicas": replicas}
+        return row
+
+    # 2 cores: D=2 (+2 %, +8 %) and D=1 x 2 replicas (-1 %) have a core per rank; D=4 (+40 %)
+    # and D=2 x 2 replicas (+3 %) share them.
+    points = [timed(2, 1.02), timed(2, 1.08), timed(1, 0.99, replicas=2), timed(4, 1.40),
+             timed(2, 1.03, replicas=2)]
+    assert report.step_time_sentence(points) == (
+        "Measured step against the replay's makespan: within 5 % at 2 of 3 points "
+        "(-1.0 … +8.0 %) with a core per rank (≤ 2 ranks); within 5 % at 1 of 2 points "
+        "(+3.0 … +40.0 %) where ranks share the 2 cores.")
+    # a row without a replayed makespan counts nowhere; no rows at all, no sentence
+    broken = timed(2, 1.5)
+    broken["predicted"] = {"bubble_fraction": 0.1}
+    assert "at 2 of 3 points" in report.step_time_sentence(points + [broken])
+    assert report.step_time_sentence([broken]) == ""
+    text = report.build_report(rows(), "r.jsonl", measured=points, measured_source="cpu.jsonl")
+    assert ("- measured step against the replay's makespan: within 5 % at 2 of 3 points") in text
