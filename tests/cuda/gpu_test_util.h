@@ -158,6 +158,21 @@ inline void GpuTest::check_layer(Layer& g, cpu::Layer<double>& c, const Shape& i
     const std::vector<float> grad = download_cpu_layout(*gp[i], gp[i]->grad);
     EXPECT_LE(rel_error(grad, cp[i]->grad.data), tol()) << g.name() << " W " << gp[i]->name;
   }
+
+  // W adds to the gradients (a micro-batch's dW += ...): the same micro-batch once more doubles
+  // every one of them, which a product that overwrote them (beta = 0) would not.
+  Saved again;
+  DTensor y2 = g.forward(*ctx_, x, again);
+  DTensor dy2 = device(dyv, y2.shape(), dtype());
+  DTensor dx2 = g.backward_input(*ctx_, dy2, again);
+  dy2.release();
+  g.backward_weight(*ctx_, again);
+  for (std::size_t i = 0; i < gp.size(); ++i) {
+    auto twice = cp[i]->grad.data;
+    for (double& v : twice) v *= 2;
+    const std::vector<float> grad = download_cpu_layout(*gp[i], gp[i]->grad);
+    EXPECT_LE(rel_error(grad, twice), tol()) << g.name() << " W twice " << gp[i]->name;
+  }
 }
 
 }  // namespace ppbench::cuda::testing

@@ -55,6 +55,16 @@ TEST_P(ConvPool, BatchNormManyChannels) {
   check_layer(g, c, {2, 3, 3, 97}, 9);
 }
 
+// 4 x 16 x 16 = 1024 rows: the statistics are summed over four row blocks of 256 (one block
+// alone in the cases above).
+TEST_P(ConvPool, BatchNormOverSeveralRowBlocks) {
+  BatchNorm g(*params_, 19, dtype());
+  cpu::BatchNorm<double> c(19);
+  upload(g.gamma.value, random(19, 73, 0.5, 1.5));
+  upload(g.beta.value, random(19, 74, -0.5, 0.5));
+  check_layer(g, c, {4, 16, 16, 19}, 10);
+}
+
 TEST_P(ConvPool, MaxPool3x3) {
   MaxPool2d g(3, 1, 1);
   cpu::MaxPool2d<double> c(3, 1, 1);

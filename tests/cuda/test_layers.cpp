@@ -123,6 +123,18 @@ TEST_P(Layers, FusedAttentionOddHeadDim) {
   check_layer(g, c, {3, 67, 18}, 14);
 }
 
+// head_dim 128, Llama's: the tiles the backward picks at that width (32 x 64 in f32 on an H100,
+// where 64 x 64 would not fit in shared memory) are not the ones the narrower cases above use.
+TEST_P(Layers, FusedAttentionHeadDim128) {
+  AttentionConfig ac;
+  ac.hidden = 256;
+  ac.heads = 2;
+  ac.kv_heads = 2;
+  Attention g(*params_, ac, dtype(), 15);
+  cpu::Attention<double> c(ac, 15);
+  check_layer(g, c, {1, 100, 256}, 15);
+}
+
 TEST_P(Layers, LlamaDecoderLayer) {
   const DecoderConfig dc = DecoderConfig::llama(64, 4, 2, 96);
   LayerPtr g = make_decoder_layer(*params_, dc, dtype(), 12);
@@ -165,6 +177,34 @@ TEST_P(Layers, CrossEntropyLossAndGradient) {
   cpu::Tensor<double> dzc = c.backward_input(sc, 0.25);
   EXPECT_LE(rel_error(download(dz), dzc.data), tol());
   EXPECT_EQ(sg.bytes(), 0);
+}
+
+// The loss of thousands of rows (one block each) is the same bits on every run: the rows' terms
+// are added in a fixed order, not by atomics in whatever order the blocks finish.
+TEST_P(Layers, CrossEntropyLossIsTheSameEveryRun) {
+  const std::int64_t rows = 5000, classes = 64;
+  std::vector<float> z = random(rows * classes, 17, -4, 4);
+  std::vector<float> tf;
+  std::vector<std::int32_t> ti;
+  cpu::Rng rng(18);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    ti.push_back(static_cast<std::int32_t>(rng.uniform() * static_cast<double>(classes)));
+    tf.push_back(static_cast<float>(ti.back()));
+  }
+  SoftmaxCrossEntropy g;
+  const DTensor logits = device(z, {rows, classes}, dtype());
+  const DTensor targets = device(tf, {rows}, DType::kI32);
+  std::vector<float> losses;
+  for (int run = 0; run < 3; ++run) {
+    Saved s;
+    losses.push_back(download(g.forward(*ctx_, logits, targets, s))[0]);
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(losses[0], losses[2]);
+  cpu::SoftmaxCrossEntropy<double> c;
+  cpu::Saved<double> sc;
+  const double lc = c.forward(host(z, {rows, classes}), ti, sc);
+  EXPECT_LE(std::abs(losses[0] - lc) / std::abs(lc), tol());
 }
 
 TEST_P(Layers, DeviceArenaOutOfMemoryIsAnError) {

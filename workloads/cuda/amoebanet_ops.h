@@ -32,6 +32,7 @@ class Identity final : public Layer {
     return x;
   }
   DTensor backward_input(Context& /*ctx*/, const DTensor& dy, Saved& saved) override {
+    require(dy.shape() == saved.in_shape, "identity: bad output gradient");
     saved.clear();
     return dy;
   }

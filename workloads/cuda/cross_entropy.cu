@@ -8,11 +8,11 @@ namespace {
 enum Slot { kProbs, kTargets, kSlots };
 constexpr int kThreads = 256;
 
-// One block per row: max, sum of exponentials, probabilities, and the row's share of the mean.
+// One block per row: max, sum of exponentials, probabilities, and the row's loss term.
 template <typename T>
 __global__ void xent_forward_kernel(const T* __restrict__ z, const std::int32_t* __restrict__ tgt,
-                                    T* __restrict__ probs, float* __restrict__ loss,
-                                    std::int64_t rows, int classes) {
+                                    T* __restrict__ probs, float* __restrict__ row_loss,
+                                    int classes) {
   const std::int64_t r = blockIdx.x;
   const T* zr = z + r * classes;
   float m = -INFINITY;
@@ -25,9 +25,24 @@ __global__ void xent_forward_kernel(const T* __restrict__ z, const std::int32_t*
   for (int i = threadIdx.x; i < classes; i += blockDim.x) {
     probs[r * classes + i] = from_f<T>(expf(to_f(zr[i]) - m) * inv);
   }
-  if (threadIdx.x == 0) {
-    atomicAdd(loss, (logf(s) + m - to_f(zr[tgt[r]])) / static_cast<float>(rows));
+  if (threadIdx.x == 0) row_loss[r] = logf(s) + m - to_f(zr[tgt[r]]);
+}
+
+// The mean of the rows' terms, in double and in a fixed order (one block: thread t takes rows t,
+// t + kThreads, ..., then a fixed tree), so that a step's loss is the same bits on every run, as
+// the CPU's sum in double is; atomics would add the rows in whatever order blocks finish.
+__global__ void xent_mean_kernel(const float* __restrict__ row_loss, std::int64_t rows,
+                                 float* __restrict__ loss) {
+  __shared__ double part[kThreads];
+  double a = 0;
+  for (std::int64_t r = threadIdx.x; r < rows; r += kThreads) a += row_loss[r];
+  part[threadIdx.x] = a;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
   }
+  if (threadIdx.x == 0) *loss = static_cast<float>(part[0] / static_cast<double>(rows));
 }
 
 template <typename T>
@@ -50,14 +65,17 @@ DTensor SoftmaxCrossEntropy::forward(Context& ctx, const DTensor& logits, const 
           "cross-entropy: one int32 target per row");
   DTensor probs(ctx.arena, logits.shape(), logits.dtype(), "cross-entropy probabilities");
   DTensor loss(ctx.arena, {1}, DType::kF32, "cross-entropy loss");
-  zero(loss, ctx.stream);
+  if (rows == 0) zero(loss, ctx.stream);  // the mean of no rows
   if (rows > 0) {
+    DTensor row_loss(ctx.arena, {rows}, DType::kF32, "cross-entropy row losses");
     dispatch_float(logits.dtype(), [&](auto tag) {
       using T = decltype(tag);
       xent_forward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, ctx.stream>>>(
-          logits.as<T>(), targets.as<std::int32_t>(), probs.as<T>(), loss.as<float>(), rows,
+          logits.as<T>(), targets.as<std::int32_t>(), probs.as<T>(), row_loss.as<float>(),
           static_cast<int>(classes));
     });
+    CUDA_CHECK_LAUNCH();
+    xent_mean_kernel<<<1, kThreads, 0, ctx.stream>>>(row_loss.as<float>(), rows, loss.as<float>());
     CUDA_CHECK_LAUNCH();
   }
   saved.clear();

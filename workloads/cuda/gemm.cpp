@@ -42,6 +42,9 @@ void gemm(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t k, const vo
           float beta, const void* bias, GemmBatch batch) {
   require(m > 0 && n > 0 && k > 0, "gemm: empty product");
   require(c_type == ab_type || c_type == DType::kF32, "gemm: C must be the input type or f32");
+  // cuBLASLt reads the bias at C's type unless told otherwise; the layers' biases are at the
+  // inputs' type, so a bias is taken only where the two agree.
+  require(bias == nullptr || c_type == ab_type, "gemm: a bias needs C at the input type");
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the column-major call takes
   // B first, with the same transpose flags, and M = n, N = m.
   const cudaDataType_t ab = cuda_type(ab_type), ct = cuda_type(c_type);
