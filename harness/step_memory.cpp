@@ -44,13 +44,12 @@ ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer) {
   ParameterBytes b;
   b.param = e;
   b.grad = e;  // gradients in the parameters' dtype (no separate fp32 accumulation buffer)
-  if (optimizer == Optimizer::kAdamW) {
-    // Moments at fp32 at least: bf16 moments lose AdamW's small updates; f64 training keeps f64.
-    const int64_t moment = std::max<int64_t>(e, 4);
-    // bf16 updates would round small steps away, so the step is taken on an fp32 master copy.
-    b.master = dtype == DType::kBF16 ? 4 : 0;
-    b.optimizer = 2 * moment + b.master;
-  }
+  if (optimizer == Optimizer::kNone) return b;
+  // bf16 updates would round small steps away, so either optimizer steps an fp32 master copy.
+  b.master = dtype == DType::kBF16 ? 4 : 0;
+  // AdamW's moments at fp32 at least: bf16 moments lose its small updates; f64 keeps f64.
+  const int64_t moment = optimizer == Optimizer::kAdamW ? std::max<int64_t>(e, 4) : 0;
+  b.optimizer = 2 * moment + b.master;
   return b;
 }
 

@@ -7,9 +7,9 @@
 //                (two chains) hold two copies of a part and both are counted; interleaved and V
 //                shapes hold several different parts.
 //   grads        one gradient per held parameter, at the same dtype as the parameters.
-//   optimizer    none and sgd (plain SGD, no momentum): 0. adamw: the two moments m and v at
-//                fp32 (at f64 when training in f64), plus an fp32 master copy of the parameters
-//                when the dtype is bf16. Every held copy has its own states.
+//   optimizer    none: 0. sgd (plain SGD, no momentum) keeps no moments; adamw the two moments m
+//                and v at fp32 (at f64 when training in f64). Under either, an fp32 master copy
+//                of the parameters when the dtype is bf16. Every held copy has its own states.
 //   activations  predicted_peak_bytes(): the most activation bytes alive at an action boundary
 //                under this schedule; with --recompute plus the largest M_B among the rank's
 //                stages, which the backward rebuilds while it runs.
@@ -41,7 +41,7 @@ struct ParameterBytes {
   int64_t param = 0;
   int64_t grad = 0;
   int64_t optimizer = 0;  // moments plus the master copy
-  int64_t master = 0;     // of which the fp32 master copy (bf16 with adamw)
+  int64_t master = 0;     // of which the fp32 master copy (bf16 with sgd or adamw)
 };
 ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer);
 

@@ -35,8 +35,9 @@ std::size_t optimizer_reserve_bytes(const WorkloadSpec& spec, const PartitionPla
                                     const Placement& p, int rank, OptimizerOptions::Kind kind) {
   if (kind == OptimizerOptions::Kind::kNone) return 0;
   const bool twins = copies_per_part(p) > 1;
-  const std::size_t per_param =
-      kind == OptimizerOptions::Kind::kAdamW ? (spec.dtype == ppbench::DType::kBF16 ? 12 : 8) : 0;
+  // AdamW's two f32 moments; an f32 master copy of bf16 parameters under either optimizer.
+  const std::size_t master = spec.dtype == ppbench::DType::kBF16 ? 4 : 0;
+  const std::size_t per_param = (kind == OptimizerOptions::Kind::kAdamW ? 8 : 0) + master;
   std::size_t bytes = 0, largest = 0;
   for (int st = 0; st < p.stages(); ++st) {
     if (p.stage_rank[st] != rank) continue;
@@ -75,9 +76,9 @@ GpuOptimizer::GpuOptimizer(const OptimizerOptions& o, const Placement& p, const 
       throw std::logic_error("a part with more than two copies: the optimizer sums two");
 
   // Per rank: what its copies keep, and the scratch where it holds a part with two copies.
-  auto needs_master = [this](const Param* prm) {
-    return adamw(o_) && prm->value.dtype() == DType::kBF16;
-  };
+  // bf16 parameters are stepped on an f32 master copy under SGD as under AdamW: an update below
+  // half a bf16 ulp would round away on the parameter itself.
+  auto needs_master = [](const Param* prm) { return prm->value.dtype() == DType::kBF16; };
   std::vector<std::size_t> bytes(ranks_.size(), 0);
   std::vector<std::int64_t> largest_twin(ranks_.size(), -1);
   for (const auto& part : parts_)
@@ -85,7 +86,7 @@ GpuOptimizer::GpuOptimizer(const OptimizerOptions& o, const Placement& p, const 
       auto& b = bytes[static_cast<std::size_t>(c.rank)];
       for (const Param* prm : c.params) {
         const std::int64_t n = prm->value.numel();
-        if (adamw(o_)) b += aligned(n * 4) * (needs_master(prm) ? 3 : 2);
+        b += aligned(n * 4) * ((adamw(o_) ? 2 : 0) + (needs_master(prm) ? 1 : 0));
         if (part->copies.size() > 1)
           largest_twin[static_cast<std::size_t>(c.rank)] =
               std::max(largest_twin[static_cast<std::size_t>(c.rank)], n);
@@ -119,23 +120,26 @@ GpuOptimizer::GpuOptimizer(const OptimizerOptions& o, const Placement& p, const 
       dev.make_current();
       if (part->copies.size() > 1)
         CUDA_CHECK(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
-      if (!adamw(o_)) continue;
-      DeviceArena& a = *arenas_[static_cast<std::size_t>(c.rank)];
+      DeviceArena* a = arenas_[static_cast<std::size_t>(c.rank)].get();
       for (const Param* prm : c.params) {
         const Shape s = {prm->value.numel()};
-        c.m.emplace_back(a, s, DType::kF32, "AdamW first moment");
-        c.v.emplace_back(a, s, DType::kF32, "AdamW second moment");
-        zero(c.m.back(), dev.compute);
-        zero(c.v.back(), dev.compute);
-        // One entry per parameter, empty where it is f32 already.
+        if (adamw(o_)) {
+          c.m.emplace_back(*a, s, DType::kF32, "AdamW first moment");
+          c.v.emplace_back(*a, s, DType::kF32, "AdamW second moment");
+          zero(c.m.back(), dev.compute);
+          zero(c.v.back(), dev.compute);
+        }
+        // One entry per parameter, empty where it is f32 already (SGD on f32 keeps no state and
+        // has no arena).
         c.master.emplace_back();
         if (needs_master(prm)) {
-          c.master.back() = DTensor(a, s, DType::kF32, "f32 master parameters");
+          c.master.back() = DTensor(*a, s, DType::kF32, "f32 master parameters");
           widen_to_f32(dev.compute, prm->value.dtype(), prm->value.data(),
                        c.master.back().as<float>(), prm->value.numel());
         }
       }
-      c.counter_block = DTensor(a, {16}, DType::kF32, "AdamW step counter");
+      if (!adamw(o_)) continue;
+      c.counter_block = DTensor(*a, {16}, DType::kF32, "AdamW step counter");
       zero(c.counter_block, dev.compute);
       c.counter = static_cast<AdamWCounter*>(c.counter_block.data());
     }
@@ -181,7 +185,7 @@ void GpuOptimizer::step_param(int rank, DType dtype, void* p, float* master, con
                               float* m, float* v, std::int64_t n, const AdamWCounter* counter) {
   const cudaStream_t s = devices_.rank(rank).compute;
   if (o_.kind == OptimizerOptions::Kind::kSgd)
-    sgd_update(s, dtype, p, g, n, o_.lr);
+    sgd_update(s, dtype, p, master, g, n, o_.lr);
   else
     adamw_update(s, dtype, p, master, g, m, v, n,
                  {o_.lr, o_.weight_decay, o_.beta1, o_.beta2, o_.eps}, counter);
@@ -252,8 +256,8 @@ bool GpuOptimizer::stage_done(int rank, int stage) {
     if (adamw(o_)) {
       fetch(x.m, other.m[k]);
       fetch(x.v, other.v[k]);
-      if (master_of(other, k) != nullptr) fetch(x.master, other.master[k]);
     }
+    if (master_of(other, k) != nullptr) fetch(x.master, other.master[k]);
     step_param(rank, theirs.value.dtype(), x.value.data(),
                master_of(other, k) != nullptr ? x.master.as<float>() : nullptr, g,
                adamw(o_) ? x.m.as<float>() : nullptr, adamw(o_) ? x.v.as<float>() : nullptr, n,
@@ -262,8 +266,8 @@ bool GpuOptimizer::stage_done(int rank, int stage) {
     if (adamw(o_)) {
       put_back(other.m[k], x.m);
       put_back(other.v[k], x.v);
-      if (master_of(other, k) != nullptr) put_back(other.master[k], x.master);
     }
+    if (master_of(other, k) != nullptr) put_back(other.master[k], x.master);
   }
   if (adamw(o_))
     CUDA_CHECK(cudaMemcpyAsync(other.counter, x.counter.data(), sizeof(AdamWCounter),

@@ -45,7 +45,7 @@ std::size_t optimizer_reserve_bytes(const WorkloadSpec& spec, const PartitionPla
 class GpuOptimizer {
  public:
   // Allocates every copy's state with its rank's context current (left current: the caller
-  // releases). Under AdamW, bf16 parameters get their f32 master copies, widened from them; the
+  // releases). bf16 parameters get their f32 master copies (SGD and AdamW), widened from them; the
   // streams are synchronised before it returns.
   GpuOptimizer(const OptimizerOptions& o, const Placement& p, const GpuDevices& devices,
                const std::vector<GpuPipelineRank*>& ranks);
@@ -66,7 +66,7 @@ class GpuOptimizer {
   struct Copy {
     int rank = 0;
     std::vector<Param*> params;
-    // Per parameter (AdamW only); master[k] is empty where parameter k is f32.
+    // Per parameter: m and v under AdamW only; master[k] is empty where parameter k is f32.
     std::vector<DTensor> m, v, master;
     AdamWCounter* counter = nullptr;  // inside `counter_block`
     DTensor counter_block;

@@ -55,7 +55,11 @@ TEST(StepMemory, BytesPerParameterFollowTheConvention) {
   EXPECT_EQ(f32.optimizer, 8);  // the parameters are fp32 already: no master copy
   EXPECT_EQ(f32.master, 0);
   EXPECT_EQ(parameter_bytes(DType::kF64, Optimizer::kAdamW).optimizer, 16);
-  EXPECT_EQ(parameter_bytes(DType::kBF16, Optimizer::kSgd).optimizer, 0);
+  // SGD keeps no moments, but bf16 parameters are stepped on an fp32 master copy as under AdamW.
+  EXPECT_EQ(parameter_bytes(DType::kBF16, Optimizer::kSgd).optimizer, 4);
+  EXPECT_EQ(parameter_bytes(DType::kBF16, Optimizer::kSgd).master, 4);
+  EXPECT_EQ(parameter_bytes(DType::kF32, Optimizer::kSgd).optimizer, 0);
+  EXPECT_EQ(parameter_bytes(DType::kBF16, Optimizer::kNone).master, 0);
   EXPECT_EQ(parameter_bytes(DType::kBF16, Optimizer::kNone).optimizer, 0);
   EXPECT_EQ(parameter_bytes(DType::kF64, Optimizer::kNone).grad, 8);
 }
@@ -96,7 +100,7 @@ TEST(StepMemory, OneFOneBAdamWByHand) {
   EXPECT_EQ(small_channel.ranks[1].comm, 192);
 }
 
-TEST(StepMemory, NoOptimizerAndSgdHoldNoStates) {
+TEST(StepMemory, NoOptimizerAndSgdOnFp32HoldNoStates) {
   const WorkloadSpec spec = tiny_mlp();
   const Schedule s = make("1f1b", 2, 4);
   for (Optimizer o : {Optimizer::kNone, Optimizer::kSgd}) {

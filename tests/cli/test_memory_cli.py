@@ -102,9 +102,13 @@ class Llama3_8B(unittest.TestCase):
 
     def test_optimizers(self):
         args = ("--schedule", "1f1b", "--devices", "1", "--microbatches", "1")
-        for name in ("none", "sgd"):
-            j = memory_json(*args, "--optimizer", name)
-            self.assertEqual(j["ranks"][0]["bytes"]["optimizer"], 0)
+        j = memory_json(*args, "--optimizer", "none")
+        self.assertEqual(j["ranks"][0]["bytes"]["optimizer"], 0)
+        # SGD keeps no moments; bf16 parameters are stepped on an fp32 master copy, f32 ones not
+        j = memory_json(*args, "--optimizer", "sgd")
+        self.assertEqual(j["ranks"][0]["bytes"]["optimizer"], TOTAL * 4)
+        j = memory_json(*args, "--optimizer", "sgd", dtype="f32")
+        self.assertEqual(j["ranks"][0]["bytes"]["optimizer"], 0)
         j = memory_json(*args, "--optimizer", "adamw", dtype="f32")
         self.assertEqual(j["ranks"][0]["bytes"]["optimizer"], TOTAL * 8)  # no master copy
         self.assertEqual(j["ranks"][0]["bytes"]["params"], TOTAL * 4)

@@ -1,8 +1,8 @@
 // The optimizer kernels (workloads/cuda/optimizer.h) against the CPU backend's (workloads/cpu/
 // optimizer.h) on the same inputs, f32 and bf16 parameters: three AdamW steps with the step
 // counter on the device, and SGD. The f32 CPU kernel is the reference for both dtypes: a bf16
-// parameter is stepped on its f32 master copy, so the master must follow the f32 reference and
-// the parameter must be that master rounded. Skips without a GPU.
+// parameter is stepped on its f32 master copy (either optimizer), so the master must follow the
+// f32 reference and the parameter must be that master rounded. Skips without a GPU.
 #include <cmath>
 #include <vector>
 
@@ -91,28 +91,55 @@ TEST_P(Optimizers, SgdMatchesTheCpuKernel) {
   for (float& x : g) x = static_cast<float>(rng.uniform(-2, 2));
   DTensor p = device(p0, {n}, dtype());
   DTensor gd(*acts_, {n}, DType::kF32, "g");
+  DTensor master(*acts_, {n}, DType::kF32, "master");
+  const bool bf16 = dtype() == DType::kBF16;
+  if (bf16) widen_to_f32(nullptr, dtype(), p.data(), master.as<float>(), n);
   upload(gd, g);
-  sgd_update(nullptr, dtype(), p.data(), gd.as<float>(), n, 0.05);
+  sgd_update(nullptr, dtype(), p.data(), bf16 ? master.as<float>() : nullptr, gd.as<float>(), n,
+             0.05);
   std::vector<float> want = p0;
   cpu::sgd_update(want.data(), g.data(), want.size(), 0.05);
   const std::vector<float> got = download(p);
-  if (dtype() == DType::kBF16)
+  if (bf16) {
+    EXPECT_LE(rel_diff(download(master), want), kF32Tol);
     EXPECT_LE(rel_diff(got, rounded(want)), kBf16Tol);
-  else
+  } else {
     EXPECT_LE(rel_diff(got, want), kF32Tol);
+  }
   EXPECT_GT(rel_diff(got, p0), 1e-3);
+}
+
+// Updates far below half a bf16 ulp (1e-4, where half an ulp at 1.0 is 2^-8) add up on the f32
+// master: after
+// 100 steps the parameter has moved by 0.01, where stepping the bf16 value itself would leave it
+// at 1.0 for ever.
+TEST_P(Optimizers, SgdKeepsUpdatesSmallerThanTheDtypeResolves) {
+  const std::int64_t n = 256;
+  DTensor p = device(std::vector<float>(n, 1.0f), {n}, dtype());
+  DTensor gd = device(std::vector<float>(n, 1.0f), {n}, DType::kF32);
+  DTensor master(*acts_, {n}, DType::kF32, "master");
+  const bool bf16 = dtype() == DType::kBF16;
+  if (bf16) widen_to_f32(nullptr, dtype(), p.data(), master.as<float>(), n);
+  for (int step = 0; step < 100; ++step)
+    sgd_update(nullptr, dtype(), p.data(), bf16 ? master.as<float>() : nullptr, gd.as<float>(), n,
+               1e-4);
+  for (float x : download(p)) EXPECT_NEAR(x, 0.99, bf16 ? 4e-3 : 1e-5);
+  if (bf16) {
+    for (float x : download(master)) EXPECT_NEAR(x, 0.99, 1e-5);
+  }
 }
 
 TEST_P(Optimizers, RefusesWhatItCannotStep) {
   DTensor p(*acts_, {4}, dtype(), "p");
   const AdamWHyper h{1e-3, 0, 0.9, 0.999, 1e-8};
   // Integer "parameters", and bf16 ones without their f32 master copy.
-  EXPECT_THROW(sgd_update(nullptr, DType::kI32, p.data(), nullptr, 4, 0.1), CudaError);
-  if (dtype() == DType::kBF16)
+  EXPECT_THROW(sgd_update(nullptr, DType::kI32, p.data(), nullptr, nullptr, 4, 0.1), CudaError);
+  if (dtype() == DType::kBF16) {
     EXPECT_THROW(adamw_update(nullptr, DType::kBF16, p.data(), nullptr, nullptr, nullptr, nullptr,
                               4, h, nullptr),
                  CudaError);
-  else
+    EXPECT_THROW(sgd_update(nullptr, DType::kBF16, p.data(), nullptr, nullptr, 4, 0.1), CudaError);
+  } else
     EXPECT_THROW(adamw_update(nullptr, DType::kI32, p.data(), nullptr, nullptr, nullptr, nullptr, 4,
                               h, nullptr),
                  CudaError);

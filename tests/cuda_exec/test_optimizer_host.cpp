@@ -93,6 +93,15 @@ TEST(CudaOptimizerHost, ReservesTheStatesOfEveryHeldCopy) {
             << name << " rank " << r;
         EXPECT_GT(reserve(OptimizerOptions::Kind::kAdamW), reserve(OptimizerOptions::Kind::kSgd))
             << name;
+        // SGD on bf16: the f32 master copy, 4 bytes per parameter more than on f32.
+        if (dt == DType::kBF16) {
+          const WorkloadSpec f32 = tiny_mlp(DType::kF32);
+          EXPECT_EQ(reserve(OptimizerOptions::Kind::kSgd) -
+                        static_cast<double>(cuda::optimizer_reserve_bytes(
+                            f32, plan, s.placement, r, OptimizerOptions::Kind::kSgd)),
+                    4 * static_cast<double>(params))
+              << name << " rank " << r;
+        }
       }
     }
   }

@@ -5,12 +5,16 @@ namespace ppbench::cuda {
 
 namespace {
 
+// `master`, where there is one (bf16 p), is the f32 value stepped; p is then its rounding.
 template <typename T>
-__global__ void sgd_kernel(T* __restrict__ p, const float* __restrict__ g, std::int64_t n,
-                           float lr) {
+__global__ void sgd_kernel(T* __restrict__ p, float* __restrict__ master,
+                           const float* __restrict__ g, std::int64_t n, float lr) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    p[i] = from_f<T>(to_f(p[i]) - lr * g[i]);
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float x = (master != nullptr ? master[i] : to_f(p[i])) - lr * g[i];
+    if (master != nullptr) master[i] = x;
+    p[i] = from_f<T>(x);
+  }
 }
 
 __global__ void adamw_begin_kernel(AdamWCounter* c, double beta1, double beta2, double lr) {
@@ -57,15 +61,17 @@ void require_float_dtype(DType dtype, const char* what) {
 
 }  // namespace
 
-void sgd_update(cudaStream_t stream, DType dtype, void* p, const float* g, std::int64_t n,
-                double lr) {
+void sgd_update(cudaStream_t stream, DType dtype, void* p, float* master, const float* g,
+                std::int64_t n, double lr) {
   require_float_dtype(dtype, "sgd_update");
+  if (dtype == DType::kBF16 && master == nullptr)
+    throw CudaError("sgd_update: bf16 parameters need their f32 master copy");
   if (n == 0) return;
   const auto l = static_cast<float>(lr);
   if (dtype == DType::kBF16)
-    sgd_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<bf16*>(p), g, n, l);
+    sgd_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<bf16*>(p), master, g, n, l);
   else
-    sgd_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<float*>(p), g, n, l);
+    sgd_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<float*>(p), master, g, n, l);
   CUDA_CHECK_LAUNCH();
 }
 

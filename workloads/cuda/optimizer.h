@@ -1,8 +1,9 @@
 // The optimizer's element-wise updates on the device: the GPU mirror of workloads/cpu/optimizer.h,
 // same formulas in the same order (PyTorch's torch.optim.SGD without momentum and AdamW). The
 // parameters are bf16 or f32 (the layer dtype), their gradients always f32 (dtype.h), AdamW's
-// moments f32. A bf16 parameter under AdamW is stepped on an f32 master copy and rounded back,
-// as mixed-precision training does: its small updates would otherwise round away.
+// moments f32. A bf16 parameter is stepped on an f32 master copy and rounded back, under SGD as
+// under AdamW, as mixed-precision training does: its small updates would otherwise round away
+// (an update below half a bf16 ulp, 2^-9 of the value, is lost on the bf16 value itself).
 //
 // AdamW's step counter lives on the device (AdamWCounter): adamw_begin_step advances it and
 // computes the step's two bias-correction scalars there, so a CUDA graph captured once replays
@@ -31,9 +32,10 @@ struct AdamWCounter {
   float step, root;
 };
 
-// p -= lr * g (p of `dtype`, n elements).
-void sgd_update(cudaStream_t stream, DType dtype, void* p, const float* g, std::int64_t n,
-                double lr);
+// p -= lr * g (p of `dtype`, n elements). With `master` (bf16 p) the step is taken on master
+// and p = round(master); without, p must be f32.
+void sgd_update(cudaStream_t stream, DType dtype, void* p, float* master, const float* g,
+                std::int64_t n, double lr);
 
 // counter->t += 1 and the scalars of that step, on `stream`.
 void adamw_begin_step(cudaStream_t stream, AdamWCounter* counter, double beta1, double beta2,
