@@ -18,8 +18,10 @@
 # prints ONE line on stderr naming what it used (PPBENCH_BUNDLE_QUIET=1 silences it), puts the
 # bundle's lib/ and those folders first on LD_LIBRARY_PATH, exports PPBENCH_GIT_COMMIT from the
 # bundle's manifest unless it is set, and execs the program.
-# Exit: the program's status; 2 unknown program or bad usage; 3 cuBLAS (or NCCL where the binaries
-# link it) not found.
+# Before that it checks this machine's glibc against the newest version the binaries ask for
+# (BUNDLE_GLIBC): an older one cannot load them.
+# Exit: the program's status; 2 unknown program or bad usage; 3 this machine's glibc too old, or
+# cuBLAS (or NCCL where the binaries link it) not found.
 set -uo pipefail
 
 BUNDLE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +33,7 @@ BUNDLE_COMMIT=""
 BUNDLE_CUBLAS_SONAMES="libcublasLt.so.13 libcublas.so.13"
 BUNDLE_NCCL_SONAME="libnccl.so.2"
 BUNDLE_NCCL_REQUIRED=0
+BUNDLE_GLIBC=""
 # shellcheck source=/dev/null
 [ -f "$BUNDLE/bundle.env" ] && . "$BUNDLE/bundle.env"
 
@@ -42,7 +45,7 @@ programs() {
 
 MODE="exec"
 case "${1:-}" in
-  ""|-h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  ""|-h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
                 [ -n "${1:-}" ] && exit 0; exit 2 ;;
   --list) programs | tr ' ' '\n'; exit 0 ;;
   --check) MODE="check" ;;
@@ -56,6 +59,16 @@ case "${1:-}" in
       exit 2
     fi ;;
 esac
+
+# The loader refuses binaries built against a newer glibc with a line per missing symbol version;
+# one line here says why instead.
+if [ -n "$BUNDLE_GLIBC" ]; then
+  have="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+  if [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$have" "$BUNDLE_GLIBC" | sort -V | head -1)" != "$BUNDLE_GLIBC" ]; then
+    echo "$NAME: this machine's glibc is $have, older than the $BUNDLE_GLIBC the bundle's programs need; build the bundle on a machine whose glibc is $have or older" >&2
+    exit 3
+  fi
+fi
 
 # Candidate folders, in search order, as "label|folder" lines.
 SEARCHED=()

@@ -127,6 +127,11 @@ if printf '%s\n' "${SONAMES[@]}" | grep -qE '^libcudart\.so'; then
   die "a program links the shared CUDA runtime (libcudart.so): PPBENCH_PORTABLE should link cudart_static"
 fi
 
+# The newest glibc symbol version the programs and bundled libraries ask for: a machine with an
+# older glibc cannot load them, which the launcher says up front.
+GLIBC_NEEDED="$(objdump -T "$STAGE"/bin/* "$STAGE"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' \
+  | sed 's/^GLIBC_//' | sort -uV | tail -1)"
+
 # The launcher, the check and its helpers.
 cp "$ROOT/scripts/gpu-bundle-run.sh" "$STAGE/run"
 cp "$ROOT/scripts/gpu-check.sh" "$STAGE/gpu-check.sh"
@@ -142,6 +147,7 @@ DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   printf 'BUNDLE_CUBLAS_SONAMES=%q\n' "$CUBLAS_SONAMES"
   printf 'BUNDLE_NCCL_SONAME=%q\n' "$NCCL_SONAME"
   printf 'BUNDLE_NCCL_REQUIRED=%q\n' "$NCCL_REQUIRED"
+  printf 'BUNDLE_GLIBC=%q\n' "$GLIBC_NEEDED"
 } >"$STAGE/bundle.env"
 
 GXX="$(g++ --version 2>/dev/null | head -1)"
@@ -152,7 +158,7 @@ CMAKE_V="$(cmake --version | head -1 | awk '{print $3}')"
   done ) >"$STAGE/.files"
 B_COMMIT="$COMMIT" B_DIRTY="$DIRTY" B_DATE="$DATE" B_HOST="$(hostname)" B_GXX="$GXX" B_NVCC="$NVCC" \
 B_CMAKE="$CMAKE_V" B_ARCHS="$ARCHS" B_SONAMES="${SONAMES[*]}" B_CUBLAS="$CUBLAS_SONAMES" \
-B_NCCL="$NCCL_SONAME" B_NCCL_REQ="$NCCL_REQUIRED" B_TARGETS="${TARGETS[*]}" \
+B_NCCL="$NCCL_SONAME" B_NCCL_REQ="$NCCL_REQUIRED" B_TARGETS="${TARGETS[*]}" B_GLIBC="$GLIBC_NEEDED" \
 B_COPIED="${!COPIED[*]}" python3 - "$STAGE" <<'PYEOF'
 import json, os, sys
 from pathlib import Path
@@ -172,6 +178,7 @@ manifest = {
                       f"-DCMAKE_CUDA_ARCHITECTURES={e['B_ARCHS']}"],
     "programs": e["B_TARGETS"].split(),
     "needed_sonames": e["B_SONAMES"].split(),
+    "glibc_needed": e["B_GLIBC"] or None,
     "bundled_libraries": sorted(e["B_COPIED"].split()),
     "found_on_target": {"cublas": e["B_CUBLAS"].split(),
                         "nccl": {"soname": e["B_NCCL"], "required": e["B_NCCL_REQ"] == "1",

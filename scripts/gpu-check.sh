@@ -2,12 +2,14 @@
 # One command for a GPU machine: the CUDA kernel tests, the GPU executor tests, the same tests under
 # compute-sanitizer (memcheck, racecheck, synccheck), the GPU benchmarks, the PyTorch reference, an
 # NVTX check under Nsight Compute, the pipelined-vs-reference equivalence of every schedule and
-# the GPU columns of GPipe's tables and the 1F1B scaling figure, each recorded with provenance. Made for machines lent minutes at a time: the check runs in
-# pieces (--only), every step has a time limit, and each piece's record is packed the moment the
-# piece ends (--out), so a lease that runs out loses at most the piece in progress.
+# the GPU columns of GPipe's tables and the 1F1B scaling figure, each recorded with provenance.
+# Made for machines lent minutes at a time: the check runs in pieces (--only), every step has a
+# time limit and the call a deadline, and each piece's record is packed the moment the piece ends
+# (--out), so a lease that runs out loses at most the piece in progress.
 #
 # Usage: scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--only PARTS] [--out DIR] [--results DIR]
-#                             [--piece-timeout SECONDS] [--gtest-shard K/N] [--bench REGEX]
+#                             [--piece-timeout SECONDS] [--deadline SECONDS] [--gtest-shard K/N]
+#                             [--bench REGEX]
 #                             [--bench-filter REGEX] [--equiv-filter REGEX] [--nvtx-filter EXPR]
 #                             [--no-sanitizer] [--no-torch]
 #   --bundle DIR           run the prebuilt binaries of DIR (`make gpu-bundle` on any machine with
@@ -51,6 +53,12 @@
 #                          `timeout --kill-after=10`; a step stopped at it is recorded as timed_out,
 #                          its partial logs are kept and packed, and the next pieces still run.
 #                          Configuring and building (without --bundle) have no limit.
+#   --deadline SECS        the whole call's time, from its start: each step gets at most what is
+#                          left of it less 20 s (to pack the piece), a step with under 5 s left is
+#                          not started (recorded as not_run, its piece timed_out), and a piece with
+#                          none left is not begun (listed as not_run in the run's summary). For a
+#                          machine whose call is killed at a limit (e.g. --deadline 570 under a
+#                          600 s limit): every piece that starts is packed before the kill.
 #   --gtest-shard K/N      run shard K (0 <= K < N) of N of each GoogleTest program in the test and
 #                          sanitizer parts (GTEST_SHARD_INDEX=K, GTEST_TOTAL_SHARDS=N), to split a
 #                          long sanitizer run across calls
@@ -63,17 +71,22 @@
 #   --no-sanitizer, --no-torch   leave those parts out of the default set
 # What fails: a step's non-zero exit; a failed test; a SKIPPED test (the GPU is visible, so a skip
 # means the GPU code did not run), except a skip whose message says it "needs two GPUs"
-# (listed as skipped_allowed); a benchmark that saw no GPU; an equivalence case with passed=false.
-# A part whose tool is missing (compute-sanitizer, ncu, PyTorch with CUDA) is "unavailable": a
-# failure when --only named it, a note otherwise.
+# (listed as skipped_allowed); a benchmark that saw no GPU or reported an error (Google
+# Benchmark's error_occurred); an equivalence case with passed=false.
+# A part whose tool is missing (compute-sanitizer, ncu, PyTorch with CUDA), or cannot work on
+# this machine (compute-sanitizer and ncu in a gVisor sandbox, whose kernel reports 4.4.0), is
+# "unavailable": a failure when --only named it, a note otherwise.
+# SIGTERM or SIGINT stops the step in progress, records it as timed_out and packs its piece
+# before the script exits (143 or 130).
 # Records: results/gpu/<gpu>-<date>/<part>/ (each assembled in a temporary folder and renamed into
 # place), each with its logs, GoogleTest JSON and a summary.json: GPU, count, driver, nvcc, cuBLAS,
 # commit (git, the bundle's manifest or PPBENCH_GIT_COMMIT), dirty, date, host, part, shard,
 # status, failed and timed-out steps, test counts and durations; results/gpu/<gpu>-<date>/
 # summary.json lists every piece at the end.
-# Exit:  0 every piece passed; 1 a piece failed or timed out; 2 bad usage or no GPU visible
-#        (nothing built or written); 3 the environment (the bundle's launcher finds no cuBLAS;
-#        nvcc missing when building).
+# Exit:  0 every piece passed; 1 a piece failed, timed out or was not run (--deadline); 2 bad
+#        usage or no GPU visible (nothing built or written); 3 the environment (the bundle's
+#        launcher finds no cuBLAS or too old a glibc, its ppbench-cuda does not start; nvcc
+#        missing when building); 143 / 130 after SIGTERM / SIGINT (the piece in progress packed).
 set -uo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -96,6 +109,8 @@ ONLY=""
 OUT=""
 RESULTS=""
 PIECE_TIMEOUT=420
+DEADLINE=""
+DEADLINE_MARGIN=20
 SHARD=""
 BENCH_RE='.*'
 BENCH_FILTER=''
@@ -107,7 +122,7 @@ NO_TORCH=0
 usage_error() { echo "gpu-check: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--gtest-shard|--bench|--bench-filter|--equiv-filter|--nvtx-filter)
+    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--deadline|--gtest-shard|--bench|--bench-filter|--equiv-filter|--nvtx-filter)
       [ $# -ge 2 ] || usage_error "$1 needs a value (see --help)"
       case "$1" in
         --build-dir) BUILD="$2" ;;
@@ -116,6 +131,7 @@ while [ $# -gt 0 ]; do
         --out) OUT="$2" ;;
         --results) RESULTS="$2" ;;
         --piece-timeout) PIECE_TIMEOUT="$2" ;;
+        --deadline) DEADLINE="$2" ;;
         --gtest-shard) SHARD="$2" ;;
         --bench) BENCH_RE="$2" ;;
         --bench-filter) BENCH_FILTER="$2" ;;
@@ -163,6 +179,11 @@ fi
 
 [[ "$PIECE_TIMEOUT" =~ ^[0-9]+$ ]] && [ "$PIECE_TIMEOUT" -gt 0 ] \
   || usage_error "--piece-timeout: '$PIECE_TIMEOUT' is not a positive whole number of seconds"
+if [ -n "$DEADLINE" ]; then
+  [[ "$DEADLINE" =~ ^[0-9]+$ ]] && [ "$DEADLINE" -gt $((DEADLINE_MARGIN + 5)) ] \
+    || usage_error "--deadline: '$DEADLINE' is not a whole number of seconds above $((DEADLINE_MARGIN + 5))"
+fi
+START_S="$(date +%s)"
 SHARD_K=""; SHARD_N=""; SHARD_TAG=""
 if [ -n "$SHARD" ]; then
   if [[ "$SHARD" =~ ^([0-9]+)/([0-9]+)$ ]] && [ "${BASH_REMATCH[2]}" -ge 1 ] \
@@ -211,6 +232,12 @@ if [ -n "$BUNDLE" ]; then
     exit 3
   fi
   CUDA_LIBS="${CUDA_LIBS#gpu-bundle: }"
+  # A program that cannot print its version here (a glibc older than the build machine's, a
+  # library the loader cannot find) runs nothing else either: say so once, not in every piece.
+  if ! PPBENCH_VERSION_TEXT="$(PPBENCH_BUNDLE_QUIET=1 "$BUNDLE/run" ppbench-cuda --version 2>&1)"; then
+    echo "gpu-check: the bundle's ppbench-cuda does not start on this machine: $(echo "$PPBENCH_VERSION_TEXT" | head -3 | tr '\n' ' ')" >&2
+    exit 3
+  fi
   # shellcheck source=/dev/null
   BUNDLE_COMMIT=""; BUNDLE_DIRTY=""
   . "$BUNDLE/bundle.env"
@@ -228,6 +255,11 @@ RUN_DIR="$RESULTS/$RUN_NAME"
 NVCC_VERSION="$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -1)"
 DRIVER="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 HOST="$(hostname)"
+KERNEL="$(uname -r)"
+# gVisor's sandbox reports kernel 4.4.0: compute-sanitizer refuses the device there ("Device not
+# supported") and ncu cannot read the profiler's counters, so those parts are unavailable.
+GVISOR=0
+[[ "$KERNEL" == 4.4.0* ]] && GVISOR=1
 # The binaries' commit: the bundle's manifest; else git, or PPBENCH_GIT_COMMIT in a tree copied
 # without .git (ppbench's records read it too).
 if SCRIPTS_COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
@@ -252,8 +284,26 @@ COMMON="$(mktemp -d "$RESULTS/.common-$RUN_NAME-XXXXXX")"
 PDIR=""
 cleanup() { rm -rf "$COMMON"; [ -n "$PDIR" ] && rm -rf "$PDIR"; }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# A signal (the lease's own limit, Ctrl-C) stops the step in progress, records it and packs its
+# piece: steps run in the background and are waited for, so the trap runs at once, not when the
+# step ends. `timeout` leads its own process group, which is killed whole.
+STEP_PID=""; STEP_NAME=""; STEP_T0=0
+on_signal() {  # on_signal EXIT_CODE SIGNAL_NAME
+  trap '' INT TERM
+  if [ -n "$STEP_PID" ]; then
+    kill -TERM -- "-$STEP_PID" 2>/dev/null
+    sleep 1
+    kill -KILL -- "-$STEP_PID" 2>/dev/null
+    wait "$STEP_PID" 2>/dev/null
+    record_step "$STEP_NAME" timed_out "$1" "$(( $(now_ms) - STEP_T0 ))" "stopped by $2"
+    log "$PIECE: $STEP_NAME: stopped by $2 (partial log kept: $STEP_NAME.log)"
+    STEP_PID=""
+  fi
+  [ -n "$PIECE" ] && [ -n "$PDIR" ] && piece_end "$(piece_tag "$PIECE")"
+  exit "$1"
+}
+trap 'on_signal 130 SIGINT' INT
+trap 'on_signal 143 SIGTERM' TERM
 log "GPU: $GPU_NAME ($GPU_COUNT visible); parts: ${PARTS[*]}; records in $RUN_DIR${OUT:+, tarballs in $OUT}"
 [ -n "$BUNDLE" ] && log "bundle $BUNDLE (commit ${BUNDLE_COMMIT:-?}): $CUDA_LIBS"
 
@@ -282,17 +332,35 @@ piece_begin() {  # piece_begin NAME
 
 note() { log "$PIECE: $*"; PIECE_NOTES+=("$*"); }
 
+# Seconds of --deadline left for steps (its margin kept back for packing); empty without one.
+time_left() {
+  [ -n "$DEADLINE" ] && echo $(( DEADLINE - ($(date +%s) - START_S) - DEADLINE_MARGIN ))
+}
+
 # step NAME [--no-limit] COMMAND...: runs with the piece time limit, output in NAME.log.
 LAST_STATUS=""
 step() {
   local name="$1"; shift
-  local limit="$PIECE_TIMEOUT"
+  local limit="$PIECE_TIMEOUT" left
   if [ "${1:-}" = --no-limit ]; then limit=0; shift; fi
+  left="$(time_left)"
+  if [ -n "$left" ]; then
+    if [ "$left" -lt 5 ]; then
+      record_step "$name" not_run "" 0 "--deadline $DEADLINE left no time for it"
+      log "$PIECE: $name: NOT RUN (--deadline $DEADLINE reached)"
+      LAST_STATUS=not_run
+      return 1
+    fi
+    { [ "$limit" -eq 0 ] || [ "$left" -lt "$limit" ]; } && limit="$left"
+  fi
   log "$PIECE: $name ..."
   local t0 rc dt status
   t0="$(now_ms)"
-  timeout --kill-after=10 "$limit" "$@" >"$PDIR/$name.log" 2>&1
+  timeout --kill-after=10 "$limit" "$@" >"$PDIR/$name.log" 2>&1 </dev/null &
+  STEP_PID=$!; STEP_NAME="$name"; STEP_T0="$t0"
+  wait "$STEP_PID"
   rc=$?
+  STEP_PID=""
   dt=$(( $(now_ms) - t0 ))
   if [ $rc -eq 0 ]; then
     status=passed
@@ -382,8 +450,9 @@ for k in ("failed_tests", "skipped_disallowed", "skipped_allowed"):
     totals[k] = [dict(x, program=p) for p, t in tests.items() for x in t.get(k, [])]
 failed = [s["name"] for s in steps if s["status"] == "failed"]
 timed_out = [s["name"] for s in steps if s["status"] == "timed_out"]
+not_run = [s["name"] for s in steps if s["status"] == "not_run"]
 override = e.get("PIECE_OVERRIDE", "")
-if timed_out:
+if timed_out or not_run:
     status = "timed_out"
 elif failed or override == "unavailable-failed":
     status = "failed"
@@ -399,16 +468,17 @@ def val(k, default=None):
     return v if v else default
 summary = {
     "part": e["PIECE_PART"], "piece": e["PIECE_NAME"], "shard": val("SHARD_TEXT"),
-    "status": status, "failed": failed, "timed_out": timed_out,
+    "status": status, "failed": failed, "timed_out": timed_out, "not_run": not_run,
     "notes": [n for n in e.get("PIECE_NOTES_TEXT", "").splitlines() if n],
     "steps": steps, "duration_s": round(int(e["PIECE_MS"]) / 1000, 3),
     "tests": totals if tests else None,
     "piece_timeout_s": int(e["PIECE_TIMEOUT"]),
+    "deadline_s": int(e["DEADLINE"]) if e.get("DEADLINE") else None,
     "gpu": e["GPU_NAME"], "gpu_count": int(e["GPU_COUNT"]), "driver": e["DRIVER"],
     "cuda_nvcc": val("NVCC_VERSION"), "cublas": val("CUBLAS"),
     "commit": e["COMMIT"], "dirty": {"true": True, "false": False}.get(e["DIRTY"]),
     "scripts_commit": e["SCRIPTS_COMMIT"],
-    "date": e["DATE"], "host": e["HOST"],
+    "date": e["DATE"], "host": e["HOST"], "kernel": val("KERNEL"),
     "mode": "bundle" if val("BUNDLE") else "build",
     "bundle": val("BUNDLE"), "cuda_libs": val("CUDA_LIBS"),
 }
@@ -438,7 +508,7 @@ PYEOF
   log "== $name: $status"
   PIECE=""
 }
-export GPU_NAME GPU_COUNT DRIVER NVCC_VERSION COMMIT DIRTY SCRIPTS_COMMIT DATE HOST BUNDLE CUDA_LIBS PIECE_TIMEOUT
+export GPU_NAME GPU_COUNT DRIVER NVCC_VERSION COMMIT DIRTY SCRIPTS_COMMIT DATE HOST KERNEL BUNDLE CUDA_LIBS PIECE_TIMEOUT DEADLINE
 CUBLAS=""; export CUBLAS
 
 # ---------------------------------------------------------------------------------------------
@@ -473,8 +543,10 @@ if [ -z "$BUNDLE" ]; then
   piece_end ""
 fi
 
-prog ppbench-cuda  # ppbench hands CUDA runs to it; its --version lists the GPUs and cuBLAS
-PPBENCH_VERSION_TEXT="$(PPBENCH_BUNDLE_QUIET=1 "${CMD[@]}" --version 2>&1 || true)"
+if [ -z "$BUNDLE" ]; then  # (a bundle's was read above)
+  prog ppbench-cuda  # ppbench hands CUDA runs to it; its --version lists the GPUs and cuBLAS
+  PPBENCH_VERSION_TEXT="$(PPBENCH_BUNDLE_QUIET=1 "${CMD[@]}" --version 2>&1 || true)"
+fi
 echo "$PPBENCH_VERSION_TEXT" >"$COMMON/ppbench-version.txt"
 CUBLAS="$(echo "$PPBENCH_VERSION_TEXT" | sed -n 's/.*cuBLASLt \([0-9.]*\).*/\1/p' | head -1)"
 
@@ -490,6 +562,10 @@ part_sanitizer() {  # sanitizer-<tool>
   local tool="$1" extra=() program
   if ! command -v compute-sanitizer >/dev/null 2>&1; then
     unavailable "compute-sanitizer not found: $tool not run"
+    return
+  fi
+  if [ "$GVISOR" = 1 ]; then
+    unavailable "gVisor sandbox (kernel $KERNEL): compute-sanitizer refuses the device there; $tool not run"
     return
   fi
   [ "$tool" = memcheck ] && extra=(--leak-check full)
@@ -518,10 +594,25 @@ part_benchmarks() {
   for t in "${names[@]}"; do
     prog "$t"
     if [ -z "${CMD[0]}" ]; then record_step "bench-$t" failed "" 0 "not built"; continue; fi
-    if step "bench-$t" "${CMD[@]}" "${args[@]}" --benchmark_out="$PDIR/$t.json" \
-       && grep -q "no CUDA device visible" "$PDIR/bench-$t.log"; then
+    step "bench-$t" "${CMD[@]}" "${args[@]}" --benchmark_out="$PDIR/$t.json" || continue
+    if grep -q "no CUDA device visible" "$PDIR/bench-$t.log"; then
       record_step "bench-$t:gpu" failed 1 0 "the benchmark saw no CUDA device although nvidia-smi lists one"
     fi
+    # A benchmark that throws (a CUDA or cuBLAS error, out of memory) is skipped with an error
+    # and the program still exits 0: its JSON says so.
+    local errors
+    errors="$(python3 -c '
+import json, sys
+try:
+    runs = json.load(open(sys.argv[1])).get("benchmarks", [])
+except (OSError, ValueError) as e:
+    sys.exit("its JSON output cannot be read: " + str(e))
+bad = [r for r in runs if r.get("error_occurred")]
+if bad:
+    print(str(len(bad)) + " benchmark(s) reported an error, first " + str(bad[0].get("name"))
+          + ": " + str(bad[0].get("error_message", "")))' "$PDIR/$t.json" 2>&1)"
+    [ -n "$errors" ] && record_step "bench-$t:errors" failed 1 0 "$errors" \
+      && log "$PIECE: bench-$t: $errors"
   done
 }
 
@@ -551,13 +642,17 @@ part_nvtx() {
     unavailable "ncu (Nsight Compute) not found: NVTX check not run"
     return
   fi
+  if [ "$GVISOR" = 1 ]; then
+    unavailable "gVisor sandbox (kernel $KERNEL): ncu cannot load its profiler there; NVTX check not run"
+    return
+  fi
   ncu --version >"$PDIR/ncu-version.txt" 2>&1
   prog ppbench
   local i=0 f used="" kernels=0 n control=""
   for f in "${NVTX_FILTERS[@]}"; do
     i=$((i + 1))
-    step "ncu-$i" ncu --nvtx --nvtx-include "$f" --launch-count 1 --metrics gpu__time_duration.sum \
-      --target-processes all "${CMD[@]}" "${NVTX_RUN[@]}"
+    step "ncu-$i" ncu --nvtx --nvtx-include "$f" --clock-control none --launch-count 1 \
+      --metrics gpu__time_duration.sum --target-processes all "${CMD[@]}" "${NVTX_RUN[@]}"
     n="$(grep -c '==PROF== Profiling' "$PDIR/ncu-$i.log")"
     note "ncu --nvtx-include '$f': $n kernel(s) profiled"
     [ "$LAST_STATUS" = timed_out ] && break
@@ -565,8 +660,9 @@ part_nvtx() {
   done
   if [ -n "$used" ]; then
     # The control: a filter naming no such domain must profile nothing, so the filter is real.
-    step ncu-control ncu --nvtx --nvtx-include 'regex:no-such-domain@.*/' --launch-count 1 \
-      --metrics gpu__time_duration.sum --target-processes all "${CMD[@]}" "${NVTX_RUN[@]}"
+    step ncu-control ncu --nvtx --nvtx-include 'regex:no-such-domain@.*/' --clock-control none \
+      --launch-count 1 --metrics gpu__time_duration.sum --target-processes all "${CMD[@]}" \
+      "${NVTX_RUN[@]}"
     control="$(grep -c '==PROF== Profiling' "$PDIR/ncu-control.log")"
     if [ "$control" -ne 0 ]; then
       record_step "nvtx-control" failed 1 0 "a filter naming no domain profiled $control kernel(s): the NVTX filter is not in effect"
@@ -605,7 +701,19 @@ part_tables() {
   [ -f "$PDIR/gpu_tables.txt" ] && sed 's/^/    /' "$PDIR/gpu_tables.txt"
 }
 
+piece_tag() {  # the test parts' pieces are named by their shard
+  case "$1" in kernel-tests|exec-tests|sanitizer-*) echo "$SHARD_TAG" ;; *) echo "" ;; esac
+}
+
 for part in "${PARTS[@]}"; do
+  left="$(time_left)"
+  if [ -n "$left" ] && [ "$left" -lt 5 ]; then
+    name="$part$(piece_tag "$part")"
+    log "== $name: NOT RUN (--deadline $DEADLINE reached)"
+    PIECE_RESULT["$name"]=not_run
+    PIECE_ORDER+=("$name")
+    continue
+  fi
   piece_begin "$part"
   case "$part" in
     kernel-tests) part_tests cuda_kernel_tests ;;
@@ -619,10 +727,7 @@ for part in "${PARTS[@]}"; do
     equivalence) part_equivalence ;;
     tables) part_tables ;;
   esac
-  case "$part" in
-    kernel-tests|exec-tests|sanitizer-*) piece_end "$SHARD_TAG" ;;
-    *) piece_end "" ;;
-  esac
+  piece_end "$(piece_tag "$part")"
 done
 
 # The run's summary: every piece and its status.

@@ -6,7 +6,8 @@ D in {2, 4, 8} virtual devices, on each workload variant below, run for one step
 
 For each (variant, schedule, D) the first N of D, 2D, 4D that ppbench accepts is run; ppbench
 exits 2 for a combination it does not allow (a schedule's N or D constraint, fewer layers than
-stages), which is recorded as not applicable. Every record goes to equivalence.jsonl as soon as it
+stages), which is recorded as not applicable where `ppbench memory` (no GPU) refuses it too; a
+refusal that only the GPU run makes (too few SMs for D partitions) is an error. Every record goes to equivalence.jsonl as soon as it
 is known (so a run stopped at its time limit keeps what it did); equivalence.txt is the table and
 equivalence.json the counts.
 
@@ -152,6 +153,20 @@ def cell(r: dict | None) -> str:
             }.get(r["status"], f"ERROR rc={r.get('rc')}")
 
 
+# The flags of a variant that `ppbench memory` takes too: the workload and its dtype.
+MODEL_FLAGS = {"--workload", "--layers", "--width", "--preset", "--dtype"}
+
+
+def schedule_allows(ppbench: list[str], flags: list[str], schedule: str, d: int, n: int,
+                    timeout: float) -> bool:
+    """Whether the schedule and the workload take D and N apart from any GPU: `ppbench memory`
+    (no GPU) refuses what they refuse (N < D, fewer layers than stages) with the same exit 2."""
+    model = [x for k, v in zip(flags[::2], flags[1::2]) if k in MODEL_FLAGS for x in (k, v)]
+    cmd = [*ppbench, "memory", *model, "--schedule", schedule, "--devices", str(d),
+           "--microbatches", str(n), "--format", "json"]
+    return run_timed(cmd, timeout).rc == 0
+
+
 def run_case(ppbench: list[str], variant: str, flags: list[str], schedule: str, d: int,
              timeout: float) -> dict:
     """The record of one (variant, schedule, D): the first N ppbench accepts, else not applicable."""
@@ -166,6 +181,10 @@ def run_case(ppbench: list[str], variant: str, flags: list[str], schedule: str, 
         if run.timed_out:
             return {"equivalence": {**eq, "status": "timed_out", "error": run.error}}
         if run.rc == EXIT_INVALID and BAD_COMMAND_LINE not in run.error:
+            if schedule_allows(ppbench, flags, schedule, d, n, timeout):
+                # The schedule takes this D and N, so the GPU side refused it (too few SMs for
+                # D partitions, a flag the CUDA backend does not take): a finding, not n/a.
+                return {"equivalence": {**eq, "status": "error", "error": run.error[-800:]}}
             refusals.append(f"N={n}: {run.error.splitlines()[-1] if run.error else 'exit 2'}")
             continue
         if run.rc != 0:

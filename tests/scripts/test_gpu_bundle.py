@@ -220,3 +220,19 @@ def test_make_target_gitignore_and_cmake_option():
         if "build" in cm.parts[len(ROOT.parts)]:
             continue
         assert "CUDA::cudart " not in cm.read_text() and "CUDA::cudart)" not in cm.read_text(), cm
+
+
+def test_a_glibc_older_than_the_bundle_needs_exits_3_with_one_line(world):
+    touch_lib(world["system"], "libcublasLt.so.13")
+    # getconf names this machine's glibc; the bundle asks for a newer one, then for an older one
+    write_exe(world["tmp"] / "fakebin" / "getconf", "#!/bin/sh\necho 'glibc 2.35'\n")
+    b = make_bundle(world["tmp"], "BUNDLE_GLIBC=2.36\n")
+    for args in (["--check"], ["ppbench", "--version"]):
+        r = launch(b, args, world["env"])
+        assert r.returncode == 3, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "glibc is 2.35, older than the 2.36" in lines[0], r.stderr
+        assert "ARGS=" not in r.stdout
+    (b / "bundle.env").write_text((b / "bundle.env").read_text().replace("2.36", "2.35"))
+    r = launch(b, ["ppbench", "--version"], world["env"])
+    assert r.returncode == 0 and "ARGS=--version" in r.stdout, r.stderr

@@ -93,7 +93,9 @@ def test_device_deps_unpacks_into_a_cmake_prefix(tmp_path):
 import json
 import re
 import sys
+import signal
 import tarfile
+import time
 
 LAUNCHER = SCRIPTS / "gpu-bundle-run.sh"
 GPU = "NVIDIA H100 80GB HBM3"
@@ -160,6 +162,14 @@ if a[:1] == ["list"]:
     print("")
     print("D = --devices, N = --microbatches.")
     sys.exit(0)
+if a[:1] == ["memory"]:  # the model without a GPU: refuses what the schedule refuses
+    opt = {a[i]: a[i + 1] for i in range(len(a) - 1) if a[i].startswith("--")}
+    s, d, n = opt["--schedule"], int(opt["--devices"]), int(opt["--microbatches"])
+    if s == "dualpipe" or (s == "1f1b" and n < d):
+        print(f"ppbench: error: {s} does not allow D={d}, N={n}", file=sys.stderr)
+        sys.exit(2)
+    print("{}")
+    sys.exit(0)
 if a[:1] == ["run"]:
     if "--help" in a:
         print("  --format TEXT\n" + ("  --check  compare with the unpipelined step\n" if os.environ.get("FAKE_NO_CHECK") != "1" else ""))
@@ -170,6 +180,9 @@ if a[:1] == ["run"]:
         print(f"ppbench: error: {s} does not allow D={d}, N={n}", file=sys.stderr)
         sys.exit(2)
     bad = os.environ.get("FAKE_BAD", "")
+    if os.environ.get("FAKE_GPU_REFUSES") == f"D{d}":
+        print(f"ppbench: error: --virtual-devices {d}: this GPU has too few SMs", file=sys.stderr)
+        sys.exit(2)
     if os.environ.get("FAKE_NO_DEVICE") == f"D{d}":
         print("ppbench: error: --backend cuda: no CUDA device visible", file=sys.stderr)
         sys.exit(3)
@@ -354,6 +367,8 @@ def test_one_tarball_per_piece_and_gtest_shards(gpu_world):
     (["--bundle", "/nonexistent/bundle"], "/nonexistent/bundle"),
     (["--bundle", "/tmp", "--build-dir", "b"], "--build-dir"),
     (["--equiv-filter", "("], "'('"),
+    (["--deadline", "20"], "'20'"),
+    (["--deadline", "soon"], "soon"),
 ])
 def test_more_bad_arguments_exit_2_naming_the_value(args, word):
     r = run([GPU_CHECK, *args])
@@ -416,6 +431,16 @@ def test_equivalence_fails_on_passed_false_and_without_the_check_flag(gpu_world)
     r = check(w, "--only", "equivalence")
     assert r.returncode == 1
     assert "no --check flag" in r.stdout + r.stderr
+
+
+def test_equivalence_a_refusal_only_the_gpu_run_makes_is_an_error(gpu_world):
+    w = gpu_world
+    w["env"]["FAKE_GPU_REFUSES"] = "D8"
+    r = check(w, "--only", "equivalence", "--equiv-filter", "^mlp-f32/")
+    assert r.returncode == 1, r.stdout + r.stderr
+    s, _ = piece_summary(tarballs(w)["equivalence"])
+    # gpipe and 1f1b at D8 are errors (memory takes them); dualpipe stays not applicable
+    assert s["equivalence"]["counts"] == {"passed": 4, "error": 2, "not_applicable": 3}
 
 
 def test_tables_runs_gpipes_grid_and_the_scaling_on_fixed_size_virtual_devices(gpu_world):
@@ -535,3 +560,103 @@ done
     if not Path("/usr/local/cuda/bin/nvcc").exists():
         assert r.returncode == 3 and "nvcc not found" in r.stderr
         assert not (tmp_path / "r2").exists()
+
+
+def test_a_deadline_cuts_the_step_packs_its_piece_and_begins_no_other(gpu_world):
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests",
+              fake_gtest([("Layers.Gemm/f32", "OK", "")], sleep=60))
+    # 27 s less the 20 s kept back for packing: the step gets about 7 s of its 420.
+    r = check(w, "--only", "kernel-tests,exec-tests", "--deadline", "27", timeout=50)
+    assert r.returncode == 1, r.stdout + r.stderr
+    tb = tarballs(w)
+    assert set(tb) == {"kernel-tests"}  # exec-tests was never begun
+    s, files = piece_summary(tb["kernel-tests"])
+    assert s["status"] == "timed_out" and s["timed_out"] == ["cuda_kernel_tests"]
+    assert s["deadline_s"] == 27
+    assert 3 <= s["steps"][0]["seconds"] <= 20
+    assert "partial output" in next(v for k, v in files.items() if k.endswith(".log"))
+    run = next(w["results"].iterdir())
+    assert json.loads((run / "summary.json").read_text())["pieces"] == {
+        "kernel-tests": "timed_out", "exec-tests": "not_run"}
+
+
+def test_sigterm_stops_the_step_and_packs_its_piece(gpu_world):
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests",
+              fake_gtest([("Layers.Gemm/f32", "OK", "")], sleep=60))
+    p = subprocess.Popen(["bash", str(GPU_CHECK), "--bundle", str(w["bundle"]), "--results",
+                          str(w["results"]), "--out", str(w["out"]), "--only",
+                          "kernel-tests,exec-tests"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=w["env"])
+    deadline = time.monotonic() + 20
+    log = None
+    while time.monotonic() < deadline:  # until the step has started and written its first line
+        log = next(w["results"].glob(".tmp-*kernel-tests*/cuda_kernel_tests.log"), None)
+        if log is not None and "partial output" in log.read_text():
+            break
+        time.sleep(0.2)
+    assert log is not None, "the step never started"
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 143, out + err
+    assert time.monotonic() - t0 < 15  # not after the 60 s step
+    tb = tarballs(w)
+    assert set(tb) == {"kernel-tests"}
+    s, files = piece_summary(tb["kernel-tests"])
+    assert s["status"] == "timed_out"
+    assert s["steps"][0]["reason"] == "stopped by SIGTERM"
+    assert "partial output" in next(v for k, v in files.items() if k.endswith(".log"))
+    assert not list(w["results"].glob(".tmp-*")) and not list(w["results"].glob(".common-*"))
+
+
+FAKE_BENCH = r"""#!/usr/bin/env python3
+import json, sys
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark_out="))
+runs = [{"name": "BM_Gemm/4096", "real_time": 1.0}]
+if "ERR" in sys.argv[0]:
+    runs.append({"name": "BM_Gemm/65536", "error_occurred": True,
+                 "error_message": "cudaErrorMemoryAllocation: out of memory"})
+json.dump({"benchmarks": runs}, open(out, "w"))
+"""
+
+
+def test_a_benchmark_that_reports_an_error_fails_the_piece(gpu_world):
+    w = gpu_world
+    for name in ("cuda_gemm_bench", "cuda_layer_benchERR"):
+        write_exe(w["bundle"] / "bin" / name, FAKE_BENCH.replace("/usr/bin/env python3",
+                                                                  sys.executable))
+    r = check(w, "--only", "benchmarks")
+    assert r.returncode == 1, r.stdout + r.stderr
+    s, _ = piece_summary(tarballs(w)["benchmarks"])
+    assert s["status"] == "failed" and s["failed"] == ["bench-cuda_layer_benchERR:errors"]
+    step = next(x for x in s["steps"] if x["name"] == "bench-cuda_layer_benchERR:errors")
+    assert step["reason"] == ("1 benchmark(s) reported an error, first BM_Gemm/65536: "
+                              "cudaErrorMemoryAllocation: out of memory")
+
+
+def test_in_a_gvisor_sandbox_the_sanitizer_and_ncu_are_unavailable(gpu_world):
+    w = gpu_world
+    write_exe(w["fakebin"] / "uname", "#!/bin/sh\necho 4.4.0\n")
+    r = check(w, "--only", "sanitizer-memcheck,nvtx")
+    assert r.returncode == 1, r.stdout + r.stderr  # named with --only: unavailable fails
+    tb = tarballs(w)
+    for piece, tool in (("sanitizer-memcheck", "compute-sanitizer"), ("nvtx", "ncu")):
+        s, _ = piece_summary(tb[piece])
+        assert s["status"] == "failed" and s["steps"] == [], piece
+        assert s["kernel"] == "4.4.0"
+        assert any("gVisor" in n and tool in n for n in s["notes"]), s["notes"]
+
+
+def test_a_bundle_whose_programs_do_not_start_exits_3_and_writes_nothing(gpu_world):
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "ppbench-cuda",
+              "#!/bin/sh\necho \"ppbench-cuda: /lib/x86_64-linux-gnu/libc.so.6: version "
+              "\\`GLIBC_2.36' not found\" >&2\nexit 1\n")
+    r = check(w, "--only", "kernel-tests")
+    assert r.returncode == 3, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not start on this machine" in lines[0]
+    assert "GLIBC_2.36" in lines[0]
+    assert not w["results"].exists() and not w["out"].exists()
