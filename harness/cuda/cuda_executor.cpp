@@ -74,7 +74,13 @@ CudaExecutor::~CudaExecutor() {
     }
     graphs_[r].graph.reset();
   }
+  // No rank's green context stays current on this thread (one thread at a time may hold it).
+  try {
+    devices_.release_current();
+  } catch (...) {
+  }
 }
+
 void CudaExecutor::set_stage_done(StageDone hook) {
   stage_done_ = std::move(hook);
   // Per rank, the plan step of each stage's last backward (B, I or W) action.
@@ -152,6 +158,7 @@ CudaStepRecord CudaExecutor::run_step(StepMode mode) {
                   launch_to_done[static_cast<std::size_t>(r)]);
       per_action[static_cast<std::size_t>(r)] = timed;
     });
+    if (errors_.failed()) drain_after_failure();
     errors_.rethrow();
     GraphStepInfo info;
     info.per_action_timing =
@@ -171,12 +178,15 @@ CudaStepRecord CudaExecutor::run_step(StepMode mode) {
   for (int r = 0; r < ranks; ++r) arenas_[static_cast<std::size_t>(r)]->reset_peak();
   run_rank_threads(ranks, errors_,
                    [&](int r) { run_rank(r, results[static_cast<std::size_t>(r)]); });
+  const bool failed = errors_.failed();
+  if (failed) drain_after_failure();
   // Tensors a receiver handed back after its sender's last reclaim: the ranks are joined, so
-  // releasing them here cannot race an arena.
+  // releasing them here cannot race an arena. After a failure only what has completed: a
+  // transfer the drain left running keeps its tensor.
   for (int r = 0; r < ranks; ++r) {
     devices_.rank(r).make_current();
     try {
-      transport_.reclaim(r, true);
+      transport_.reclaim(r, !failed);
     } catch (const std::exception& e) {
       errors_.fail(StepFailure::kWork, r, "rank " + std::to_string(r) + ": " + e.what());
     }
@@ -184,6 +194,30 @@ CudaStepRecord CudaExecutor::run_step(StepMode mode) {
   devices_.release_current();
   errors_.rethrow();
   return assemble(results, true);
+}
+
+void CudaExecutor::drain_after_failure() {
+  // A failing rank stops walking its plan, not its streams, and the others stop where the
+  // failure finds them; their enqueued kernels and copies end on their own (the transport was
+  // aborted, so no transfer waits for ever). Bounded, as a kernel may still hang: what has not
+  // drained by then is left, and the failure is reported either way.
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  for (int r = 0; r < schedule_.placement.ranks; ++r) {
+    const RankDevice& dev = devices_.rank(r);
+    try {
+      dev.make_current();
+    } catch (...) {
+      continue;
+    }
+    for (cudaStream_t s : {dev.compute, dev.comm})
+      while (cudaStreamQuery(s) == cudaErrorNotReady && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  cudaGetLastError();  // the failure was reported by the call that failed
+  try {
+    devices_.release_current();
+  } catch (...) {
+  }
 }
 
 void CudaExecutor::capture_all() {

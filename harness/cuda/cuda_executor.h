@@ -171,6 +171,9 @@ class CudaExecutor {
   void capture_rank(int r, RankGraph& g);
   void replay_rank(int r, RankResult& out, bool& per_action, double& launch_to_done);
   void capture_all();
+  // After a failed step: waits (at most a few seconds) for every rank's streams, whose kernels
+  // may still use the arenas that the failure's unwinding frees.
+  void drain_after_failure();
   CudaStepRecord assemble(const std::vector<RankResult>& results, bool with_trace);
 
   const Schedule& schedule_;

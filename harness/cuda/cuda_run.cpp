@@ -120,6 +120,8 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
     }
     ranks.push_back(std::make_unique<GpuPipelineRank>(spec, plan, s.placement, r, o.run.seed,
                                                       devices->rank(r).compute, act));
+    // GEMMs planned for the SMs the rank has (a partition), not the whole GPU's.
+    ranks.back()->context().sm_count_target = devices->rank(r).sms;
   }
   devices->release_current();
   std::vector<StageWork<cuda::DTensor>*> work;

@@ -1,5 +1,6 @@
 #include "harness/cuda/gpu_transport.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -96,7 +97,9 @@ class CopyTransport final : public GpuTransport {
         tensors[i] = receive(io, op, m);
       } catch (...) {
         // The sender's block must go back to the sender's arena on the sender's thread, even
-        // when the receive fails (DeviceArena is not thread-safe).
+        // when the receive fails (DeviceArena is not thread-safe); a copy already enqueued may
+        // still read it, so this rank's communication stream is drained first.
+        cudaStreamSynchronize(io.comm);
         give_back(op.peer, nullptr, std::move(m.tensor));
         throw;
       }
@@ -172,16 +175,23 @@ class CopyTransport final : public GpuTransport {
                              to_string(op.payload) + " from rank " + std::to_string(op.peer) +
                              " but the next message there has another tag: the plan and the " +
                              "executor disagree");
-    // Ordered after the producer on the sender and after this rank's compute so far (the
-    // receive buffer may reuse a block that compute kernels enqueued earlier still read).
+    // The transfer starts once the sender has produced the tensor. Under a link model it then
+    // takes the link's time while this rank may still be computing, as a real link would; the
+    // copy into this rank's arena waits for this rank's compute so far as well (the receive
+    // buffer may reuse a block that compute kernels enqueued earlier still read). The transfer
+    // is timed from the sender's data to its arrival: the link's time, or the copy's.
+    CUDA_CHECK(cudaStreamWaitEvent(io.comm, m.produced, 0));
+    cudaEvent_t begin = io.events->next(), end = io.events->next(), arrived = end;
+    if (link_) {
+      arrived = io.events->next();
+      CUDA_CHECK(cudaEventRecord(begin, io.comm));
+      enqueue_delay(io.comm, link_->transfer_seconds(static_cast<std::size_t>(m.tensor.bytes())));
+      CUDA_CHECK(cudaEventRecord(arrived, io.comm));
+    }
     cudaEvent_t here = io.events->next();
     CUDA_CHECK(cudaEventRecord(here, io.compute));
     CUDA_CHECK(cudaStreamWaitEvent(io.comm, here, 0));
-    CUDA_CHECK(cudaStreamWaitEvent(io.comm, m.produced, 0));
-    cudaEvent_t begin = io.events->next(), end = io.events->next();
-    CUDA_CHECK(cudaEventRecord(begin, io.comm));
-    if (link_)
-      enqueue_delay(io.comm, link_->transfer_seconds(static_cast<std::size_t>(m.tensor.bytes())));
+    if (!link_) CUDA_CHECK(cudaEventRecord(begin, io.comm));
     cuda::DTensor dst(*io.arena, m.tensor.shape(), m.tensor.dtype(), "received tensor");
     // cudaMemcpyDefault: both buffers are device memory of one GPU in different (green)
     // contexts; unified addressing resolves them.
@@ -190,7 +200,7 @@ class CopyTransport final : public GpuTransport {
                                io.comm));
     CUDA_CHECK(cudaEventRecord(end, io.comm));
     CUDA_CHECK(cudaStreamWaitEvent(io.compute, end, 0));
-    io.timings->push_back({op.peer, io.rank, io.rank, begin, end, op.payload});
+    io.timings->push_back({op.peer, io.rank, io.rank, begin, arrived, op.payload});
     io.pending->push_back({end, op.instr, op.peer, false});
     give_back(op.peer, end, std::move(m.tensor));
     return dst;
@@ -255,13 +265,15 @@ ncclDataType_t nccl_type(WireDType t) {
 class NcclTransport final : public GpuTransport {
  public:
   explicit NcclTransport(const std::vector<int>& devices)
-      : comms_(devices.size()), in_flight_(devices.size()) {
+      : comms_(devices.size()), locks_(devices.size()), in_flight_(devices.size()) {
     NCCL_CHECK(nccl().CommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
   }
   // One rank of a communicator made by every process of the pipeline (nccl_comm.h); the other
   // ranks' entries stay empty, their groups are posted by their own processes.
   NcclTransport(ncclComm_t comm, int rank, int ranks)
-      : comms_(static_cast<std::size_t>(ranks)), in_flight_(static_cast<std::size_t>(ranks)) {
+      : comms_(static_cast<std::size_t>(ranks)),
+        locks_(static_cast<std::size_t>(ranks)),
+        in_flight_(static_cast<std::size_t>(ranks)) {
     comms_.at(static_cast<std::size_t>(rank)) = comm;
   }
   ~NcclTransport() override {
@@ -283,32 +295,38 @@ class NcclTransport final : public GpuTransport {
       if (ops[i].dir == P2POp::Dir::Recv)
         tensors[i] =
             cuda::DTensor(*io.arena, io.shape_of(ops[i].payload), io.dtype, "received tensor");
-    cudaEvent_t begin = io.events->next(), end = io.events->next();
-    record_timing_event(begin, io.comm, io.capturing);
-    ncclComm_t comm = comms_[static_cast<std::size_t>(io.rank)];
-    NCCL_CHECK(nccl().GroupStart());
+    bool receives = false;
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      const P2POp& op = ops[i];
-      if (static_cast<std::size_t>(tensors[i].bytes()) != op.bytes)
-        throw std::logic_error("rank " + std::to_string(io.rank) + ": " + to_string(op) +
+      // Checked before the group opens: a throw inside it would leave it open on this thread.
+      if (static_cast<std::size_t>(tensors[i].bytes()) != ops[i].bytes)
+        throw std::logic_error("rank " + std::to_string(io.rank) + ": " + to_string(ops[i]) +
                                " but the tensor holds " + std::to_string(tensors[i].bytes()) +
                                " B");
-      if (op.dir == P2POp::Dir::Send)
-        NCCL_CHECK(
-            nccl().Send(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
-      else
-        NCCL_CHECK(
-            nccl().Recv(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm, io.comm));
+      receives = receives || ops[i].dir == P2POp::Dir::Recv;
     }
-    NCCL_CHECK(nccl().GroupEnd());
+    cudaEvent_t begin = io.events->next(), end = io.events->next();
+    record_timing_event(begin, io.comm, io.capturing);
+    {
+      // NCCL takes one thread at a time on a communicator: abort() waits for this group.
+      std::lock_guard<std::timed_mutex> hold(locks_[static_cast<std::size_t>(io.rank)]);
+      if (aborted_)
+        throw CudaError("rank " + std::to_string(io.rank) +
+                        ": NCCL communicator aborted after another rank failed");
+      post_group(comms_[static_cast<std::size_t>(io.rank)], io, ops, tensors);
+    }
     record_timing_event(end, io.comm, io.capturing);
-    // In a capture the timing event is a graph node and cannot also order the streams.
-    cudaEvent_t arrived = end;
-    if (io.capturing) {
-      arrived = io.events->next();
-      CUDA_CHECK(cudaEventRecord(arrived, io.comm));
+    // Only what arrives orders the compute stream: a send's tensor is held until `end` (in
+    // flight, below), and waiting for a send would tie this rank's next action to its peer's
+    // progress, which the copy transport of virtual devices does not do either.
+    if (receives) {
+      // In a capture the timing event is a graph node and cannot also order the streams.
+      cudaEvent_t arrived = end;
+      if (io.capturing) {
+        arrived = io.events->next();
+        CUDA_CHECK(cudaEventRecord(arrived, io.comm));
+      }
+      CUDA_CHECK(cudaStreamWaitEvent(io.compute, arrived, 0));
     }
-    CUDA_CHECK(cudaStreamWaitEvent(io.compute, arrived, 0));
     auto& flight = in_flight_[static_cast<std::size_t>(io.rank)];
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const P2POp& op = ops[i];
@@ -349,15 +367,45 @@ class NcclTransport final : public GpuTransport {
 
   void abort() override {
     // A rank stuck in a transfer that will never complete: aborting the communicators makes
-    // its kernels return, so the step can end with the watchdog's error.
+    // its kernels return, so the step can end with the watchdog's error. The thread that fails
+    // first calls this while other ranks may be posting groups: each communicator is aborted
+    // once its rank is outside NCCL. A rank whose thread stays inside NCCL for seconds keeps its
+    // communicator (aborting it under that thread would free what the thread uses); the run is
+    // failing and the destructor or the process's end takes it.
     if (aborted_.exchange(true)) return;
-    for (ncclComm_t c : comms_)
-      if (c) nccl().CommAbort(c);  // a rank of another process has none here
-    for (ncclComm_t& c : comms_) c = nullptr;
+    for (std::size_t r = 0; r < comms_.size(); ++r) {
+      std::unique_lock<std::timed_mutex> hold(locks_[r], std::defer_lock);
+      if (!hold.try_lock_for(std::chrono::seconds(2))) continue;
+      if (comms_[r]) nccl().CommAbort(comms_[r]);  // a rank of another process has none here
+      comms_[r] = nullptr;
+    }
   }
 
  private:
+  // The group's sends and receives between GroupStart and GroupEnd; a failure inside closes the
+  // group before it is reported.
+  static void post_group(ncclComm_t comm, const RankIo& io, const std::vector<P2POp>& ops,
+                         std::vector<cuda::DTensor>& tensors) {
+    NCCL_CHECK(nccl().GroupStart());
+    try {
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const P2POp& op = ops[i];
+        if (op.dir == P2POp::Dir::Send)
+          NCCL_CHECK(nccl().Send(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm,
+                                 io.comm));
+        else
+          NCCL_CHECK(nccl().Recv(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm,
+                                 io.comm));
+      }
+    } catch (...) {
+      nccl().GroupEnd();
+      throw;
+    }
+    NCCL_CHECK(nccl().GroupEnd());
+  }
+
   std::vector<ncclComm_t> comms_;
+  std::vector<std::timed_mutex> locks_;  // per rank: held while its group is posted
   std::vector<std::deque<std::pair<cudaEvent_t, cuda::DTensor>>> in_flight_;
   std::atomic<bool> aborted_{false};
 };

@@ -34,8 +34,15 @@ void StepGraph::begin(cudaStream_t compute, cudaStream_t comm, cudaEvent_t fork,
 
 void StepGraph::end() {
   if (!capturing_) throw std::logic_error("StepGraph::end without begin");
-  CUDA_CHECK(cudaEventRecord(join_, comm_));
-  CUDA_CHECK(cudaStreamWaitEvent(compute_, join_, 0));
+  try {
+    CUDA_CHECK(cudaEventRecord(join_, comm_));
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, join_, 0));
+  } catch (...) {
+    // Ended here, on the thread that began it: a thread-local capture cannot be ended from
+    // another thread (the destructor may run on one), and its stream stays capturing until it is.
+    abandon();
+    throw;
+  }
   capturing_ = false;
   CUDA_CHECK(cudaStreamEndCapture(compute_, &graph_));
   std::size_t n = 0;

@@ -173,6 +173,23 @@ TEST(NcclBootstrap, EveryProcessGetsTheRootsIdAndOnlyTheRootMakesOne) {
   }
 }
 
+// Process 0 failing to make the id (no NCCL there, say) fails every process, none left waiting
+// in the broadcast: process 0 with its own error, the others naming process 0.
+TEST(NcclBootstrap, AFailureOnTheRootFailsEveryProcess) {
+  const World& world = World::get();
+  try {
+    (void)broadcast_from_root<16>(world.comm(), [](std::array<char, 16>&) {
+      throw EnvironmentError("NCCL: ncclGetUniqueId: unhandled system error");
+    });
+    FAIL() << "no process may go on without the id";
+  } catch (const EnvironmentError& e) {
+    EXPECT_NE(std::string(e.what()).find(world.rank() == 0 ? "ncclGetUniqueId"
+                                                           : "process 0 could not make"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ppbench::mpi
 

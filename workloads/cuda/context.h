@@ -28,6 +28,10 @@ class Context {
   void* workspace = nullptr;
   std::size_t workspace_bytes;
   std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;
+  // The SMs this rank's kernels may use (a virtual device's partition); cuBLASLt's heuristics
+  // otherwise plan for the whole GPU (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). 0: the device's.
+  // Set before the first GEMM: the chosen algorithms are cached.
+  int sm_count_target = 0;
 };
 
 }  // namespace ppbench::cuda

@@ -62,6 +62,11 @@ void gemm(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t k, const vo
                                               sizeof(op_first)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
                                               sizeof(op_second)));
+  if (ctx.sm_count_target > 0) {
+    const std::int32_t sms = ctx.sm_count_target;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
+                                                sizeof(sms)));
+  }
   if (bias != nullptr) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     CUBLAS_CHECK(
