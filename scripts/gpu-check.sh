@@ -571,8 +571,9 @@ part_sanitizer() {  # sanitizer-<tool>
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   for program in cuda_kernel_tests cuda_exec_tests; do
     prog "$program"
-    gtest_step "$tool-$program" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      --target-processes all "${extra[@]}" "${CMD[@]}"
+    # The tests' watchdogs (30 s a run) times 20: instrumented kernels run tens of times slower.
+    gtest_step "$tool-$program" env PPBENCH_TEST_TIME_SCALE=20 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 --target-processes all "${extra[@]}" "${CMD[@]}"
   done
 }
 

@@ -22,6 +22,7 @@
 #include "harness/cuda/gpu_model.h"
 #include "schedules/registry.h"
 #include "tests/cuda/gpu_test_util.h"
+#include "tests/cuda_exec/gpu_watchdog.h"
 #include "tests/cuda_exec/run_matches_cpu.h"
 #include "workloads/amoebanet.h"
 #include "workloads/cpu/amoebanet_cells.h"
@@ -445,7 +446,7 @@ TEST_P(AmoebaRun, CudaBackendStepMatchesTheCpuBackend) {
     o.run.schedule = {k.schedule, k.devices, k.microbatches, 0, 0};
     o.run.partition = k.partition;
     o.run.seed = 77;
-    o.run.executor.watchdog_seconds = 30;
+    o.run.executor.watchdog_seconds = ppbench::gpu_test_watchdog_seconds();
     if (k.devices > 1) o.virtual_devices = k.devices;
     o.activation_arena_bytes = std::size_t{256} << 20;
     if (!run_and_compare_with_cpu(spec, o, tol(), label)) continue;

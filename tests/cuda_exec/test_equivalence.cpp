@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "harness/cuda/cuda_run.h"
 #include "schedules/registry.h"
+#include "tests/cuda_exec/gpu_watchdog.h"
 #include "tests/cuda_exec/run_matches_cpu.h"
 #include "workloads/cuda/device_info.h"
 #include "workloads/mlp.h"
@@ -76,7 +77,7 @@ TEST_P(VirtualDeviceEquivalence, EveryScheduleMatchesTheSingleDeviceStep) {
       CudaRunOptions o;
       o.run.schedule = p;
       o.run.seed = 77;
-      o.run.executor.watchdog_seconds = 30;
+      o.run.executor.watchdog_seconds = ppbench::gpu_test_watchdog_seconds();
       o.virtual_devices = d;
       o.activation_arena_bytes = std::size_t{256} << 20;
       const std::optional<RunOutput> out =

@@ -21,6 +21,7 @@
 #include "harness/cuda/nccl_api.h"
 #include "harness/cuda/transport_factory.h"
 #include "schedules/registry.h"
+#include "tests/cuda_exec/gpu_watchdog.h"
 #include "workloads/cuda/check.h"
 #include "workloads/cuda/device_info.h"
 #include "workloads/mlp.h"
@@ -97,7 +98,7 @@ TEST_F(CudaGraphEquivalence, SingleRankOnGpu0) {
     CudaRunOptions o;
     o.run.schedule = {"1f1b", 1, 4, 0, 0};
     o.run.seed = 77;
-    o.run.executor.watchdog_seconds = 30;
+    o.run.executor.watchdog_seconds = ppbench::gpu_test_watchdog_seconds();
     o.activation_arena_bytes = std::size_t{256} << 20;
     check_schedule(spec, o, spec.workload + " " + std::string(dtype_name(spec.dtype)) + " D=1");
   }
@@ -124,7 +125,7 @@ TEST_F(CudaGraphEquivalence, SchedulesOnTwoGpus) {
         CudaRunOptions o;
         o.run.schedule = p;
         o.run.seed = 77;
-        o.run.executor.watchdog_seconds = 30;
+        o.run.executor.watchdog_seconds = ppbench::gpu_test_watchdog_seconds();
         o.gpus = "0,1";
         o.activation_arena_bytes = std::size_t{256} << 20;
         check_schedule(spec, o,

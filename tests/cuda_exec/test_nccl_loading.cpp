@@ -9,6 +9,7 @@
 
 #include "harness/cuda/cuda_run.h"
 #include "harness/cuda/nccl_api.h"
+#include "tests/cuda_exec/gpu_watchdog.h"
 #include "workloads/cuda/device_info.h"
 #include "workloads/mlp.h"
 
@@ -62,7 +63,7 @@ TEST(NcclLoading, OneGpuRunsLeaveNcclUnloaded) {
   for (int d : {1, 2}) {
     CudaRunOptions o;
     o.run.schedule = {"1f1b", d, 4, 0, 0};
-    o.run.executor.watchdog_seconds = 30;
+    o.run.executor.watchdog_seconds = ppbench::gpu_test_watchdog_seconds();
     if (d > 1) o.virtual_devices = d;
     o.activation_arena_bytes = std::size_t{64} << 20;
     const RunOutput out = run_cuda(spec, o);

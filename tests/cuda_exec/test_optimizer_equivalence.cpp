@@ -18,6 +18,7 @@
 #include "harness/backends/cpu/cpu_run.h"
 #include "harness/cuda/cuda_run.h"
 #include "schedules/registry.h"
+#include "tests/cuda_exec/gpu_watchdog.h"
 #include "tests/cuda_exec/run_matches_cpu.h"
 #include "workloads/cuda/device_info.h"
 #include "workloads/mlp.h"
@@ -88,7 +89,7 @@ void expect_two_steps_match(const WorkloadSpec& spec, const ScheduleParams& p,
   o.run.warmup = 1;
   o.run.steps = 1;
   o.run.optimizer = optimizer(kind);
-  o.run.executor.watchdog_seconds = 30;
+  o.run.executor.watchdog_seconds = ppbench::gpu_test_watchdog_seconds();
   o.virtual_devices = p.devices;
   o.activation_arena_bytes = std::size_t{256} << 20;
   const std::optional<RunOutput> out =
