@@ -207,6 +207,40 @@ TEST_P(Layers, CrossEntropyLossIsTheSameEveryRun) {
   EXPECT_LE(std::abs(losses[0] - lc) / std::abs(lc), tol());
 }
 
+// A GEMM shape's plan is built once and reused; the bias pointer, the one attribute that changes
+// between calls, must follow each call (a stale one would add the first call's bias twice).
+TEST_P(Layers, GemmPlanIsReusedWithEachCallsBias) {
+  const std::int64_t m = 5, n = 7, k = 3;
+  const std::vector<float> av = random(m * k, 31), bv = random(k * n, 32);
+  const std::vector<float> bias1 = random(n, 33), bias2 = random(n, 34);
+  DTensor a = device(av, {m, k}, dtype()), b = device(bv, {k, n}, dtype());
+  DTensor d1 = device(bias1, {n}, dtype()), d2 = device(bias2, {n}, dtype());
+  DTensor c1(*acts_, {m, n}, dtype(), "c1"), c2(*acts_, {m, n}, dtype(), "c2");
+  const std::size_t before = ctx_->gemm_plans.size();
+  gemm(*ctx_, m, n, k, a.data(), false, b.data(), false, dtype(), c1.data(), dtype(), 1.0f, 0.0f,
+       d1.data());
+  gemm(*ctx_, m, n, k, a.data(), false, b.data(), false, dtype(), c2.data(), dtype(), 1.0f, 0.0f,
+       d2.data());
+  EXPECT_EQ(ctx_->gemm_plans.size(), before + 1) << "one plan for one shape";
+  int call = 0;
+  for (const auto& [bias, c] : {std::pair{&bias1, &c1}, std::pair{&bias2, &c2}}) {
+    ++call;
+    std::vector<double> want(static_cast<std::size_t>(m * n));
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = (*bias)[static_cast<std::size_t>(j)];
+        for (std::int64_t p = 0; p < k; ++p)
+          s += static_cast<double>(av[static_cast<std::size_t>(i * k + p)]) *
+               bv[static_cast<std::size_t>(p * n + j)];
+        want[static_cast<std::size_t>(i * n + j)] = s;
+      }
+    EXPECT_LE(rel_error(download(*c), want), tol()) << "call " << call;
+  }
+  // Another shape (no bias) is another plan.
+  gemm(*ctx_, m, n, k, a.data(), false, b.data(), false, dtype(), c1.data(), dtype());
+  EXPECT_EQ(ctx_->gemm_plans.size(), before + 2);
+}
+
 TEST_P(Layers, DeviceArenaOutOfMemoryIsAnError) {
   DeviceArena small("rank 5", 1 << 20);
   small.set_scope("stage 2 I mb 0");

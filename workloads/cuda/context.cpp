@@ -16,6 +16,7 @@ Context::Context(DeviceArena& a, cudaStream_t s, std::size_t ws)
 }
 
 Context::~Context() {
+  gemm_plans.clear();  // descriptors before the handle they were planned with
   cudaFree(workspace);
   cublasLtDestroy(lt);
 }

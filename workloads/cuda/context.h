@@ -1,15 +1,12 @@
 // What every GPU layer pass runs with: the rank's stream, its activation arena, a cuBLASLt handle
-// and workspace, and a cache of chosen GEMM algorithms (the heuristic query costs tens of
-// microseconds; a step repeats the same shapes many times).
+// and workspace, and the GEMM plans of the shapes it has run (gemm_plans.h).
 #pragma once
-
-#include <string>
-#include <unordered_map>
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include "workloads/cuda/arena.h"
+#include "workloads/cuda/gemm_plans.h"
 
 namespace ppbench::cuda {
 
@@ -27,10 +24,10 @@ class Context {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   std::size_t workspace_bytes;
-  std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;
+  GemmPlans gemm_plans;
   // The SMs this rank's kernels may use (a virtual device's partition); cuBLASLt's heuristics
   // otherwise plan for the whole GPU (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). 0: the device's.
-  // Set before the first GEMM: the chosen algorithms are cached.
+  // Part of each GEMM plan's key, so a change takes effect at the next GEMM.
   int sm_count_target = 0;
 };
 

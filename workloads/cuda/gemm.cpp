@@ -1,6 +1,8 @@
 #include "workloads/cuda/gemm.h"
 
+#include <memory>
 #include <string>
+#include <type_traits>
 
 #include "workloads/cuda/check.h"
 
@@ -12,20 +14,6 @@ cudaDataType_t cuda_type(DType t) {
   require(t != DType::kI32, "gemm: integer matrices are not supported");
   return t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
-
-// RAII for the cuBLASLt descriptors, so an exception mid-way leaks nothing.
-struct Desc {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  ~Desc() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
-  }
-};
 
 void set_batch(cublasLtMatrixLayout_t l, int count, std::int64_t stride) {
   if (count <= 1) return;
@@ -56,56 +44,78 @@ void gemm(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t k, const vo
   const std::uint64_t first_rows = trans_b ? K : M, first_cols = trans_b ? M : K;
   const std::uint64_t second_rows = trans_a ? N : K, second_cols = trans_a ? K : N;
 
-  Desc d;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
-                                              sizeof(op_first)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
-                                              sizeof(op_second)));
-  if (ctx.sm_count_target > 0) {
-    const std::int32_t sms = ctx.sm_count_target;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
-                                                sizeof(sms)));
-  }
-  if (bias != nullptr) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                sizeof(bias)));
-  }
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, ab, first_rows, first_cols,
-                                          static_cast<std::int64_t>(first_rows)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, ab, second_rows, second_cols,
-                                          static_cast<std::int64_t>(second_rows)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, ct, M, N, static_cast<std::int64_t>(M)));
-  set_batch(d.a, batch.count, batch.stride_b);
-  set_batch(d.b, batch.count, batch.stride_a);
-  set_batch(d.c, batch.count, batch.stride_c);
+  const GemmKey key{m,
+                    n,
+                    k,
+                    trans_a,
+                    trans_b,
+                    static_cast<std::int64_t>(ab_type),
+                    static_cast<std::int64_t>(c_type),
+                    bias != nullptr,
+                    beta != 0.0f,
+                    batch.count,
+                    batch.stride_a,
+                    batch.stride_b,
+                    batch.stride_c,
+                    ctx.sm_count_target};
+  auto found = ctx.gemm_plans.find(key);
+  if (found == ctx.gemm_plans.end()) {
+    auto plan = std::make_unique<GemmPlan>();
+    GemmPlan& d = *plan;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                                sizeof(op_first)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                                sizeof(op_second)));
+    if (ctx.sm_count_target > 0) {
+      const std::int32_t sms = ctx.sm_count_target;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
+                                                  sizeof(sms)));
+    }
+    if (bias != nullptr) {
+      const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    }
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, ab, first_rows, first_cols,
+                                            static_cast<std::int64_t>(first_rows)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, ab, second_rows, second_cols,
+                                            static_cast<std::int64_t>(second_rows)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, ct, M, N, static_cast<std::int64_t>(M)));
+    set_batch(d.a, batch.count, batch.stride_b);
+    set_batch(d.b, batch.count, batch.stride_a);
+    set_batch(d.c, batch.count, batch.stride_c);
 
-  const std::string key = std::to_string(m) + "," + std::to_string(n) + "," + std::to_string(k) +
-                          "," + std::to_string(trans_a) + std::to_string(trans_b) + "," +
-                          dtype_name(ab_type) + dtype_name(c_type) + "," +
-                          std::to_string(bias != nullptr) + std::to_string(beta != 0.0f) + "," +
-                          std::to_string(batch.count) + "," + std::to_string(batch.stride_a) + "," +
-                          std::to_string(batch.stride_b) + "," + std::to_string(batch.stride_c);
-  auto found = ctx.algos.find(key);
-  if (found == ctx.algos.end()) {
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
+    // The preference lives only for the query; the plan keeps what it chose.
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                          decltype(&cublasLtMatmulPreferenceDestroy)>
+        pref_owner(pref, &cublasLtMatmulPreferenceDestroy);
     CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &ctx.workspace_bytes, sizeof(ctx.workspace_bytes)));
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
-                                                &result, &returned));
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt, d.op, d.a, d.b, d.c, d.c, pref, 1, &result,
+                                                &returned));
     if (returned == 0) {
-      throw CudaError("cuBLASLt has no algorithm for gemm " + key);
+      throw CudaError("cuBLASLt has no algorithm for gemm m=" + std::to_string(m) +
+                      " n=" + std::to_string(n) + " k=" + std::to_string(k) + " (" +
+                      dtype_name(ab_type) + " into " + dtype_name(c_type) + ", batch " +
+                      std::to_string(batch.count) + ")");
     }
-    found = ctx.algos.emplace(key, result.algo).first;
+    d.algo = result.algo;
+    found = ctx.gemm_plans.emplace(key, std::move(plan)).first;
   }
-  CUBLAS_CHECK(cublasLtMatmul(ctx.lt, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
-                              &found->second, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+  const GemmPlan& d = *found->second;
+  if (bias != nullptr) {
+    // The one attribute that differs between calls of a shape; cuBLASLt reads it at launch.
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof(bias)));
+  }
+  CUBLAS_CHECK(cublasLtMatmul(ctx.lt, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c, &d.algo,
+                              ctx.workspace, ctx.workspace_bytes, ctx.stream));
 }
 
 }  // namespace ppbench::cuda
