@@ -56,6 +56,7 @@ ClosedForm closed_form_interleaved_1f1b(const ScheduleParams& p, const UniformCo
 ClosedForm closed_form_looped_bfs(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_interleaved_zb(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_chimera(const ScheduleParams& p, const UniformCost& c);
+ClosedForm closed_form_chimera_doubling(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h1(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_h2(const ScheduleParams& p, const UniformCost& c);
 ClosedForm closed_form_zb_auto(const ScheduleParams& p, const UniformCost& c);

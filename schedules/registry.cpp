@@ -43,6 +43,13 @@ constexpr std::array kSchedules = {
         "chimera", "Chimera: two bidirectional pipelines, 2x parameters (Li & Hoefler 2021)",
         "Li & Hoefler, SC'21: direct concatenation of basic units", "D even, N a multiple of D",
         kLayoutTwoDirections, false, generate_chimera, closed_form_chimera},
+    ScheduleInfo{"chimera-doubling",
+                 "Chimera with forward doubling: two forwards per slot, D micro-batches per "
+                 "direction and unit",
+                 "Li & Hoefler, SC'21, forward doubling; Shigangli/Chimera "
+                 "main_with_runtime_forward_doubling.py",
+                 "D even, N a multiple of 2D", kLayoutTwoDirections, false,
+                 generate_chimera_doubling, closed_form_chimera_doubling},
     ScheduleInfo{"zb-h1", "Zero Bubble ZB-H1: 1F1B with W deferred, 1F1B's memory (Qi et al. 2024)",
                  "Qi et al., ICLR 2024, handcrafted ZB-H1", "N >= D", kLayoutOnePerRank, false,
                  generate_zb_h1, closed_form_zb_h1},

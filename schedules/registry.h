@@ -56,6 +56,7 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p);
 Schedule generate_looped_bfs(const ScheduleParams& p);
 Schedule generate_interleaved_zb(const ScheduleParams& p);
 Schedule generate_chimera(const ScheduleParams& p);
+Schedule generate_chimera_doubling(const ScheduleParams& p);
 Schedule generate_zb_h1(const ScheduleParams& p);
 Schedule generate_zb_h2(const ScheduleParams& p);
 Schedule generate_zb_1p(const ScheduleParams& p);

@@ -357,7 +357,7 @@ class Contract(unittest.TestCase):
     def test_list_and_help_and_version(self):
         r = run("list")
         for name in ["naive", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "interleaved-zb",
-                     "chimera", "zb-h1", "zb-h2", "zb-1p", "zb-2p", "zb-v", "v-half", "v-min",
+                     "chimera", "chimera-doubling", "zb-h1", "zb-h2", "zb-1p", "zb-2p", "zb-v", "v-half", "v-min",
                      "dualpipe", "dualpipev"]:
             self.assertIn(name, r.stdout)
         self.assertEqual(run("simulate", "--help").returncode, 0)
