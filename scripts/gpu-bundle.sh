@@ -129,8 +129,10 @@ fi
 
 # The newest glibc symbol version the programs and bundled libraries ask for: a machine with an
 # older glibc cannot load them, which the launcher says up front.
-GLIBC_NEEDED="$(objdump -T "$STAGE"/bin/* "$STAGE"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' \
-  | sed 's/^GLIBC_//' | sort -uV | tail -1)"
+shopt -s nullglob
+ELF_FILES=("$STAGE"/bin/* "$STAGE"/lib/*)  # lib/ is empty where nothing needed copying
+shopt -u nullglob
+GLIBC_NEEDED="$("$ROOT/scripts/glibc-needed.sh" "${ELF_FILES[@]}")"
 
 # The launcher, the check and its helpers.
 cp "$ROOT/scripts/gpu-bundle-run.sh" "$STAGE/run"

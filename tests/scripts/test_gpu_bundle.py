@@ -236,3 +236,33 @@ def test_a_glibc_older_than_the_bundle_needs_exits_3_with_one_line(world):
     (b / "bundle.env").write_text((b / "bundle.env").read_text().replace("2.36", "2.35"))
     r = launch(b, ["ppbench", "--version"], world["env"])
     assert r.returncode == 0 and "ARGS=--version" in r.stdout, r.stderr
+
+
+def test_glibc_needed_takes_static_programs_which_ask_for_nothing(tmp_path):
+    # The bundle holds a static ppbench: objdump finds no dynamic symbols in it and fails, which
+    # once ended gpu-bundle.sh (pipefail) after the whole build, with no bundle written.
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "hello.c"
+    src.write_text("#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n")
+    static, dynamic = tmp_path / "static", tmp_path / "dynamic"
+    if subprocess.run([cc, "-static", "-o", str(static), str(src)]).returncode != 0:
+        pytest.skip("no static C library to link against")
+    subprocess.run([cc, "-o", str(dynamic), str(src)], check=True)
+    helper = SCRIPTS / "glibc-needed.sh"
+
+    def needed(*files):
+        return subprocess.run([str(helper), *map(str, files)], capture_output=True, text=True,
+                              timeout=30)
+
+    alone = needed(static)
+    assert alone.returncode == 0 and alone.stdout.strip() == "", alone.stderr
+    both = needed(static, dynamic)
+    assert both.returncode == 0, both.stderr
+    assert re.fullmatch(r"2\.\d+", both.stdout.strip()), both.stdout
+    assert needed(dynamic).stdout == both.stdout  # the static one adds nothing
+    missing = needed(tmp_path / "nothing")
+    assert missing.returncode == 2 and "no file" in missing.stderr
+    # gpu-bundle.sh asks the helper, so a static program in the bundle cannot end it.
+    assert "glibc-needed.sh" in GPU_BUNDLE.read_text()
