@@ -1,0 +1,58 @@
+"""benchmarks/cuda_pipeline_bench registers only schedule sizes ppbench accepts: a row whose
+schedule the generator refuses would only report an error on the GPU machine and fail gpu-check's
+benchmarks piece. Listing needs no GPU; each listed size is checked with `ppbench show`.
+
+Uses the built programs (PPBENCH_BUILD_DIR, default build/); skips where they are not built."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compare_perf import normalize_name
+from conftest import ROOT
+
+BUILD = Path(os.environ.get("PPBENCH_BUILD_DIR", ROOT / "build"))
+BENCH = BUILD / "benchmarks" / "cuda_pipeline_bench"
+PPBENCH = BUILD / "ppbench"
+NAME = re.compile(r"^BM_(?P<bench>Scaling|Fidelity|Overhead)/(?P<schedule>[^/]+)/D(?P<d>\d+)"
+                  r"/N(?P<n>\d+)(?:/v(?P<v>\d+))?$")
+
+
+@pytest.fixture(scope="module")
+def listed() -> list[re.Match]:
+    if not (BENCH.is_file() and PPBENCH.is_file()):
+        pytest.skip(f"cuda_pipeline_bench or ppbench not built in {BUILD}")
+    run = subprocess.run([str(BENCH), "--benchmark_list_tests"], capture_output=True, text=True,
+                         check=False, timeout=120)
+    assert run.returncode == 0, run.stderr
+    # Without Google Benchmark's option parts (/iterations:1, /manual_time, ...).
+    names = [normalize_name(line.strip()) for line in run.stdout.splitlines() if line.strip()]
+    matches = [NAME.match(n) for n in names]
+    assert all(matches), [n for n, m in zip(names, matches) if not m]
+    return matches
+
+
+def test_every_listed_size_is_one_ppbench_accepts(listed):
+    sizes = sorted({(m["schedule"], m["d"], m["n"], m["v"]) for m in listed})
+    assert any(s[0] == "dualpipe" for s in sizes)
+    refused = []
+    for schedule, d, n, v in sizes:
+        cmd = [str(PPBENCH), "show", "--schedule", schedule, "--devices", d, "--microbatches", n]
+        if v:
+            cmd += ["--chunks", v]
+        run = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+        if run.returncode != 0:
+            refused.append(f"{schedule} D{d} N{n}: {run.stderr.strip()}")
+    assert refused == []
+
+
+def test_overhead_rows_cover_every_family_it_names(listed):
+    # Leaving refused sizes out must not leave a family out altogether.
+    overhead = {m["schedule"] for m in listed if m["bench"] == "Overhead"}
+    assert overhead == {"1f1b", "gpipe", "zb-h1", "interleaved-1f1b", "dualpipe"}
+    assert sum(m["bench"] == "Scaling" for m in listed) == 3
