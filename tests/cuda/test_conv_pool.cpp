@@ -13,6 +13,16 @@ namespace {
 
 class ConvPool : public GpuTest {
  protected:
+  // BatchNorm over an NHWC input whose last dimension is the channels, with random gamma and
+  // beta drawn from `param_seed` and `param_seed + 1`.
+  void check_batchnorm(const Shape& in, std::uint64_t param_seed, std::uint64_t input_seed) {
+    const std::int64_t channels = in.back();
+    BatchNorm g(*params_, channels, dtype());
+    cpu::BatchNorm<double> c(channels);
+    upload(g.gamma.value, random(channels, param_seed, 0.5, 1.5));
+    upload(g.beta.value, random(channels, param_seed + 1, -0.5, 0.5));
+    check_layer(g, c, in, input_seed);
+  }
   void conv(std::int64_t cin, std::int64_t cout, std::int64_t kh, std::int64_t kw,
             std::int64_t stride, const Shape& in, std::uint64_t seed) {
     Conv2d g(*params_, cin, cout, kh, kw, stride, dtype(), seed);
@@ -40,13 +50,7 @@ TEST_P(ConvPool, WeightsMatchTheCpuDraw) {
   EXPECT_LE(rel_error(w, ref), 1e-7);
 }
 
-TEST_P(ConvPool, BatchNormPerMicroBatchStatistics) {
-  BatchNorm g(*params_, 19, dtype());
-  cpu::BatchNorm<double> c(19);
-  upload(g.gamma.value, random(19, 70, 0.5, 1.5));
-  upload(g.beta.value, random(19, 71, -0.5, 0.5));
-  check_layer(g, c, {3, 5, 7, 19}, 8);
-}
+TEST_P(ConvPool, BatchNormPerMicroBatchStatistics) { check_batchnorm({3, 5, 7, 19}, 70, 8); }
 
 TEST_P(ConvPool, BatchNormManyChannels) {
   BatchNorm g(*params_, 97, dtype());
@@ -57,13 +61,7 @@ TEST_P(ConvPool, BatchNormManyChannels) {
 
 // 4 x 16 x 16 = 1024 rows: the statistics are summed over four row blocks of 256 (one block
 // alone in the cases above).
-TEST_P(ConvPool, BatchNormOverSeveralRowBlocks) {
-  BatchNorm g(*params_, 19, dtype());
-  cpu::BatchNorm<double> c(19);
-  upload(g.gamma.value, random(19, 73, 0.5, 1.5));
-  upload(g.beta.value, random(19, 74, -0.5, 0.5));
-  check_layer(g, c, {4, 16, 16, 19}, 10);
-}
+TEST_P(ConvPool, BatchNormOverSeveralRowBlocks) { check_batchnorm({4, 16, 16, 19}, 73, 10); }
 
 TEST_P(ConvPool, MaxPool3x3) {
   MaxPool2d g(3, 1, 1);

@@ -1,6 +1,7 @@
 // Every GPU layer's F, I and W against the CPU float64 kernels on random inputs, odd shapes
 // included, in f32 (relative error <= 1e-4) and bf16 (<= 2e-2). Skips without a GPU.
 #include <functional>
+#include <utility>
 
 #include "tests/cuda/gpu_test_util.h"
 
@@ -8,6 +9,20 @@ namespace ppbench::cuda::testing {
 namespace {
 
 class Layers : public GpuTest {};
+
+// Class ids drawn by the CPU's Rng, as ints (the CPU loss) and as floats (uploaded as i32).
+std::pair<std::vector<std::int32_t>, std::vector<float>> random_targets(std::int64_t rows,
+                                                                        std::int64_t classes,
+                                                                        std::uint64_t seed) {
+  std::vector<std::int32_t> ids;
+  std::vector<float> as_float;
+  cpu::Rng rng(seed);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    ids.push_back(static_cast<std::int32_t>(rng.uniform() * static_cast<double>(classes)));
+    as_float.push_back(static_cast<float>(ids.back()));
+  }
+  return {ids, as_float};
+}
 
 TEST_P(Layers, LinearWithBiasOddShape) {
   Linear g(*params_, 37, 19, true, dtype(), 11);
@@ -158,13 +173,7 @@ TEST_P(Layers, MlpBlock) {
 TEST_P(Layers, CrossEntropyLossAndGradient) {
   const std::int64_t rows = 37, classes = 1000;
   std::vector<float> z = random(rows * classes, 15, -4, 4);
-  std::vector<float> tf;
-  std::vector<std::int32_t> ti;
-  cpu::Rng rng(16);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    ti.push_back(static_cast<std::int32_t>(rng.uniform() * static_cast<double>(classes)));
-    tf.push_back(static_cast<float>(ti.back()));
-  }
+  const auto [ti, tf] = random_targets(rows, classes, 16);
   SoftmaxCrossEntropy g;
   cpu::SoftmaxCrossEntropy<double> c;
   Saved sg;
@@ -184,13 +193,7 @@ TEST_P(Layers, CrossEntropyLossAndGradient) {
 TEST_P(Layers, CrossEntropyLossIsTheSameEveryRun) {
   const std::int64_t rows = 5000, classes = 64;
   std::vector<float> z = random(rows * classes, 17, -4, 4);
-  std::vector<float> tf;
-  std::vector<std::int32_t> ti;
-  cpu::Rng rng(18);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    ti.push_back(static_cast<std::int32_t>(rng.uniform() * static_cast<double>(classes)));
-    tf.push_back(static_cast<float>(ti.back()));
-  }
+  const auto [ti, tf] = random_targets(rows, classes, 18);
   SoftmaxCrossEntropy g;
   const DTensor logits = device(z, {rows, classes}, dtype());
   const DTensor targets = device(tf, {rows}, DType::kI32);
