@@ -247,6 +247,9 @@ def compare(bench: dict[str, Bench], context: dict, torch: dict, bench_path: Pat
         "dtype": torch["dtype"],
         "gpu": {"ppbench": context.get("gpu"), "torch": torch.get("gpu")},
         "torch_version": torch.get("torch"), "goal_ratio": goal,
+        # Which SDPA kernel PyTorch's attention ran on (torch_reference.py profiles one step):
+        # the math path would make the ratio look better than against flash or cuDNN.
+        "torch_sdpa_kernel": torch.get("sdpa_kernel"),
         "layer": {"ppbench_ms": layer_p, "torch_ms": layer_t, "ratio": r,
                   "gap_ms": layer_gap, "goal_met": r is not None and r <= goal,
                   "ppbench_passes": {k: layer.values[k] for k in ("F_ms", "I_ms", "W_ms")
@@ -270,6 +273,10 @@ def print_table(c: dict, out=sys.stdout) -> None:
     print(f"ppbench vs PyTorch: {c['model']} layer, seq {c['seq']}, micro-batch "
           f"{c['micro_batch']}, {c['dtype']}, on {gpu}", file=out)
     verdict = "met" if L["goal_met"] else "NOT met"
+    kernel = c.get("torch_sdpa_kernel")
+    if kernel:
+        note = " (not a fused kernel: the ratio flatters ppbench)" if kernel == "math" else ""
+        print(f"PyTorch's attention ran on SDPA's {kernel} kernels{note}", file=out)
     print(f"layer F+I+W: ppbench {L['ppbench_ms']:.3f} ms, PyTorch {L['torch_ms']:.3f} ms, ratio "
           f"{fmt(L['ratio'], '.3f')} (goal <= {c['goal_ratio']:g}: {verdict})", file=out)
     if c["parts"]:

@@ -196,6 +196,42 @@ def sdpa_backends(torch) -> dict:
     return out
 
 
+def sdpa_kernel_family(kernel_names) -> str:
+    """Which SDPA implementation ran, from the names of the CUDA kernels one attention step
+    launched: cudnn, flash, mem_efficient, math (attention kernels of none of the three: the
+    unfused path, matmuls and a softmax) or unknown (no kernel seen, e.g. no profiler)."""
+    names = [n.lower() for n in kernel_names]
+    if not names:
+        return "unknown"
+    if any("cudnn" in n or "fort_native_sdpa" in n for n in names):
+        return "cudnn"
+    if any("flash" in n for n in names):
+        return "flash"
+    if any("fmha" in n or "efficient_attention" in n or "mem_eff" in n for n in names):
+        return "mem_efficient"
+    return "math"
+
+
+def sdpa_kernel_used(torch, fn, inputs) -> dict:
+    """One forward and backward of the attention core under the profiler: the backend the
+    enabled list leaves open is not necessarily the one that runs (GQA or a head size can send
+    a call to the slower math path, which would flatter ppbench's ratio), so the record says."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn(*inputs).sum().backward()
+            torch.cuda.synchronize()
+        names = sorted({e.key for e in prof.key_averages()
+                        if getattr(e, "device_type", None) is not None
+                        and "cuda" in str(e.device_type).lower()})
+    except Exception as e:  # the profiler (CUPTI) may be missing on a rented machine
+        return {"sdpa_kernel": "unknown", "sdpa_kernel_why": f"{type(e).__name__}: {e}"[:200]}
+    for t in inputs:
+        t.grad = None
+    return {"sdpa_kernel": sdpa_kernel_family(names), "sdpa_kernel_names": names[:12]}
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     try:
@@ -220,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         "hidden": a.hidden, "heads": a.heads, "kv_heads": a.kv_heads, "ffn": a.ffn,
         "seq": a.seq, "micro_batch": a.micro_batch, "dtype": a.dtype,
         "sdpa_gqa_native": m.gqa_native, "sdpa_backends": sdpa_backends(torch),
+        **sdpa_kernel_used(torch, *m.parts["attention_core"][:2]),
         "iters": a.iters, **layer,
         "tflops": layer_flops(a) / (ms * 1e-3) / 1e12,
         "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,

@@ -307,3 +307,30 @@ def test_torch_reference_parts_use_the_benchmark_names_and_flops():
     assert tr.layer_flops(a) == pytest.approx(
         flops["qkv_proj"] + flops["out_proj"] + flops["swiglu_mlp"]
         + flops["attention_core"] * 3 / 3.5)
+
+
+def test_sdpa_kernel_family_from_kernel_names():
+    import torch_reference as tr
+
+    assert tr.sdpa_kernel_family([]) == "unknown"
+    assert tr.sdpa_kernel_family(
+        ["void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>>",
+         "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<>"]) == "flash"
+    assert tr.sdpa_kernel_family(["fmha_cutlassF_bf16_aligned_64x64_rf_sm80",
+                                  "fmha_cutlassB_bf16_aligned_128x64_k128_sm80"]) == "mem_efficient"
+    # cuDNN's fused kernels may say "flash" too: cuDNN is named first.
+    assert tr.sdpa_kernel_family(["cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma"]) \
+        == "cudnn"
+    # Matmuls and a softmax without any attention kernel: the unfused math path.
+    assert tr.sdpa_kernel_family(["sm90_xmma_gemm_bf16bf16_bf16f32", "softmax_warp_forward",
+                                  "elementwise_kernel"]) == "math"
+
+
+def test_the_sdpa_kernel_pytorch_ran_is_shown_and_kept(tmp_path):
+    result, out = compare(tmp_path, None, torch_doc(sdpa_kernel="math"))
+    assert result["torch_sdpa_kernel"] == "math"
+    assert "PyTorch's attention ran on SDPA's math kernels (not a fused kernel" in out
+    result, out = compare(tmp_path, None, torch_doc(sdpa_kernel="flash"))
+    assert result["torch_sdpa_kernel"] == "flash" and "SDPA's flash kernels\n" in out
+    result, out = compare(tmp_path)  # an older record without the field
+    assert result["torch_sdpa_kernel"] is None and "SDPA's" not in out
