@@ -59,6 +59,10 @@ constexpr std::int64_t kSeq = 4096, kMicroBatch = 1;
 constexpr DType kDType = DType::kBF16;
 // Enough for a stable median of device times; each part lasts 0.1 to 10 ms.
 constexpr benchmark::IterationCount kPartIterations = 50;
+// The whole layer (tens of ms an iteration) by a fixed count too: with a minimum time Google
+// Benchmark calls the function several times, each redoing the set-up (a 2 GiB parameter arena
+// filled, tens of GiB of activation arena, the inputs drawn on the host).
+constexpr benchmark::IterationCount kLayerIterations = 30;
 constexpr int kPartWarmup = 3;
 
 struct Events {
@@ -362,7 +366,7 @@ int main(int argc, char** argv) {
                                [](benchmark::State& s) { BM_LlamaLayer(s, 4096, 1, DType::kBF16); })
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)
-      ->MinTime(2.0);
+      ->Iterations(kLayerIterations);
   // Fixed iterations: Google Benchmark then calls each part once, so its set-up runs once.
   auto as_part = [](auto* b) {
     b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(kPartIterations);

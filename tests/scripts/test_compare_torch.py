@@ -33,7 +33,7 @@ def gbench_row(name, suffix, error=None, **counters):
 
 
 def layer_row(fiw=40.0, **kw):
-    return gbench_row(f"BM_LlamaLayer/llama3-8b/{SHAPE}", "/min_time:2.000/manual_time",
+    return gbench_row(f"BM_LlamaLayer/llama3-8b/{SHAPE}", "/iterations:30/manual_time",
                       F_ms=fiw * 0.3, I_ms=fiw * 0.5, W_ms=fiw * 0.2, FIW_ms=fiw,
                       arena_peak_GiB=3.5, **kw)
 
@@ -199,7 +199,7 @@ def test_torch_without_parts_compares_the_layer(tmp_path):
 def test_repetitions_reduce_to_their_median(tmp_path):
     rows = [layer_row(fiw=38.0), layer_row(fiw=45.0), layer_row(fiw=40.0)]
     rows.append({**layer_row(fiw=99.0), "run_type": "aggregate", "aggregate_name": "mean",
-                 "name": f"BM_LlamaLayer/llama3-8b/{SHAPE}/min_time:2.000/manual_time_mean"})
+                 "name": f"BM_LlamaLayer/llama3-8b/{SHAPE}/iterations:30/manual_time_mean"})
     result, _ = compare(tmp_path, rows + default_bench_rows()[1:])
     assert result["layer"]["ppbench_ms"] == pytest.approx(40.0)
 
