@@ -38,7 +38,8 @@ BREADTH_FIRST = Paper("breadth-first", "Breadth-first pipeline",
                       frozenset({"looped-bfs"}))
 CHIMERA = Paper("chimera", "Chimera",
                 "Li & Hoefler, Chimera: Efficiently Training Large-Scale Neural Networks with "
-                "Bidirectional Pipelines, SC 2021 (arXiv 2107.06925)", frozenset({"chimera"}))
+                "Bidirectional Pipelines, SC 2021 (arXiv 2107.06925)",
+                frozenset({"chimera", "chimera-doubling"}))
 ZERO_BUBBLE = Paper("zero-bubble", "Zero Bubble",
                     "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 (arXiv 2401.10241)",
                     frozenset({"zb-h1", "zb-h2", "zb-1p", "zb-2p", "zb-v", "interleaved-zb"}))
