@@ -236,13 +236,23 @@ def bubble_differences(rows: list[dict]) -> list[str]:
                     "assumes (docs/papers.md discusses each family)"
     text += "."
     valued_ids = {id(r) for r in valued}
-    unvalued = [r for r in ok if id(r) not in valued_ids]
+
+    def formula(r: dict) -> str:
+        return str((r.get("closed_form") or {}).get("bubble_formula") or "")
+
+    # A family whose paper gives no formula ("none published", "none claimed") is not a formula
+    # outside its condition: it is said apart.
+    unpublished = [r for r in ok if id(r) not in valued_ids and formula(r).startswith("none")]
+    unvalued = [r for r in ok if id(r) not in valued_ids and not formula(r).startswith("none")]
     if unvalued:
-        formulas = sorted({f"`{cell((r.get('closed_form') or {}).get('bubble_formula'))}` "
-                           f"({series_label(r)})" for r in unvalued})
+        formulas = sorted({f"`{cell(formula(r))}` ({series_label(r)})" for r in unvalued})
         text += (f" {len(unvalued)} points have no closed-form value: the formula holds only "
                  "under its stated condition or range, which those costs or N do not meet, so "
                  "ppbench evaluates none (" + "; ".join(formulas) + ").")
+    if unpublished:
+        families = sorted({series_label(r) for r in unpublished})
+        text += (f" {len(unpublished)} points are of a schedule whose paper publishes no bubble "
+                 "formula, so only the simulation speaks for them (" + ", ".join(families) + ").")
     invalid = sum(r.get("status") == "invalid" for r in rows)
     if invalid:
         text += (f" {invalid} points are `invalid`: the schedule's constraints (`ppbench list`) "

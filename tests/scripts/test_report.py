@@ -414,3 +414,15 @@ def test_step_time_against_the_replay_splits_points_by_whether_ranks_share_cores
     assert report.step_time_sentence([broken]) == ""
     text = report.build_report(rows(), "r.jsonl", measured=points, measured_source="cpu.jsonl")
     assert ("- measured step against the replay's makespan: within 5 % at 2 of 3 points") in text
+
+
+def test_a_family_without_a_published_formula_is_said_apart():
+    cf = closed(None, "none published", None, "", None)
+    cf["bubble_formula"] = "none published"
+    conditional = closed(None, "(D-1)(F+B)", None, "D", None)
+    rows_ = [result_row("chimera-doubling", 4, n, 0.05, None, closed_form=cf) for n in (8, 16)]
+    rows_.append(result_row("1f1b", 4, 8, 0.3, None, closed_form=conditional))
+    text = " ".join(report.bubble_differences(rows_))
+    assert "1 points have no closed-form value: the formula holds only under" in text
+    assert "2 points are of a schedule whose paper publishes no bubble formula" in text
+    assert "(chimera-doubling)" in text and "none published" not in text
