@@ -39,17 +39,18 @@ std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int 
   };
   if (placement.kind == GpuPlacement::Kind::Gpus) {
     for (int r = 0; r < placement.ranks(); ++r) {
-      RankDevice rd;
+      // Listed before its streams are made, so that the destructor releases what a failure
+      // part-way leaves behind.
+      RankDevice& rd = out->ranks_.emplace_back();
       rd.rank = r;
       rd.device = placement.device_of(r);
       CUDA_CHECK(cudaSetDevice(rd.device));
       CUDA_CHECK(cudaFree(nullptr));  // creates the primary context now, not inside the step
-      CUDA_CHECK(cudaStreamCreateWithFlags(&rd.compute, cudaStreamNonBlocking));
-      CUDA_CHECK(cudaStreamCreateWithFlags(&rd.comm, cudaStreamNonBlocking));
       auto [name, sms] = name_of(rd.device);
       rd.sms = sms;
       out->gpu_names.push_back(name);
-      out->ranks_.push_back(rd);
+      CUDA_CHECK(cudaStreamCreateWithFlags(&rd.compute, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaStreamCreateWithFlags(&rd.comm, cudaStreamNonBlocking));
     }
   } else {
     out->virtual_devices = true;
@@ -65,17 +66,37 @@ std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int 
     out->partition_plan = plan_sm_partitions(static_cast<int>(whole.sm.smCount), out->granularity,
                                              placement.virtual_devices, partition_sms);
     // One split call for all partitions: groups of one split are disjoint and symmetrical,
-    // which successive splits of remainders do not promise.
+    // which successive splits of remainders do not promise. The driver may cut fewer groups of
+    // k SMs than k divides into the GPU (cluster and GPC layout), so without an explicit size
+    // k steps down by the alignment until the split yields D groups; an explicit size is kept
+    // (the scaling comparison needs exactly that k) and the shortfall is reported below.
     std::vector<CUdevResource> groups(static_cast<std::size_t>(placement.virtual_devices));
-    unsigned int count = static_cast<unsigned int>(groups.size());
-    CUdevResource remaining{};
-    DRV_CHECK(d.cuDevSmResourceSplitByCount(
-        groups.data(), &count, &whole, &remaining, 0,
-        static_cast<unsigned int>(out->partition_plan.sms_per_partition)));
+    const int first_k = out->partition_plan.sms_per_partition;
+    unsigned int count = 0;
+    for (;;) {
+      count = static_cast<unsigned int>(groups.size());
+      CUdevResource remaining{};
+      const CUresult r = d.cuDevSmResourceSplitByCount(
+          groups.data(), &count, &whole, &remaining, 0,
+          static_cast<unsigned int>(out->partition_plan.sms_per_partition));
+      // A size the GPU's layout cannot cut may also be refused outright (what the structured
+      // split, cuDevSmResourceSplit, answers): a smaller size may still do.
+      const bool refused = r == CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+      const bool enough = r == CUDA_SUCCESS && static_cast<int>(count) >= placement.virtual_devices;
+      if (enough || (r != CUDA_SUCCESS && !refused) || partition_sms != 0 ||
+          !shrink_partitions(out->partition_plan, out->granularity)) {
+        check_driver(r, "cuDevSmResourceSplitByCount");
+        break;
+      }
+    }
     std::vector<int> granted;
     for (unsigned int i = 0; i < count; ++i)
       granted.push_back(static_cast<int>(groups[i].sm.smCount));
     out->grant = compare_grant(out->partition_plan, granted);
+    if (out->partition_plan.sms_per_partition != first_k)
+      out->grant.summary = "the driver could not cut " + std::to_string(placement.virtual_devices) +
+                           " partitions of " + std::to_string(first_k) + " SMs; " +
+                           out->grant.summary;
     if (static_cast<int>(count) < placement.virtual_devices)
       throw cuda::CudaError("green contexts: the driver granted " + std::to_string(count) +
                             " partitions, the run needs " +
@@ -87,18 +108,21 @@ std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int 
       CUgreenCtx g{};
       DRV_CHECK(d.cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
       out->green_.push_back(g);
-      RankDevice rd;
+      CUcontext ctx{};
+      DRV_CHECK(d.cuCtxFromGreenCtx(&ctx, g));
+      // Listed before its streams are made: the destructor must destroy a stream made here
+      // before the green context, or cuGreenCtxDestroy leaks it (cuda.h).
+      RankDevice& rd = out->ranks_.emplace_back();
       rd.rank = r;
       rd.device = dev_ordinal;
-      DRV_CHECK(d.cuCtxFromGreenCtx(&rd.context, g));
+      rd.context = ctx;
+      rd.sms = granted[static_cast<std::size_t>(r)];
+      out->gpu_names.push_back(name);
       CUstream s{};
       DRV_CHECK(d.cuGreenCtxStreamCreate(&s, g, CU_STREAM_NON_BLOCKING, 0));
       rd.compute = reinterpret_cast<cudaStream_t>(s);
       DRV_CHECK(d.cuGreenCtxStreamCreate(&s, g, CU_STREAM_NON_BLOCKING, 0));
       rd.comm = reinterpret_cast<cudaStream_t>(s);
-      rd.sms = granted[static_cast<std::size_t>(r)];
-      out->gpu_names.push_back(name);
-      out->ranks_.push_back(rd);
     }
   }
   for (const RankDevice& rd : out->ranks_) {
@@ -120,10 +144,12 @@ GpuDevices::~GpuDevices() {
     } catch (...) {
       continue;
     }
-    cudaStreamSynchronize(rd.compute);
-    cudaStreamSynchronize(rd.comm);
-    cudaStreamDestroy(rd.compute);
-    cudaStreamDestroy(rd.comm);
+    // A stream left null by a failed open() is not the legacy default stream to wait on.
+    for (cudaStream_t s : {rd.compute, rd.comm}) {
+      if (s == nullptr) continue;
+      cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    }
   }
   // Not current on this thread while destroyed: a later runtime call here would use it.
   if (!ranks_.empty()) cudaSetDevice(ranks_.front().device);

@@ -1,7 +1,8 @@
 // The devices the ranks of a GPU run execute on, opened from a GpuPlacement: for `--gpus`, one
 // GPU per rank (its primary context); for `--virtual-devices D`, one GPU split into D green
-// contexts by ONE cuDevSmResourceSplitByCount call, with the partitions the driver granted
-// compared against sm_partition's plan. Each rank gets a compute and a communication stream
+// contexts by ONE cuDevSmResourceSplitByCount call (without --sms-per-device, k steps down until
+// the driver cuts D groups), with the partitions the driver granted compared against
+// sm_partition's plan. Each rank gets a compute and a communication stream
 // (named for Nsight Systems) created in its context, so kernels on them run on its SMs only.
 //
 // The driver API is reached through harness/cuda/driver_api.h (the runtime's entry points, no

@@ -8,6 +8,11 @@ namespace {
 
 std::string str(int x) { return std::to_string(x); }
 
+// The smallest legal size: the minimum rounded up to the alignment.
+int smallest_partition(SmGranularity g) {
+  return (g.min_partition_sms + g.alignment - 1) / g.alignment * g.alignment;
+}
+
 }  // namespace
 
 SmPartitionPlan plan_sm_partitions(int total_sms, SmGranularity g, int partitions,
@@ -18,8 +23,7 @@ SmPartitionPlan plan_sm_partitions(int total_sms, SmGranularity g, int partition
                      str(g.min_partition_sms) + " and alignment " + str(g.alignment));
   if (partitions < 1)
     throw UsageError("--virtual-devices must be at least 1, got " + str(partitions));
-  // The smallest legal size: the minimum rounded up to the alignment.
-  const int smallest = (g.min_partition_sms + g.alignment - 1) / g.alignment * g.alignment;
+  const int smallest = smallest_partition(g);
   if (partitions * smallest > total_sms)
     throw UsageError(str(partitions) + " virtual devices of at least " + str(smallest) +
                      " SMs each need " + str(partitions * smallest) + " SMs; this GPU has " +
@@ -36,6 +40,14 @@ SmPartitionPlan plan_sm_partitions(int total_sms, SmGranularity g, int partition
     k = requested_sms;
   }
   return {total_sms, partitions, k, total_sms - partitions * k};
+}
+
+bool shrink_partitions(SmPartitionPlan& plan, SmGranularity g) {
+  const int k = plan.sms_per_partition - g.alignment;
+  if (k < smallest_partition(g)) return false;
+  plan.sms_per_partition = k;
+  plan.idle_sms = plan.total_sms - plan.partitions * k;
+  return true;
 }
 
 SmGrantReport compare_grant(const SmPartitionPlan& plan, const std::vector<int>& granted_sms) {

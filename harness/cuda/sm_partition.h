@@ -38,6 +38,13 @@ struct SmPartitionPlan {
 SmPartitionPlan plan_sm_partitions(int total_sms, SmGranularity g, int partitions,
                                    int requested_sms = 0);
 
+// The plan with the next smaller legal partition size (k minus the alignment), or false when k
+// is already the smallest. cuDevSmResourceSplitByCount may create fewer groups than the SM count
+// divided by minCount ("due to cluster requirements or alignment and granularity requirements",
+// cuda.h), so a k that fits arithmetically is not always one the driver can cut D times; the
+// executor steps down until the split yields D groups.
+bool shrink_partitions(SmPartitionPlan& plan, SmGranularity g);
+
 // What the driver granted against the plan: the split may return fewer groups, or groups of a
 // different size, than asked for.
 struct SmGrantReport {

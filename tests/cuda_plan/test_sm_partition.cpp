@@ -81,6 +81,26 @@ TEST(SmPartition, RejectsNonsense) {
   EXPECT_NE(rejection(6, kHopperGranularity, 1).find("this GPU has 6"), std::string::npos);
 }
 
+TEST(SmPartition, ShrinksByTheAlignmentDownToTheSmallestSize) {
+  // The driver may cut fewer than D groups of k SMs; the executor then asks for k - alignment.
+  SmPartitionPlan p = plan_sm_partitions(kH100Sms, kHopperGranularity, 2);
+  ASSERT_EQ(p.sms_per_partition, 64);
+  ASSERT_TRUE(shrink_partitions(p, kHopperGranularity));
+  EXPECT_EQ(p.sms_per_partition, 56);
+  EXPECT_EQ(p.idle_sms, kH100Sms - 2 * 56);
+  EXPECT_EQ(p.partitions, 2);
+  int steps = 1;
+  while (shrink_partitions(p, kHopperGranularity)) ++steps;
+  EXPECT_EQ(steps, 7);  // 56, 48, ..., 8
+  EXPECT_EQ(p.sms_per_partition, 8);
+  EXPECT_EQ(p.idle_sms, kH100Sms - 16);
+  // A minimum that is not a multiple of the alignment: never below the rounded-up minimum.
+  SmPartitionPlan q = plan_sm_partitions(20, {5, 4}, 2);
+  ASSERT_EQ(q.sms_per_partition, 8);
+  EXPECT_FALSE(shrink_partitions(q, {5, 4}));
+  EXPECT_EQ(q.sms_per_partition, 8);
+}
+
 TEST(SmGrant, ExactGrantIsReportedAsRequested) {
   const SmPartitionPlan p = plan_sm_partitions(kH200Sms, kHopperGranularity, 4);
   const SmGrantReport r = compare_grant(p, {32, 32, 32, 32});
