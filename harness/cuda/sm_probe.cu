@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "harness/cuda/sm_probe.h"
 #include "workloads/cuda/check.h"
@@ -21,16 +22,17 @@ __global__ void record_smid(int* out) {
 }  // namespace
 
 std::vector<int> sms_used(cudaStream_t stream, int blocks) {
-  int* d = nullptr;
-  CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&d),
+  int* raw = nullptr;
+  CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&raw),
                              sizeof(int) * static_cast<std::size_t>(blocks), stream));
-  record_smid<<<blocks, 32, 0, stream>>>(d);
+  // Freed on every way out, a failed launch or copy included (cudaFree waits for the stream).
+  const std::unique_ptr<int, decltype(&cudaFree)> d(raw, &cudaFree);
+  record_smid<<<blocks, 32, 0, stream>>>(d.get());
   CUDA_CHECK_LAUNCH();
   std::vector<int> ids(static_cast<std::size_t>(blocks));
-  CUDA_CHECK(
-      cudaMemcpyAsync(ids.data(), d, sizeof(int) * ids.size(), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaMemcpyAsync(ids.data(), d.get(), sizeof(int) * ids.size(), cudaMemcpyDeviceToHost,
+                             stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  CUDA_CHECK(cudaFree(d));
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
