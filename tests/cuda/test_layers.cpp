@@ -8,7 +8,17 @@
 namespace ppbench::cuda::testing {
 namespace {
 
-class Layers : public GpuTest {};
+class Layers : public GpuTest {
+ protected:
+  // The GPU attention layer (its fused core unless told otherwise) against the CPU's, both built
+  // from `ac` with the same seed, on an input of `in_shape` drawn from that seed too.
+  void check_attention(const AttentionConfig& ac, const Shape& in_shape, std::uint64_t seed,
+                       AttentionKernel kernel = AttentionKernel::kFused) {
+    Attention g(*params_, ac, dtype(), seed, kernel);
+    cpu::Attention<double> c(ac, seed);
+    check_layer(g, c, in_shape, seed);
+  }
+};
 
 // Class ids drawn by the CPU's Rng, as ints (the CPU loss) and as floats (uploaded as i32).
 std::pair<std::vector<std::int32_t>, std::vector<float>> random_targets(std::int64_t rows,
@@ -88,9 +98,7 @@ TEST_P(Layers, GroupedQueryAttentionWithRope) {
   ac.hidden = 64;
   ac.heads = 8;
   ac.kv_heads = 2;
-  Attention g(*params_, ac, dtype(), 10);
-  cpu::Attention<double> c(ac, 10);
-  check_layer(g, c, {2, 19, 64}, 10);
+  check_attention(ac, {2, 19, 64}, 10);
 }
 
 TEST_P(Layers, MultiHeadAttentionWithBiasNoRope) {
@@ -99,9 +107,7 @@ TEST_P(Layers, MultiHeadAttentionWithBiasNoRope) {
   ac.heads = 3;
   ac.bias = true;
   ac.rope = false;
-  Attention g(*params_, ac, dtype(), 11);
-  cpu::Attention<double> c(ac, 11);
-  check_layer(g, c, {1, 33, 48}, 11);
+  check_attention(ac, {1, 33, 48}, 11);
 }
 
 // The materialised core on the same case: two implementations, one reference.
@@ -110,9 +116,7 @@ TEST_P(Layers, GroupedQueryAttentionMaterialised) {
   ac.hidden = 64;
   ac.heads = 8;
   ac.kv_heads = 2;
-  Attention g(*params_, ac, dtype(), 10, AttentionKernel::kMaterialised);
-  cpu::Attention<double> c(ac, 10);
-  check_layer(g, c, {2, 19, 64}, 10);
+  check_attention(ac, {2, 19, 64}, 10, AttentionKernel::kMaterialised);
 }
 
 // The fused kernels' edges: a sequence that spans several query and key tiles and ends inside
@@ -123,9 +127,7 @@ TEST_P(Layers, FusedAttentionAcrossTiles) {
   ac.hidden = 96;
   ac.heads = 4;
   ac.kv_heads = 2;  // head_dim 24
-  Attention g(*params_, ac, dtype(), 13);
-  cpu::Attention<double> c(ac, 13);
-  check_layer(g, c, {2, 150, 96}, 13);
+  check_attention(ac, {2, 150, 96}, 13);
 }
 
 TEST_P(Layers, FusedAttentionOddHeadDim) {
@@ -133,9 +135,7 @@ TEST_P(Layers, FusedAttentionOddHeadDim) {
   ac.hidden = 18;
   ac.heads = 3;  // head_dim 6, plain multi-head
   ac.rope = false;
-  Attention g(*params_, ac, dtype(), 14);
-  cpu::Attention<double> c(ac, 14);
-  check_layer(g, c, {3, 67, 18}, 14);
+  check_attention(ac, {3, 67, 18}, 14);
 }
 
 // head_dim 128, Llama's: the tiles the backward picks at that width (32 x 64 in f32 on an H100,
@@ -145,9 +145,7 @@ TEST_P(Layers, FusedAttentionHeadDim128) {
   ac.hidden = 256;
   ac.heads = 2;
   ac.kv_heads = 2;
-  Attention g(*params_, ac, dtype(), 15);
-  cpu::Attention<double> c(ac, 15);
-  check_layer(g, c, {1, 100, 256}, 15);
+  check_attention(ac, {1, 100, 256}, 15);
 }
 
 TEST_P(Layers, LlamaDecoderLayer) {

@@ -258,6 +258,13 @@ esac
             "out": tmp_path / "out", "fakebin": fakebin}
 
 
+def make_kernel_tests_hang(w: dict) -> None:
+    """The bundle's cuda_kernel_tests then passes its one test only after 60 s: a step that a
+    time limit (the piece's, the call's deadline, a signal) has to stop."""
+    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests",
+              fake_gtest([("Layers.Gemm/f32", "OK", "")], sleep=60))
+
+
 def check(w, *args, timeout=60):
     return subprocess.run(["bash", str(GPU_CHECK), "--bundle", str(w["bundle"]), "--results",
                            str(w["results"]), "--out", str(w["out"]), *map(str, args)],
@@ -326,8 +333,7 @@ def test_a_failed_test_fails_the_piece(gpu_world):
 
 def test_a_piece_killed_at_its_limit_is_timed_out_packed_and_the_next_piece_runs(gpu_world):
     w = gpu_world
-    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests",
-              fake_gtest([("Layers.Gemm/f32", "OK", "")], sleep=60))
+    make_kernel_tests_hang(w)
     r = check(w, "--only", "kernel-tests,exec-tests", "--piece-timeout", "2", timeout=40)
     assert r.returncode == 1, r.stdout + r.stderr
     tb = tarballs(w)
@@ -564,8 +570,7 @@ done
 
 def test_a_deadline_cuts_the_step_packs_its_piece_and_begins_no_other(gpu_world):
     w = gpu_world
-    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests",
-              fake_gtest([("Layers.Gemm/f32", "OK", "")], sleep=60))
+    make_kernel_tests_hang(w)
     # 27 s less the 20 s kept back for packing: the step gets about 7 s of its 420.
     r = check(w, "--only", "kernel-tests,exec-tests", "--deadline", "27", timeout=50)
     assert r.returncode == 1, r.stdout + r.stderr
@@ -583,8 +588,7 @@ def test_a_deadline_cuts_the_step_packs_its_piece_and_begins_no_other(gpu_world)
 
 def test_sigterm_stops_the_step_and_packs_its_piece(gpu_world):
     w = gpu_world
-    write_exe(w["bundle"] / "bin" / "cuda_kernel_tests",
-              fake_gtest([("Layers.Gemm/f32", "OK", "")], sleep=60))
+    make_kernel_tests_hang(w)
     p = subprocess.Popen(["bash", str(GPU_CHECK), "--bundle", str(w["bundle"]), "--results",
                           str(w["results"]), "--out", str(w["out"]), "--only",
                           "kernel-tests,exec-tests"], stdout=subprocess.PIPE,
