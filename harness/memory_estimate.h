@@ -58,6 +58,8 @@ double schedule_tasks(const ScheduleParams& p);
 // `simulate` (generate, validate, simulate, metrics; with `trace_out` the Chrome trace as a JSON
 // tree and its text).
 MemoryEstimate estimate_simulate(const ScheduleParams& p, bool trace_out);
+// What `simulate` without a trace touches in practice (not a bound: see estimate_simulate).
+double simulate_touched_bytes(const ScheduleParams& p);
 // `show --format text|lowered|grid` up to the grid itself (see estimate_grid).
 MemoryEstimate estimate_show(const ScheduleParams& p, std::string_view format);
 // The time-step grid of `ranks` rows and `steps` columns of cells `width` characters wide.

@@ -9,10 +9,6 @@ namespace ppbench {
 
 namespace {
 
-// The activation rule (docs/metrics.md): an F holds its (stage, micro-batch) activation from its
-// start; B, or W after I, frees it at its end.
-bool frees_activation(const Task& t) { return t.op == Op::B || t.op == Op::W; }
-
 // A rank's events in execution order, none starting before the previous one ended.
 bool in_order(const std::vector<const ComputeEvent*>& events) {
   for (std::size_t k = 1; k < events.size(); ++k)
@@ -58,20 +54,6 @@ double union_after(std::vector<std::pair<double, double>> intervals, double from
 
 MetricsStream::MetricsStream(const Placement& placement, int ranks)
     : placement_(&placement), ranks_(static_cast<std::size_t>(ranks)) {}
-
-void MetricsStream::add(int rank, double start, double end, const Action& a) {
-  Rank& r = ranks_[static_cast<std::size_t>(rank)];
-  if (!r.any) r.first_start = start, r.last_end = end, r.any = true;
-  r.busy += end - start;
-  r.first_start = std::min(r.first_start, start);
-  r.last_end = std::max(r.last_end, end);
-  // The acquisition at this action's start comes after every earlier release (they ended at or
-  // before it) and before this action's own release at its end.
-  for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
-    if ((half == 0 ? a.task : a.partner).op == Op::F) r.peak = std::max(r.peak, ++r.alive);
-  for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
-    if (frees_activation(half == 0 ? a.task : a.partner)) --r.alive;
-}
 
 void MetricsStream::add_collective(int rank, double start, double end, double bytes) {
   Rank& r = ranks_[static_cast<std::size_t>(rank)];

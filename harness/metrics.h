@@ -23,6 +23,7 @@
 // makespan and the rank's span; compute_end (and so the exposed all-reduce) is the actions' own.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "harness/trace.h"
@@ -55,6 +56,10 @@ struct Metrics {
   std::vector<RankMetrics> ranks;
 };
 
+// The activation rule (docs/metrics.md): an F holds its (stage, micro-batch) activation from its
+// start; B, or W after I, frees it at its end.
+inline bool frees_activation(const Task& t) { return t.op == Op::B || t.op == Op::W; }
+
 // The metrics of a trace (simulated or measured).
 Metrics compute_metrics(const Trace& trace, const Placement& placement);
 
@@ -66,7 +71,20 @@ Metrics compute_metrics(const Trace& trace, const Placement& placement);
 class MetricsStream {
  public:
   MetricsStream(const Placement& placement, int ranks);
-  void add(int rank, double start, double end, const Action& a);
+  // Inline: the simulator calls it for every action.
+  void add(int rank, double start, double end, const Action& a) {
+    Rank& r = ranks_[static_cast<std::size_t>(rank)];
+    if (!r.any) r.first_start = start, r.last_end = end, r.any = true;
+    r.busy += end - start;
+    r.first_start = std::min(r.first_start, start);
+    r.last_end = std::max(r.last_end, end);
+    // The acquisition at this action's start comes after every earlier release (they ended at or
+    // before it) and before this action's own release at its end.
+    for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
+      if ((half == 0 ? a.task : a.partner).op == Op::F) r.peak = std::max(r.peak, ++r.alive);
+    for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
+      if (frees_activation(half == 0 ? a.task : a.partner)) --r.alive;
+  }
   // A collective on `rank`, in any order relative to the compute actions.
   void add_collective(int rank, double start, double end, double bytes);
   // An optimizer step on `rank`: busy time, after the rank's actions.

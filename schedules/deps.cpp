@@ -2,14 +2,12 @@
 
 namespace ppbench {
 
-TaskIndex::TaskIndex(const Placement& p) : base_(p.stages()), ends_(p.stages()) {
-  std::size_t rows = 0;
+TaskIndex::TaskIndex(const Placement& p) : stages_(p.stages()) {
   for (int s = 0; s < p.stages(); ++s) {
-    ends_[s] = static_cast<std::uint8_t>((p.is_first(s) ? 1 : 0) | (p.is_last(s) ? 2 : 0));
-    base_[s] = rows;
-    rows += static_cast<std::size_t>(p.microbatches_of(s));
+    stages_[s] = {rows_, p.stage_rank[s], p.microbatches_of(s),
+                  static_cast<std::uint8_t>((p.is_first(s) ? 1 : 0) | (p.is_last(s) ? 2 : 0))};
+    rows_ += static_cast<std::size_t>(p.microbatches_of(s));
   }
-  size_ = rows * 3;
 }
 
 }  // namespace ppbench

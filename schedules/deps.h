@@ -9,68 +9,86 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <optional>
 #include <vector>
 
-#include "core/large_buffer.h"
 #include "schedules/placement.h"
 #include "schedules/schedule.h"
 
 namespace ppbench {
 
-// Dense ids for (op, stage, micro-batch). B and I share a slot: either one is
-// "the input gradient of (stage, mb) is ready", which is what the previous
-// stage waits for.
+// Dense ids for (op, stage, micro-batch). A (stage, micro-batch) is a row; its slots are F, the
+// input gradient (B and I share it: either one is "the input gradient of (stage, mb) is ready",
+// which is what the previous stage waits for) and W. id = row * 3 + slot.
 class TaskIndex {
  public:
   explicit TaskIndex(const Placement& p);
 
   static int slot(Op op) { return op == Op::F ? 0 : (op == Op::W ? 2 : 1); }
-  std::size_t id(Op op, int stage, int mb) const {
-    return (base_[stage] + static_cast<std::size_t>(mb)) * 3 + slot(op);
+  std::size_t row(int stage, int mb) const {
+    return stages_[stage].base + static_cast<std::size_t>(mb);
   }
+  std::size_t id(Op op, int stage, int mb) const { return row(stage, mb) * 3 + slot(op); }
   std::size_t id(const Task& t) const { return id(t.op, t.stage, t.mb); }
-  std::size_t size() const { return size_; }
+  std::size_t rows() const { return rows_; }
+  std::size_t size() const { return rows_ * 3; }
 
-  // A dependency: its slot id, and the (op, stage, mb) it stands for. Kept as plain fields
+  // A dependency: its row and slot, and the (op, stage, mb) it stands for. Kept as plain fields
   // rather than a Task, whose packed stage would cost every walk a partial store and reload.
   struct Dep {
-    std::size_t id;
+    std::size_t row;
+    int slot;
     int stage;
     Op op;
     int mb;
+    std::size_t id() const { return row * 3 + static_cast<std::size_t>(slot); }
     Task task() const { return Task(op, stage, mb); }
   };
-  // The tasks `t` waits for (at most two); returns how many were written.
-  // Inline: it runs several times per action in every walk.
-  int dependencies(const Task& t, std::array<Dep, 2>& out) const {
+  // Calls `f(dep)` for each task `t` waits for (at most two) while f returns true; returns false
+  // as soon as f does. The walks call it for every action they try, so it is inline and writes
+  // nothing: the callers' lambdas fold into it.
+  template <class F>
+  bool for_each_dependency(const Task& t, F&& f) const {
     const int stage = t.stage, mb = t.mb;
-    int n = 0;
     switch (t.op) {
       case Op::F:
-        if (!is_first(stage)) out[n++] = {id(Op::F, stage - 1, mb), stage - 1, Op::F, mb};
-        break;
+        return is_first(stage) || f(Dep{row(stage - 1, mb), 0, stage - 1, Op::F, mb});
       case Op::B:
       case Op::I:
-        out[n++] = {id(Op::F, stage, mb), stage, Op::F, mb};
         // Whichever of B or I the next stage runs; both fill the same slot.
-        if (!is_last(stage)) out[n++] = {id(Op::B, stage + 1, mb), stage + 1, Op::B, mb};
-        break;
+        return f(Dep{row(stage, mb), 0, stage, Op::F, mb}) &&
+               (is_last(stage) || f(Dep{row(stage + 1, mb), 1, stage + 1, Op::B, mb}));
       case Op::W:
-        out[n++] = {id(Op::I, stage, mb), stage, Op::I, mb};
-        break;
+        return f(Dep{row(stage, mb), 1, stage, Op::I, mb});
     }
+    return true;
+  }
+  // The same dependencies, written to `out`; returns how many.
+  int dependencies(const Task& t, std::array<Dep, 2>& out) const {
+    int n = 0;
+    for_each_dependency(t, [&](const Dep& d) {
+      out[n++] = d;
+      return true;
+    });
     return n;
   }
 
-  // Placement::is_first / is_last, from one byte per stage (the walks ask for every action).
-  bool is_first(int stage) const { return ends_[stage] & 1; }
-  bool is_last(int stage) const { return ends_[stage] & 2; }
+  // Placement::is_first / is_last, from the stage's own entry (the walks ask for every action).
+  bool is_first(int stage) const { return stages_[stage].ends & 1; }
+  bool is_last(int stage) const { return stages_[stage].ends & 2; }
+  // Placement::stage_rank and microbatches_of, beside them.
+  int rank_of(int stage) const { return stages_[stage].rank; }
+  int microbatches_of(int stage) const { return stages_[stage].microbatches; }
+  int stages() const { return static_cast<int>(stages_.size()); }
 
  private:
-  std::vector<std::size_t> base_;   // stage -> first (stage, mb) row
-  std::vector<std::uint8_t> ends_;  // stage -> 1 if first of its chain | 2 if last
-  std::size_t size_ = 0;
+  struct Stage {
+    std::size_t base;           // its first row
+    std::int32_t rank;          // where it runs
+    std::int32_t microbatches;  // how many it carries
+    std::uint8_t ends;          // 1 if first of its chain | 2 if last
+  };
+  std::vector<Stage> stages_;
+  std::size_t rows_ = 0;
 };
 
 // Where a walk got stuck: the first action of `rank` that could not run, and
@@ -82,40 +100,30 @@ struct Stall {
   Task waiting_for;
 };
 
-// Runs `on_action(rank, position, action)` for every action once all of its
-// dependencies have run, each rank in its own order. Returns one stall per
-// rank that can never continue (a deadlock or a dependency the order breaks);
-// empty when every rank finished.
-// Requires a structurally valid schedule (every task once, stages in range).
+// Runs every rank's order in dependency order. `try_run(rank, position, action)` runs the action
+// and returns true when every task it depends on has run, or returns false and leaves it for
+// later; `done(dep)` says whether a dependency has run (to name what a stuck rank waits for).
+// Returns one stall per rank that can never continue (a deadlock or a dependency the order
+// breaks); empty when every rank finished. Requires a structurally valid schedule (every task
+// once, stages in range).
 //
-// Memory: one byte per task slot (done or not). A rank that waits is not
-// listed under the task it waits for: a task's only dependent on another rank
-// is on the next stage (after an F) or the previous one (after a B or I), so
-// finishing it wakes that rank, which checks its next action again. The walk
-// is linear in the number of actions and keeps nothing per action.
-template <class OnAction>
+// The caller keeps what "has run" means (a flag, or an end time): the walk keeps only each
+// rank's position. A rank that waits is not listed under the task it waits for: a task's only
+// dependent on another rank is on the next stage (after an F) or the previous one (after a B or
+// I), so finishing it wakes that rank, which tries its next action again. The walk is linear in
+// the number of actions.
+template <class TryRun, class Done>
 std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& index,
-                                            OnAction&& on_action) {
-  const Placement& p = s.placement;
+                                            TryRun&& try_run, Done&& done) {
   const int ranks = static_cast<int>(s.ranks.size());
-  const LargeBuffer<std::uint8_t> done(index.size(), 0);
   std::vector<std::size_t> next(ranks, 0);
   std::vector<std::uint8_t> waiting(ranks, 0);  // blocked and not in `ready`
   std::vector<std::int32_t> ready;
   ready.reserve(ranks);
   for (int r = ranks - 1; r >= 0; --r) ready.push_back(r);
 
-  auto blocked_on = [&](const Action& a) -> std::optional<TaskIndex::Dep> {
-    std::array<TaskIndex::Dep, 2> deps;
-    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-      int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
-      for (int k = 0; k < n; ++k)
-        if (!done[deps[k].id]) return deps[k];
-    }
-    return std::nullopt;
-  };
   auto wake = [&](int stage) {
-    const int q = p.stage_rank[stage];
+    const int q = index.rank_of(stage);
     if (waiting[q]) {
       waiting[q] = 0;
       ready.push_back(q);
@@ -133,15 +141,13 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
       // they are in cache when the walk comes back (the walk is memory-bound without it).
       __builtin_prefetch(actions.data() + std::min(at + 8, actions.size() - 1));
       const Action& a = actions[at];
-      if (blocked_on(a)) {
+      if (!try_run(r, at, a)) {
         waiting[r] = 1;
         break;
       }
-      on_action(r, at, a);
       ++at;
       for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
         const Task& t = half == 0 ? a.task : a.partner;
-        done[index.id(t)] = 1;
         if (t.op == Op::F) {
           if (!index.is_last(t.stage)) wake(t.stage + 1);
         } else if (t.op != Op::W && !index.is_first(t.stage)) {
@@ -154,7 +160,16 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
   for (int r = 0; r < ranks; ++r)
     if (next[r] < s.ranks[r].size()) {
       const Action& a = s.ranks[r][next[r]];
-      stalls.push_back({r, next[r], a, blocked_on(a)->task()});
+      Task missing;
+      for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
+        if (!index.for_each_dependency(half == 0 ? a.task : a.partner,
+                                       [&](const TaskIndex::Dep& d) {
+                                         if (done(d)) return true;
+                                         missing = d.task();
+                                         return false;
+                                       }))
+          break;
+      stalls.push_back({r, next[r], a, missing});
     }
   return stalls;
 }

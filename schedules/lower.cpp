@@ -17,7 +17,7 @@ Program lower(const Schedule& s) {
       for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
         const int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
         for (int k = 0; k < n; ++k)
-          if (p.stage_rank[deps[k].stage] != r) consumer_rank[deps[k].id] = r;
+          if (p.stage_rank[deps[k].stage] != r) consumer_rank[deps[k].id()] = r;
       }
 
   Program out;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/large_buffer.h"
 #include "schedules/deps.h"
 #include "schedules/lower.h"
 
@@ -17,21 +18,20 @@ namespace {
       rank);
 }
 
-void check_task(const Schedule& s, int rank, const Action& a, const Task& t) {
-  const Placement& p = s.placement;
-  if (t.stage < 0 || t.stage >= p.stages())
+void check_task(const TaskIndex& index, int rank, const Action& a, const Task& t) {
+  if (t.stage < 0 || t.stage >= index.stages())
     reject(rank, a,
            "stage " + std::to_string(t.stage) + " does not exist (stages 0.." +
-               std::to_string(p.stages() - 1) + ")");
-  if (p.stage_rank[t.stage] != rank)
+               std::to_string(index.stages() - 1) + ")");
+  if (index.rank_of(t.stage) != rank)
     reject(rank, a,
            "stage " + std::to_string(t.stage) + " lives on rank " +
-               std::to_string(p.stage_rank[t.stage]));
-  if (t.mb < 0 || t.mb >= p.microbatches_of(t.stage))
+               std::to_string(index.rank_of(t.stage)));
+  if (t.mb < 0 || t.mb >= index.microbatches_of(t.stage))
     reject(rank, a,
            "micro-batch " + std::to_string(t.mb) + " is not carried by stage " +
-               std::to_string(t.stage) + " (0.." + std::to_string(p.microbatches_of(t.stage) - 1) +
-               ")");
+               std::to_string(t.stage) + " (0.." +
+               std::to_string(index.microbatches_of(t.stage) - 1) + ")");
 }
 
 // Names the cause of a stall: an action ordered before a same-rank action it
@@ -82,21 +82,21 @@ void validate_structure(const Schedule& s) {
     throw InvalidSchedule("invalid schedule: " + std::to_string(s.ranks.size()) +
                           " rank lists for " + std::to_string(p.ranks) + " ranks");
   const TaskIndex index(p);
-  // How many times each (op slot, stage, mb) appears, and whether its backward
-  // was a full B (slot 1 then counts B or I; a B must have no W).
+  // Which (op slot, stage, mb) have appeared: 1, or 2 for a full B in the input-gradient slot
+  // (it has no W; an I has one).
+  constexpr std::uint8_t kSeen = 1, kFullBackward = 2;
   const LargeBuffer<std::uint8_t> seen(index.size(), 0);
-  const LargeBuffer<std::uint8_t> full_backward(index.size() / 3, 0);
   for (int r = 0; r < p.ranks; ++r) {
     for (const Action& a : s.ranks[r]) {
       for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
         const Task& t = half == 0 ? a.task : a.partner;
-        check_task(s, r, a, t);
+        check_task(index, r, a, t);
         const std::size_t id = index.id(t);
-        if (seen[id]++)
+        if (seen[id])
           reject(r, a,
                  to_string(t) + " appears more than once" +
                      (t.op == Op::B || t.op == Op::I ? " (a B or I already ran)" : ""));
-        if (t.op == Op::B) full_backward[id / 3] = 1;
+        seen[id] = t.op == Op::B ? kFullBackward : kSeen;
       }
       if (a.paired()) {
         if (a.task.op != Op::F || (a.partner.op != Op::B && a.partner.op != Op::I))
@@ -114,7 +114,7 @@ void validate_structure(const Schedule& s) {
       if (!seen[f]) reject(rank, fa, "missing: never scheduled");
       if (!seen[f + 1])
         reject(rank, Action::single(Op::B, st, m), "missing: neither B nor I is scheduled");
-      const bool full = full_backward[f / 3];
+      const bool full = seen[f + 1] == kFullBackward;
       if (full && seen[f + 2])
         reject(rank, Action::single(Op::W, st, m), "W after a full B (B already includes W)");
       if (!full && !seen[f + 2])
@@ -124,8 +124,21 @@ void validate_structure(const Schedule& s) {
 
 void validate(const Schedule& s, const ValidateOptions& options) {
   validate_structure(s);
-  const auto stalls =
-      walk_in_dependency_order(s, TaskIndex(s.placement), [](int, std::size_t, const Action&) {});
+  // The order alone: one flag per task slot, set when the task has run.
+  const TaskIndex index(s.placement);
+  const LargeBuffer<std::uint8_t> ran(index.size(), 0);
+  auto has_run = [&](const TaskIndex::Dep& d) { return ran[d.id()] != 0; };
+  const auto stalls = walk_in_dependency_order(
+      s, index,
+      [&](int, std::size_t, const Action& a) {
+        if (!index.for_each_dependency(a.task, has_run) ||
+            (a.paired() && !index.for_each_dependency(a.partner, has_run)))
+          return false;
+        ran[index.id(a.task)] = 1;
+        if (a.paired()) ran[index.id(a.partner)] = 1;
+        return true;
+      },
+      has_run);
   if (!stalls.empty()) explain_stall(s, stalls);
   if (options.channel_capacity > 0) check_deadlock_free(s, lower(s), options.channel_capacity);
 }

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "core/heap_prefault.h"
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
@@ -162,6 +163,9 @@ Command add_simulate(CLI::App& parent) {
     require_memory(
         budget, estimate_simulate(params, trace_out.given() || dp),
         "simulate " + st->schedule.describe() + (trace_out.given() ? " --trace-out" : ""));
+    // The work's memory mapped in one call, not a fault per page (core/heap_prefault.h).
+    if (!trace_out.given() && !dp)
+      prefault_heap(static_cast<std::size_t>(simulate_touched_bytes(params)));
     // A file is validated in full, its errors located by line; a generated schedule needs its
     // structure checked only, as the simulation's own walk proves it deadlock-free.
     Schedule s = st->schedule.file ? st->schedule.build() : generate(params);

@@ -1,5 +1,6 @@
 // The simulator and metrics on cases small enough to compute by hand, the
 // --comm delay, and property tests over random valid parameters and costs.
+#include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -218,6 +219,18 @@ TEST(SimulateMetrics, EqualsTheTracesMetrics) {
   }
   EXPECT_NE(validator, "");
   EXPECT_EQ(simulator, validator);
+}
+
+// The walk reads a NaN end time as "has not run yet": a NaN cost must be refused, not reported
+// as a deadlock.
+TEST(SimulateMetrics, RefusesCostsThatAreNotFinite) {
+  const Schedule s = generate({"1f1b", 2, 4, 0, 0});
+  StageCost bad;
+  bad.f = std::numeric_limits<double>::quiet_NaN();
+  const CostModel model(std::vector<StageCost>{StageCost{}, bad});
+  ASSERT_EQ(s.stages(), 2);
+  EXPECT_THROW(simulate_metrics(s, model), std::invalid_argument);
+  EXPECT_THROW(simulate(s, model), std::invalid_argument);
 }
 
 }  // namespace
