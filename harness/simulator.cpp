@@ -37,8 +37,9 @@ void timed_walk(const Schedule& s, const CostModel& costs, OnAction&& on_action,
   const LargeBuffer<double> end(index.rows() * 2, std::numeric_limits<double>::quiet_NaN());
   auto end_of = [&](std::size_t row, int slot) -> double& { return end[row * 2 + slot]; };
   // The delay from a dependency's end to a task's start, by where the dependency lives: the
-  // previous stage, the task's own stage, or the next stage. A producer on the task's own rank
-  // ran earlier in its order, so it ended before the rank became free: no delay, as if none.
+  // previous stage, the task's own stage, or the next stage. It is 0 for a producer on the task's
+  // own rank: that producer ran earlier in the rank's order, so it ended before the rank became
+  // free and cannot hold the start back.
   std::vector<std::array<double, 3>> delay(p.stages(), {0.0, 0.0, 0.0});
   for (int st = 0; st < p.stages(); ++st) {
     // A NaN end would read as "has not run": the walk would report a deadlock instead.
