@@ -49,6 +49,7 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
   for (const auto& e : trace.compute) {
     nlohmann::json args = {{"stage", e.action.task.stage}, {"mb", e.action.task.mb}};
     if (e.action.paired()) args["overlapped"] = to_string(e.action.partner);
+    if (e.cpu >= 0) args["cpu_us"] = e.cpu * to_us;  // ranks that shared cores: the thread's time
     events.push_back(span(to_string(e.action), category(e.action), 0, e.rank, e.start, e.end, to_us,
                           std::move(args)));
   }
@@ -67,12 +68,20 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
   // Optimizer steps (`run --optimizer`) are busy time of their rank, but not actions: a track of
   // their own per rank, under a process named "optimizer", keeps the ranks' tracks to actions.
   if (!trace.updates.empty()) name_process(events, 3, "optimizer", trace.ranks);
-  for (const auto& u : trace.updates)
+  for (const auto& u : trace.updates) {
+    nlohmann::json args = {{"stage", u.stage}};
+    if (u.cpu >= 0) args["cpu_us"] = u.cpu * to_us;
     events.push_back(span("update " + std::to_string(u.stage), "update", 3, u.rank, u.start, u.end,
-                          to_us, {{"stage", u.stage}}));
+                          to_us, std::move(args)));
+  }
   nlohmann::json other = other_data;
   other["time_unit"] = trace.time_unit;
   other["source"] = trace.source;
+  if (trace.shared_cores > 0) {
+    other["shared_cores"] = trace.shared_cores;
+    other["rank_cpu_us"] = nlohmann::json::array();
+    for (double c : trace.rank_cpu) other["rank_cpu_us"].push_back(c * to_us);
+  }
   return {{"traceEvents", std::move(events)},
           {"displayTimeUnit", "ms"},
           {"otherData", std::move(other)}};

@@ -17,13 +17,37 @@ struct Mean {
   double value() const { return count ? sum / static_cast<double>(count) : 0; }
 };
 
+// An optimizer step's time on its core: its CPU time where ranks shared cores, else its span.
+double update_time(const UpdateEvent& u) { return u.cpu >= 0 ? u.cpu : u.end - u.start; }
+
+// Where ranks shared cores: per rank, the CPU time its thread spent on neither an action nor an
+// optimizer step (receives, sends, waking other ranks), spread evenly over its actions.
+std::vector<double> executor_cpu_per_action(const Trace& trace) {
+  const auto ranks = static_cast<std::size_t>(trace.ranks);
+  std::vector<double> rest(ranks, 0.0), actions(ranks, 0.0);
+  if (trace.rank_cpu.size() != ranks) return rest;
+  for (std::size_t r = 0; r < ranks; ++r) rest[r] = trace.rank_cpu[r];
+  for (const auto& e : trace.compute) {
+    rest[static_cast<std::size_t>(e.rank)] -= std::max(e.cpu, 0.0);
+    actions[static_cast<std::size_t>(e.rank)] += 1;
+  }
+  for (const auto& u : trace.updates) rest[static_cast<std::size_t>(u.rank)] -= update_time(u);
+  for (std::size_t r = 0; r < ranks; ++r)
+    rest[r] = actions[r] > 0 ? std::max(rest[r], 0.0) / actions[r] : 0.0;
+  return rest;
+}
+
 }  // namespace
 
 CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
+  const bool shared = trace.shared_cores > 0;
+  const std::vector<double> executor =
+      shared ? executor_cpu_per_action(trace) : std::vector<double>(placement.ranks, 0.0);
   // Per stage: F, B, I, W, and overlapped pairs keyed by their forward stage.
   std::vector<std::array<Mean, 5>> m(placement.stages());
   for (const auto& e : trace.compute) {
-    const double d = e.end - e.start;
+    const double d =
+        shared && e.cpu >= 0 ? e.cpu + executor[static_cast<std::size_t>(e.rank)] : e.end - e.start;
     if (e.action.paired())
       m[e.action.task.stage][4].add(d);
     else
@@ -61,7 +85,7 @@ std::vector<OptimizerStep> optimizer_steps_from_trace(const Trace& trace,
     const auto after = std::upper_bound(mine.begin(), mine.end(), u.start);
     if (after == mine.begin()) continue;  // before any action: nothing to follow
     steps.push_back(
-        {u.rank, static_cast<std::size_t>(after - mine.begin() - 1), u.stage, u.end - u.start});
+        {u.rank, static_cast<std::size_t>(after - mine.begin() - 1), u.stage, update_time(u)});
   }
   return steps;
 }

@@ -5,6 +5,11 @@
 // producer sits on another rank). Because per-rank orders are fixed, the start
 // times follow from one walk in dependency order: linear in the number of
 // actions, with no event queue.
+//
+// Where the ranks share fewer cores than there are ranks (a CPU run with more rank threads than
+// cores), an action also waits for a free core: actions take the cores in the order their
+// inputs are ready (first ready, first served, each action to its end). That walk keeps the
+// ready actions in a heap, O(A log D + A W) for A actions and W ranks waiting on an input.
 #pragma once
 
 #include <cstddef>
@@ -30,17 +35,18 @@ struct OptimizerStep {
 struct SimulateOptions {
   bool record_comm = true;  // add a CommEvent for every cross-rank dependency
   std::vector<OptimizerStep> optimizer_steps = {};  // each becomes an UpdateEvent in the trace
+  int cores = 0;  // cores the ranks share; 0 (or at least the ranks): a device per rank
 };
 
 // The timeline: every action's start and end, (record_comm) every transfer, and the optimizer
 // steps asked for. Throws InvalidSchedule, as validate() words it, if the schedule deadlocks, and
-// std::invalid_argument for an optimizer step outside a rank's order.
+// std::invalid_argument for an optimizer step outside a rank's order or a negative core count.
 // Check the structure first (validate_structure or validate, validate.h).
 Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions& options = {});
 
 // The step's metrics, equal to compute_metrics(simulate(s, costs), s.placement), computed during
 // the walk without keeping any event: 16 bytes per (stage, micro-batch) beside the schedule, for
 // `ppbench simulate` without --trace-out and for searches that simulate many candidates.
-Metrics simulate_metrics(const Schedule& s, const CostModel& costs);
+Metrics simulate_metrics(const Schedule& s, const CostModel& costs, int cores = 0);
 
 }  // namespace ppbench

@@ -14,6 +14,9 @@ struct ComputeEvent {
   std::int32_t rank;
   double start, end;
   Action action;
+  // The CPU time the rank's thread spent on the action, where rank threads shared fewer cores
+  // than there were ranks (Trace::shared_cores); -1 elsewhere.
+  double cpu = -1;
 };
 
 // A tensor crossing ranks: the output of `task` (activation after F,
@@ -40,6 +43,7 @@ struct UpdateEvent {
   std::int32_t rank;
   double start, end;
   std::int32_t stage;
+  double cpu = -1;  // as ComputeEvent::cpu
 };
 
 struct MemorySample {
@@ -57,6 +61,11 @@ struct Trace {
   std::vector<CollectiveEvent> collectives;
   std::vector<UpdateEvent> updates;
   std::vector<MemorySample> memory;
+  // Where a CPU run's rank threads outnumbered the cores they could run on: those cores, and per
+  // rank the CPU time its thread spent in the step (its actions, its optimizer steps, and the
+  // executor's own work between them). 0 and empty where every rank had a core (or a GPU).
+  int shared_cores = 0;
+  std::vector<double> rank_cpu;
 };
 
 }  // namespace ppbench

@@ -100,6 +100,44 @@ struct Stall {
   Task waiting_for;
 };
 
+// The stall of every rank whose position `next[r]` is short of its order's end, for a walk that
+// stopped there: its action there and a dependency of it that has not run (`done`).
+template <class Done>
+std::vector<Stall> stalls_at(const Schedule& s, const TaskIndex& index,
+                             const std::vector<std::size_t>& next, Done&& done) {
+  std::vector<Stall> stalls;
+  for (int r = 0; r < static_cast<int>(s.ranks.size()); ++r)
+    if (next[r] < s.ranks[r].size()) {
+      const Action& a = s.ranks[r][next[r]];
+      Task missing;
+      for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
+        if (!index.for_each_dependency(half == 0 ? a.task : a.partner,
+                                       [&](const TaskIndex::Dep& d) {
+                                         if (done(d)) return true;
+                                         missing = d.task();
+                                         return false;
+                                       }))
+          break;
+      stalls.push_back({r, next[r], a, missing});
+    }
+  return stalls;
+}
+
+// Calls `wake(stage)` for each neighbour stage whose tasks may depend on the tasks of `a` (the
+// next stage after an F, the previous one after a B or I; a W has no dependents): after `a`
+// has run, the rank holding that stage may be able to continue.
+template <class Wake>
+void wake_dependents(const TaskIndex& index, const Action& a, Wake&& wake) {
+  for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
+    const Task& t = half == 0 ? a.task : a.partner;
+    if (t.op == Op::F) {
+      if (!index.is_last(t.stage)) wake(t.stage + 1);
+    } else if (t.op != Op::W && !index.is_first(t.stage)) {
+      wake(t.stage - 1);
+    }
+  }
+}
+
 // Runs every rank's order in dependency order. `try_run(rank, position, action)` runs the action
 // and returns true when every task it depends on has run, or returns false and leaves it for
 // later; `done(dep)` says whether a dependency has run (to name what a stuck rank waits for).
@@ -146,32 +184,10 @@ std::vector<Stall> walk_in_dependency_order(const Schedule& s, const TaskIndex& 
         break;
       }
       ++at;
-      for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-        const Task& t = half == 0 ? a.task : a.partner;
-        if (t.op == Op::F) {
-          if (!index.is_last(t.stage)) wake(t.stage + 1);
-        } else if (t.op != Op::W && !index.is_first(t.stage)) {
-          wake(t.stage - 1);
-        }
-      }
+      wake_dependents(index, a, wake);
     }
   }
-  std::vector<Stall> stalls;
-  for (int r = 0; r < ranks; ++r)
-    if (next[r] < s.ranks[r].size()) {
-      const Action& a = s.ranks[r][next[r]];
-      Task missing;
-      for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
-        if (!index.for_each_dependency(half == 0 ? a.task : a.partner,
-                                       [&](const TaskIndex::Dep& d) {
-                                         if (done(d)) return true;
-                                         missing = d.task();
-                                         return false;
-                                       }))
-          break;
-      stalls.push_back({r, next[r], a, missing});
-    }
-  return stalls;
+  return stalls_at(s, index, next, done);
 }
 
 }  // namespace ppbench

@@ -719,6 +719,12 @@ def machine_cores(rows: list[dict]) -> int | None:
 STEP_GOAL_PCT = 5.0
 
 
+def replayed_on_shared_cores(row: dict) -> bool:
+    """Whether the run's replay shared the cores among its ranks as its threads did (ppbench
+    records the cores in `predicted.cores` where its rank threads outnumbered them)."""
+    return isinstance((row.get("predicted") or {}).get("cores"), int)
+
+
 def step_time_sentence(ok: list[dict]) -> str:
     """How the measured steps land against the replay's makespans, the points that have a core
     per rank apart from those that share cores (whose ranks also wait for one)."""
@@ -738,7 +744,9 @@ def step_time_sentence(ok: list[dict]) -> str:
     if fits:
         parts.append(span(fits) + ("" if cores is None else f" with a core per rank (≤ {cores} ranks)"))
     if shared:
-        parts.append(span(shared) + f" where ranks share the {cores} cores")
+        replayed = all(replayed_on_shared_cores(r) for _, r in shared)
+        parts.append(span(shared) + f" where ranks share the {cores} cores"
+                     + (" (replayed on those cores)" if replayed else ""))
     return "Measured step against the replay's makespan: " + "; ".join(parts) + "."
 
 
@@ -839,7 +847,15 @@ def measured_differences(ok: list[dict], simulated: dict[tuple, dict]) -> list[s
             "uses the step's own per-op times, so what remains is what the simulator leaves "
             "out: hand-overs between rank threads, their wake-ups and a machine shared with "
             "other work")
-    if over:
+    if over and all(replayed_on_shared_cores(r) for r in over):
+        text += (f"; {len(over)} of these points run more ranks than the machine's {cores} "
+                 "cores. Their replay shares the cores too (each op costs its thread's CPU time, "
+                 "and an action waits for a free core, first ready first served), so what "
+                 "remains there is how the operating system schedules the threads (a woken rank "
+                 "may wait, or preempt one on the critical path); their measured busy time also "
+                 "holds the slices other ranks ran in mid-action, so their bubble gap overstates "
+                 "the difference and the step times below say it better")
+    elif over:
         text += (f"; {len(over)} of these points run more ranks than the machine's "
                  f"{cores} cores, so their ranks also wait for a core")
     text += "."

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 
 #include "harness/metrics.h"
 #include "harness/provenance.h"
@@ -56,6 +57,19 @@ std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan&
   return peak;
 }
 
+namespace {
+
+// What "predicted" is: the plain replay, or where the rank threads outnumbered their cores the
+// replay on those cores.
+std::string replay_note(int shared_cores) {
+  if (shared_cores == 0) return "the simulator replaying this step's measured per-op costs";
+  return "the simulator replaying this step on the " + std::to_string(shared_cores) +
+         " core(s) its rank threads shared: per-op CPU time (plus each rank's executor work "
+         "spread over its actions), an action waiting for a free core as well as its inputs";
+}
+
+}  // namespace
+
 nlohmann::json run_record(const StepSummary& in, const char* backend) {
   const WorkloadSpec& spec = *in.spec;
   const Schedule& s = *in.schedule;
@@ -63,7 +77,8 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
   // The optimizer steps are replayed where they ran: after a stage's last backward (threads,
   // GPUs), or at the end of the step, after the all-reduces (processes).
   const std::vector<OptimizerStep> updates = optimizer_steps_from_trace(*in.trace, s.placement);
-  SimulateOptions replay_options{.record_comm = false};
+  // Rank threads that outnumbered their cores are replayed on those cores, from CPU times.
+  SimulateOptions replay_options{.record_comm = false, .cores = in.trace->shared_cores};
   if (in.replicas == 1) replay_options.optimizer_steps = updates;
   Trace replay = simulate(s, costs_from_trace(*in.trace, s.placement), replay_options);
   // Data parallelism: the replay's all-reduces over a ring link fitted to the measured ones.
@@ -110,7 +125,9 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
                             ": " + std::to_string(t.warmup) + " warm-up, " +
                             std::to_string(t.steps) + " measured)";
   r["predicted"] = to_json(predicted);
-  r["predicted"]["note"] = "the simulator replaying this step's measured per-op costs";
+  const int cores = in.trace->shared_cores;
+  r["predicted"]["note"] = replay_note(cores);
+  r["predicted"]["cores"] = cores > 0 ? nlohmann::json(cores) : nlohmann::json(nullptr);
   if (dp)
     r["predicted"]["allreduce_link"] = {
         {"bandwidth_bytes_per_s", dp->link.bandwidth},

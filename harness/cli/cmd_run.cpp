@@ -78,7 +78,7 @@ void print_text(const nlohmann::json& r) {
   std::printf("\n%-18s %10s %10s\n", "", "measured", "predicted");
   for (const char* k : {"bubble_fraction", "bubble_ratio", "zb_bubble_rate"})
     std::printf("%-18s %10.4f %10.4f\n", k, m[k].get<double>(), p[k].get<double>());
-  std::printf("(predicted: the simulator replaying this step's measured per-op costs)\n\n");
+  std::printf("(predicted: %s)\n\n", p["note"].get<std::string>().c_str());
   std::printf("rank %12s %12s %14s %14s\n", "busy ms", "idle ms", "peak act MB", "model act MB");
   for (std::size_t k = 0; k < m["ranks"].size(); ++k) {
     const auto& rk = m["ranks"][k];

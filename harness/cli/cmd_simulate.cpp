@@ -122,6 +122,7 @@ Command add_simulate(CLI::App& parent) {
     MemoryFlag memory;
     WorkloadCostFlags workload;
     DataParallelFlags dp;
+    int cores = 0;
   };
   auto st = std::make_shared<State>();
   st->schedule.add_to(*app);
@@ -135,6 +136,11 @@ Command add_simulate(CLI::App& parent) {
   st->memory.add_to(*app);
   st->workload.add_to(*app);
   st->dp.add_to(*app);
+  app->add_option("--cores", st->cores,
+                  "The ranks share C cores, as the rank threads of a CPU run with more ranks than "
+                  "cores do: an action waits for a free core as well as its inputs, first ready "
+                  "first served (default: a device per rank)")
+      ->check(CLI::Range(1, 1 << 20));
   app->footer(
       "Metrics (docs/metrics.md): bubble_fraction = sum idle / (ranks x makespan); bubble_ratio = "
       "sum "
@@ -182,15 +188,17 @@ Command add_simulate(CLI::App& parent) {
                                           : CostModel::uniform(s.stages(), cost);
     // The timeline is kept only where it is written or the all-reduces are placed on it (after
     // each stage's last backward, or each rank's last action); otherwise the metrics need none.
-    Trace trace = trace_out.given() || dp ? simulate(s, costs, {trace_out.given()}) : Trace{};
+    Trace trace = trace_out.given() || dp
+                      ? simulate(s, costs, {.record_comm = trace_out.given(), .cores = st->cores})
+                      : Trace{};
     if (with_workload) trace.time_unit = "s";
     DataParallel replicas;
     if (dp) {
       replicas = st->dp.resolve(s, with_workload ? &wl : nullptr);
       add_allreduces(trace, s, replicas);
     }
-    const Metrics m =
-        trace_out.given() || dp ? compute_metrics(trace, s.placement) : simulate_metrics(s, costs);
+    const Metrics m = trace_out.given() || dp ? compute_metrics(trace, s.placement)
+                                              : simulate_metrics(s, costs, st->cores);
     // A family's closed forms describe its own order; a file's order has none, and they assume
     // the same costs on every stage.
     ClosedForm cf;
@@ -204,6 +212,9 @@ Command add_simulate(CLI::App& parent) {
     nlohmann::json record = schedule_json(s);
     if (!with_workload) record["costs"] = to_json(cost);
     record.update(to_json(m));
+    // The cores the ranks shared, where fewer than the ranks (null: a device per rank).
+    const bool shared = st->cores > 0 && st->cores < s.placement.ranks;
+    record["cores"] = shared ? nlohmann::json(st->cores) : nlohmann::json(nullptr);
     if (with_workload) add_workload_report(record, wl, s, m);
     if (dp) record["data_parallel"] = data_parallel_json(replicas, s, m, with_workload);
     // Closed forms assume no communication time.
@@ -211,14 +222,18 @@ Command add_simulate(CLI::App& parent) {
     if (cost.comm != 0)
       record["closed_form"]["note"] =
           "closed forms assume --comm 0" + (cf.note.empty() ? std::string() : "; " + cf.note);
-    if (dp) {
-      // They describe one replica's compute: the all-reduce is beyond them.
+    // What else the closed forms leave out, said first in the record's note and the text's.
+    auto closed_forms_leave_out = [&](const std::string& why) {
       const auto& note = record["closed_form"]["note"];
       const std::string before = note.is_string() ? note.get<std::string>() : "";
-      record["closed_form"]["note"] =
-          "closed forms leave out the all-reduce" + (before.empty() ? "" : "; " + before);
-      cf.note = "closed forms leave out the all-reduce" + (cf.note.empty() ? "" : "; " + cf.note);
-    }
+      record["closed_form"]["note"] = why + (before.empty() ? "" : "; " + before);
+      cf.note = why + (cf.note.empty() ? "" : "; " + cf.note);
+    };
+    if (shared)
+      closed_forms_leave_out("closed forms assume a device per rank, not " +
+                             std::to_string(st->cores) + " shared core(s)");
+    // They describe one replica's compute: the all-reduce is beyond them.
+    if (dp) closed_forms_leave_out("closed forms leave out the all-reduce");
     record["provenance"] = provenance();
     if (trace_out.given())
       write_output(trace_out, to_chrome_trace(trace, schedule_json(s)).dump() + "\n");

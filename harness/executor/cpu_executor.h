@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu_cores.h"
 #include "harness/executor/activation_arena.h"
 #include "harness/executor/executor_core.h"
 #include "harness/executor/mailbox.h"
@@ -71,17 +72,23 @@ class CpuExecutor {
 
   // Seconds on the current step's clock (for events the hooks record).
   double clock() const { return now(); }
+  // Whether the last step's rank threads outnumbered the cores they could run on; then the
+  // events the hooks record carry their CPU time too (thread_cpu_seconds()).
+  bool shares_cores() const { return shared_cores_ > 0; }
 
   StepRecord run_step() {
     const int ranks = schedule_.placement.ranks;
-    const bool own_cores = ranks <= static_cast<int>(std::thread::hardware_concurrency());
-    const auto spin =
-        std::chrono::microseconds(own_cores ? static_cast<long>(options_.spin_microseconds) : 0);
+    const int cores = options_.cores > 0 ? options_.cores : available_cores();
+    shared_cores_ = ranks > cores ? cores : 0;
+    const auto spin = std::chrono::microseconds(
+        shared_cores_ == 0 ? static_cast<long>(options_.spin_microseconds) : 0);
     InProcessTransport<Message> transport(ranks, options_.channel_capacity, spin);
     StepRecord record;
     record.trace.source = "cpu";
     record.trace.time_unit = "s";
     record.trace.ranks = ranks;
+    record.trace.shared_cores = shared_cores_;
+    if (shared_cores_ > 0) record.trace.rank_cpu.assign(static_cast<std::size_t>(ranks), 0.0);
     for (int r = 0; r < ranks; ++r) record.arenas.emplace_back(r);
     std::vector<std::vector<ComputeEvent>> compute(ranks);
     std::vector<std::vector<CommEvent>> comm(ranks);
@@ -89,8 +96,11 @@ class CpuExecutor {
     run_rank_threads(
         ranks, errors,
         [&](int r) {
+          const double cpu_begin = shared_cores_ > 0 ? thread_cpu_seconds() : 0;
           run_rank(r, transport, errors, record.arenas[r], compute[r], comm[r],
                    hooks_.empty() ? nullptr : &hooks_[static_cast<std::size_t>(r)]);
+          if (shared_cores_ > 0)
+            record.trace.rank_cpu[static_cast<std::size_t>(r)] = thread_cpu_seconds() - cpu_begin;
         },
         [&] { t0_ = Clock::now(); });
     errors.rethrow();
@@ -172,11 +182,15 @@ class CpuExecutor {
     for (std::size_t i = 0; i < prog.size(); ++i) {
       const Instr& in = prog[i];
       if (in.kind == Instr::Kind::Compute) {
+        // Where ranks share cores the wall time also holds other ranks' slices: the CPU time
+        // is what the replay on those cores needs (a syscall each, so only there).
+        const double cpu_begin = shared_cores_ > 0 ? thread_cpu_seconds() : 0;
         const double begin = now();
         passes.run(in.action.task);
         if (in.action.paired()) passes.run(in.action.partner);
         const double end = now();
-        compute.push_back({r, begin, end, in.action});
+        compute.push_back({r, begin, end, in.action,
+                           shared_cores_ > 0 ? thread_cpu_seconds() - cpu_begin : -1.0});
         arena.set_live(end, stages_.saved_bytes(r, work));
         transport.progress();
         if (hooks != nullptr) {
@@ -223,6 +237,7 @@ class CpuExecutor {
   Watchdog watchdog_;
   Clock::time_point t0_;
   double shift_ = 0;
+  int shared_cores_ = 0;  // the last step's: the cores its ranks shared, 0 if each had one
   std::vector<RankHooks> hooks_;
 };
 

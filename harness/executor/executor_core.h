@@ -27,6 +27,9 @@ struct ExecutorOptions {
   // rank has a hardware thread of its own (spinning on a shared core only
   // delays the thread it waits for).
   double spin_microseconds = 50;
+  // The cores the rank threads may run on (0: this process's, core/cpu_cores.h). Fewer than the
+  // ranks: waiters sleep at once, and the step's trace carries each action's CPU time.
+  int cores = 0;
 };
 
 // Why a step stopped.

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <thread>
 #include <tuple>
 
+#include "core/cpu_cores.h"
 #include "core/error.h"
 #include "harness/backends/cpu/cpu_run.h"
 #include "harness/backends/cpu/pipeline_rank.h"
@@ -49,8 +49,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   work[static_cast<std::size_t>(me)] = &rank;
   CpuExecutor<cpu::Tensors<T>> executor(s, work, o.executor);
 
-  const bool own_cores =
-      world.size() <= static_cast<int>(std::thread::hardware_concurrency());  // per node, roughly
+  const bool own_cores = world.size() <= available_cores();  // per node, roughly
   const auto spin =
       std::chrono::microseconds(own_cores ? static_cast<long>(o.executor.spin_microseconds) : 0);
   mpi::MpiTransport<Envelope<cpu::Tensors<T>>, mpi::CpuTensorCodec<T>> transport(

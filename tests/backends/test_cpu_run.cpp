@@ -168,6 +168,28 @@ TEST(CpuRun, TheReplayRunsTheOptimizerStepsWhereTheyRan) {
   }
 }
 
+TEST(CpuRun, RanksSharingCoresAreReplayedOnThoseCores) {
+  // Two ranks on one core: the replay charges the ranks exactly the CPU time their threads used
+  // (actions, optimizer steps, the executor's work between them), and one core runs it all.
+  RunOptions o;
+  o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
+  o.executor.cores = 1;
+  o.schedule = {"1f1b", 2, 4};
+  const RunOutput out = run_cpu(tiny_mlp(DType::kF32), o);
+  ASSERT_EQ(out.trace.shared_cores, 1);
+  EXPECT_EQ(out.record["predicted"]["cores"], 1);
+  double cpu = 0;
+  for (double c : out.trace.rank_cpu) cpu += c;
+  const auto& predicted = out.record["predicted"];
+  EXPECT_NEAR(predicted["total_busy"].get<double>(), cpu, 1e-9 * cpu);
+  EXPECT_GE(predicted["makespan"].get<double>(), cpu * (1 - 1e-9));
+
+  o.executor.cores = 2;  // a core per rank: the plain replay
+  const RunOutput own = run_cpu(tiny_mlp(DType::kF32), o);
+  EXPECT_EQ(own.trace.shared_cores, 0);
+  EXPECT_TRUE(own.record["predicted"]["cores"].is_null());
+}
+
 TEST(CpuRun, GradientsStayPutUnlessAskedFor) {
   RunOptions o;
   o.schedule = {"chimera", 2, 4};  // two copies of every part, summed before the statistics

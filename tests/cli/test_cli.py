@@ -44,6 +44,8 @@ class BadInput(unittest.TestCase):
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cost", "B=1,I=2"], "B="),
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--comm", "-1"], "--comm"),
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--comm", "x"], "x"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cores", "0"], "--cores"),
+        (["simulate", "-s", "gpipe", "-d", "4", "-n", "8", "--cores", "two"], "two"),
         (["simulate", "-s", "gpipe", "-d", "0", "-n", "8"], "--devices"),
         (["simulate", "-s", "gpipe", "-d", "4", "-n", "-2"], "--microbatches"),
         (["simulate", "-s", "gpipe", "-d", "four", "-n", "8"], "four"),
@@ -333,6 +335,24 @@ class Contract(unittest.TestCase):
             return json.loads(r.stdout)["makespan"]
         self.assertEqual(makespan(), 21)
         self.assertEqual(makespan("--comm", "0.5"), 21 + 2 * 3 * 0.5)
+
+    def test_shared_cores_serialise_the_work(self):
+        # GPipe, D = 4, N = 4, F = 1, B = 2: 48 units of work. One core runs it back to back;
+        # two cores at best halve it; as many cores as ranks is a device per rank (21).
+        def record(*extra):
+            r = run("simulate", "-s", "gpipe", "-d", "4", "-n", "4", "--format", "json", *extra)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return json.loads(r.stdout)
+        self.assertEqual(record("--cores", "1")["makespan"], 48)
+        self.assertEqual(record("--cores", "1")["cores"], 1)
+        two = record("--cores", "2")
+        self.assertGreaterEqual(two["makespan"], 24)
+        self.assertLess(two["makespan"], 48)
+        self.assertIn("shared core", two["closed_form"]["note"])
+        for cores in ("4", "9"):
+            own = record("--cores", cores)
+            self.assertEqual(own["makespan"], 21)
+            self.assertIsNone(own["cores"])
 
     def test_show_text_round_trip_form(self):
         r = run("show", "-s", "gpipe", "-d", "2", "-n", "2")

@@ -150,6 +150,35 @@ TEST(CpuExecutor, EveryScheduleMatchesTheSingleDeviceStep) {
       }
 }
 
+// Rank threads that outnumber their cores: each action carries its thread's CPU time and each
+// rank its thread's CPU time over the step, which holds its actions'; what is computed does not
+// change. With a core per rank, neither is measured.
+TEST(CpuExecutor, RanksSharingCoresRecordTheirThreadsCpuTime) {
+  const Schedule s = generate({"1f1b", 4, 8});
+  const ToyModel model = ToyModel::make(4, 8);
+  const ToyRun shared = run_toy(s, model, {.cores = 2});
+  const Trace& t = shared.record.trace;
+  EXPECT_EQ(t.shared_cores, 2);
+  ASSERT_EQ(t.rank_cpu.size(), 4u);
+  std::vector<double> on_actions(4, 0.0);
+  for (const ComputeEvent& e : t.compute) {
+    EXPECT_GE(e.cpu, 0.0) << to_string(e.action);
+    on_actions[static_cast<std::size_t>(e.rank)] += e.cpu;
+  }
+  for (std::size_t r = 0; r < 4; ++r) {
+    EXPECT_GT(t.rank_cpu[r], 0.0) << "rank " << r;
+    EXPECT_GE(t.rank_cpu[r], on_actions[r]) << "rank " << r;
+  }
+  const auto expected = model.reference_grads();
+  for (std::size_t k = 0; k < expected.size(); ++k)
+    EXPECT_NEAR(shared.grads[k], expected[k], 1e-14 * (1 + std::abs(expected[k]))) << k;
+
+  const ToyRun own = run_toy(s, model, {.cores = 4});
+  EXPECT_EQ(own.record.trace.shared_cores, 0);
+  EXPECT_TRUE(own.record.trace.rank_cpu.empty());
+  for (const ComputeEvent& e : own.record.trace.compute) EXPECT_EQ(e.cpu, -1.0);
+}
+
 TEST(CpuExecutor, TraceKeepsEachRanksOrderAndRecordsTransfers) {
   const Schedule s = generate({"1f1b", 4, 8});
   const ToyRun run = run_toy(s, ToyModel::make(4, 8));

@@ -67,5 +67,32 @@ TEST(Replay, OptimizerStepsAfterTheAllReducesStartWhenTheRankIsFree) {
   EXPECT_DOUBLE_EQ(t.updates[2].end, 9.0);
 }
 
+// Where rank threads shared cores, an action's span holds other ranks' slices: the replay costs
+// each op by its thread's CPU time plus the rank's executor work (its CPU time on neither an
+// action nor an optimizer step) spread over its actions, and replays the step on those cores.
+TEST(Replay, SharedCoresCostEachOpByItsCpuTimeAndTheExecutorsWork) {
+  Trace t = measured_1f1b();
+  t.shared_cores = 1;
+  for (ComputeEvent& e : t.compute) e.cpu = (e.end - e.start) / 2;  // the spans held waits
+  t.updates = {{0, 6.0, 7.0, 0, 0.25}};
+  // Rank 0: actions 0.5 + 0.5 + 1 + 1 = 3, its update 0.25, so 0.75 of executor work over 4
+  // actions; rank 1: 3 on actions and 0.4 besides.
+  t.rank_cpu = {4.0, 3.4};
+  const CostModel c = costs_from_trace(t, Placement::linear(2, 2));
+  EXPECT_DOUBLE_EQ(c.stages()[0].f, 0.5 + 0.75 / 4);
+  EXPECT_DOUBLE_EQ(c.stages()[0].b, 1.0 + 0.75 / 4);
+  EXPECT_DOUBLE_EQ(c.stages()[1].f, 0.5 + 0.1);
+  EXPECT_DOUBLE_EQ(c.stages()[1].b, 1.0 + 0.1);
+  const auto steps = optimizer_steps_from_trace(t, Placement::linear(2, 2));
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_DOUBLE_EQ(steps[0].duration, 0.25);  // its CPU time, not its span
+
+  // Without shared cores the spans are the costs, whatever else the trace holds.
+  t.shared_cores = 0;
+  const CostModel spans = costs_from_trace(t, Placement::linear(2, 2));
+  EXPECT_DOUBLE_EQ(spans.stages()[0].f, 1.0);
+  EXPECT_DOUBLE_EQ(spans.stages()[1].b, 2.0);
+}
+
 }  // namespace
 }  // namespace ppbench

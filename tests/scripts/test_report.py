@@ -414,6 +414,14 @@ def test_step_time_against_the_replay_splits_points_by_whether_ranks_share_cores
     assert report.step_time_sentence([broken]) == ""
     text = report.build_report(rows(), "r.jsonl", measured=points, measured_source="cpu.jsonl")
     assert ("- measured step against the replay's makespan: within 5 % at 2 of 3 points") in text
+    # records whose replay shared the cores among the ranks (predicted.cores) say so
+    for row in points:
+        if row["devices"] * row["point"]["replicas"] > 2:
+            row["predicted"]["cores"] = 2
+    assert report.step_time_sentence(points).endswith(
+        "where ranks share the 2 cores (replayed on those cores).")
+    why = report.measured_differences(points, {})
+    assert "2 of these points run more ranks than the machine's 2 cores. Their replay shares" in why[0]
 
 
 def test_a_family_without_a_published_formula_is_said_apart():

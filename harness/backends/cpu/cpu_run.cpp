@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "core/cpu_cores.h"
 #include "core/error.h"
 #include "harness/backends/cpu/part_optimizer.h"
 #include "harness/backends/cpu/pipeline_rank.h"
@@ -107,9 +108,13 @@ class CpuRun {
         if (arrivals_[part].fetch_add(1, std::memory_order_acq_rel) + 1 <
             static_cast<int>(opt.copies()))
           return;
+        const bool shared = executor_->shares_cores();
+        const double cpu_begin = shared ? thread_cpu_seconds() : 0;
         const double begin = executor_->clock();
         opt.step();
-        updates_[r].push_back({static_cast<std::int32_t>(r), begin, executor_->clock(), stage});
+        const double end = executor_->clock();
+        updates_[r].push_back({static_cast<std::int32_t>(r), begin, end, stage,
+                               shared ? thread_cpu_seconds() - cpu_begin : -1.0});
       };
     executor_->set_hooks(std::move(hooks));
   }

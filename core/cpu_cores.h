@@ -1,0 +1,41 @@
+// What the CPU gives this process's threads: how many cores they may run on, and how much CPU
+// time the calling thread has had.
+//
+// Rank threads that outnumber the cores share them, and an action's wall time then includes the
+// slices other ranks ran in: the CPU executor measures the threads' CPU time instead (harness/
+// executor/cpu_executor.h), from which the replay rebuilds the step on that many cores.
+#pragma once
+
+#include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+#include <time.h>
+
+namespace ppbench {
+
+// The cores this process may run on: its CPU affinity mask (taskset, cgroups' cpusets, a batch
+// system's binding), else what the hardware reports; at least 1.
+inline int available_cores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+#endif
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+// Seconds of CPU time the calling thread has used (user and system), 0 where the clock is
+// missing.
+inline double thread_cpu_seconds() {
+  timespec t{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+}  // namespace ppbench
