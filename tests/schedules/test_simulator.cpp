@@ -10,6 +10,8 @@
 namespace ppbench {
 namespace {
 
+using testing::for_random_schedules;
+using testing::invalid_schedule_message;
 using testing::simulate_uniform;
 using testing::stage_cost;
 
@@ -119,29 +121,6 @@ TEST(Metrics, PeakCountsSplitBackwardUntilW) {
 // Busy time per rank is exactly what the schedule implies: the sum of its
 // actions' costs, for any valid parameters and costs; and the simulation
 // always terminates with every action timed once.
-// Schedules of every family in turn, at random D <= max_d, N <= max_n and v <= max_v, for
-// `trials` draws; the draws a family does not allow are skipped. Returns how many ran.
-template <class Check>
-int for_random_schedules(std::mt19937& rng, int trials, int max_d, int max_n, int max_v,
-                         Check&& check) {
-  std::uniform_int_distribution<int> pick_d(1, max_d), pick_n(1, max_n), pick_v(2, max_v);
-  int checked = 0;
-  for (int trial = 0; trial < trials; ++trial) {
-    const auto& info = all_schedules()[trial % all_schedules().size()];
-    ScheduleParams p{std::string(info.name), pick_d(rng), pick_n(rng),
-                     info.uses_chunks ? pick_v(rng) : 0, 0};
-    Schedule s;
-    try {
-      s = generate(p);
-    } catch (const UsageError&) {
-      continue;  // parameters this family does not allow
-    }
-    check(trial, info, p, s);
-    ++checked;
-  }
-  return checked;
-}
-
 TEST(Property, RandomValidParametersAndCosts) {
   std::mt19937 rng(20261121);
   std::uniform_real_distribution<double> cost(0.1, 3.0), comm(0.0, 0.5);
@@ -206,19 +185,12 @@ TEST(SimulateMetrics, EqualsTheTracesMetrics) {
   Schedule s = generate({"1f1b", 2, 2, 0, 0});
   std::swap(s.ranks[1][0], s.ranks[1][1]);  // rank 1 runs B1.0 before F1.0
   validate_structure(s);
-  std::string validator, simulator;
-  try {
-    validate(s);
-  } catch (const InvalidSchedule& e) {
-    validator = e.what();
-  }
-  try {
-    simulate_metrics(s, CostModel::uniform(s.stages(), StageCost{}));
-  } catch (const InvalidSchedule& e) {
-    simulator = e.what();
-  }
+  const std::string validator = invalid_schedule_message([&] { validate(s); });
   EXPECT_NE(validator, "");
-  EXPECT_EQ(simulator, validator);
+  const CostModel costs = CostModel::uniform(s.stages(), StageCost{});
+  EXPECT_EQ(invalid_schedule_message([&] { simulate_metrics(s, costs); }), validator);
+  // The same walk on one shared core (test_shared_cores.cpp) words it the same way.
+  EXPECT_EQ(invalid_schedule_message([&] { simulate_metrics(s, costs, 1); }), validator);
 }
 
 // The walk reads a NaN end time as "has not run yet": a NaN cost must be refused, not reported
