@@ -80,9 +80,8 @@ class CpuExecutor {
     const int ranks = schedule_.placement.ranks;
     const int cores = options_.cores > 0 ? options_.cores : available_cores();
     shared_cores_ = ranks > cores ? cores : 0;
-    const auto spin = std::chrono::microseconds(
-        shared_cores_ == 0 ? static_cast<long>(options_.spin_microseconds) : 0);
-    InProcessTransport<Message> transport(ranks, options_.channel_capacity, spin);
+    InProcessTransport<Message> transport(ranks, options_.channel_capacity,
+                                          options_.spin(shared_cores_ == 0));
     StepRecord record;
     record.trace.source = "cpu";
     record.trace.time_unit = "s";
@@ -96,11 +95,10 @@ class CpuExecutor {
     run_rank_threads(
         ranks, errors,
         [&](int r) {
-          const double cpu_begin = shared_cores_ > 0 ? thread_cpu_seconds() : 0;
+          const ThreadCpuTimer cpu(shared_cores_ > 0);
           run_rank(r, transport, errors, record.arenas[r], compute[r], comm[r],
                    hooks_.empty() ? nullptr : &hooks_[static_cast<std::size_t>(r)]);
-          if (shared_cores_ > 0)
-            record.trace.rank_cpu[static_cast<std::size_t>(r)] = thread_cpu_seconds() - cpu_begin;
+          if (shared_cores_ > 0) record.trace.rank_cpu[static_cast<std::size_t>(r)] = cpu.seconds();
         },
         [&] { t0_ = Clock::now(); });
     errors.rethrow();
@@ -184,13 +182,12 @@ class CpuExecutor {
       if (in.kind == Instr::Kind::Compute) {
         // Where ranks share cores the wall time also holds other ranks' slices: the CPU time
         // is what the replay on those cores needs (a syscall each, so only there).
-        const double cpu_begin = shared_cores_ > 0 ? thread_cpu_seconds() : 0;
+        const ThreadCpuTimer cpu(shared_cores_ > 0);
         const double begin = now();
         passes.run(in.action.task);
         if (in.action.paired()) passes.run(in.action.partner);
         const double end = now();
-        compute.push_back({r, begin, end, in.action,
-                           shared_cores_ > 0 ? thread_cpu_seconds() - cpu_begin : -1.0});
+        compute.push_back({r, begin, end, in.action, cpu.seconds()});
         arena.set_live(end, stages_.saved_bytes(r, work));
         transport.progress();
         if (hooks != nullptr) {

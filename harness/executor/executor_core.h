@@ -30,6 +30,12 @@ struct ExecutorOptions {
   // The cores the rank threads may run on (0: this process's, core/cpu_cores.h). Fewer than the
   // ranks: waiters sleep at once, and the step's trace carries each action's CPU time.
   int cores = 0;
+
+  // How long a waiter spins before it sleeps: spin_microseconds where every rank (or process)
+  // has a core of its own, else not at all.
+  std::chrono::microseconds spin(bool own_cores) const {
+    return std::chrono::microseconds(own_cores ? static_cast<long>(spin_microseconds) : 0);
+  }
 };
 
 // Why a step stopped.

@@ -49,9 +49,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   work[static_cast<std::size_t>(me)] = &rank;
   CpuExecutor<cpu::Tensors<T>> executor(s, work, o.executor);
 
-  const bool own_cores = world.size() <= available_cores();  // per node, roughly
-  const auto spin =
-      std::chrono::microseconds(own_cores ? static_cast<long>(o.executor.spin_microseconds) : 0);
+  const auto spin = o.executor.spin(world.size() <= available_cores());  // per node, roughly
   mpi::MpiTransport<Envelope<cpu::Tensors<T>>, mpi::CpuTensorCodec<T>> transport(
       grid.pipeline, me, lower(s), o.executor.channel_capacity, spin, &message_name);
 

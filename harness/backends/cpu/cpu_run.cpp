@@ -108,13 +108,11 @@ class CpuRun {
         if (arrivals_[part].fetch_add(1, std::memory_order_acq_rel) + 1 <
             static_cast<int>(opt.copies()))
           return;
-        const bool shared = executor_->shares_cores();
-        const double cpu_begin = shared ? thread_cpu_seconds() : 0;
+        const ThreadCpuTimer cpu(executor_->shares_cores());
         const double begin = executor_->clock();
         opt.step();
         const double end = executor_->clock();
-        updates_[r].push_back({static_cast<std::int32_t>(r), begin, end, stage,
-                               shared ? thread_cpu_seconds() - cpu_begin : -1.0});
+        updates_[r].push_back({static_cast<std::int32_t>(r), begin, end, stage, cpu.seconds()});
       };
     executor_->set_hooks(std::move(hooks));
   }
