@@ -145,9 +145,7 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
                                      const PartitionPlan& plan, const nlohmann::json& identity) {
   const int parts = static_cast<int>(plan.stages.size());
   // A schedule stage's position in its chain is the partition stage it runs.
-  auto part = [&](int stage) {
-    return stage - placement.chain_begin[placement.stage_chain[stage]];
-  };
+  auto part = [&](int stage) { return placement.part(stage); };
   // Per part: F, B, I, W, overlapped pairs (by their forward stage); hand-overs per boundary.
   std::vector<std::array<std::vector<double>, 5>> d(static_cast<std::size_t>(parts));
   std::vector<std::vector<double>> comm(static_cast<std::size_t>(parts));

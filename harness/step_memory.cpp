@@ -62,8 +62,6 @@ int64_t StepMemory::largest_total() const {
 StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
                        const StepMemoryOptions& o) {
   const Placement& p = s.placement;
-  // Schedule stage -> the partition's part: stage k of every chain runs part k.
-  auto part_of = [&](int stage) { return stage - p.chain_begin[p.stage_chain[stage]]; };
   const std::vector<double> peaks = predicted_peak_bytes(s, plan, o.recompute);
 
   StepMemory out;
@@ -71,7 +69,7 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
   out.ranks.resize(static_cast<std::size_t>(p.ranks));
   for (int stage = 0; stage < p.stages(); ++stage) {
     RankMemory& r = out.ranks[static_cast<std::size_t>(p.stage_rank[stage])];
-    const int part = part_of(stage);
+    const int part = p.part(stage);
     r.stages.push_back(stage);
     r.parts.push_back(part);
     r.param_count = checked_add(r.param_count, plan.stages[part].params, "parameter");
@@ -104,9 +102,9 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
     };
     auto visit = [&](const Task& t) {
       if (t.op == Op::F && !p.is_last(t.stage))
-        send(t.stage + 1, plan.stages[part_of(t.stage)].boundary_bytes_out);
+        send(t.stage + 1, plan.stages[p.part(t.stage)].boundary_bytes_out);
       if ((t.op == Op::B || t.op == Op::I) && !p.is_first(t.stage))
-        send(t.stage - 1, plan.stages[part_of(t.stage - 1)].boundary_bytes_out);
+        send(t.stage - 1, plan.stages[p.part(t.stage - 1)].boundary_bytes_out);
     };
     for (const Action& a : s.ranks[static_cast<std::size_t>(rank)]) {
       visit(a.task);

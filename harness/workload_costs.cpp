@@ -53,8 +53,7 @@ std::vector<StageCost> stage_costs(const WorkloadSpec& spec, const PartitionPlan
 CostModel schedule_cost_model(const Placement& placement, const std::vector<StageCost>& parts) {
   std::vector<StageCost> stages;
   for (int s = 0; s < placement.stages(); ++s)
-    stages.push_back(
-        parts.at(static_cast<std::size_t>(s - placement.chain_begin[placement.stage_chain[s]])));
+    stages.push_back(parts.at(static_cast<std::size_t>(placement.part(s))));
   return CostModel(std::move(stages));
 }
 

@@ -4,6 +4,13 @@
 
 namespace ppbench {
 
+int Placement::twin_rank(int stage) const {
+  for (int st = 0; st < stages(); ++st)
+    if (st != stage && part(st) == part(stage) && stage_rank[st] != stage_rank[stage])
+      return stage_rank[st];
+  return -1;
+}
+
 namespace {
 
 void add_chain(Placement& p, int length, int microbatches) {

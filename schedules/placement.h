@@ -27,6 +27,15 @@ struct Placement {
   // Stages per chain, the same for every layout here; the unit of the
   // "fraction of one whole-model micro-batch activation" figures.
   int stages_per_chain() const { return chain_length(0); }
+  // The model part a stage computes: its position in its chain (stage k of every chain runs the
+  // partition's part k).
+  int part(int stage) const { return stage - chain_begin[stage_chain[stage]]; }
+  // How many copies of each part the layout holds: 2 where two chains run the same model in
+  // opposite directions (Chimera, DualPipe), else 1. The copies' gradients are summed before
+  // their update, so that every copy stays the same.
+  int copies_per_part() const { return stages_per_chain() > 0 ? stages() / stages_per_chain() : 0; }
+  // The rank holding another copy of `stage`'s part, or -1 where no other rank holds one.
+  int twin_rank(int stage) const;
 
   // 1 stage per rank: stage r on rank r (naive, GPipe, 1F1B, ZB-H1, ZB-H2).
   static Placement linear(int ranks, int microbatches);

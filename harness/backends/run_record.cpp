@@ -23,7 +23,7 @@ double makespan_of(const Trace& t) {
 std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan& plan,
                                          bool recompute) {
   const Placement& p = s.placement;
-  auto part = [&](int stage) { return plan.stages[stage - p.chain_begin[p.stage_chain[stage]]]; };
+  auto part = [&](int stage) { return plan.stages[p.part(stage)]; };
   std::vector<double> peak(p.ranks, 0);
   for (int r = 0; r < p.ranks; ++r) {
     double live = 0;

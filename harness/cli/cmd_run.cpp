@@ -135,7 +135,7 @@ Command add_run(CLI::App& parent) {
     CudaFlags cuda;
     int dp = 1;
     bool dp_overlap = false;
-    std::string optimizer;  // "": adamw on the CPU, none on CUDA
+    std::string optimizer;  // "": adamw
     std::string format = "text";
     std::string trace_out, results, profile_out;
     CLI::Option* trace_option = nullptr;
@@ -271,15 +271,7 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--profile-out - and --trace-out - or --results - all ask for stdout: give one of them "
           "a file");
-    // GPU ranks in separate processes run forward and backward only: their optimizer step would
-    // follow the NCCL all-reduce, which is not built yet.
-    const bool cuda_processes = st->backend == "cuda" && multi_process;
-    if (cuda_processes && !st->optimizer.empty() && st->optimizer != "none")
-      throw UsageError("--optimizer " + st->optimizer +
-                       ": --backend cuda across processes runs forward and backward only so far "
-                       "(--optimizer none); one process runs sgd and adamw on GPUs");
-    st->options.optimizer.kind = parse_optimizer(
-        st->optimizer.empty() ? (cuda_processes ? "none" : "adamw") : st->optimizer);
+    st->options.optimizer.kind = parse_optimizer(st->optimizer.empty() ? "adamw" : st->optimizer);
     if ((st->dp > 1 || st->dp_overlap) && !multi_process)
       throw UsageError("--dp " + std::to_string(st->dp) + (st->dp_overlap ? " --dp-overlap" : "") +
                        " runs each replica's ranks as separate processes: start it with mpirun -np "

@@ -70,7 +70,7 @@ DataParallel DataParallelFlags::resolve(const Schedule& s, const WorkloadCosts* 
   const double dtype = dtype_bytes(workload->spec.dtype);
   // A schedule stage holds the layers of its position in its chain (two chains: two copies).
   for (int st = 0; st < p.stages(); ++st) {
-    const int part = st - p.chain_begin[p.stage_chain[st]];
+    const int part = p.part(st);
     dp.stage_bytes[static_cast<std::size_t>(st)] =
         static_cast<double>(workload->plan.stages.at(static_cast<std::size_t>(part)).params) *
         dtype;

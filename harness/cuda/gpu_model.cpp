@@ -21,8 +21,6 @@ int total_microbatches(const Placement& p) {
   return n;
 }
 
-int part_of(const Placement& p, int stage) { return stage - p.chain_begin[p.stage_chain[stage]]; }
-
 // The spec writes images [b, c, h, w]; the AmoebaNet kernels hold them NHWC.
 std::vector<cuda::Shape> nhwc_shapes(const std::vector<TensorSpec>& boundary) {
   std::vector<cuda::Shape> out;
@@ -60,7 +58,7 @@ std::vector<cuda::Shape> stage_output_shapes(const WorkloadSpec& spec, const Par
                                              const Placement& p) {
   std::vector<cuda::Shape> out;
   for (int st = 0; st < p.stages(); ++st) {
-    const StageSpec& part = plan.stages[static_cast<std::size_t>(part_of(p, st))];
+    const StageSpec& part = plan.stages[static_cast<std::size_t>(p.part(st))];
     const LayerSpec& last =
         spec.layers[static_cast<std::size_t>(part.first_layer + part.num_layers - 1)];
     if (p.is_last(st) || last.boundary_out.empty()) {
@@ -97,7 +95,7 @@ std::size_t rank_static_bytes(const WorkloadSpec& spec, const PartitionPlan& pla
   std::size_t bytes = std::size_t{16} << 20;
   for (int st = 0; st < p.stages(); ++st) {
     if (p.stage_rank[st] != rank) continue;
-    const StageSpec& part = plan.stages[static_cast<std::size_t>(part_of(p, st))];
+    const StageSpec& part = plan.stages[static_cast<std::size_t>(p.part(st))];
     for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l) {
       // value + f32 gradient (spec params is the kernels' exact count, AmoebaNet's convolutions
       // and BatchNorm gain/shift included), and each tensor rounded up to the arena's 256-byte
@@ -135,7 +133,7 @@ GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& 
     if (p.stage_rank[st] != rank) continue;
     Stage stage;
     stage.id = st;
-    stage.part = part_of(p, st);
+    stage.part = p.part(st);
     const StageSpec& part = plan.stages[static_cast<std::size_t>(stage.part)];
     stage.first_layer = part.first_layer;
     for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l) {

@@ -14,8 +14,6 @@ namespace ppbench::cuda {
 
 namespace {
 
-int part_of(const Placement& p, int stage) { return stage - p.chain_begin[p.stage_chain[stage]]; }
-int copies_per_part(const Placement& p) { return p.stages() / std::max(p.stages_per_chain(), 1); }
 std::size_t aligned(std::int64_t bytes) {
   return ArenaPlan::round_up(static_cast<std::size_t>(bytes));
 }
@@ -25,7 +23,7 @@ bool adamw(const OptimizerOptions& o) { return o.kind == OptimizerOptions::Kind:
 
 void check_gpu_optimizer(const Placement& p, const OptimizerOptions& o, bool cuda_graph) {
   ppbench::require(
-      !(cuda_graph && o.enabled() && copies_per_part(p) > 1),
+      !(cuda_graph && o.enabled() && p.copies_per_part() > 1),
       "--cuda-graph with --optimizer " + to_string(o.kind) +
           ": this schedule keeps two copies of each part, whose update waits across two "
           "ranks' graphs; use --optimizer none or run without --cuda-graph");
@@ -34,14 +32,14 @@ void check_gpu_optimizer(const Placement& p, const OptimizerOptions& o, bool cud
 std::size_t optimizer_reserve_bytes(const WorkloadSpec& spec, const PartitionPlan& plan,
                                     const Placement& p, int rank, OptimizerOptions::Kind kind) {
   if (kind == OptimizerOptions::Kind::kNone) return 0;
-  const bool twins = copies_per_part(p) > 1;
+  const bool twins = p.copies_per_part() > 1;
   // AdamW's two f32 moments; an f32 master copy of bf16 parameters under either optimizer.
   const std::size_t master = spec.dtype == ppbench::DType::kBF16 ? 4 : 0;
   const std::size_t per_param = (kind == OptimizerOptions::Kind::kAdamW ? 8 : 0) + master;
   std::size_t bytes = 0, largest = 0;
   for (int st = 0; st < p.stages(); ++st) {
     if (p.stage_rank[st] != rank) continue;
-    const StageSpec& part = plan.stages[static_cast<std::size_t>(part_of(p, st))];
+    const StageSpec& part = plan.stages[static_cast<std::size_t>(p.part(st))];
     for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l) {
       const auto n = static_cast<std::size_t>(spec.layers[static_cast<std::size_t>(l)].params);
       // 64 KiB: every tensor of a layer rounded up to the arena's alignment, and the counter.
@@ -61,7 +59,8 @@ GpuOptimizer::GpuOptimizer(const OptimizerOptions& o, const Placement& p, const 
   const int parts = p.stages_per_chain();
   for (int k = 0; k < parts; ++k) parts_.push_back(std::make_unique<Part>());
   for (std::size_t r = 0; r < ranks_.size(); ++r)
-    for (const auto& sp : ranks_[r]->params_by_layer()) {
+    for (const auto& sp :
+         ranks_[r] ? ranks_[r]->params_by_layer() : std::vector<StageParams<Param>>{}) {
       Part& part = *parts_.at(static_cast<std::size_t>(sp.part));
       for (const Copy& c : part.copies)
         if (c.rank == static_cast<int>(r))
@@ -98,10 +97,13 @@ GpuOptimizer::GpuOptimizer(const OptimizerOptions& o, const Placement& p, const 
 
   scratch_.resize(ranks_.size());
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    if (bytes[r] == 0) {  // SGD on f32, or a rank of another process
+      arenas_.push_back(nullptr);
+      continue;
+    }
     devices_.rank(static_cast<int>(r)).make_current();
-    arenas_.push_back(bytes[r] == 0 ? nullptr
-                                    : std::make_unique<DeviceArena>(
-                                          "rank " + std::to_string(r) + " optimizer", bytes[r]));
+    arenas_.push_back(
+        std::make_unique<DeviceArena>("rank " + std::to_string(r) + " optimizer", bytes[r]));
     if (largest_twin[r] >= 0) {
       const Shape s = {std::max<std::int64_t>(largest_twin[r], 1)};
       DeviceArena& a = *arenas_.back();
@@ -144,6 +146,7 @@ GpuOptimizer::GpuOptimizer(const OptimizerOptions& o, const Placement& p, const 
       c.counter = static_cast<AdamWCounter*>(c.counter_block.data());
     }
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    if (ranks_[r] == nullptr) continue;
     devices_.rank(static_cast<int>(r)).make_current();
     CUDA_CHECK(cudaStreamSynchronize(devices_.rank(static_cast<int>(r)).compute));
   }
@@ -195,31 +198,41 @@ float* GpuOptimizer::master_of(const Copy& c, std::size_t k) {
   return k < c.master.size() && !c.master[k].empty() ? c.master[k].as<float>() : nullptr;
 }
 
-bool GpuOptimizer::stage_done(int rank, int stage) {
-  Part& part = *parts_.at(static_cast<std::size_t>(part_of(placement_, stage)));
-  const cudaStream_t s = devices_.rank(rank).compute;
-  auto own_it = std::find_if(part.copies.begin(), part.copies.end(),
-                             [rank](const Copy& c) { return c.rank == rank; });
-  if (own_it == part.copies.end())
+GpuOptimizer::Copy& GpuOptimizer::copy_of(int rank, int stage) {
+  Part& part = *parts_.at(static_cast<std::size_t>(placement_.part(stage)));
+  auto it = std::find_if(part.copies.begin(), part.copies.end(),
+                         [rank](const Copy& c) { return c.rank == rank; });
+  if (it == part.copies.end())
     throw std::logic_error("stage " + std::to_string(stage) + " is not on rank " +
                            std::to_string(rank));
-  Copy& own = *own_it;
-  const bool twin = part.copies.size() > 1;
-  if (twin) {
-    // The copy that finishes last updates both (its arrival publishes the other's event).
-    CUDA_CHECK(cudaEventRecord(own.done, s));
-    if (part.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 < 2) return false;
+  return *it;
+}
+
+void GpuOptimizer::step_copy(int rank, int stage,
+                             const std::function<const float*(std::size_t k)>& grad) {
+  Copy& own = copy_of(rank, stage);
+  if (adamw(o_))
+    adamw_begin_step(devices_.rank(rank).compute, own.counter, o_.beta1, o_.beta2, o_.lr);
+  for (std::size_t k = 0; k < own.params.size(); ++k) {
+    Param& prm = *own.params[k];
+    step_param(rank, prm.value.dtype(), prm.value.data(), master_of(own, k), grad(k),
+               adamw(o_) ? own.m[k].as<float>() : nullptr,
+               adamw(o_) ? own.v[k].as<float>() : nullptr, prm.value.numel(), own.counter);
   }
-  if (adamw(o_)) adamw_begin_step(s, own.counter, o_.beta1, o_.beta2, o_.lr);
-  if (!twin) {
-    for (std::size_t k = 0; k < own.params.size(); ++k) {
-      Param& prm = *own.params[k];
-      step_param(rank, prm.value.dtype(), prm.value.data(), master_of(own, k), prm.grad.as<float>(),
-                 adamw(o_) ? own.m[k].as<float>() : nullptr,
-                 adamw(o_) ? own.v[k].as<float>() : nullptr, prm.value.numel(), own.counter);
-    }
+}
+
+bool GpuOptimizer::stage_done(int rank, int stage) {
+  Part& part = *parts_.at(static_cast<std::size_t>(placement_.part(stage)));
+  const cudaStream_t s = devices_.rank(rank).compute;
+  Copy& own = copy_of(rank, stage);
+  if (part.copies.size() == 1) {
+    step_copy(rank, stage, [&own](std::size_t k) { return own.params[k]->grad.as<float>(); });
     return true;
   }
+  // The copy that finishes last updates both (its arrival publishes the other's event).
+  CUDA_CHECK(cudaEventRecord(own.done, s));
+  if (part.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 < 2) return false;
+  if (adamw(o_)) adamw_begin_step(s, own.counter, o_.beta1, o_.beta2, o_.lr);
 
   Copy& other = &part.copies[0] == &own ? part.copies[1] : part.copies[0];
   Scratch& x = scratch_[static_cast<std::size_t>(rank)];

@@ -14,6 +14,10 @@
 // writes them back. Nothing else touches a part's parameters after its last backward within a
 // step, and every stream is drained between steps.
 //
+// Across processes (harness/mpi/gpu_process_optimizer.h) a process holds one pipeline rank: the
+// others are absent (null in `ranks`), a part then has one copy here, and the process updates it
+// with step_copy() from the two copies' summed gradients, which it gets over NCCL.
+//
 // CUDA graphs: a part with one copy is updated inside the captured step (AdamW's counter lives
 // on the device, so replays step t on). Two copies need a wait across two ranks' graphs, which
 // stand alone (cuda_executor.h): `--cuda-graph` with an optimizer is refused for schedules with
@@ -22,6 +26,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -45,8 +50,9 @@ std::size_t optimizer_reserve_bytes(const WorkloadSpec& spec, const PartitionPla
 class GpuOptimizer {
  public:
   // Allocates every copy's state with its rank's context current (left current: the caller
-  // releases). bf16 parameters get their f32 master copies (SGD and AdamW), widened from them; the
-  // streams are synchronised before it returns.
+  // releases). ranks[r] is null where another process runs rank r. bf16 parameters get their f32
+  // master copies (SGD and AdamW), widened from them; the streams are synchronised before it
+  // returns.
   GpuOptimizer(const OptimizerOptions& o, const Placement& p, const GpuDevices& devices,
                const std::vector<GpuPipelineRank*>& ranks);
   ~GpuOptimizer();
@@ -59,6 +65,10 @@ class GpuOptimizer {
   // enqueues the update on r's compute stream and returns true, or false where the part's other
   // copy is not done yet (its rank updates both).
   bool stage_done(int rank, int stage);
+  // Rank r's copy of `stage`'s part, updated on r's compute stream from the gradients `grad`
+  // gives: grad(k) is parameter k's f32 gradient (in params_by_layer() order), enqueued on that
+  // stream, and read before grad(k + 1) is asked for. For a copy whose twin is in another process.
+  void step_copy(int rank, int stage, const std::function<const float*(std::size_t k)>& grad);
   // The bytes rank r's states hold (moments, master copies; not the scratch).
   double state_bytes(int rank) const;
 
@@ -79,6 +89,7 @@ class GpuOptimizer {
   struct Scratch {  // per rank holding a part with two copies: one parameter's worth each
     DTensor grad, value, master, m, v, counter;
   };
+  Copy& copy_of(int rank, int stage);
   void step_param(int rank, DType dtype, void* p, float* master, const float* g, float* m, float* v,
                   std::int64_t n, const AdamWCounter* counter);
   static float* master_of(const Copy& c, std::size_t k);  // nullptr: no master copy

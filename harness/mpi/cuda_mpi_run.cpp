@@ -15,6 +15,8 @@
 #include "harness/cuda/nccl_api.h"
 #include "harness/cuda/nccl_comm.h"
 #include "harness/metrics.h"
+#include "harness/mpi/gpu_collectives.h"
+#include "harness/mpi/gpu_process_optimizer.h"
 #include "harness/mpi/job_report.h"
 #include "harness/mpi/launch_check.h"
 #include "harness/mpi/mpi_session.h"
@@ -30,102 +32,9 @@ namespace ppbench {
 namespace {
 
 using mpi::check;
+using mpi::init_nccl_comm;
 
 #if PPBENCH_HAVE_NCCL_H
-
-void nccl_check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess)
-    throw EnvironmentError(std::string("NCCL: ") + what + ": " + cuda::nccl().GetErrorString(r));
-}
-
-// ncclCommInitRank over the processes of `comm`, process 0's unique id broadcast over MPI. The
-// calling thread's current device is the GPU the rank takes.
-ncclComm_t init_comm(MPI_Comm comm) {
-  int rank = 0, size = 1;
-  check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES);
-  const auto bytes = mpi::broadcast_from_root<NCCL_UNIQUE_ID_BYTES>(
-      comm, [](std::array<char, NCCL_UNIQUE_ID_BYTES>& out) {
-        ncclUniqueId id;
-        nccl_check(cuda::nccl().GetUniqueId(&id), "ncclGetUniqueId");
-        std::copy(std::begin(id.internal), std::end(id.internal), out.begin());
-      });
-  ncclUniqueId id;
-  std::copy(bytes.begin(), bytes.end(), std::begin(id.internal));
-  ncclComm_t c = nullptr;
-  nccl_check(cuda::nccl().CommInitRank(&c, size, id, rank), "ncclCommInitRank");
-  return c;
-}
-
-ncclDataType_t nccl_type(cuda::DType t) {
-  switch (t) {
-    case cuda::DType::kBF16:
-      return ncclBfloat16;
-    case cuda::DType::kF32:
-      return ncclFloat32;
-    case cuda::DType::kI32:
-      break;
-  }
-  throw std::logic_error("gradients are floating point");
-}
-
-// The gradients of one pipeline rank summed across the replicas, once the rank's step is done:
-// one grouped ncclAllReduce per parameter on a stream of its own.
-class GpuGradientAllReduce {
- public:
-  // stage_ids[k]: the schedule's stage of stages[k] (for the trace).
-  GpuGradientAllReduce(ncclComm_t comm, std::vector<StageParams<cuda::Param>> stages,
-                       std::vector<int> stage_ids, int rank)
-      : comm_(comm), stages_(std::move(stages)), ids_(std::move(stage_ids)), rank_(rank) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-  }
-  ~GpuGradientAllReduce() {
-    cudaEventDestroy(ready_);
-    cudaStreamDestroy(stream_);
-    if (comm_) failed_ ? cuda::nccl().CommAbort(comm_) : cuda::nccl().CommDestroy(comm_);
-  }
-  GpuGradientAllReduce(const GpuGradientAllReduce&) = delete;
-  GpuGradientAllReduce& operator=(const GpuGradientAllReduce&) = delete;
-
-  // After everything on `compute`; returns the all-reduce of each stage (host-timed on
-  // `clock`: the rank's own step is complete when it starts, so its time is all exposed).
-  template <class Clock>
-  std::vector<CollectiveEvent> run(cudaStream_t compute, const Clock& clock) {
-    failed_ = true;  // until it completes: a failure leaves the communicator to abort
-    CUDA_CHECK(cudaEventRecord(ready_, compute));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
-    std::vector<CollectiveEvent> out;
-    for (std::size_t k = 0; k < stages_.size(); ++k) {
-      const StageParams<cuda::Param>& sp = stages_[k];
-      const double start = clock();
-      double bytes = 0;
-      nccl_check(cuda::nccl().GroupStart(), "ncclGroupStart");
-      for (const cuda::Param* p : all_params(sp)) {
-        const cuda::DTensor& g = p->grad;
-        nccl_check(cuda::nccl().AllReduce(g.data(), g.data(), static_cast<std::size_t>(g.numel()),
-                                          nccl_type(g.dtype()), ncclSum, comm_, stream_),
-                   "ncclAllReduce");
-        bytes += static_cast<double>(g.bytes());
-      }
-      nccl_check(cuda::nccl().GroupEnd(), "ncclGroupEnd");
-      CUDA_CHECK(cudaStreamSynchronize(stream_));
-      out.push_back({rank_, start, clock(), ids_.at(k), bytes});
-    }
-    failed_ = false;
-    return out;
-  }
-
- private:
-  ncclComm_t comm_ = nullptr;
-  std::vector<StageParams<cuda::Param>> stages_;
-  std::vector<int> ids_;
-  std::int32_t rank_ = 0;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
-  bool failed_ = false;
-};
 
 RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataParallelOptions& dp,
                   const Schedule& s, const PartitionPlan& plan, int gpu, mpi::World& world,
@@ -146,7 +55,9 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
     std::size_t free = 0, total = 0;
     CUDA_CHECK(cudaMemGetInfo(&free, &total));
     const std::size_t reserve =
-        cuda::rank_static_bytes(spec, plan, s.placement, me) + (std::size_t{256} << 20);
+        cuda::rank_static_bytes(spec, plan, s.placement, me) +
+        cuda::optimizer_reserve_bytes(spec, plan, s.placement, me, o.run.optimizer.kind) +
+        (std::size_t{256} << 20);
     act = free > reserve ? (free - reserve) * 8 / 10 : (std::size_t{64} << 20);
   }
   cuda::GpuPipelineRank rank(spec, plan, s.placement, me, o.run.seed, dev.compute, act,
@@ -155,15 +66,20 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
   // still hold sent tensors whose blocks go back to the rank's arena (as in cuda_run.cpp).
   // Every process makes its pipeline's communicator first, then its replicas' one.
   std::shared_ptr<cuda::GpuTransport> transport =
-      cuda::make_nccl_rank_transport(init_comm(grid.pipeline), me, d);
-  ncclComm_t data_comm = dp.replicas > 1 ? init_comm(grid.data) : nullptr;
-  std::unique_ptr<GpuGradientAllReduce> reduce;
-  if (data_comm) {
-    // params_by_layer() lists the rank's stages in stage order, as RankStages does.
-    const RankStages placed(s.placement);
-    reduce = std::make_unique<GpuGradientAllReduce>(data_comm, rank.params_by_layer(),
-                                                    placed.of(me), me);
-  }
+      cuda::make_nccl_rank_transport(init_nccl_comm(grid.pipeline), me, d);
+  ncclComm_t data_comm = dp.replicas > 1 ? init_nccl_comm(grid.data) : nullptr;
+  // params_by_layer() lists the rank's stages in stage order, as RankStages does.
+  const RankStages placed(s.placement);
+  std::unique_ptr<mpi::GpuGradientAllReduce> reduce;
+  if (data_comm)
+    reduce = std::make_unique<mpi::GpuGradientAllReduce>(data_comm, rank.params_by_layer(),
+                                                         placed.of(me), me);
+  // After the all-reduce, each stage updated from its summed gradients (gpu_process_optimizer.h);
+  // its communicator, where it needs one, comes after the replicas' one on every process.
+  std::unique_ptr<mpi::GpuProcessOptimizer> optimizer;
+  if (o.run.optimizer.enabled())
+    optimizer = std::make_unique<mpi::GpuProcessOptimizer>(o.run.optimizer, s.placement, *devices,
+                                                           rank, me, placed.of(me), grid.pipeline);
   std::vector<StageWork<cuda::DTensor>*> work(static_cast<std::size_t>(d), nullptr);
   std::vector<cuda::DeviceArena*> arenas(static_cast<std::size_t>(d), nullptr);
   work[static_cast<std::size_t>(me)] = &rank;
@@ -193,6 +109,7 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
         for (auto& e : last.trace.comm) e.start += shift, e.end += shift;
         for (auto& e : last.trace.memory) e.time += shift;
         if (reduce) last.trace.collectives = reduce->run(dev.compute, clock);
+        if (optimizer) last.trace.updates = optimizer->step(clock);
         double loss = 0;
         for (auto [mb, l] : rank.losses()) loss += l;
         const mpi::JobStep job =
@@ -207,6 +124,7 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
       held.params += static_cast<double>(p->value.bytes());
       held.grads += static_cast<double>(p->grad.bytes());
     }
+  held.optimizer = optimizer ? optimizer->state_bytes() : 0;
   held.activations = last.arenas.at(static_cast<std::size_t>(me)).peak();
   mpi::ProcessReport mine{.trace = last.trace,
                           .held = held,
@@ -241,6 +159,9 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
   r["activation_bytes"] = activation_bytes_json(
       peaks, predicted_peak_bytes(s, cuda::cuda_memory_model(spec, plan), false));
   r["optimizer"] = optimizer_json(o.run.optimizer);
+  // Each process's tensors (comm is not counted by the GPU transports), beside the model.
+  r["memory"] = memory_json(held_by_rank, step_memory(spec, s, cuda::cuda_memory_model(spec, plan),
+                                                      {o.run.optimizer.kind, false}));
   r["launch"] = {{"transport", "nccl"},
                  {"processes", world.size()},
                  {"pipeline_ranks", d},

@@ -41,9 +41,7 @@ class ProcessOptimizer {
       part.copies.push_back(all_params(stages[k]));
     }
     for (auto& [id, part] : parts) {
-      for (int st = 0; st < p.stages(); ++st)
-        if (st - p.chain_begin[p.stage_chain[st]] == id && p.stage_rank[st] != me)
-          part.twin = p.stage_rank[st];
+      part.twin = p.twin_rank(part.stage);
       part.optimizer = std::make_unique<cpu::PartOptimizer<T>>(o, part.copies);
       parts_.push_back(std::move(part));
     }

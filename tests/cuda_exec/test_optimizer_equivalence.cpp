@@ -102,7 +102,7 @@ void expect_two_steps_match(const WorkloadSpec& spec, const ScheduleParams& p,
   std::vector<int> updated;
   for (const UpdateEvent& u : out->trace.updates) {
     EXPECT_EQ(s.placement.stage_rank.at(static_cast<std::size_t>(u.stage)), u.rank) << label;
-    updated.push_back(u.stage - s.placement.chain_begin[s.placement.stage_chain[u.stage]]);
+    updated.push_back(s.placement.part(u.stage));
   }
   std::sort(updated.begin(), updated.end());
   for (std::size_t k = 0; k < updated.size(); ++k)

@@ -88,7 +88,7 @@ class ToyRank : public StageWork<double> {
   struct Saved {
     double x, y, local;
   };
-  int part(int stage) const { return stage - p_.chain_begin[p_.stage_chain[stage]]; }
+  int part(int stage) const { return p_.part(stage); }
   double weight(int stage) const { return model_.weights[part(stage)]; }
   // Chain c's micro-batches follow those of the chains before it.
   int global_mb(int stage, int mb) const {
@@ -121,8 +121,7 @@ ToyRun run_toy(const Schedule& s, const ToyModel& model, ExecutorOptions options
   out.record = executor.run_step();
   out.grads.assign(s.placement.stages_per_chain(), 0.0);
   for (const auto& r : ranks)
-    for (auto [stage, g] : r.grads)
-      out.grads[stage - s.placement.chain_begin[s.placement.stage_chain[stage]]] += g;
+    for (auto [stage, g] : r.grads) out.grads[s.placement.part(stage)] += g;
   return out;
 }
 

@@ -88,8 +88,7 @@ class CpuRun {
   void set_up_optimizer(const Placement& p, const OptimizerOptions& o) {
     std::vector<std::vector<std::vector<cpu::Param<T>*>>> copies(static_cast<std::size_t>(parts_));
     part_of_.assign(static_cast<std::size_t>(p.stages()), -1);
-    for (int st = 0; st < p.stages(); ++st)
-      part_of_[static_cast<std::size_t>(st)] = st - p.chain_begin[p.stage_chain[st]];
+    for (int st = 0; st < p.stages(); ++st) part_of_[static_cast<std::size_t>(st)] = p.part(st);
     copy_rank_.assign(static_cast<std::size_t>(parts_), {});
     for (std::size_t r = 0; r < ranks_.size(); ++r)
       for (const auto& sp : ranks_[r]->params_by_layer()) {

@@ -42,7 +42,7 @@ class PipelineRank final : public StageWork<Tensors<T>> {
       if (p.stage_rank[st] != rank) continue;
       Stage stage;
       stage.id = st;
-      stage.part = st - p.chain_begin[p.stage_chain[st]];
+      stage.part = p.part(st);
       const StageSpec& part = plan.stages[stage.part];
       stage.first_layer = part.first_layer;
       for (int l = part.first_layer; l < part.first_layer + part.num_layers; ++l)

@@ -1,0 +1,127 @@
+#include "harness/mpi/gpu_collectives.h"
+
+#if PPBENCH_HAVE_NCCL_H
+
+#include <algorithm>
+#include <array>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+#include "core/error.h"
+#include "harness/mpi/mpi_session.h"
+#include "harness/mpi/nccl_bootstrap.h"
+#include "workloads/cuda/check.h"
+#include "workloads/cuda/reduce.h"
+
+namespace ppbench::mpi {
+
+namespace {
+
+ncclDataType_t nccl_type(cuda::DType t) {
+  switch (t) {
+    case cuda::DType::kBF16:
+      return ncclBfloat16;
+    case cuda::DType::kF32:
+      return ncclFloat32;
+    case cuda::DType::kI32:
+      break;
+  }
+  throw std::logic_error("gradients are floating point");
+}
+
+}  // namespace
+
+void nccl_check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess)
+    throw EnvironmentError(std::string("NCCL: ") + what + ": " + cuda::nccl().GetErrorString(r));
+}
+
+ncclComm_t init_nccl_comm(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES);
+  const auto bytes = broadcast_from_root<NCCL_UNIQUE_ID_BYTES>(
+      comm, [](std::array<char, NCCL_UNIQUE_ID_BYTES>& out) {
+        ncclUniqueId id;
+        nccl_check(cuda::nccl().GetUniqueId(&id), "ncclGetUniqueId");
+        std::copy(std::begin(id.internal), std::end(id.internal), out.begin());
+      });
+  ncclUniqueId id;
+  std::copy(bytes.begin(), bytes.end(), std::begin(id.internal));
+  ncclComm_t c = nullptr;
+  nccl_check(cuda::nccl().CommInitRank(&c, size, id, rank), "ncclCommInitRank");
+  return c;
+}
+
+// ---- GpuGradientAllReduce
+
+GpuGradientAllReduce::GpuGradientAllReduce(ncclComm_t comm,
+                                           std::vector<StageParams<cuda::Param>> stages,
+                                           std::vector<int> stage_ids, int rank)
+    : comm_(comm), stages_(std::move(stages)), ids_(std::move(stage_ids)), rank_(rank) {
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+}
+
+GpuGradientAllReduce::~GpuGradientAllReduce() {
+  cudaEventDestroy(ready_);
+  cudaStreamDestroy(stream_);
+  if (comm_) failed_ ? cuda::nccl().CommAbort(comm_) : cuda::nccl().CommDestroy(comm_);
+}
+
+void GpuGradientAllReduce::after(cudaStream_t compute) {
+  CUDA_CHECK(cudaEventRecord(ready_, compute));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+}
+
+double GpuGradientAllReduce::reduce_stage(std::size_t k) {
+  double bytes = 0;
+  nccl_check(cuda::nccl().GroupStart(), "ncclGroupStart");
+  for (const cuda::Param* p : all_params(stages_[k])) {
+    const cuda::DTensor& g = p->grad;
+    nccl_check(cuda::nccl().AllReduce(g.data(), g.data(), static_cast<std::size_t>(g.numel()),
+                                      nccl_type(g.dtype()), ncclSum, comm_, stream_),
+               "ncclAllReduce");
+    bytes += static_cast<double>(g.bytes());
+  }
+  nccl_check(cuda::nccl().GroupEnd(), "ncclGroupEnd");
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return bytes;
+}
+
+// ---- GpuTwinGradients
+
+GpuTwinGradients::GpuTwinGradients(ncclComm_t comm, std::int64_t largest) : comm_(comm) {
+  const cuda::Shape shape = {std::max<std::int64_t>(largest, 1)};
+  arena_ = std::make_unique<cuda::DeviceArena>(
+      "the twin copy's gradients",
+      cuda::ArenaPlan::round_up(static_cast<std::size_t>(shape[0]) * 4) + (std::size_t{4} << 10));
+  received_ = cuda::DTensor(*arena_, shape, cuda::DType::kF32, "the twin copy's gradient");
+}
+
+GpuTwinGradients::~GpuTwinGradients() {
+  if (comm_) failed_ ? cuda::nccl().CommAbort(comm_) : cuda::nccl().CommDestroy(comm_);
+}
+
+const float* GpuTwinGradients::summed(int twin, const cuda::Param& p, cuda::Context& ctx) {
+  failed_ = true;                   // until settled(): a failure leaves the communicator to abort
+  const cuda::DTensor& g = p.grad;  // f32, whatever the parameter's dtype (workloads/cuda/layer.h)
+  if (g.numel() > received_.numel())
+    throw std::logic_error("a twin gradient larger than the buffer sized for the largest");
+  const auto n = static_cast<std::size_t>(g.numel());
+  nccl_check(cuda::nccl().GroupStart(), "ncclGroupStart");
+  nccl_check(cuda::nccl().Send(g.data(), n, ncclFloat32, twin, comm_, ctx.stream), "ncclSend");
+  nccl_check(cuda::nccl().Recv(received_.data(), n, ncclFloat32, twin, comm_, ctx.stream),
+             "ncclRecv");
+  nccl_check(cuda::nccl().GroupEnd(), "ncclGroupEnd");
+  // Stream order: the sum waits for the receive, and the next receive waits for the update
+  // that reads this sum.
+  cuda::add_f32(ctx, received_.as<float>(), g.as<float>(), g.numel());
+  return received_.as<float>();
+}
+
+}  // namespace ppbench::mpi
+
+#endif  // PPBENCH_HAVE_NCCL_H
