@@ -6,6 +6,10 @@
 // executor/cpu_executor.h), from which the replay rebuilds the step on that many cores.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
 #include <thread>
 
 #if defined(__linux__)
@@ -28,6 +32,31 @@ inline int available_cores() {
 #endif
   const unsigned n = std::thread::hardware_concurrency();
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+// The CPUs this process may run on as a bitmap (bit i of byte i / 8: CPU i), for a union across
+// processes (processes of one node bound to different cores, or sharing them); where the mask
+// cannot be read, the first available_cores() CPUs.
+using CpuMask = std::array<std::uint8_t, 128>;  // 1024 CPUs, glibc's CPU_SETSIZE
+inline CpuMask available_cpu_mask() {
+  CpuMask mask{};
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+    for (int c = 0; c < static_cast<int>(mask.size()) * 8; ++c)
+      if (CPU_ISSET(c, &set)) mask[static_cast<std::size_t>(c / 8)] |= std::uint8_t(1u << (c % 8));
+    return mask;
+  }
+#endif
+  const int n = std::min(available_cores(), static_cast<int>(mask.size()) * 8);
+  for (int c = 0; c < n; ++c) mask[static_cast<std::size_t>(c / 8)] |= std::uint8_t(1u << (c % 8));
+  return mask;
+}
+inline int cpus_in(const CpuMask& mask) {
+  int n = 0;
+  for (std::uint8_t b : mask) n += std::popcount(b);
+  return n;
 }
 
 // Seconds of CPU time the calling thread has used (user and system), 0 where the clock is

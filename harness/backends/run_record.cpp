@@ -59,12 +59,12 @@ std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan&
 
 namespace {
 
-// What "predicted" is: the plain replay, or where the rank threads outnumbered their cores the
-// replay on those cores.
+// What "predicted" is: the plain replay, or where the ranks (threads, or processes of one node)
+// outnumbered their cores the replay on those cores.
 std::string replay_note(int shared_cores) {
   if (shared_cores == 0) return "the simulator replaying this step's measured per-op costs";
   return "the simulator replaying this step on the " + std::to_string(shared_cores) +
-         " core(s) its rank threads shared: per-op CPU time (plus each rank's executor work "
+         " core(s) its ranks shared: per-op CPU time (plus each rank's executor work "
          "spread over its actions), an action waiting for a free core as well as its inputs";
 }
 

@@ -115,16 +115,21 @@ class CpuExecutor {
   // Rank r's part of a step whose other ranks run elsewhere, on the calling thread. Times are
   // seconds since `origin` plus `shift` (the step's clock shared by every process); the trace
   // and the arena hold rank r only. A failure is thrown as an ExecutionError naming rank r.
+  // `shared_cores`: the cores the job's processes share where they outnumber them
+  // (mpi::shared_cores), else 0; then the actions and the rank record their CPU time, as rank
+  // threads sharing cores do (Trace::rank_cpu holds rank r's).
   StepRecord run_rank_step(int r, Transport<Message>& transport, Clock::time_point origin,
-                           double shift, const RankHooks& hooks = {}) {
+                           double shift, const RankHooks& hooks = {}, int shared_cores = 0) {
     StepRecord record;
     record.trace.source = "cpu";
     record.trace.time_unit = "s";
     record.trace.ranks = schedule_.placement.ranks;
+    record.trace.shared_cores = shared_cores_ = shared_cores;
     record.arenas.emplace_back(r);
     t0_ = origin;
     shift_ = shift;
     StepErrors errors([&] { transport.abort(); });
+    const ThreadCpuTimer cpu(shared_cores_ > 0);
     try {
       run_rank(r, transport, errors, record.arenas.front(), record.trace.compute, record.trace.comm,
                &hooks);
@@ -136,6 +141,10 @@ class CpuExecutor {
       errors.fail(StepFailure::kWork, r, "rank " + std::to_string(r) + ": " + e.what());
     }
     errors.rethrow();
+    if (shared_cores_ > 0) {
+      record.trace.rank_cpu.assign(static_cast<std::size_t>(record.trace.ranks), 0.0);
+      record.trace.rank_cpu[static_cast<std::size_t>(r)] = cpu.seconds();
+    }
     const auto& samples = record.arenas.front().samples();
     record.trace.memory.assign(samples.begin(), samples.end());
     return record;

@@ -106,11 +106,16 @@ nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement
           {"per_process", per}};
 }
 
-Trace replica0_trace(const std::vector<ProcessReport>& procs, int d, const std::string& source) {
+Trace replica0_trace(const std::vector<ProcessReport>& procs, int d, const std::string& source,
+                     int shared_cores) {
   Trace t;
   t.source = source;
   t.time_unit = "s";
   t.ranks = d;
+  t.shared_cores = shared_cores;
+  if (shared_cores > 0)
+    for (int p = 0; p < d; ++p)
+      t.rank_cpu.push_back(procs.at(static_cast<std::size_t>(p)).rank_cpu);
   for (int p = 0; p < d; ++p) {
     const Trace& x = procs.at(static_cast<std::size_t>(p)).trace;
     t.compute.insert(t.compute.end(), x.compute.begin(), x.compute.end());

@@ -40,6 +40,7 @@ struct ProcessReport {
   std::string host;
   std::int32_t node_leader = 0;  // World::node_leader()
   std::int32_t local_rank = 0;   // World::local_rank()
+  double rank_cpu = -1;  // the process's CPU time over the step, where processes share cores
 
   std::vector<char> encode() const {
     WireWriter w;
@@ -53,6 +54,7 @@ struct ProcessReport {
     w.put_string(host);
     w.put(node_leader);
     w.put(local_rank);
+    w.put(rank_cpu);
     return std::move(w.bytes());
   }
   static ProcessReport decode(const std::vector<char>& b) {
@@ -68,6 +70,7 @@ struct ProcessReport {
     p.host = r.get_string();
     p.node_leader = r.get<std::int32_t>();
     p.local_rank = r.get<std::int32_t>();
+    p.rank_cpu = r.get<double>();
     return p;
   }
 };
@@ -136,9 +139,10 @@ nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement
                         int microbatches, double samples_per_microbatch, bool overlap);
 
 // Replica 0's trace (processes 0 .. D-1), ranks by pipeline rank: what a record's measured
-// metrics and replay read, as for a run in threads.
+// metrics and replay read, as for a run in threads. `shared_cores` (mpi::shared_cores): the
+// cores the processes shared, whose CPU times the replay then reads; 0 where each had its own.
 Trace replica0_trace(const std::vector<ProcessReport>& procs, int pipeline_ranks,
-                     const std::string& source);
+                     const std::string& source, int shared_cores = 0);
 
 // The exported timeline: every process's events, numbered by process.
 Trace job_trace(const std::vector<ProcessReport>& procs, int pipeline_ranks,

@@ -50,6 +50,11 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   CpuExecutor<cpu::Tensors<T>> executor(s, work, o.executor);
 
   const auto spin = o.executor.spin(world.size() <= available_cores());  // per node, roughly
+  // Processes outnumbering the cores of their one node share them: their CPU times are recorded
+  // and the replay runs on those cores. Only for one replica: with R > 1 the other replicas'
+  // processes take cores from replica 0's, which the replay of replica 0 alone does not see.
+  const int shared = mpi::shared_cores(world);
+  const int replay_cores = dp.replicas == 1 ? shared : 0;
   mpi::MpiTransport<Envelope<cpu::Tensors<T>>, mpi::CpuTensorCodec<T>> transport(
       grid.pipeline, me, lower(s), o.executor.channel_capacity, spin, &message_name);
 
@@ -100,9 +105,15 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
     };
     if (reduce) reduce->set_clock(clock);
     transport.reset_peak();
-    last = executor.run_rank_step(me, transport, origin, shift, hooks);
+    last = executor.run_rank_step(me, transport, origin, shift, hooks, replay_cores);
     if (reduce) last.trace.collectives = reduce->finish();
-    if (optimizer) last.trace.updates = optimizer->step(clock);
+    if (optimizer) {
+      last.trace.updates = optimizer->step(clock, replay_cores > 0);
+      // The rank's CPU time holds its updates, as a rank thread's does (replay.cpp).
+      if (replay_cores > 0)
+        for (const UpdateEvent& u : last.trace.updates)
+          last.trace.rank_cpu[static_cast<std::size_t>(me)] += u.cpu;
+    }
     double loss = 0;
     for (auto [mb, l] : rank.losses) loss += static_cast<double>(l);
     const mpi::JobStep job = mpi::agree_on_step(world.comm(), last.trace, loss, n * dp.replicas);
@@ -116,12 +127,14 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   held.optimizer = optimizer ? optimizer->state_bytes() : 0;
   held.activations = last.arenas.front().peak();
   held.comm = transport.peak_bytes();
-  ProcessReport mine{.trace = last.trace,
-                     .held = held,
-                     .clock_offset = offset,
-                     .host = world.host(),
-                     .node_leader = world.node_leader(),
-                     .local_rank = world.local_rank()};
+  ProcessReport mine{
+      .trace = last.trace,
+      .held = held,
+      .clock_offset = offset,
+      .host = world.host(),
+      .node_leader = world.node_leader(),
+      .local_rank = world.local_rank(),
+      .rank_cpu = replay_cores > 0 ? last.trace.rank_cpu.at(static_cast<std::size_t>(me)) : -1.0};
   const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
   const auto grads = mpi::gather_bytes(
       world.comm(),
@@ -132,7 +145,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   if (!out.report) return out;
 
   const std::vector<ProcessReport> procs = mpi::decode_reports(reports, d);
-  const Trace replica0 = mpi::replica0_trace(procs, d, "cpu");
+  const Trace replica0 = mpi::replica0_trace(procs, d, "cpu", replay_cores);
   std::vector<double> peaks;
   for (int p = 0; p < d; ++p) {
     peaks.push_back(procs[static_cast<std::size_t>(p)].held.activations);

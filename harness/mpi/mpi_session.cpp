@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "core/cpu_cores.h"
 #include "core/error.h"
 #include "harness/mpi/job.h"
 
@@ -94,6 +95,19 @@ void abort_job(int code) { World::abort(code); }
 
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int shared_cores(const World& world) {
+  int leaders[2] = {world.node_leader(), -world.node_leader()};  // min and -max in one call
+  check(MPI_Allreduce(MPI_IN_PLACE, leaders, 2, MPI_INT, MPI_MIN, world.comm()),
+        "MPI_Allreduce (nodes of the job)");
+  CpuMask mask = available_cpu_mask();
+  check(MPI_Allreduce(MPI_IN_PLACE, mask.data(), static_cast<int>(mask.size()), MPI_BYTE, MPI_BOR,
+                      world.comm()),
+        "MPI_Allreduce (the job's cores)");
+  if (leaders[0] != -leaders[1]) return 0;  // several nodes
+  const int cores = cpus_in(mask);
+  return world.size() > cores ? cores : 0;
 }
 
 double clock_offset_to_root(const World& world, int rounds) {

@@ -63,6 +63,14 @@ struct Grid {
 // shortest of `rounds` ping-pongs with process 0 (Cristian's method; 0 on process 0). Collective.
 double clock_offset_to_root(const World& world, int rounds = 16);
 
+// Where the job's processes all run on one node and outnumber the cores they may run on
+// together (the union of their CPU affinity masks: mpirun --oversubscribe, or a laptop), those
+// cores: the replay then shares them among the processes, as among rank threads
+// (core/cpu_cores.h). 0 where every process has a core of its own, or where the job spans
+// several nodes (each node's processes would share their own node's cores, which one pool of
+// cores does not model). Collective.
+int shared_cores(const World& world);
+
 // This process's steady clock in seconds.
 double steady_seconds();
 

@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include "core/cpu_cores.h"
 #include "harness/backends/cpu/part_optimizer.h"
 #include "harness/backends/step_values.h"
 #include "harness/mpi/mpi_session.h"
@@ -61,10 +62,12 @@ class ProcessOptimizer {
     return b;
   }
 
-  // Updates every stage; returns the updates, timed on `now`.
-  std::vector<UpdateEvent> step(const std::function<double()>& now) {
+  // Updates every stage; returns the updates, timed on `now`, with their CPU time where
+  // `cpu_time` (processes sharing cores, core/cpu_cores.h).
+  std::vector<UpdateEvent> step(const std::function<double()>& now, bool cpu_time = false) {
     std::vector<UpdateEvent> events;
     for (Part& part : parts_) {
+      const ThreadCpuTimer cpu(cpu_time);
       const double begin = now();
       if (part.twin < 0) {
         part.optimizer->step();
@@ -72,7 +75,7 @@ class ProcessOptimizer {
         exchange(part);
         part.optimizer->step(&remote_);
       }
-      events.push_back({me_, begin, now(), part.stage});
+      events.push_back({me_, begin, now(), part.stage, cpu.seconds()});
     }
     return events;
   }

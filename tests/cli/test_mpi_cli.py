@@ -127,6 +127,24 @@ class MultiProcessRun(unittest.TestCase):
                 ran += self.run_family(family, 4, 1) is not None
         self.assertGreaterEqual(ran, 12)
 
+    def test_processes_sharing_cores_are_replayed_on_them(self):
+        # One replica of four processes: where they outnumber the cores they may run on, each
+        # records its CPU time and the replay runs on those cores, as for rank threads; with a
+        # core each, the plain replay.
+        cores = len(os.sched_getaffinity(0))
+        rec = self.run_family("1f1b", 4, 1, "--optimizer", "sgd")
+        self.assertIsNotNone(rec)
+        if cores < 4:
+            self.assertEqual(rec["predicted"]["cores"], cores)
+            self.assertIn(f"on the {cores} core(s) its ranks shared", rec["predicted"]["note"])
+        else:
+            self.assertIsNone(rec["predicted"]["cores"])
+        # Two replicas: replica 0 is replayed alone, so with a core per rank (the other replica's
+        # processes would take cores it does not see).
+        rec = self.run_family("1f1b", 2, 2)
+        self.assertIsNotNone(rec)
+        self.assertIsNone(rec["predicted"]["cores"])
+
     def test_overlapped_all_reduce_follows_each_stage_backward(self):
         for family in ("1f1b", "interleaved-1f1b", "zb-v"):
             with self.subTest(family=family):
