@@ -40,17 +40,20 @@ inline int available_cores() {
 using CpuMask = std::array<std::uint8_t, 128>;  // 1024 CPUs, glibc's CPU_SETSIZE
 inline CpuMask available_cpu_mask() {
   CpuMask mask{};
+  const int cpus = static_cast<int>(mask.size()) * 8;
+  auto set_cpu = [&mask](int c) {
+    mask[static_cast<std::size_t>(c / 8)] |= std::uint8_t(1u << (c % 8));
+  };
 #if defined(__linux__)
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
-    for (int c = 0; c < static_cast<int>(mask.size()) * 8; ++c)
-      if (CPU_ISSET(c, &set)) mask[static_cast<std::size_t>(c / 8)] |= std::uint8_t(1u << (c % 8));
+    for (int c = 0; c < cpus; ++c)
+      if (CPU_ISSET(c, &set)) set_cpu(c);
     return mask;
   }
 #endif
-  const int n = std::min(available_cores(), static_cast<int>(mask.size()) * 8);
-  for (int c = 0; c < n; ++c) mask[static_cast<std::size_t>(c / 8)] |= std::uint8_t(1u << (c % 8));
+  for (int c = 0; c < std::min(available_cores(), cpus); ++c) set_cpu(c);
   return mask;
 }
 inline int cpus_in(const CpuMask& mask) {

@@ -240,14 +240,6 @@ std::shared_ptr<GpuTransport> make_copy_transport(int ranks, std::optional<LinkM
 
 #if PPBENCH_HAVE_NCCL_H
 
-namespace {
-
-void check_nccl(ncclResult_t r, const char* call) {
-  if (r != ncclSuccess && r != ncclInProgress)
-    throw cuda::CudaError(std::string(call) + " failed: " + nccl().GetErrorString(r));
-}
-#define NCCL_CHECK(call) check_nccl((call), #call)
-
 ncclDataType_t nccl_type(WireDType t) {
   switch (t) {
     case WireDType::F32:
@@ -261,6 +253,14 @@ ncclDataType_t nccl_type(WireDType t) {
   }
   return ncclFloat32;
 }
+
+namespace {
+
+void check_nccl(ncclResult_t r, const char* call) {
+  if (r != ncclSuccess && r != ncclInProgress)
+    throw cuda::CudaError(std::string(call) + " failed: " + nccl().GetErrorString(r));
+}
+#define NCCL_CHECK(call) check_nccl((call), #call)
 
 class NcclTransport final : public GpuTransport {
  public:
@@ -277,8 +277,7 @@ class NcclTransport final : public GpuTransport {
     comms_.at(static_cast<std::size_t>(rank)) = comm;
   }
   ~NcclTransport() override {
-    for (ncclComm_t c : comms_)
-      if (c) aborted_ ? nccl().CommAbort(c) : nccl().CommDestroy(c);
+    for (ncclComm_t c : comms_) release_comm(c, aborted_);
   }
 
   std::string name() const override { return "NCCL point-to-point"; }

@@ -37,6 +37,7 @@
 
 #include "harness/cuda/link_delay.h"
 #include "harness/cuda/link_model.h"
+#include "harness/cuda/nccl_api.h"
 #include "harness/cuda/nccl_plan.h"
 #include "harness/cuda/transport_factory.h"
 #include "workloads/cuda/tensor.h"
@@ -135,5 +136,9 @@ class GpuTransport {
 
 // The nccl_plan dtype of a layer dtype (ids never cross a stage boundary).
 WireDType plan_dtype(cuda::DType t);
+#if PPBENCH_HAVE_NCCL_H
+// NCCL's element type of a plan dtype.
+ncclDataType_t nccl_type(WireDType t);
+#endif
 
 }  // namespace ppbench::cuda

@@ -103,6 +103,11 @@ bool try_load_nccl(std::string* why) {
   return l.failure.empty();
 }
 
+void release_comm(ncclComm_t comm, bool failed) {
+  if (comm == nullptr) return;
+  failed ? nccl().CommAbort(comm) : nccl().CommDestroy(comm);
+}
+
 std::string nccl_version_text() {
   if (!g_loaded) return "not loaded";
   int v = 0;

@@ -36,6 +36,10 @@ struct NcclApi {
 // Loads NCCL on first use. Throws ppbench::EnvironmentError (exit code 3) naming where it looked
 // and what the loader said.
 const NcclApi& nccl();
+
+// Lets a communicator go: ncclCommDestroy, or ncclCommAbort where a step failed with work still
+// posted on it (destroy would wait for peers that may never come). Null: nothing.
+void release_comm(ncclComm_t comm, bool failed);
 #endif
 
 // Whether this build can use NCCL at all (nccl.h was found), and whether this process has loaded

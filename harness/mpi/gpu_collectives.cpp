@@ -9,28 +9,13 @@
 #include <string>
 
 #include "core/error.h"
+#include "harness/cuda/gpu_transport.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/nccl_bootstrap.h"
 #include "workloads/cuda/check.h"
 #include "workloads/cuda/reduce.h"
 
 namespace ppbench::mpi {
-
-namespace {
-
-ncclDataType_t nccl_type(cuda::DType t) {
-  switch (t) {
-    case cuda::DType::kBF16:
-      return ncclBfloat16;
-    case cuda::DType::kF32:
-      return ncclFloat32;
-    case cuda::DType::kI32:
-      break;
-  }
-  throw std::logic_error("gradients are floating point");
-}
-
-}  // namespace
 
 void nccl_check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess)
@@ -68,7 +53,7 @@ GpuGradientAllReduce::GpuGradientAllReduce(ncclComm_t comm,
 GpuGradientAllReduce::~GpuGradientAllReduce() {
   cudaEventDestroy(ready_);
   cudaStreamDestroy(stream_);
-  if (comm_) failed_ ? cuda::nccl().CommAbort(comm_) : cuda::nccl().CommDestroy(comm_);
+  cuda::release_comm(comm_, failed_);
 }
 
 void GpuGradientAllReduce::after(cudaStream_t compute) {
@@ -82,7 +67,8 @@ double GpuGradientAllReduce::reduce_stage(std::size_t k) {
   for (const cuda::Param* p : all_params(stages_[k])) {
     const cuda::DTensor& g = p->grad;
     nccl_check(cuda::nccl().AllReduce(g.data(), g.data(), static_cast<std::size_t>(g.numel()),
-                                      nccl_type(g.dtype()), ncclSum, comm_, stream_),
+                                      cuda::nccl_type(cuda::plan_dtype(g.dtype())), ncclSum, comm_,
+                                      stream_),
                "ncclAllReduce");
     bytes += static_cast<double>(g.bytes());
   }
@@ -101,9 +87,7 @@ GpuTwinGradients::GpuTwinGradients(ncclComm_t comm, std::int64_t largest) : comm
   received_ = cuda::DTensor(*arena_, shape, cuda::DType::kF32, "the twin copy's gradient");
 }
 
-GpuTwinGradients::~GpuTwinGradients() {
-  if (comm_) failed_ ? cuda::nccl().CommAbort(comm_) : cuda::nccl().CommDestroy(comm_);
-}
+GpuTwinGradients::~GpuTwinGradients() { cuda::release_comm(comm_, failed_); }
 
 const float* GpuTwinGradients::summed(int twin, const cuda::Param& p, cuda::Context& ctx) {
   failed_ = true;                   // until settled(): a failure leaves the communicator to abort
