@@ -66,6 +66,9 @@ struct Trace {
   // executor's own work between them). 0 and empty where every rank had a core (or a GPU).
   int shared_cores = 0;
   std::vector<double> rank_cpu;
+  // Where a CPU run pinned each rank's thread to a core of its own (ExecutorOptions::pin_ranks):
+  // that CPU per rank, -1 where the system refused. Empty where the OS placed the threads.
+  std::vector<int> pinned_cpus;
 };
 
 }  // namespace ppbench

@@ -124,6 +124,10 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
   r["measured"]["covers"] = "the last measured step (step " + std::to_string(t.warmup + t.steps) +
                             ": " + std::to_string(t.warmup) + " warm-up, " +
                             std::to_string(t.steps) + " measured)";
+  // Where each rank's thread ran: its own CPU (pinned), or null where the OS placed the threads.
+  r["measured"]["pinned_cpus"] = in.trace->pinned_cpus.empty()
+                                     ? nlohmann::json(nullptr)
+                                     : nlohmann::json(in.trace->pinned_cpus);
   r["predicted"] = to_json(predicted);
   const int cores = in.trace->shared_cores;
   r["predicted"]["note"] = replay_note(cores);

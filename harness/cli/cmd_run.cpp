@@ -136,6 +136,8 @@ Command add_run(CLI::App& parent) {
     int dp = 1;
     bool dp_overlap = false;
     std::string optimizer;  // "": adamw
+    std::string pin_ranks = "on";
+    CLI::Option* pin_option = nullptr;
     std::string format = "text";
     std::string trace_out, results, profile_out;
     CLI::Option* trace_option = nullptr;
@@ -169,6 +171,13 @@ Command add_run(CLI::App& parent) {
   app->add_option("--channel-capacity", st->options.executor.channel_capacity,
                   "Messages one rank-to-rank mailbox holds (default 4)")
       ->check(integer_in(1, 1 << 20));
+  st->pin_option =
+      app->add_option(
+             "--pin-ranks", st->pin_ranks,
+             "cpu: on pins rank r's thread to the r-th CPU the process may use where every "
+             "rank has one of its own (steadier steps); off leaves them to the OS (default "
+             "on; docs/metrics.md)")
+          ->check(one_of({"on", "off"}));
   app->add_option("--gpus", st->cuda.gpus, "cuda: one rank per listed GPU, e.g. 0,1,2,3 (NCCL)");
   app->add_option("--virtual-devices", st->cuda.virtual_devices,
                   "cuda: split one GPU into D green-context partitions, one rank each")
@@ -271,6 +280,12 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--profile-out - and --trace-out - or --results - all ask for stdout: give one of them "
           "a file");
+    if (st->pin_option->count() > 0 && (st->backend != "cpu" || multi_process))
+      throw UsageError("--pin-ranks places the rank threads of one CPU process; " +
+                       std::string(multi_process ? "across processes, mpirun's --bind-to places "
+                                                   "them"
+                                                 : "--backend cuda runs its ranks on GPUs"));
+    st->options.executor.pin_ranks = st->pin_ranks == "on";
     st->options.optimizer.kind = parse_optimizer(st->optimizer.empty() ? "adamw" : st->optimizer);
     if ((st->dp > 1 || st->dp_overlap) && !multi_process)
       throw UsageError("--dp " + std::to_string(st->dp) + (st->dp_overlap ? " --dp-overlap" : "") +

@@ -88,6 +88,9 @@ class CpuExecutor {
     record.trace.ranks = ranks;
     record.trace.shared_cores = shared_cores_;
     if (shared_cores_ > 0) record.trace.rank_cpu.assign(static_cast<std::size_t>(ranks), 0.0);
+    const std::vector<int> cpus = cpus_of(available_cpu_mask());
+    const bool pin = options_.pin_ranks && shared_cores_ == 0 && ranks <= std::ssize(cpus);
+    if (pin) record.trace.pinned_cpus.assign(static_cast<std::size_t>(ranks), -1);
     for (int r = 0; r < ranks; ++r) record.arenas.emplace_back(r);
     std::vector<std::vector<ComputeEvent>> compute(ranks);
     std::vector<std::vector<CommEvent>> comm(ranks);
@@ -95,6 +98,8 @@ class CpuExecutor {
     run_rank_threads(
         ranks, errors,
         [&](int r) {
+          const auto rank = static_cast<std::size_t>(r);
+          if (pin && pin_calling_thread(cpus[rank])) record.trace.pinned_cpus[rank] = cpus[rank];
           const ThreadCpuTimer cpu(shared_cores_ > 0);
           run_rank(r, transport, errors, record.arenas[r], compute[r], comm[r],
                    hooks_.empty() ? nullptr : &hooks_[static_cast<std::size_t>(r)]);

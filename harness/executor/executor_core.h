@@ -30,6 +30,11 @@ struct ExecutorOptions {
   // The cores the rank threads may run on (0: this process's, core/cpu_cores.h). Fewer than the
   // ranks: waiters sleep at once, and the step's trace carries each action's CPU time.
   int cores = 0;
+  // Pin rank r's thread to the r-th CPU this process may use, where every rank has one of its
+  // own: left to the scheduler, two rank threads now and then share a core for part of a step
+  // (about one step in four on a 2-core VM, each +15 to +55 % slower). Ranks sharing cores stay
+  // unpinned, as the replay on shared cores assumes (any free core takes the next ready action).
+  bool pin_ranks = true;
 
   // How long a waiter spins before it sleeps: spin_microseconds where every rank (or process)
   // has a core of its own, else not at all.

@@ -63,6 +63,9 @@ class BadRunInput(unittest.TestCase):
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--lr", "0"], "--lr"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--weight-decay", "nan"], "--weight-decay"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--sms-per-device", "16"], "--backend cuda"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--pin-ranks", "yes"], "--pin-ranks"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--backend", "cuda", "--virtual-devices", "2",
+                "--pin-ranks", "off"], "--pin-ranks"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--backend", "cuda", "--virtual-devices", "2",
                 "--sms-per-device", "0"], "--sms-per-device"),
     ]
@@ -310,6 +313,23 @@ class GoodRun(unittest.TestCase):
                 "--progress", "--optimizer", "none")
         losses = [line.rsplit("loss ", 1)[1] for line in r.stderr.splitlines() if "loss " in line]
         self.assertEqual(len(set(losses)), 1, losses)
+
+    def test_rank_threads_are_pinned_where_each_has_a_cpu(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest(f"needs 2 CPUs, this process may use {len(cpus)}")
+        pinned = self.record("-s", "1f1b", "-d", "2")["measured"]["pinned_cpus"]
+        self.assertEqual(pinned, cpus[:2])
+        self.assertIsNone(self.record("-s", "1f1b", "-d", "2", "--pin-ranks", "off")
+                          ["measured"]["pinned_cpus"])
+        # On one CPU the two ranks share it, unpinned, as their replay assumes.
+        r = subprocess.run([PPBENCH, *MLP, "-n", "4", "-s", "1f1b", "-d", "2", "--format", "json"],
+                           capture_output=True, text=True, timeout=120,
+                           preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        crowded = json.loads(r.stdout)
+        self.assertEqual(crowded["predicted"]["cores"], 1)
+        self.assertIsNone(crowded["measured"]["pinned_cpus"])
 
     def test_text_summary_names_the_backend(self):
         r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4")

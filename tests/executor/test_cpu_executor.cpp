@@ -1,6 +1,8 @@
 // The CPU executor on a toy workload small enough to differentiate by hand:
 // every schedule must compute exactly the single-device step's gradients,
 // and a stuck or failing rank must become an error, never a hang.
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -176,6 +178,72 @@ TEST(CpuExecutor, RanksSharingCoresRecordTheirThreadsCpuTime) {
   EXPECT_EQ(own.record.trace.shared_cores, 0);
   EXPECT_TRUE(own.record.trace.rank_cpu.empty());
   for (const ComputeEvent& e : own.record.trace.compute) EXPECT_EQ(e.cpu, -1.0);
+}
+
+// A rank that notes the CPUs its thread may run on, as its first forward sees them.
+class AffinityRank : public ToyRank {
+ public:
+  using ToyRank::ToyRank;
+  double forward(int stage, int mb, double input) override {
+    if (allowed.empty()) allowed = cpus_of(thread_cpu_mask());
+    return ToyRank::forward(stage, mb, input);
+  }
+  std::vector<int> allowed;
+
+ private:
+  static CpuMask thread_cpu_mask() {
+    CpuMask mask{};
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0)
+      for (int c = 0; c < static_cast<int>(mask.size()) * 8; ++c)
+        if (CPU_ISSET(c, &set))
+          mask[static_cast<std::size_t>(c / 8)] |= std::uint8_t(1u << (c % 8));
+    return mask;
+  }
+};
+
+std::vector<std::vector<int>> cpus_seen_by_ranks(const Schedule& s, ExecutorOptions options,
+                                                 Trace& trace) {
+  const ToyModel model = ToyModel::make(s.placement.stages_per_chain(), s.params.microbatches);
+  std::vector<AffinityRank> ranks;
+  for (int r = 0; r < s.placement.ranks; ++r) ranks.emplace_back(model, s.placement, r);
+  std::vector<StageWork<double>*> work;
+  for (auto& r : ranks) work.push_back(&r);
+  CpuExecutor<double> executor(s, work, options);
+  trace = executor.run_step().trace;
+  const auto expected = model.reference_grads();
+  std::vector<double> grads(expected.size(), 0.0);
+  for (const auto& r : ranks)
+    for (auto [stage, g] : r.grads) grads[s.placement.part(stage)] += g;
+  for (std::size_t k = 0; k < expected.size(); ++k)
+    EXPECT_NEAR(grads[k], expected[k], 1e-14 * (1 + std::abs(expected[k]))) << k;
+  std::vector<std::vector<int>> seen;
+  for (const auto& r : ranks) seen.push_back(r.allowed);
+  return seen;
+}
+
+// With a core per rank, rank r's thread runs on the r-th CPU of the process and nowhere else,
+// and the trace says so; asked not to, or with ranks sharing cores, the threads keep the
+// process's CPUs.
+TEST(CpuExecutor, EachRankThreadIsPinnedToACpuOfItsOwn) {
+  const std::vector<int> cpus = cpus_of(available_cpu_mask());
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs, the process may use " << cpus.size();
+  const Schedule s = generate({"1f1b", 2, 4});
+  Trace trace;
+  const auto pinned = cpus_seen_by_ranks(s, {}, trace);
+  ASSERT_EQ(trace.pinned_cpus, (std::vector<int>{cpus[0], cpus[1]}));
+  EXPECT_EQ(pinned[0], std::vector<int>{cpus[0]});
+  EXPECT_EQ(pinned[1], std::vector<int>{cpus[1]});
+
+  const auto free = cpus_seen_by_ranks(s, {.pin_ranks = false}, trace);
+  EXPECT_TRUE(trace.pinned_cpus.empty());
+  for (const auto& seen : free) EXPECT_EQ(seen, cpus);
+
+  const auto shared = cpus_seen_by_ranks(s, {.cores = 1}, trace);
+  EXPECT_EQ(trace.shared_cores, 1);
+  EXPECT_TRUE(trace.pinned_cpus.empty());
+  for (const auto& seen : shared) EXPECT_EQ(seen, cpus);
 }
 
 TEST(CpuExecutor, TraceKeepsEachRanksOrderAndRecordsTransfers) {
