@@ -49,12 +49,14 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   work[static_cast<std::size_t>(me)] = &rank;
   CpuExecutor<cpu::Tensors<T>> executor(s, work, o.executor);
 
-  const auto spin = o.executor.spin(world.size() <= available_cores());  // per node, roughly
-  // Processes outnumbering the cores of their one node share them: their CPU times are recorded
-  // and the replay runs on those cores. Only for one replica: with R > 1 the other replicas'
-  // processes take cores from replica 0's, which the replay of replica 0 alone does not see.
-  const int shared = mpi::shared_cores(world);
-  const int replay_cores = dp.replicas == 1 ? shared : 0;
+  // A waiting process spins first where the processes of its node each have a core (a process
+  // bound to one core by mpirun still has it to itself). Processes outnumbering the cores of
+  // their one node share them: their CPU times are recorded and the replay runs on those cores.
+  // Only for one replica: with R > 1 the other replicas' processes take cores from replica 0's,
+  // which the replay of replica 0 alone does not see.
+  const mpi::CoreSharing sharing = mpi::core_sharing(world);
+  const auto spin = o.executor.spin(!sharing.node_oversubscribed);
+  const int replay_cores = dp.replicas == 1 ? sharing.replay_cores : 0;
   mpi::MpiTransport<Envelope<cpu::Tensors<T>>, mpi::CpuTensorCodec<T>> transport(
       grid.pipeline, me, lower(s), o.executor.channel_capacity, spin, &message_name);
 
@@ -168,7 +170,10 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   r["launch"] = {{"transport", "mpi"},
                  {"processes", world.size()},
                  {"pipeline_ranks", d},
-                 {"replicas", dp.replicas}};
+                 {"replicas", dp.replicas},
+                 // How long process 0's waits spin before they nap (0: its node is
+                 // oversubscribed).
+                 {"spin_us", spin.count()}};
   r["data_parallel"] = mpi::job_json(procs, s.placement, n, samples, dp.overlap);
   mpi::count_every_replica(r, dp.replicas);
   if (o.check) {

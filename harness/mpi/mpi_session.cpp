@@ -97,17 +97,24 @@ double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-int shared_cores(const World& world) {
+CoreSharing core_sharing(const World& world) {
   int leaders[2] = {world.node_leader(), -world.node_leader()};  // min and -max in one call
   check(MPI_Allreduce(MPI_IN_PLACE, leaders, 2, MPI_INT, MPI_MIN, world.comm()),
         "MPI_Allreduce (nodes of the job)");
+  MPI_Comm node = MPI_COMM_NULL;
+  check(MPI_Comm_split(world.comm(), world.node_leader(), world.rank(), &node),
+        "MPI_Comm_split (node)");
   CpuMask mask = available_cpu_mask();
-  check(MPI_Allreduce(MPI_IN_PLACE, mask.data(), static_cast<int>(mask.size()), MPI_BYTE, MPI_BOR,
-                      world.comm()),
-        "MPI_Allreduce (the job's cores)");
-  if (leaders[0] != -leaders[1]) return 0;  // several nodes
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, mask.data(), static_cast<int>(mask.size()), MPI_BYTE,
+                               MPI_BOR, node);
+  MPI_Comm_free(&node);
+  check(rc, "MPI_Allreduce (the node's cores)");
   const int cores = cpus_in(mask);
-  return world.size() > cores ? cores : 0;
+  CoreSharing sharing;
+  sharing.node_oversubscribed = world.local_size() > cores;
+  const bool one_node = leaders[0] == -leaders[1];
+  if (one_node && sharing.node_oversubscribed) sharing.replay_cores = cores;
+  return sharing;
 }
 
 double clock_offset_to_root(const World& world, int rounds) {

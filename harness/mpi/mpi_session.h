@@ -63,13 +63,20 @@ struct Grid {
 // shortest of `rounds` ping-pongs with process 0 (Cristian's method; 0 on process 0). Collective.
 double clock_offset_to_root(const World& world, int rounds = 16);
 
-// Where the job's processes all run on one node and outnumber the cores they may run on
-// together (the union of their CPU affinity masks: mpirun --oversubscribe, or a laptop), those
-// cores: the replay then shares them among the processes, as among rank threads
-// (core/cpu_cores.h). 0 where every process has a core of its own, or where the job spans
-// several nodes (each node's processes would share their own node's cores, which one pool of
-// cores does not model). Collective.
-int shared_cores(const World& world);
+// How the job's processes sit on the cores they may run on (their CPU affinity masks, so
+// mpirun's --bind-to, taskset and cgroups count). Collective.
+struct CoreSharing {
+  // Whether the processes of this process's node outnumber the cores they may use together
+  // (the union of their masks): then a waiting process must not spin on a core another needs.
+  bool node_oversubscribed = false;
+  // Where the job runs on one node and its processes outnumber those cores, the cores: the
+  // replay then shares them among the processes, as among rank threads (core/cpu_cores.h). 0
+  // where every process has a core of its own, or where the job spans several nodes (each
+  // node's processes would share their own node's cores, which one pool of cores does not
+  // model).
+  int replay_cores = 0;
+};
+CoreSharing core_sharing(const World& world);
 
 // This process's steady clock in seconds.
 double steady_seconds();

@@ -131,14 +131,22 @@ class MultiProcessRun(unittest.TestCase):
         # One replica of four processes: where they outnumber the cores they may run on, each
         # records its CPU time and the replay runs on those cores, as for rank threads; with a
         # core each, the plain replay.
+        # Waits spin before they nap only where each process has a core: mpirun's binding of
+        # one core per process counts as that (a process's own mask then holds one CPU).
         cores = len(os.sched_getaffinity(0))
         rec = self.run_family("1f1b", 4, 1, "--optimizer", "sgd")
         self.assertIsNotNone(rec)
         if cores < 4:
             self.assertEqual(rec["predicted"]["cores"], cores)
             self.assertIn(f"on the {cores} core(s) its ranks shared", rec["predicted"]["note"])
+            self.assertEqual(rec["launch"]["spin_us"], 0)
         else:
             self.assertIsNone(rec["predicted"]["cores"])
+            self.assertEqual(rec["launch"]["spin_us"], 50)
+        if cores >= 2:
+            rec = self.run_family("1f1b", 2, 1)
+            self.assertIsNone(rec["predicted"]["cores"])
+            self.assertEqual(rec["launch"]["spin_us"], 50)
         # Two replicas: replica 0 is replayed alone, so with a core per rank (the other replica's
         # processes would take cores it does not see).
         rec = self.run_family("1f1b", 2, 2)
