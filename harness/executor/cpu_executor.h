@@ -88,8 +88,11 @@ class CpuExecutor {
     record.trace.ranks = ranks;
     record.trace.shared_cores = shared_cores_;
     if (shared_cores_ > 0) record.trace.rank_cpu.assign(static_cast<std::size_t>(ranks), 0.0);
-    const std::vector<int> cpus = cpus_of(available_cpu_mask());
-    const bool pin = options_.pin_ranks && shared_cores_ == 0 && ranks <= std::ssize(cpus);
+    // The process's CPUs, read only where the ranks are to be pinned to them.
+    const std::vector<int> cpus = options_.pin_ranks && shared_cores_ == 0
+                                      ? cpus_of(available_cpu_mask())
+                                      : std::vector<int>{};
+    const bool pin = !cpus.empty() && ranks <= std::ssize(cpus);
     if (pin) record.trace.pinned_cpus.assign(static_cast<std::size_t>(ranks), -1);
     for (int r = 0; r < ranks; ++r) record.arenas.emplace_back(r);
     std::vector<std::vector<ComputeEvent>> compute(ranks);
@@ -102,8 +105,8 @@ class CpuExecutor {
           if (pin && pin_calling_thread(cpus[rank])) record.trace.pinned_cpus[rank] = cpus[rank];
           const ThreadCpuTimer cpu(shared_cores_ > 0);
           run_rank(r, transport, errors, record.arenas[r], compute[r], comm[r],
-                   hooks_.empty() ? nullptr : &hooks_[static_cast<std::size_t>(r)]);
-          if (shared_cores_ > 0) record.trace.rank_cpu[static_cast<std::size_t>(r)] = cpu.seconds();
+                   hooks_.empty() ? nullptr : &hooks_[rank]);
+          if (shared_cores_ > 0) record.trace.rank_cpu[rank] = cpu.seconds();
         },
         [&] { t0_ = Clock::now(); });
     errors.rethrow();
@@ -121,8 +124,8 @@ class CpuExecutor {
   // seconds since `origin` plus `shift` (the step's clock shared by every process); the trace
   // and the arena hold rank r only. A failure is thrown as an ExecutionError naming rank r.
   // `shared_cores`: the cores the job's processes share where they outnumber them
-  // (mpi::shared_cores), else 0; then the actions and the rank record their CPU time, as rank
-  // threads sharing cores do (Trace::rank_cpu holds rank r's).
+  // (mpi::core_sharing's replay_cores), else 0; then the actions and the rank record their CPU
+  // time, as rank threads sharing cores do (Trace::rank_cpu holds rank r's).
   StepRecord run_rank_step(int r, Transport<Message>& transport, Clock::time_point origin,
                            double shift, const RankHooks& hooks = {}, int shared_cores = 0) {
     StepRecord record;

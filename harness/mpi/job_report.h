@@ -139,8 +139,9 @@ nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement
                         int microbatches, double samples_per_microbatch, bool overlap);
 
 // Replica 0's trace (processes 0 .. D-1), ranks by pipeline rank: what a record's measured
-// metrics and replay read, as for a run in threads. `shared_cores` (mpi::shared_cores): the
-// cores the processes shared, whose CPU times the replay then reads; 0 where each had its own.
+// metrics and replay read, as for a run in threads. `shared_cores` (mpi::core_sharing's
+// replay_cores): the cores the processes shared, whose CPU times the replay then reads; 0 where
+// each had its own.
 Trace replica0_trace(const std::vector<ProcessReport>& procs, int pipeline_ranks,
                      const std::string& source, int shared_cores = 0);
 
