@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/cpu_cores.h"
+#include "core/timer_slack.h"
 #include "harness/executor/activation_arena.h"
 #include "harness/executor/executor_core.h"
 #include "harness/executor/mailbox.h"
@@ -103,6 +104,7 @@ class CpuExecutor {
         [&](int r) {
           const auto rank = static_cast<std::size_t>(r);
           if (pin && pin_calling_thread(cpus[rank])) record.trace.pinned_cpus[rank] = cpus[rank];
+          if (shared_cores_ == 0) tighten_timer_slack();  // its waits nap (mailbox.h)
           const ThreadCpuTimer cpu(shared_cores_ > 0);
           run_rank(r, transport, errors, record.arenas[r], compute[r], comm[r],
                    hooks_.empty() ? nullptr : &hooks_[rank]);

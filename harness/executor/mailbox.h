@@ -7,9 +7,13 @@
 // check_deadlock_free(capacity) models. Every wait gives up at a deadline so
 // that a stuck rank becomes an error, never a hang.
 //
-// Waking a sleeping thread costs several microseconds, more than most hand-
-// overs take: when every rank has a core of its own, a waiter first spins for
-// a short while on the mailbox's version counter and sleeps only after that.
+// Waking a thread that sleeps on a condition variable costs its waker a futex
+// call: 10-15 us on a VM, paid by the sender, which in a pipeline is usually
+// the busy rank (DualPipeV's ranks lost about 30 us per overlapped pair so).
+// So when every rank has a core of its own, a waiter spins for a short while
+// on the mailbox's version counter, then naps and looks again: no sender ever
+// wakes anyone. Ranks that share cores sleep until woken, as the wake-up hands
+// them the core.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,18 +38,14 @@ class Mailbox {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `spin`: how long a waiter polls before it sleeps (zero: sleep at once).
+  // `spin`: how long a waiter polls before it naps between looks (zero: it sleeps on the
+  // condition variable until a sender or receiver wakes it).
   explicit Mailbox(int capacity, std::chrono::microseconds spin = std::chrono::microseconds(0))
       : capacity_(capacity), spin_(spin) {}
 
   WaitResult send(std::uint64_t name, Payload payload, Clock::time_point deadline) {
     std::unique_lock lock(mutex_);
-    if (capacity_ > 0 && static_cast<int>(queue_.size()) >= capacity_ && spin_.count() > 0) {
-      lock.unlock();
-      spin_while_unchanged();
-      lock.lock();
-    }
-    if (!changed_.wait_until(lock, deadline, [&] {
+    if (!wait_until(lock, deadline, [&] {
           return aborted_ || capacity_ <= 0 || static_cast<int>(queue_.size()) < capacity_;
         }))
       return WaitResult::kTimedOut;
@@ -68,12 +69,7 @@ class Mailbox {
         if (it->first == name) return true;
       return false;
     };
-    if (!arrived() && spin_.count() > 0) {
-      lock.unlock();
-      spin_while_unchanged();
-      lock.lock();
-    }
-    if (!changed_.wait_until(lock, deadline, arrived)) return WaitResult::kTimedOut;
+    if (!wait_until(lock, deadline, arrived)) return WaitResult::kTimedOut;
     if (aborted_) return WaitResult::kAborted;
     on_take(it->second);
     out = std::move(it->second);
@@ -91,12 +87,30 @@ class Mailbox {
   }
 
  private:
-  // Polls until the mailbox changes or the spin budget is spent; the caller
-  // then re-checks under the lock and sleeps if it still has to wait.
-  void spin_while_unchanged() const {
-    const std::uint64_t seen = version_.load(std::memory_order_acquire);
-    const auto until = Clock::now() + spin_;
-    while (version_.load(std::memory_order_acquire) == seen && Clock::now() < until) {
+  // Waits, `lock` held on entry and on return, until `ready()` or the deadline (false then).
+  // A waiter with a core of its own (spin_ > 0) never sleeps on the condition variable: it
+  // spins, then naps and looks again, so that the thread it waits for hands over without a
+  // wake-up call (a futex syscall of 10-15 us on a VM, paid by the sender, which is usually
+  // the busy rank). Ranks sharing cores sleep until woken: the wake-up hands them the core.
+  template <class Ready>
+  bool wait_until(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Ready ready) {
+    if (spin_.count() == 0) return changed_.wait_until(lock, deadline, ready);
+    const auto spin_until = Clock::now() + spin_;
+    auto nap = std::chrono::microseconds(20);
+    for (;;) {
+      if (ready()) return true;
+      const auto now = Clock::now();
+      if (now >= deadline) return false;
+      const std::uint64_t seen = version_.load(std::memory_order_acquire);
+      lock.unlock();
+      if (now < spin_until) {
+        while (version_.load(std::memory_order_acquire) == seen && Clock::now() < spin_until) {
+        }
+      } else if (version_.load(std::memory_order_acquire) == seen) {
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(50));
+      }
+      lock.lock();
     }
   }
 

@@ -7,6 +7,7 @@
 
 #include "core/cpu_cores.h"
 #include "core/error.h"
+#include "core/timer_slack.h"
 #include "harness/backends/cpu/cpu_run.h"
 #include "harness/backends/cpu/pipeline_rank.h"
 #include "harness/backends/run_loop.h"
@@ -56,6 +57,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   // which the replay of replica 0 alone does not see.
   const mpi::CoreSharing sharing = mpi::core_sharing(world);
   const auto spin = o.executor.spin(!sharing.node_oversubscribed);
+  if (spin.count() > 0) tighten_timer_slack();  // the transport's waits nap between polls
   const int replay_cores = dp.replicas == 1 ? sharing.replay_cores : 0;
   mpi::MpiTransport<Envelope<cpu::Tensors<T>>, mpi::CpuTensorCodec<T>> transport(
       grid.pipeline, me, lower(s), o.executor.channel_capacity, spin, &message_name);
