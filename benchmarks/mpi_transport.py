@@ -21,9 +21,14 @@ in the machine's load falls on both alike.
                 the messages of a step. At width 8 the compute is a few microseconds, so this
                 is what a message costs the step; at the larger sizes compute takes over.
   fidelity  measured bubble fraction minus the replay's predicted one (the record's "predicted",
-            the simulator fed the step's measured per-op costs and mean hand-over) for 1f1b,
-            zb-h1 and gpipe at D = 2 on a compute-bound MLP (8 layers of width 512, micro-batch 64,
-            N = 8), threads beside processes; the project's goal is a gap within 0.03.
+            the simulator fed the step's measured per-op costs and mean hand-over) at D = 2 on an
+            MLP of 8 layers of width 512, threads beside processes, in two cases:
+              - compute-bound: micro-batch 64, N = 8, for 1f1b, zb-h1 and gpipe (a stage's F is
+                a few milliseconds, far above a hand-over);
+              - hand-over-bound: micro-batch 8, N = 32, for 1f1b, interleaved-1f1b, zb-h1, zb-v
+                and dualpipev (16 KiB messages between actions of about 0.1-0.3 ms, so that what
+                a rank spends on each message shows).
+            The project's goal is a gap within 0.03.
 
 Writes one JSON record (atomically): default results/perf/mpi/<commit>.json, with provenance
 (commit, host, CPU model, cores, load average before and after, OpenMPI version, date) and every
@@ -61,10 +66,13 @@ BYTES_PER_FLOAT = 4  # f32
 # this keeps compute smallest beside the messages (at width 4096 a 4 MiB step took 6 s here).
 SIZES = ((8, 2), (8, 2048), (8, 131072))
 LATENCY_SCHEDULE, LATENCY_MICROBATCHES = "1f1b", 16
-FIDELITY_SCHEDULES = ("1f1b", "zb-h1", "gpipe")
-# b = 64: a stage's F is a few milliseconds, far above a hand-over (compute-bound).
-FIDELITY_WORKLOAD = ["--workload", "mlp", "--layers", "8", "--width", "512", "-b", "64"]
-FIDELITY_MICROBATCHES = 8
+# (case, micro-batch size, micro-batches, schedules) on an MLP of 8 layers of width 512.
+FIDELITY_CASES = (
+    ("compute-bound", 64, 8, ("1f1b", "zb-h1", "gpipe")),
+    ("hand-over-bound", 8, 32, ("1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipev")),
+)
+FIDELITY_MODEL = ["--workload", "mlp", "--layers", "8", "--width", "512"]
+CHUNKS = {"interleaved-1f1b": 2}  # model chunks per rank, said explicitly
 FIDELITY_GOAL = 0.03
 LAUNCHERS = ("threads", "mpirun")
 RUN_TIMEOUT = 600
@@ -212,11 +220,15 @@ def measure_latency(ppbench: str, mpirun: str, steps: int, warmup: int, repeats:
 def measure_fidelity(ppbench: str, mpirun: str, steps: int, warmup: int,
                      repeats: int) -> list[dict]:
     rows = []
-    for schedule in FIDELITY_SCHEDULES:
-        args = [*FIDELITY_WORKLOAD, "--dtype", "f32", "--schedule", schedule,
-                "-n", str(FIDELITY_MICROBATCHES), "--steps", str(steps), "--warmup", str(warmup)]
-        row: dict = {"schedule": schedule, "command": "ppbench run " + " ".join(args) +
-                     f" --pp {PIPELINE_RANKS}"}
+    for case, b, microbatches, schedule in ((c, b, n, s) for c, b, n, schedules in FIDELITY_CASES
+                                            for s in schedules):
+        args = [*FIDELITY_MODEL, "-b", str(b), "--dtype", "f32", "--schedule", schedule,
+                "-n", str(microbatches), "--steps", str(steps), "--warmup", str(warmup)]
+        if schedule in CHUNKS:
+            args += ["--chunks", str(CHUNKS[schedule])]
+        row: dict = {"case": case, "schedule": schedule, "microbatch_size": b,
+                     "microbatches": microbatches,
+                     "command": "ppbench run " + " ".join(args) + f" --pp {PIPELINE_RANKS}"}
         runs: dict[str, list[dict]] = {l: [] for l in LAUNCHERS}
         for rep in range(repeats):
             for launcher in LAUNCHERS:
@@ -228,7 +240,8 @@ def measure_fidelity(ppbench: str, mpirun: str, steps: int, warmup: int,
                                        "gap": measured - predicted,
                                        "step_time_s": record["step_time_s"],
                                        "load_average": load_average()})
-                print(f"  {schedule:<6} {launcher:<7} repeat {rep + 1}: measured {measured:.4f}, "
+                print(f"  {case} {schedule:<16} {launcher:<7} repeat {rep + 1}: measured "
+                      f"{measured:.4f}, "
                       f"predicted {predicted:.4f}, gap {measured - predicted:+.4f}, step "
                       f"{record['step_time_s'] * 1e3:.1f} ms", flush=True)
         for launcher in LAUNCHERS:
@@ -259,8 +272,8 @@ def print_tables(result: dict) -> None:
         print(f"\nbubble gap, measured - predicted (median over repeats; goal |gap| <= "
               f"{FIDELITY_GOAL}):")
         for r in result["fidelity"]:
-            print(f"  {r['schedule']:<6} threads {r['threads']['median_gap']:+.4f}   "
-                  f"mpirun {r['mpirun']['median_gap']:+.4f}")
+            print(f"  {r['case']:<15} {r['schedule']:<16} threads "
+                  f"{r['threads']['median_gap']:+.4f}   mpirun {r['mpirun']['median_gap']:+.4f}")
 
 
 def positive(text: str) -> int:

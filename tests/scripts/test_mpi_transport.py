@@ -40,10 +40,10 @@ def test_it_times_threads_against_processes_and_records_the_machine(tmp_path, fa
 
     # every point twice per repeat, threads first, then the same argv under mpirun -np 2
     runs = [c for c in calls(log) if c[0] == "run"]
-    assert len(runs) == 2 * 2 * (3 + 3)
+    assert len(runs) == 2 * 2 * (3 + 3 + 5)
     launched = [json.loads(l)["argv"] for l in fake_mpirun.read_text().splitlines()
                 if json.loads(l)["argv"][0] == "-np"]
-    assert len(launched) == 2 * (3 + 3)
+    assert len(launched) == 2 * (3 + 3 + 5)
     assert all(a[:3] == ["-np", "2", binary] for a in launched)
     assert [a[3:] for a in launched] == runs[1::2]
     assert all(c[c.index("--pp") + 1] == "2" and "--dp" not in c for c in runs)
@@ -61,7 +61,14 @@ def test_it_times_threads_against_processes_and_records_the_machine(tmp_path, fa
         assert row["mpirun"]["makespan_per_message_s"] == pytest.approx(
             row["mpirun"]["makespan_s"]["median"] / row["mpirun"]["messages_per_step"])
 
-    assert [r["schedule"] for r in record["fidelity"]] == ["1f1b", "zb-h1", "gpipe"]
+    assert [(r["case"], r["schedule"]) for r in record["fidelity"]] == [
+        ("compute-bound", "1f1b"), ("compute-bound", "zb-h1"), ("compute-bound", "gpipe"),
+        ("hand-over-bound", "1f1b"), ("hand-over-bound", "interleaved-1f1b"),
+        ("hand-over-bound", "zb-h1"), ("hand-over-bound", "zb-v"),
+        ("hand-over-bound", "dualpipev")]
+    fidelity_runs = [c for c in runs[::2] if "--trace-out" not in c]
+    assert [(c[c.index("-b") + 1], c[c.index("-n") + 1]) for c in fidelity_runs] == (
+        [("64", "8")] * 3 * 2 + [("8", "32")] * 5 * 2)
     for row in record["fidelity"]:
         for launcher in ("threads", "mpirun"):
             gaps = [r["gap"] for r in row[launcher]["runs"]]
@@ -80,7 +87,7 @@ def test_only_one_part(tmp_path, fake_ppbench, fake_mpirun):
                      "fidelity", "--out", str(out))
     assert run.returncode == 0, run.stderr
     record = json.loads(out.read_text())
-    assert "latency" not in record and len(record["fidelity"]) == 3
+    assert "latency" not in record and len(record["fidelity"]) == 3 + 5
     assert all("--trace-out" not in c for c in calls(log) if c[0] == "run")
 
 
@@ -113,7 +120,7 @@ def test_no_ppbench_is_exit_2(tmp_path):
 def test_a_failed_run_names_its_command_and_exits_1(tmp_path, fake_ppbench, fake_mpirun,
                                                     monkeypatch):
     binary, _ = fake_ppbench
-    monkeypatch.setattr(mpi_transport, "FIDELITY_SCHEDULES", ("crash",))
+    monkeypatch.setattr(mpi_transport, "FIDELITY_CASES", (("crashing", 8, 2, ("crash",)),))
     with pytest.raises(mpi_transport.Failure, match="crash.*exited 1"):
         mpi_transport.measure_fidelity(binary, "mpirun", 1, 0, 1)
 
