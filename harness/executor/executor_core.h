@@ -23,9 +23,9 @@ namespace ppbench {
 struct ExecutorOptions {
   int channel_capacity = 4;      // messages one (src, dst) mailbox holds
   double watchdog_seconds = 60;  // longest a rank may wait on the transport
-  // How long a waiting rank spins before it sleeps, used only when every
-  // rank has a hardware thread of its own (spinning on a shared core only
-  // delays the thread it waits for).
+  // How long a waiting rank spins before it naps between looks (mailbox.h), used only when
+  // every rank has a hardware thread of its own (spinning on a shared core only delays the
+  // thread it waits for).
   double spin_microseconds = 50;
   // The cores the rank threads may run on (0: this process's, core/cpu_cores.h). Fewer than the
   // ranks: waiters sleep at once, and the step's trace carries each action's CPU time.
@@ -36,7 +36,7 @@ struct ExecutorOptions {
   // unpinned, as the replay on shared cores assumes (any free core takes the next ready action).
   bool pin_ranks = true;
 
-  // How long a waiter spins before it sleeps: spin_microseconds where every rank (or process)
+  // How long a waiter spins before it naps: spin_microseconds where every rank (or process)
   // has a core of its own, else not at all.
   std::chrono::microseconds spin(bool own_cores) const {
     return std::chrono::microseconds(own_cores ? static_cast<long>(spin_microseconds) : 0);
