@@ -20,6 +20,10 @@ inline constexpr double kMaxCost = 1e12;
 struct StageCost {
   double f = 1, b = 2, i = 1, w = 1, fb = 3;
   double comm = 0;  // producer end -> consumer start, across ranks, on this stage's boundaries
+  // The consumer's own time to take in each input from another rank, once the rank is free and
+  // the input has arrived: it delays the action but is not busy time (a measured receive is
+  // neither an action nor idle waiting; replay.h measures it, the CLI's costs leave it 0).
+  double recv = 0;
 };
 
 // The flags of `--cost F=1,B=2,I=1,W=1,FB=3`, as given.
@@ -72,6 +76,8 @@ class CostModel {
   double comm(int from_stage, int to_stage) const {
     return stages_[from_stage < to_stage ? from_stage : to_stage].comm;
   }
+  // What the consumer of a cross-rank input on `to_stage` spends taking it in.
+  double recv(int to_stage) const { return stages_[to_stage].recv; }
   const std::vector<StageCost>& stages() const { return stages_; }
 
  private:

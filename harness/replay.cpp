@@ -39,6 +39,17 @@ std::vector<double> executor_cpu_per_action(const Trace& trace) {
 
 }  // namespace
 
+HandOver hand_over_from_trace(const Trace& trace) {
+  // A queued receive is all the consumer's own work; one that waited is the hand-over's
+  // latency as well as that work, so the latency is what the waiting ones took beyond it.
+  Mean queued, waited;
+  for (const auto& c : trace.comm) (c.queued ? queued : waited).add(c.end - c.start);
+  HandOver h;
+  h.receive = queued.value();
+  h.delay = waited.any() ? std::max(waited.value() - h.receive, 0.0) : 0.0;
+  return h;
+}
+
 CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
   const bool shared = trace.shared_cores > 0;
   const std::vector<double> executor =
@@ -53,8 +64,7 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
     else
       m[e.action.task.stage][static_cast<int>(e.action.task.op)].add(d);
   }
-  Mean comm;
-  for (const auto& c : trace.comm) comm.add(c.end - c.start);
+  const HandOver hand_over = hand_over_from_trace(trace);
 
   std::vector<StageCost> stages(placement.stages());
   for (int s = 0; s < placement.stages(); ++s) {
@@ -65,7 +75,8 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
     c.w = w.any() ? w.value() : b.value() / 2;
     c.b = b.any() ? b.value() : c.i + c.w;
     c.fb = fb.any() ? fb.value() : c.f + c.b;
-    c.comm = comm.value();
+    c.comm = hand_over.delay;
+    c.recv = hand_over.receive;
   }
   return CostModel(std::move(stages));
 }

@@ -1,6 +1,7 @@
 // Replays a measured step through the simulator: per-stage costs are the
 // mean measured durations of each op on that stage, the comm delay the mean
-// measured hand-over latency. The gap between the measured and the
+// measured hand-over latency and the receive cost what a consumer spent taking in a tensor
+// that was already there. The gap between the measured and the
 // replayed bubble is the simulator's fidelity, reported with every run. The optimizer steps
 // are replayed where they ran, with their measured durations.
 #pragma once
@@ -13,6 +14,17 @@
 #include "schedules/schedule.h"
 
 namespace ppbench {
+
+// A measured step's cross-rank hand-overs as the replay charges them (StageCost::comm, ::recv):
+// `receive` is the mean span of the receives that found their tensor already sent (the
+// consumer's own work: a rendezvous copy, a mailbox take); `delay` is the mean span of the
+// receives that waited, less that work (the latency). With every receive waiting, `receive` is 0
+// and `delay` the plain mean, as before receives were told apart.
+struct HandOver {
+  double delay = 0;    // seconds
+  double receive = 0;  // seconds
+};
+HandOver hand_over_from_trace(const Trace& trace);
 
 // Ops a stage never ran (e.g. W in a schedule without splits) get costs
 // derived from the ones it did (B = I + W, FB = F + B, ...).

@@ -40,6 +40,7 @@ class ActionTiming {
         index_(p_),
         end_(index_.rows() * 2, std::numeric_limits<double>::quiet_NaN()),
         delay_(p_.stages(), {0.0, 0.0, 0.0}),
+        receive_(p_.stages(), {0.0, 0.0, 0.0}),
         free_at_(p_.ranks, 0.0),
         on_action_(on_action),
         on_transfer_(on_transfer),
@@ -47,31 +48,40 @@ class ActionTiming {
     for (int st = 0; st < p_.stages(); ++st) {
       // A NaN end would read as "has not run": the walk would report a deadlock instead.
       const StageCost& c = costs.stages().at(st);
-      if (!std::isfinite(c.f + c.b + c.i + c.w + c.fb + c.comm))
+      if (!std::isfinite(c.f + c.b + c.i + c.w + c.fb + c.comm + c.recv))
         throw std::invalid_argument("simulate: the costs of stage " + std::to_string(st) +
                                     " are not all finite");
-      if (!index_.is_first(st) && p_.stage_rank[st - 1] != p_.stage_rank[st])
+      if (!index_.is_first(st) && p_.stage_rank[st - 1] != p_.stage_rank[st]) {
         delay_[st][0] = costs.comm(st - 1, st);
-      if (!index_.is_last(st) && p_.stage_rank[st + 1] != p_.stage_rank[st])
+        receive_[st][0] = costs.recv(st);
+      }
+      if (!index_.is_last(st) && p_.stage_rank[st + 1] != p_.stage_rank[st]) {
         delay_[st][2] = costs.comm(st, st + 1);
+        receive_[st][2] = costs.recv(st);
+      }
     }
   }
 
   const TaskIndex& index() const { return index_; }
 
   // Whether every input of rank r's action `a` has run; if so, `start` is when the action could
-  // start (its rank free, its inputs arrived).
+  // start (its rank free, its inputs arrived, and then taken in one after another).
   bool inputs_ready(int r, const Action& a, double& start) const {
     start = free_at_[r];
+    double taking_in = 0;
     auto wait_for = [&](const Task& t) {
       return index_.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
         const double ready = end_of(d.row, d.slot);
         if (std::isnan(ready)) return false;
-        start = std::max(start, ready + delay_[t.stage][d.stage - t.stage + 1]);
+        const int side = d.stage - t.stage + 1;
+        start = std::max(start, ready + delay_[t.stage][side]);
+        taking_in += receive_[t.stage][side];
         return true;
       });
     };
-    return wait_for(a.task) && (!a.paired() || wait_for(a.partner));
+    const bool ready = wait_for(a.task) && (!a.paired() || wait_for(a.partner));
+    start += taking_in;
+    return ready;
   }
 
   // Runs rank r's action `a` (at `pos` in its order) from `start`; returns when the rank is done
@@ -116,6 +126,9 @@ class ActionTiming {
   // own rank: that producer ran earlier in the rank's order, so it ended before the rank became
   // free and cannot hold the start back.
   std::vector<std::array<double, 3>> delay_;
+  // By the same sides, what the consumer spends taking in an input from another rank (0 on its
+  // own rank): after the later of its rank being free and the input's arrival.
+  std::vector<std::array<double, 3>> receive_;
   std::vector<double> free_at_;
   OnAction& on_action_;
   OnTransfer& on_transfer_;

@@ -2,9 +2,10 @@
 //
 // Each rank runs its actions in order; an action starts when its rank is free
 // and every task it depends on has ended (plus the comm delay when the
-// producer sits on another rank). Because per-rank orders are fixed, the start
-// times follow from one walk in dependency order: linear in the number of
-// actions, with no event queue.
+// producer sits on another rank), and then after the rank has taken in each input from another
+// rank (StageCost::recv, 0 unless a measured step's replay sets it). Because per-rank orders are
+// fixed, the start times follow from one walk in dependency order: linear in the number of actions,
+// with no event queue.
 //
 // Where the ranks share fewer cores than there are ranks (a CPU run with more rank threads than
 // cores), an action also waits for a free core: actions take the cores in the order their

@@ -20,11 +20,16 @@ struct ComputeEvent {
 };
 
 // A tensor crossing ranks: the output of `task` (activation after F,
-// gradient after B or I) from the producer's rank to the consumer's.
+// gradient after B or I) from the producer's rank to the consumer's. A measured one runs from
+// when both sides were ready (the later of the send and the posted receive) to when the tensor
+// was in the consumer's hand.
 struct CommEvent {
   std::int32_t src_rank, dst_rank;
   double start, end;
   Task task;
+  // Measured: the tensor had been sent before its receive was posted, so the whole span is the
+  // consumer's own work of taking it in (a rendezvous copy, a mailbox take), none of it waiting.
+  bool queued = false;
 };
 
 // A data-parallel gradient all-reduce (`run --dp R`, `simulate --dp R`): the gradients of

@@ -230,7 +230,8 @@ class CpuExecutor {
         if (result == WaitResult::kDone) {
           // The hand-over latency: from when both sides were ready to
           // when the tensor was in hand, not the receiver's own lateness.
-          comm.push_back({in.peer, r, std::max(posted, e.sent_at), now(), in.payload});
+          comm.push_back(
+              {in.peer, r, std::max(posted, e.sent_at), now(), in.payload, e.sent_at < posted});
           passes.put(name, std::move(e.payload));
         }
       }

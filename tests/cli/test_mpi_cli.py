@@ -153,6 +153,17 @@ class MultiProcessRun(unittest.TestCase):
         self.assertIsNotNone(rec)
         self.assertIsNone(rec["predicted"]["cores"])
 
+    def test_receives_that_find_their_tensor_queued_are_told_apart(self):
+        # As for threads (test_run_cli.py): rank 0 sends its forwards before rank 1, with seven
+        # layers to its one, posts their receives. Which receives those were crosses to process 0
+        # with the trace, and the replay charges the consumer their own work.
+        r = mpirun(2, "run", *WORKLOAD, "--schedule", "gpipe", "--pp", "2", "-n", str(N),
+                   "--partition", "1,7", "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        hand_over = json.loads(r.stdout)["predicted"]["hand_over"]
+        self.assertGreater(hand_over["receive_s"], 0)
+        self.assertGreaterEqual(hand_over["delay_s"], 0)
+
     def test_overlapped_all_reduce_follows_each_stage_backward(self):
         for family in ("1f1b", "interleaved-1f1b", "zb-v"):
             with self.subTest(family=family):

@@ -331,6 +331,16 @@ class GoodRun(unittest.TestCase):
         self.assertEqual(crowded["predicted"]["cores"], 1)
         self.assertIsNone(crowded["measured"]["pinned_cpus"])
 
+    def test_receives_that_find_their_tensor_queued_are_told_apart(self):
+        # GPipe with a last stage seven layers to the first's one: rank 0 sends each forward long
+        # before rank 1, busy with the one before, posts its receive. Those receives are the
+        # consumer's own work; the backwards' gradients, which rank 0 waits for, also carry the
+        # latency.
+        rec = self.record("-s", "gpipe", "-d", "2", "--partition", "1,3")
+        hand_over = rec["predicted"]["hand_over"]
+        self.assertGreater(hand_over["receive_s"], 0)
+        self.assertGreaterEqual(hand_over["delay_s"], 0)
+
     def test_text_summary_names_the_backend(self):
         r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -31,6 +31,39 @@ Trace measured_1f1b() {
   return t;
 }
 
+// A receive that found its tensor already sent took only the consumer's own work; one that
+// waited took the latency as well, which is what the replay's delay keeps.
+TEST(Replay, HandOversSplitIntoTheConsumersWorkAndTheLatency) {
+  Trace t = measured_1f1b();
+  t.comm = {{0, 1, 1.0, 1.5, {Op::F, 0, 0}, false},   // waited: 0.5
+            {0, 1, 3.0, 3.25, {Op::F, 0, 1}, true},   // queued: 0.25
+            {1, 0, 3.0, 3.75, {Op::B, 1, 0}, false},  // waited: 0.75
+            {1, 0, 6.0, 6.25, {Op::B, 1, 1}, true}};  // queued: 0.25
+  HandOver h = hand_over_from_trace(t);
+  EXPECT_DOUBLE_EQ(h.receive, 0.25);
+  EXPECT_DOUBLE_EQ(h.delay, 0.625 - 0.25);
+  const CostModel c = costs_from_trace(t, Placement::linear(2, 2));
+  for (const StageCost& st : c.stages()) {
+    EXPECT_DOUBLE_EQ(st.recv, 0.25);
+    EXPECT_DOUBLE_EQ(st.comm, 0.375);
+  }
+  // Every receive waited (as the GPU executors record them): the plain mean, no receive cost.
+  for (CommEvent& e : t.comm) e.queued = false;
+  h = hand_over_from_trace(t);
+  EXPECT_DOUBLE_EQ(h.receive, 0.0);
+  EXPECT_DOUBLE_EQ(h.delay, (0.5 + 0.25 + 0.75 + 0.25) / 4);
+  // Every receive queued: no latency seen, the work alone.
+  for (CommEvent& e : t.comm) e.queued = true;
+  h = hand_over_from_trace(t);
+  EXPECT_DOUBLE_EQ(h.delay, 0.0);
+  EXPECT_DOUBLE_EQ(h.receive, (0.5 + 0.25 + 0.75 + 0.25) / 4);
+  // Waiting receives quicker than the queued ones: the latency is not negative.
+  t.comm = {{0, 1, 1.0, 1.1, {Op::F, 0, 0}, false}, {0, 1, 3.0, 3.5, {Op::F, 0, 1}, true}};
+  h = hand_over_from_trace(t);
+  EXPECT_DOUBLE_EQ(h.delay, 0.0);
+  EXPECT_DOUBLE_EQ(h.receive, 0.5);
+}
+
 TEST(Replay, AnOptimizerStepFollowsTheActionItsRankHadLastFinished) {
   Trace t = measured_1f1b();
   t.updates = {{0, 6.0, 6.5, 0},    // right after rank 0's last action (ends 6)

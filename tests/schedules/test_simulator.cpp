@@ -40,6 +40,34 @@ TEST(Simulator, TwoStageOneFOneBByHand) {
   for (const auto& c : r.trace.comm) EXPECT_DOUBLE_EQ(c.end - c.start, 0.5);
 }
 
+TEST(Simulator, ARankTakesInEachCrossRankInputAfterItIsFreeAndTheInputHasArrived) {
+  // The case above with a receive cost of 0.25 per cross-rank input:
+  // rank 1: F1.0 arrives 1.5 -> [1.75,2.75] B1.0 [2.75,4.75]
+  //         F1.1 arrived at 2.5, but rank 1 is free at 4.75 -> [5,6] B1.1 [6,8]
+  // rank 0: B0.0: B1.0 ends 4.75 + 0.5 + 0.25 -> [5.5,7.5]
+  //         B0.1: B1.1 ends 8 + 0.5 = 8.5, rank 0 free at 7.5 -> 8.75 -> [8.75,10.75]
+  StageCost c = stage_cost(1, 1, 1, 0.5);
+  c.recv = 0.25;
+  auto r = simulate_uniform({"1f1b", 2, 2}, c);
+  const auto& e = r.trace.compute;
+  EXPECT_DOUBLE_EQ(e[4].start, 1.75);  // F1.0: arrived, then taken in
+  EXPECT_DOUBLE_EQ(e[6].start, 5.0);   // F1.1: queued while rank 1 ran B1.0, then taken in
+  EXPECT_DOUBLE_EQ(e[2].start, 5.5);   // B0.0
+  EXPECT_DOUBLE_EQ(e[3].start, 8.75);  // B0.1
+  EXPECT_DOUBLE_EQ(r.metrics.makespan, 10.75);
+  // Taking an input in is neither an action nor a transfer: busy time and the transfers' spans
+  // are as without it.
+  EXPECT_DOUBLE_EQ(r.metrics.ranks[0].busy, 6.0);
+  EXPECT_DOUBLE_EQ(r.metrics.ranks[1].busy, 6.0);
+  for (const auto& t : r.trace.comm) EXPECT_DOUBLE_EQ(t.end - t.start, 0.5);
+  // The first stage's forwards have no input from another rank: they start at once.
+  EXPECT_DOUBLE_EQ(e[0].start, 0.0);
+  EXPECT_DOUBLE_EQ(e[1].start, 1.0);
+  // One rank has no other rank to receive from.
+  auto one = simulate_uniform({"1f1b", 1, 2}, c);
+  EXPECT_DOUBLE_EQ(one.metrics.makespan, 6.0);
+}
+
 TEST(Simulator, AnOptimizerStepDelaysItsRankAndWhatTheActionSends) {
   // The case above with a step of 1 on rank 1 right after B1.0 (position 1), [4.5, 5.5]:
   // rank 1: F1.0 [1.5,2.5] B1.0 [2.5,4.5] update [4.5,5.5] F1.1 [5.5,6.5] B1.1 [6.5,8.5]
