@@ -88,6 +88,14 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
   cuda::CudaExecutor executor(s, *devices, work, arenas, *transport,
                               cuda::stage_output_shapes(spec, plan, s.placement), dt,
                               {.watchdog_seconds = o.run.executor.watchdog_seconds});
+  // --dp-overlap: each stage's all-reduce is enqueued on its own stream right after the stage's
+  // last backward, and the walk goes on (nothing is timed on the compute stream for it).
+  const bool overlap = reduce && dp.overlap;
+  if (overlap)
+    executor.set_stage_done([&reduce, &dev](int, int stage) {
+      reduce->start(stage, dev.compute);
+      return false;
+    });
   dev.make_current();
 
   cuda::CudaStepRecord last;
@@ -102,13 +110,15 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
         double root_origin = mpi::steady_seconds();
         check(MPI_Bcast(&root_origin, 1, MPI_DOUBLE, 0, world.comm()), "MPI_Bcast (step clock)");
         const auto clock = [&] { return mpi::steady_seconds() + offset - root_origin; };
+        if (overlap) reduce->begin_step(dev.compute, clock);
         last = executor.run_rank_step(me);
         // The rank's events, measured from its start on this host's clock, onto process 0's.
         const double shift = last.host_start_s + offset - root_origin;
         for (auto& e : last.trace.compute) e.start += shift, e.end += shift;
         for (auto& e : last.trace.comm) e.start += shift, e.end += shift;
         for (auto& e : last.trace.memory) e.time += shift;
-        if (reduce) last.trace.collectives = reduce->run(dev.compute, clock);
+        if (reduce)
+          last.trace.collectives = overlap ? reduce->finish() : reduce->run(dev.compute, clock);
         if (optimizer) last.trace.updates = optimizer->step(clock);
         double loss = 0;
         for (auto [mb, l] : rank.losses()) loss += l;
@@ -215,9 +225,6 @@ RunOutput run_cuda_mpi(const WorkloadSpec& spec, const CudaRunOptions& o,
     require(!o.cuda_graph,
             "--cuda-graph runs in one process only (--gpus); across processes it is not "
             "supported yet (run without --cuda-graph)");
-    require(!dp.overlap,
-            "--dp-overlap is not supported with --backend cuda yet: the replicas' gradients "
-            "are all-reduced once, after each rank's step (drop --dp-overlap)");
     check_cuda_run_options(spec, o);
     s = std::make_unique<Schedule>(schedule_of(o.run));
     validate(*s, {.channel_capacity = 0});

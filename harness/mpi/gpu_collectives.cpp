@@ -45,12 +45,29 @@ ncclComm_t init_nccl_comm(MPI_Comm comm) {
 GpuGradientAllReduce::GpuGradientAllReduce(ncclComm_t comm,
                                            std::vector<StageParams<cuda::Param>> stages,
                                            std::vector<int> stage_ids, int rank)
-    : comm_(comm), stages_(std::move(stages)), ids_(std::move(stage_ids)), rank_(rank) {
+    : comm_(comm),
+      stages_(std::move(stages)),
+      ids_(std::move(stage_ids)),
+      rank_(rank),
+      began_(stages_.size(), nullptr),
+      ended_(stages_.size(), nullptr),
+      started_(stages_.size(), false) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  // Timing events (the overlapped all-reduces are timed on the GPU, not by the host).
+  CUDA_CHECK(cudaEventCreate(&origin_));
+  for (std::size_t k = 0; k < stages_.size(); ++k) {
+    CUDA_CHECK(cudaEventCreate(&began_[k]));
+    CUDA_CHECK(cudaEventCreate(&ended_[k]));
+  }
 }
 
 GpuGradientAllReduce::~GpuGradientAllReduce() {
+  for (std::size_t k = 0; k < stages_.size(); ++k) {
+    cudaEventDestroy(began_[k]);
+    cudaEventDestroy(ended_[k]);
+  }
+  cudaEventDestroy(origin_);
   cudaEventDestroy(ready_);
   cudaStreamDestroy(stream_);
   cuda::release_comm(comm_, failed_);
@@ -61,8 +78,13 @@ void GpuGradientAllReduce::after(cudaStream_t compute) {
   CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
 }
 
-double GpuGradientAllReduce::reduce_stage(std::size_t k) {
+double GpuGradientAllReduce::stage_bytes(std::size_t k) const {
   double bytes = 0;
+  for (const cuda::Param* p : all_params(stages_[k])) bytes += static_cast<double>(p->grad.bytes());
+  return bytes;
+}
+
+void GpuGradientAllReduce::enqueue_stage(std::size_t k) {
   nccl_check(cuda::nccl().GroupStart(), "ncclGroupStart");
   for (const cuda::Param* p : all_params(stages_[k])) {
     const cuda::DTensor& g = p->grad;
@@ -70,11 +92,52 @@ double GpuGradientAllReduce::reduce_stage(std::size_t k) {
                                       cuda::nccl_type(cuda::plan_dtype(g.dtype())), ncclSum, comm_,
                                       stream_),
                "ncclAllReduce");
-    bytes += static_cast<double>(g.bytes());
   }
   nccl_check(cuda::nccl().GroupEnd(), "ncclGroupEnd");
+}
+
+double GpuGradientAllReduce::reduce_stage(std::size_t k) {
+  enqueue_stage(k);
   CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return bytes;
+  return stage_bytes(k);
+}
+
+void GpuGradientAllReduce::begin_step_at(cudaStream_t compute) {
+  std::fill(started_.begin(), started_.end(), false);
+  CUDA_CHECK(cudaEventRecord(origin_, compute));
+  CUDA_CHECK(cudaEventSynchronize(origin_));
+}
+
+void GpuGradientAllReduce::start(int stage, cudaStream_t compute) {
+  const auto it = std::find(ids_.begin(), ids_.end(), stage);
+  if (it == ids_.end())
+    throw std::logic_error("an all-reduce of stage " + std::to_string(stage) +
+                           ", which this rank does not hold");
+  const auto k = static_cast<std::size_t>(it - ids_.begin());
+  after(compute);
+  CUDA_CHECK(cudaEventRecord(began_[k], stream_));
+  enqueue_stage(k);
+  CUDA_CHECK(cudaEventRecord(ended_[k], stream_));
+  started_[k] = true;
+}
+
+std::vector<CollectiveEvent> GpuGradientAllReduce::finish() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<CollectiveEvent> out;
+  for (std::size_t k = 0; k < stages_.size(); ++k) {
+    // Every stage a rank holds has a backward on it; a stage that had none would keep stale
+    // gradients, so it is an internal error rather than a silent skip.
+    if (!started_[k])
+      throw std::logic_error("stage " + std::to_string(ids_[k]) +
+                             " ended its step without its all-reduce");
+    float began_ms = 0, ended_ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&began_ms, origin_, began_[k]));
+    CUDA_CHECK(cudaEventElapsedTime(&ended_ms, origin_, ended_[k]));
+    out.push_back(
+        {rank_, origin_s_ + began_ms * 1e-3, origin_s_ + ended_ms * 1e-3, ids_[k], stage_bytes(k)});
+  }
+  failed_ = false;
+  return out;
 }
 
 // ---- GpuTwinGradients

@@ -31,8 +31,14 @@ void nccl_check(ncclResult_t r, const char* what);
 // thread's current device is the GPU the rank takes.
 ncclComm_t init_nccl_comm(MPI_Comm comm);
 
-// The gradients of one pipeline rank summed across the replicas, once the rank's step is done:
-// one grouped ncclAllReduce per stage on a stream of its own.
+// The gradients of one pipeline rank summed across the replicas: one grouped ncclAllReduce per
+// stage on a stream of its own, either once the rank's step is done (run), or overlapped
+// (--dp-overlap): each stage's all-reduce enqueued right after its last backward (start), while
+// the rank's walk goes on with other stages' work, and waited for after the step (finish).
+//
+// Overlapped, the all-reduce stream runs NCCL kernels beside the pipeline's own send/receive
+// kernels on another communicator. Every replica issues both in the same order (the same
+// schedule), which NCCL asks of concurrent communicators; it is what Megatron-LM does too.
 class GpuGradientAllReduce {
  public:
   // stage_ids[k]: the schedule's stage of stages[k] (for the trace). Owns `comm`.
@@ -59,9 +65,27 @@ class GpuGradientAllReduce {
     return out;
   }
 
+  // Overlapped: before the rank's step, with `compute` idle (synchronised): notes the step's
+  // origin, a GPU event and its time on `clock`, to place the all-reduces on the step's clock.
+  template <class Clock>
+  void begin_step(cudaStream_t compute, const Clock& clock) {
+    failed_ = true;  // until finish(): a failure leaves the communicator to abort
+    begin_step_at(compute);
+    origin_s_ = clock();
+  }
+  // Overlapped: `stage`'s last backward on this rank has been enqueued on `compute`: enqueues
+  // its all-reduce after it and returns at once. Only the rank's own stages.
+  void start(int stage, cudaStream_t compute);
+  // Overlapped: after the rank's step, waits for every all-reduce started and returns each,
+  // timed by its events on the GPU: from when the stream could run it to its end.
+  std::vector<CollectiveEvent> finish();
+
  private:
   void after(cudaStream_t compute);
+  void enqueue_stage(std::size_t k);   // the stage's grouped all-reduce on stream_
   double reduce_stage(std::size_t k);  // enqueues and waits; returns the bytes reduced
+  double stage_bytes(std::size_t k) const;
+  void begin_step_at(cudaStream_t compute);
 
   ncclComm_t comm_ = nullptr;
   std::vector<StageParams<cuda::Param>> stages_;
@@ -70,6 +94,12 @@ class GpuGradientAllReduce {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   bool failed_ = false;
+  // Overlapped: the step's origin (recorded on compute, its time on the step's clock) and, per
+  // stage, the timing events around its all-reduce and whether it started this step.
+  cudaEvent_t origin_ = nullptr;
+  double origin_s_ = 0;
+  std::vector<cudaEvent_t> began_, ended_;
+  std::vector<bool> started_;
 };
 
 // Sums a model part's gradients with its other copy's, held by the twin pipeline rank (Chimera,

@@ -13,7 +13,7 @@ replicas with their gradients all-reduced. Checked, as a user would run it:
     cannot work across processes get one line and exit 2; a node with fewer GPUs than processes
     gets one line, exit 2 ("a GPU count that does not match") or exit 3 where it shows no GPU at
     all (no driver, no device); with two GPUs or more, --pp 2 (and --dp 2 with four) equals one
-    device (--check), else skipped with the reason.
+    device (--check), with --dp-overlap too, else skipped with the reason.
 Skipped, with the reason, where mpirun is missing or ppbench was built without MPI.
 Run by ctest with the path of the ppbench binary; standard library only."""
 import json
@@ -308,8 +308,7 @@ class CudaAcrossProcesses(unittest.TestCase):
     def test_flags_that_cannot_work_across_processes_are_refused(self):
         for extra, words in ((["--virtual-devices", "2"], "--virtual-devices splits one GPU"),
                              (["--gpus", "0,1"], "each process takes the GPU of its local rank"),
-                             (["--cuda-graph"], "--cuda-graph runs in one process only"),
-                             (["--dp-overlap"], "--dp-overlap is not supported with --backend cuda")):
+                             (["--cuda-graph"], "--cuda-graph runs in one process only")):
             with self.subTest(extra=extra):
                 r = self.cuda(2, *extra)
                 self.assertEqual(r.returncode, 2, r.stderr)
@@ -323,15 +322,18 @@ class CudaAcrossProcesses(unittest.TestCase):
 
     @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built")
     @unittest.skipIf(visible_gpus() >= 2, "this node has a GPU for each of two processes")
-    def test_every_optimizer_is_taken_across_processes(self):
-        # The optimizer step runs after the NCCL all-reduce: no flag refuses it. Where the node
-        # cannot run the job, the one line says why, and it is not about the optimizer.
-        for optimizer in ("none", "sgd", "adamw"):
-            with self.subTest(optimizer=optimizer):
-                r = self.cuda(2, "--optimizer", optimizer)
+    def test_every_optimizer_and_the_overlapped_all_reduce_are_taken_across_processes(self):
+        # The optimizer step runs after the NCCL all-reduce, and --dp-overlap starts each stage's
+        # all-reduce after its last backward: no flag refuses them. Where the node cannot run the
+        # job, the one line says why, and it is not about the flag.
+        for extra in (["--optimizer", "none"], ["--optimizer", "sgd"], ["--optimizer", "adamw"],
+                      ["--dp", "2", "--dp-overlap"]):
+            with self.subTest(extra=extra):
+                r = self.cuda(4 if "--dp" in extra else 2, *extra)
                 lines = ppbench_lines(r.stderr)
                 self.assertEqual(len(lines), 1, r.stderr)
-                self.assertNotIn("--optimizer", lines[0])
+                self.assertNotIn(extra[0], lines[0])
+                self.assertNotIn(extra[-1], lines[0])
                 self.assertIn(r.returncode, (2, 3), r.stderr)
 
     @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built")
@@ -385,6 +387,25 @@ class CudaAcrossProcesses(unittest.TestCase):
         self.assertTrue(record["check"]["passed"], record["check"])
         self.assertEqual(record["data_parallel"]["replicas"], 2)
         self.assertEqual(len(record["data_parallel"]["per_process"]), 4)
+
+    @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built")
+    @unittest.skipIf(visible_gpus() < 4, "needs 4 GPUs on this node (--pp 2 --dp 2)")
+    def test_overlapped_all_reduce_equals_one_device_over_all_micro_batches(self):
+        # Each stage's all-reduce starts after its last backward, on a stream of its own, while
+        # the rank goes on; the gradients still equal one device's over all 2 x N micro-batches,
+        # and the record has one all-reduce per stage, inside the step.
+        for family in ("1f1b", "zb-h1"):
+            with self.subTest(family=family):
+                r = mpirun(4, "run", *GPU_WORKLOAD, "--schedule", family, "--pp", "2", "--dp", "2",
+                           "-n", "4", "--backend", "cuda", "--dp-overlap", "--optimizer", "none",
+                           "--check", "--format", "json", timeout=240)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                record = json.loads(r.stdout)
+                self.assertTrue(record["check"]["passed"], record["check"])
+                self.assertTrue(record["data_parallel"]["overlap"])
+                for p in record["data_parallel"]["per_process"]:
+                    self.assertGreater(p["allreduce_bytes"], 0)
+                    self.assertGreaterEqual(p["allreduce_s"], 0)
 
 
 class WithoutMpirun(unittest.TestCase):
