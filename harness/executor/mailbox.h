@@ -25,10 +25,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "harness/executor/naps.h"
 #include "harness/executor/transport.h"
 
 namespace ppbench {
@@ -96,7 +96,7 @@ class Mailbox {
   bool wait_until(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Ready ready) {
     if (spin_.count() == 0) return changed_.wait_until(lock, deadline, ready);
     const auto spin_until = Clock::now() + spin_;
-    auto nap = std::chrono::microseconds(20);
+    Naps naps(Naps::kOwnCore);
     for (;;) {
       if (ready()) return true;
       const auto now = Clock::now();
@@ -107,8 +107,7 @@ class Mailbox {
         while (version_.load(std::memory_order_acquire) == seen && Clock::now() < spin_until) {
         }
       } else if (version_.load(std::memory_order_acquire) == seen) {
-        std::this_thread::sleep_for(nap);
-        nap = std::min(nap * 2, std::chrono::microseconds(50));
+        naps.take();
       }
       lock.lock();
     }

@@ -41,14 +41,13 @@ World::World() {
   if (provided < MPI_THREAD_SERIALIZED)
     throw EnvironmentError("MPI: the library provides thread level " + std::to_string(provided) +
                            ", ppbench needs MPI_THREAD_SERIALIZED or higher");
-  MPI_Comm node = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_),
         "MPI_Comm_split_type");
-  check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank (node)");
-  check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size (node)");
+  MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN);
+  check(MPI_Comm_rank(node_, &local_rank_), "MPI_Comm_rank (node)");
+  check(MPI_Comm_size(node_, &local_size_), "MPI_Comm_size (node)");
   node_leader_ = rank_;
-  check(MPI_Bcast(&node_leader_, 1, MPI_INT, 0, node), "MPI_Bcast (node)");
-  MPI_Comm_free(&node);
+  check(MPI_Bcast(&node_leader_, 1, MPI_INT, 0, node_), "MPI_Bcast (node)");
   char name[MPI_MAX_PROCESSOR_NAME];
   int len = 0;
   check(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name");
@@ -65,6 +64,8 @@ bool World::started() { return g_started; }
 void World::finalize() {
   if (!g_started) return;
   g_started = false;
+  World& w = get();
+  if (w.node_ != MPI_COMM_NULL) MPI_Comm_free(&w.node_);
   MPI_Finalize();
 }
 
@@ -101,14 +102,10 @@ CoreSharing core_sharing(const World& world) {
   int leaders[2] = {world.node_leader(), -world.node_leader()};  // min and -max in one call
   check(MPI_Allreduce(MPI_IN_PLACE, leaders, 2, MPI_INT, MPI_MIN, world.comm()),
         "MPI_Allreduce (nodes of the job)");
-  MPI_Comm node = MPI_COMM_NULL;
-  check(MPI_Comm_split(world.comm(), world.node_leader(), world.rank(), &node),
-        "MPI_Comm_split (node)");
   CpuMask mask = available_cpu_mask();
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, mask.data(), static_cast<int>(mask.size()), MPI_BYTE,
-                               MPI_BOR, node);
-  MPI_Comm_free(&node);
-  check(rc, "MPI_Allreduce (the node's cores)");
+  check(MPI_Allreduce(MPI_IN_PLACE, mask.data(), static_cast<int>(mask.size()), MPI_BYTE, MPI_BOR,
+                      world.node_comm()),
+        "MPI_Allreduce (the node's cores)");
   const int cores = cpus_in(mask);
   CoreSharing sharing;
   sharing.node_oversubscribed = world.local_size() > cores;

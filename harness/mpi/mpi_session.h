@@ -34,6 +34,8 @@ class World {
   int node_leader() const { return node_leader_; }
   const std::string& host() const { return host_; }
   MPI_Comm comm() const { return MPI_COMM_WORLD; }
+  // The processes of this node (MPI_COMM_TYPE_SHARED), ranked as in the world.
+  MPI_Comm node_comm() const { return node_; }
 
   // At the end of main; a no-op when MPI was never started.
   static void finalize();
@@ -43,6 +45,7 @@ class World {
  private:
   World();
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_leader_ = 0;
+  MPI_Comm node_ = MPI_COMM_NULL;  // freed by finalize()
   std::string host_;
 };
 

@@ -21,12 +21,12 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include <mpi.h>
 
+#include "harness/executor/naps.h"
 #include "harness/executor/transport.h"
 #include "harness/mpi/mpi_session.h"
 #include "schedules/lower.h"
@@ -164,17 +164,14 @@ class MpiTransport final : public Transport<Message> {
   template <class Ready>
   WaitResult wait_until(Clock::time_point deadline, Ready ready) {
     const auto spin_until = Clock::now() + spin_;
-    auto nap = std::chrono::microseconds(20);
+    Naps naps(spin_.count() > 0 ? Naps::kOwnCore : Naps::kSharedCores);
     for (;;) {
       if (aborted_) return WaitResult::kAborted;
       if (ready()) return WaitResult::kDone;
       const auto now = Clock::now();
       if (now >= deadline) return WaitResult::kTimedOut;
       if (now < spin_until) continue;
-      std::this_thread::sleep_for(nap);
-      // Short naps where the rank has a core of its own (a late wake-up shows as idle time),
-      // longer where ranks share cores.
-      nap = std::min(nap * 2, std::chrono::microseconds(spin_.count() > 0 ? 50 : 200));
+      naps.take();
     }
   }
 
