@@ -245,6 +245,9 @@ __global__ void __launch_bounds__(kThreads)
       sum = warp_sum(sum);
       const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
       for (int c = lane; c < ld.dp; c += 32) os[r * ld.f + c] *= alpha;
+      // Every lane has read m_row[r] above; the shuffles in warp_sum do not order shared-memory
+      // accesses between lanes (racecheck saw lane 0's write race the other lanes' reads).
+      __syncwarp();
       if (lane == 0) {
         m_row[r] = m_new;
         l_row[r] = l_row[r] * alpha + sum;
