@@ -20,6 +20,15 @@
 //       pipeline's ideal throughput, so what the figure measures is the partitions sharing one
 //       GPU (memory bandwidth, L2), the transfers and the executor, not the partitioner.
 //   scaling_efficiency_uniform: the same against the closed form (D-1)/(N+D-1) of equal stages.
+//   The shortfall has two parts, each a counter: the bubble (measured_bubble against
+//   theory_bubble), and compute_slowdown = D x rate(one partition) x (1 - measured_bubble) /
+//   rate(D), how much longer the same work took on a partition while the others ran beside it
+//   than on that partition alone (shared L2, memory bandwidth and power: 1 if partitions were
+//   isolated machines). efficiency = (1 - measured_bubble) / ((1 - theory_bubble) x slowdown).
+//   pipeline_efficiency = (1 - measured_bubble) / (1 - theory_bubble), the schedule's and the
+//   executor's share alone, and replayed_bubble, the simulator's replay of the step with its own
+//   measured per-op costs: a measured bubble close to the replay is the costs' doing (a stage
+//   slowed more than its FLOPs say), one far above it the executor's.
 //   samples_per_s, samples_per_s_one_partition, theory_bubble, closed_form_bubble,
 //   measured_bubble, sms_per_partition, partitions_as_requested (the driver granted k SMs each).
 //
@@ -137,7 +146,7 @@ void BM_Scaling(benchmark::State& state, int devices) {
     try {
       // Only the figures of each run are kept: the pipelined run is gone before the single
       // partition's starts, so the two never hold the GPU or the host's memory together.
-      double rate = 0, step_s = 0, measured_bubble = 0;
+      double rate = 0, step_s = 0, measured_bubble = 0, replayed_bubble = 0;
       int k = 0;
       bool as_requested = false;
       {
@@ -148,6 +157,7 @@ void BM_Scaling(benchmark::State& state, int devices) {
         rate = piped.record["throughput"]["samples_per_s"].get<double>();
         step_s = piped.record["step_time_s"].get<double>();
         measured_bubble = piped.record["measured"]["bubble_fraction"].get<double>();
+        replayed_bubble = piped.record["predicted"]["bubble_fraction"].get<double>();
       }
       const double rate_one =
           run_1f1b(spec, 1, kMicrobatches, k).record["throughput"]["samples_per_s"].get<double>();
@@ -164,6 +174,9 @@ void BM_Scaling(benchmark::State& state, int devices) {
       state.counters["theory_bubble"] = theory;
       state.counters["closed_form_bubble"] = closed;
       state.counters["measured_bubble"] = measured_bubble;
+      state.counters["compute_slowdown"] = devices * rate_one * (1 - measured_bubble) / rate;
+      state.counters["pipeline_efficiency"] = (1 - measured_bubble) / (1 - theory);
+      state.counters["replayed_bubble"] = replayed_bubble;
       state.counters["sms_per_partition"] = k;
       state.counters["partitions_as_requested"] = as_requested ? 1 : 0;
       state.counters["layers"] = kLayersPerStage * (devices - 1);

@@ -9,6 +9,7 @@
 #
 # Usage: scripts/gpu-check.sh [--bundle DIR | --build-dir DIR] [--only PARTS] [--out DIR] [--results DIR]
 #                             [--piece-timeout SECONDS] [--deadline SECONDS] [--gtest-shard K/N]
+#                             [--gtest-filter PATTERN]
 #                             [--bench REGEX]
 #                             [--bench-filter REGEX] [--equiv-filter REGEX] [--nvtx-filter EXPR]
 #                             [--no-sanitizer] [--no-torch]
@@ -62,6 +63,10 @@
 #   --gtest-shard K/N      run shard K (0 <= K < N) of N of each GoogleTest program in the test and
 #                          sanitizer parts (GTEST_SHARD_INDEX=K, GTEST_TOTAL_SHARDS=N), to split a
 #                          long sanitizer run across calls
+#   --gtest-filter PATTERN run only the tests of the test and sanitizer parts that match
+#                          (GTEST_FILTER=PATTERN, GoogleTest's syntax, e.g. 'Dtypes/Amoeba*' or
+#                          '-*D8*'); recorded as "gtest_filter" in each piece's summary, so a
+#                          filtered run never reads as the whole suite
 #   --bench REGEX          which benchmark programs (default: every (cuda|gpu)_*bench* program)
 #   --bench-filter REGEX   passed to each benchmark program as --benchmark_filter
 #   --equiv-filter REGEX   only the equivalence cases whose VARIANT/SCHEDULE/D<d> label matches,
@@ -112,6 +117,7 @@ PIECE_TIMEOUT=420
 DEADLINE=""
 DEADLINE_MARGIN=20
 SHARD=""
+GTEST_FILTER_ARG=""
 BENCH_RE='.*'
 BENCH_FILTER=''
 EQUIV_FILTER=''
@@ -122,7 +128,7 @@ NO_TORCH=0
 usage_error() { echo "gpu-check: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--deadline|--gtest-shard|--bench|--bench-filter|--equiv-filter|--nvtx-filter)
+    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--deadline|--gtest-shard|--gtest-filter|--bench|--bench-filter|--equiv-filter|--nvtx-filter)
       [ $# -ge 2 ] || usage_error "$1 needs a value (see --help)"
       case "$1" in
         --build-dir) BUILD="$2" ;;
@@ -133,6 +139,7 @@ while [ $# -gt 0 ]; do
         --piece-timeout) PIECE_TIMEOUT="$2" ;;
         --deadline) DEADLINE="$2" ;;
         --gtest-shard) SHARD="$2" ;;
+        --gtest-filter) GTEST_FILTER_ARG="$2" ;;
         --bench) BENCH_RE="$2" ;;
         --bench-filter) BENCH_FILTER="$2" ;;
         --equiv-filter) EQUIV_FILTER="$2" ;;
@@ -389,8 +396,9 @@ record_step() {  # record_step NAME STATUS RC MILLISECONDS [REASON]
 # results read: failed tests and disallowed skips fail the piece.
 gtest_step() {
   local name="$1"; shift
-  local shard_env=()
-  [ -n "$SHARD_N" ] && shard_env=(env "GTEST_TOTAL_SHARDS=$SHARD_N" "GTEST_SHARD_INDEX=$SHARD_K")
+  local shard_env=(env)
+  [ -n "$SHARD_N" ] && shard_env+=("GTEST_TOTAL_SHARDS=$SHARD_N" "GTEST_SHARD_INDEX=$SHARD_K")
+  [ -n "$GTEST_FILTER_ARG" ] && shard_env+=("GTEST_FILTER=$GTEST_FILTER_ARG")
   step "$name" "${shard_env[@]}" "$@" --gtest_output="json:$PDIR/$name.json"
   local line rc
   line="$(python3 "$HELPERS/gtest_summary.py" --json "$PDIR/$name.json" --log "$PDIR/$name.log" \
@@ -425,7 +433,7 @@ piece_end() {
   local name="$PIECE$1" dest tarball status
   status="$(PIECE_NAME="$name" PIECE_PART="$PIECE" PIECE_DIR="$PDIR" PIECE_MS="$(( $(now_ms) - PIECE_T0 ))" \
   PIECE_NOTES_TEXT="$(printf '%s\n' "${PIECE_NOTES[@]}")" PIECE_OVERRIDE="$PIECE_STATUS_OVERRIDE" \
-  SHARD_TEXT="${SHARD_N:+$SHARD_K/$SHARD_N}" \
+  SHARD_TEXT="${SHARD_N:+$SHARD_K/$SHARD_N}" GTEST_FILTER_TEXT="$GTEST_FILTER_ARG" \
     python3 - <<'PYEOF'
 import json, os, sys
 from pathlib import Path
@@ -468,6 +476,7 @@ def val(k, default=None):
     return v if v else default
 summary = {
     "part": e["PIECE_PART"], "piece": e["PIECE_NAME"], "shard": val("SHARD_TEXT"),
+    "gtest_filter": val("GTEST_FILTER_TEXT"),
     "status": status, "failed": failed, "timed_out": timed_out, "not_run": not_run,
     "notes": [n for n in e.get("PIECE_NOTES_TEXT", "").splitlines() if n],
     "steps": steps, "duration_s": round(int(e["PIECE_MS"]) / 1000, 3),

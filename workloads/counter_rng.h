@@ -76,6 +76,15 @@ PPBENCH_HOST_DEVICE inline std::int32_t draw_below(std::uint64_t key, std::uint6
   return static_cast<std::int32_t>((draw_bits(key, index) >> 32) * n >> 32);
 }
 
+// x (1 + relative xi), xi uniform in [-1, 1) of element `index` of the stream `key`: with
+// `relative` the unit roundoff of a working precision, a perturbation as large as rounding x to
+// it. The tests judge a low-precision result by how far such perturbations move the float64
+// reference (single_device_step's ReferencePerturbation, tests/common/reference_spread.h).
+PPBENCH_HOST_DEVICE inline double perturb_relative(double x, double relative, std::uint64_t key,
+                                                   std::uint64_t index) {
+  return x * (1.0 + relative * draw_symmetric(key, index));
+}
+
 // splitmix64: independent child keys from one key, so that every layer's parameters depend only
 // on (run seed, layer position, tensor) and two runs build identical models.
 PPBENCH_HOST_DEVICE inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t k) {

@@ -1,6 +1,8 @@
 // Shared by the GPU tests: a fixture that skips without a GPU, host <-> device helpers, parameter
 // copies between the GPU layers (W [out, in], bf16 or f32) and the CPU float64 layers (W [in,
-// out]), and the norm-wise relative error max|a - b| / max|b| of the CPU kernel tests.
+// out]), the relative error max|a - b| / max|b| of single kernels, and check_layer, which judges
+// a layer's F, I and W against the CPU's within the reference's own spread at the dtype
+// (tests/common/reference_spread.h).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/reference_spread.h"
+#include "workloads/counter_rng.h"
 #include "workloads/cpu/kernels.h"
 #include "workloads/cuda/kernels.h"
 
@@ -33,6 +37,11 @@ class GpuTest : public ::testing::TestWithParam<DType> {
   }
   DType dtype() const { return GetParam(); }
   double tol() const { return tolerance(GetParam()); }
+  // The dtype's unit roundoff: the size of the perturbations that measure the reference's spread.
+  double roundoff() const {
+    return ppbench::precision::unit_roundoff(dtype() == DType::kBF16 ? ppbench::DType::kBF16
+                                                                     : ppbench::DType::kF32);
+  }
 
   // Uniform values drawn by the CPU's Rng, rounded to the dtype so both sides see the same input.
   std::vector<float> random(std::int64_t n, std::uint64_t seed, double lo = -1, double hi = 1) {
@@ -113,50 +122,116 @@ inline void expect_same_step(double loss_g, double square_sum_g, double loss_c, 
       << "gradient norm gpu " << norm_g << " cpu " << norm_c;
 }
 
+// F, I and W of the CPU float64 layer on `params`, the input `xv` and the output gradient `dyv`,
+// each value perturbed by `relative` (0: as given; token ids never): the reference of check_layer
+// and, perturbed by one rounding of the dtype, its spread (tests/common/reference_spread.h).
+struct CpuLayerRun {
+  Shape y_shape, dx_shape;
+  std::vector<double> y, dx;
+  std::vector<std::vector<double>> grads;
+};
+inline CpuLayerRun run_cpu_layer(cpu::Layer<double>& c,
+                                 const std::vector<std::vector<double>>& params,
+                                 const std::vector<float>& xv, const Shape& in_shape, bool tokens,
+                                 const std::vector<float>& dyv, double relative,
+                                 std::uint64_t key) {
+  auto perturbed = [&](std::vector<double> v, std::uint64_t stream) {
+    const std::uint64_t k = derive_seed(key, stream);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = perturb_relative(v[i], relative, k, i);
+    return v;
+  };
+  std::vector<cpu::Param<double>*> cp = c.params();
+  for (std::size_t i = 0; i < cp.size(); ++i) {
+    const std::vector<double> v = perturbed(params[i], i);
+    std::copy(v.begin(), v.end(), cp[i]->value.data.begin());
+    std::fill(cp[i]->grad.data.begin(), cp[i]->grad.data.end(), 0.0);
+  }
+  cpu::Tensor<double> x(in_shape);
+  const std::vector<double> xd(xv.begin(), xv.end());
+  const std::vector<double> xp = tokens ? xd : perturbed(xd, 1u << 20);
+  std::copy(xp.begin(), xp.end(), x.data.begin());
+  cpu::Saved<double> sc;
+  CpuLayerRun r;
+  cpu::Tensor<double> y = c.forward(x, sc);
+  r.y_shape = y.shape;
+  r.y.assign(y.data.begin(), y.data.end());
+  cpu::Tensor<double> dy(y.shape);
+  const std::vector<double> dyp = perturbed(std::vector<double>(dyv.begin(), dyv.end()), 1u << 21);
+  std::copy(dyp.begin(), dyp.end(), dy.data.begin());
+  cpu::Tensor<double> dx = c.backward_input(dy, sc);
+  r.dx_shape = dx.shape;
+  r.dx.assign(dx.data.begin(), dx.data.end());
+  c.backward_weight(sc);
+  for (cpu::Param<double>* p : cp) r.grads.emplace_back(p->grad.data.begin(), p->grad.data.end());
+  return r;
+}
+
+inline std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
 inline void GpuTest::check_layer(Layer& g, cpu::Layer<double>& c, const Shape& in_shape,
                                  std::uint64_t seed, std::int64_t vocab) {
+  using ppbench::precision::ReferenceSpread;
+  using ppbench::precision::Verdict;
   copy_params(g, c);
+  std::vector<std::vector<double>> params;
+  for (cpu::Param<double>* p : c.params())
+    params.emplace_back(p->value.data.begin(), p->value.data.end());
   const std::int64_t n = shape_numel(in_shape);
+  const bool tokens = vocab > 0;
   std::vector<float> xv;
-  if (vocab > 0) {
+  if (tokens) {
     cpu::Rng rng(seed);
     for (std::int64_t i = 0; i < n; ++i)
       xv.push_back(static_cast<float>(std::floor(rng.uniform() * static_cast<double>(vocab))));
   } else {
     xv = random(n, seed);
   }
-  DTensor x = device(xv, in_shape, vocab > 0 ? DType::kI32 : dtype());
-  cpu::Tensor<double> xc = host(xv, in_shape);
+  DTensor x = device(xv, in_shape, tokens ? DType::kI32 : dtype());
 
+  // The GPU layer: F, I, W, with the Saved contract (I keeps no more than F plus dy; W empties).
   Saved sg;
-  cpu::Saved<double> sc;
   DTensor y = g.forward(*ctx_, x, sg);
-  cpu::Tensor<double> yc = c.forward(xc, sc);
-  ASSERT_EQ(y.shape(), yc.shape) << g.name();
-  EXPECT_LE(rel_error(download(y), yc.data), tol()) << g.name() << " F";
+  const std::vector<float> yg = download(y);
   const std::int64_t after_f = sg.bytes();
-
   std::vector<float> dyv = random(y.numel(), seed + 1);
   DTensor dy = device(dyv, y.shape(), dtype());
   DTensor dx = g.backward_input(*ctx_, dy, sg);
-  cpu::Tensor<double> dxc = c.backward_input(host(dyv, y.shape()), sc);
-  ASSERT_EQ(dx.shape(), dxc.shape) << g.name();
-  if (vocab == 0) {
-    EXPECT_LE(rel_error(download(dx), dxc.data), tol()) << g.name() << " I";
-  }
+  const std::vector<float> dxg = download(dx);
   dy.release();
   EXPECT_LE(sg.bytes(), after_f + static_cast<std::int64_t>(dyv.size() * dtype_size(dtype())))
       << g.name() << ": I keeps more than F plus dy";
-
   g.backward_weight(*ctx_, sg);
-  c.backward_weight(sc);
   EXPECT_EQ(sg.bytes(), 0) << g.name() << ": W must empty Saved";
   std::vector<Param*> gp = g.params();
-  std::vector<cpu::Param<double>*> cp = c.params();
-  ASSERT_EQ(gp.size(), cp.size());
+  ASSERT_EQ(gp.size(), params.size());
+  std::vector<std::vector<float>> grads;
+  for (Param* p : gp) grads.push_back(download_cpu_layout(*p, p->grad));
+
+  // The CPU reference, and the same perturbed by one rounding of the dtype.
+  const CpuLayerRun ref = run_cpu_layer(c, params, xv, in_shape, tokens, dyv, 0, 0);
+  ASSERT_EQ(y.shape(), ref.y_shape) << g.name();
+  ASSERT_EQ(dx.shape(), ref.dx_shape) << g.name();
+  std::vector<std::vector<std::vector<double>>> ys, dxs, gs, gs2;
+  for (int k = 0; k < ppbench::precision::kPerturbedRuns; ++k) {
+    const CpuLayerRun r =
+        run_cpu_layer(c, params, xv, in_shape, tokens, dyv, roundoff(), seed + 1000 + k);
+    ys.push_back({r.y});
+    dxs.push_back({r.dx});
+    gs.push_back(r.grads);
+  }
+  const double tl = tol();
+  const ReferenceSpread y_ref({ref.y}, ys, tl), dx_ref({ref.dx}, dxs, tl),
+      grad_ref(ref.grads, gs, tl);
+  const Verdict fv = y_ref.judge(0, widen(yg));
+  EXPECT_TRUE(fv.ok()) << g.name() << " F: " << ppbench::precision::describe(fv);
+  if (!tokens) {
+    const Verdict iv = dx_ref.judge(0, widen(dxg));
+    EXPECT_TRUE(iv.ok()) << g.name() << " I: " << ppbench::precision::describe(iv);
+  }
   for (std::size_t i = 0; i < gp.size(); ++i) {
-    const std::vector<float> grad = download_cpu_layout(*gp[i], gp[i]->grad);
-    EXPECT_LE(rel_error(grad, cp[i]->grad.data), tol()) << g.name() << " W " << gp[i]->name;
+    const Verdict wv = grad_ref.judge(i, widen(grads[i]));
+    EXPECT_TRUE(wv.ok()) << g.name() << " W " << gp[i]->name << ": "
+                         << ppbench::precision::describe(wv);
   }
 
   // W adds to the gradients (a micro-batch's dW += ...): the same micro-batch once more doubles
@@ -167,11 +242,17 @@ inline void GpuTest::check_layer(Layer& g, cpu::Layer<double>& c, const Shape& i
   DTensor dx2 = g.backward_input(*ctx_, dy2, again);
   dy2.release();
   g.backward_weight(*ctx_, again);
+  std::vector<std::vector<double>> twice = ref.grads;
+  for (auto& t : twice)
+    for (double& v : t) v *= 2;
+  for (auto& run : gs)
+    for (auto& t : run)
+      for (double& v : t) v *= 2;
+  const ReferenceSpread twice_ref(twice, gs, tl);
   for (std::size_t i = 0; i < gp.size(); ++i) {
-    auto twice = cp[i]->grad.data;
-    for (double& v : twice) v *= 2;
-    const std::vector<float> grad = download_cpu_layout(*gp[i], gp[i]->grad);
-    EXPECT_LE(rel_error(grad, twice), tol()) << g.name() << " W twice " << gp[i]->name;
+    const Verdict wv = twice_ref.judge(i, widen(download_cpu_layout(*gp[i], gp[i]->grad)));
+    EXPECT_TRUE(wv.ok()) << g.name() << " W twice " << gp[i]->name << ": "
+                         << ppbench::precision::describe(wv);
   }
 }
 

@@ -63,6 +63,54 @@ AmoebaNetConfig small_amoebanet() {
   return c;
 }
 
+// F, I and W of a CPU float64 unit on `params`, the inputs `xv` and the output gradients `dyv`,
+// every value perturbed by `relative` (0: as given): check()'s reference and, perturbed by one
+// rounding of the dtype, its spread.
+struct UnitRun {
+  std::vector<Shape> y_shapes, dx_shapes;
+  std::vector<std::vector<double>> y, dx, grads;
+};
+UnitRun run_cpu_unit(cpu::PipelineLayer<double>& c, const std::vector<std::vector<double>>& params,
+                     const std::vector<std::vector<float>>& xv, const std::vector<Shape>& shapes,
+                     const std::vector<std::vector<float>>& dyv, double relative,
+                     std::uint64_t key) {
+  auto perturbed = [&](const auto& v, std::uint64_t stream, double* out) {
+    const std::uint64_t k = derive_seed(key, stream);
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = perturb_relative(v[i], relative, k, i);
+  };
+  std::vector<cpu::Param<double>*> cp = c.params();
+  for (std::size_t i = 0; i < cp.size(); ++i) {
+    perturbed(params[i], i, cp[i]->value.data.data());
+    std::fill(cp[i]->grad.data.begin(), cp[i]->grad.data.end(), 0.0);
+  }
+  cpu::Tensors<double> x;
+  for (std::size_t k = 0; k < xv.size(); ++k) {
+    x.emplace_back(shapes[k]);
+    perturbed(xv[k], (1u << 20) + k, x.back().data.data());
+  }
+  const cpu::Tensors<double> data = x;
+  cpu::MicroBatchData<double> md;
+  md.inputs = &data;
+  cpu::Saved<double> sc;
+  UnitRun r;
+  const cpu::Tensors<double> y = c.forward(std::move(x), sc, md);
+  cpu::Tensors<double> dy;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    r.y_shapes.push_back(y[i].shape);
+    r.y.emplace_back(y[i].data.begin(), y[i].data.end());
+    dy.emplace_back(y[i].shape);
+    perturbed(dyv.at(i), (1u << 21) + i, dy.back().data.data());
+  }
+  const cpu::Tensors<double> dx = c.backward_input(std::move(dy), sc, md);
+  for (const cpu::Tensor<double>& t : dx) {
+    r.dx_shapes.push_back(t.shape);
+    r.dx.emplace_back(t.data.begin(), t.data.end());
+  }
+  c.backward_weight(sc);
+  for (cpu::Param<double>* p : cp) r.grads.emplace_back(p->grad.data.begin(), p->grad.data.end());
+  return r;
+}
+
 class Amoeba : public GpuTest {
  protected:
   GpuUnit unit(Layer& l) {
@@ -80,61 +128,77 @@ class Amoeba : public GpuTest {
 
   // F on random inputs, I on random output gradients, then W, on both backends (parameters
   // copied GPU -> CPU, so both see the same rounded values): compares every output, input
-  // gradient and parameter gradient, and the Saved contract (I keeps no more than F plus the
+  // gradient and parameter gradient within the reference's own spread at the dtype
+  // (tests/common/reference_spread.h), and the Saved contract (I keeps no more than F plus the
   // output gradients; W empties it). The inputs double as the micro-batch data (the stem's).
   void check(const GpuUnit& g, cpu::PipelineLayer<double>& c, const std::vector<Shape>& in_shapes,
              std::uint64_t seed) {
+    using ppbench::precision::ReferenceSpread;
+    using ppbench::precision::Verdict;
     copy_to_cpu(g.params, c.params());
+    std::vector<std::vector<double>> params;
+    for (cpu::Param<double>* p : c.params())
+      params.emplace_back(p->value.data.begin(), p->value.data.end());
+    std::vector<std::vector<float>> xv;
     DTensors xg;
-    cpu::Tensors<double> xc;
     for (std::size_t k = 0; k < in_shapes.size(); ++k) {
-      const std::vector<float> v = random(shape_numel(in_shapes[k]), seed + 100 * k);
-      xg.push_back(device(v, in_shapes[k], dtype()));
-      xc.push_back(host(v, in_shapes[k]));
+      xv.push_back(random(shape_numel(in_shapes[k]), seed + 100 * k));
+      xg.push_back(device(xv.back(), in_shapes[k], dtype()));
     }
-    const cpu::Tensors<double> data = xc;
-    cpu::MicroBatchData<double> md;
-    md.inputs = &data;
 
     Saved sg;
-    cpu::Saved<double> sc;
     DTensors yg = g.forward(xg, sg);
-    const cpu::Tensors<double> yc = c.forward(std::move(xc), sc, md);
-    ASSERT_EQ(yg.size(), yc.size());
-    for (std::size_t i = 0; i < yg.size(); ++i) {
-      ASSERT_EQ(yg[i].shape(), yc[i].shape) << "output " << i;
-      EXPECT_LE(rel_error(download(yg[i]), yc[i].data), tol()) << "F, output " << i;
-    }
+    std::vector<std::vector<float>> y_got;
+    for (const DTensor& y : yg) y_got.push_back(download(y));
     const std::int64_t after_f = sg.bytes();
-
+    std::vector<std::vector<float>> dyv;
     DTensors dyg;
-    cpu::Tensors<double> dyc;
     std::int64_t dy_bytes = 0;
     for (std::size_t i = 0; i < yg.size(); ++i) {
-      const std::vector<float> v = random(yg[i].numel(), seed + 1 + 100 * i);
-      dyg.push_back(device(v, yg[i].shape(), dtype()));
-      dyc.push_back(host(v, yg[i].shape()));
+      dyv.push_back(random(yg[i].numel(), seed + 1 + 100 * i));
+      dyg.push_back(device(dyv.back(), yg[i].shape(), dtype()));
       dy_bytes += dyg.back().bytes();
     }
+    std::vector<Shape> y_shapes;
+    for (const DTensor& y : yg) y_shapes.push_back(y.shape());
     yg.clear();
     const DTensors dxg = g.backward_input(dyg, sg);
-    const cpu::Tensors<double> dxc = c.backward_input(std::move(dyc), sc, md);
-    ASSERT_EQ(dxg.size(), dxc.size());
-    for (std::size_t i = 0; i < dxg.size(); ++i) {
-      ASSERT_EQ(dxg[i].shape(), dxc[i].shape) << "input gradient " << i;
-      EXPECT_LE(rel_error(download(dxg[i]), dxc[i].data), tol()) << "I, input gradient " << i;
-    }
+    std::vector<std::vector<float>> dx_got;
+    std::vector<Shape> dx_shapes;
+    for (const DTensor& dx : dxg) dx_got.push_back(download(dx)), dx_shapes.push_back(dx.shape());
     dyg.clear();
     EXPECT_LE(sg.bytes(), after_f + dy_bytes) << "I keeps more than F plus the output gradients";
-
     g.backward_weight(sg);
-    c.backward_weight(sc);
     EXPECT_EQ(sg.bytes(), 0) << "W must empty Saved";
-    const std::vector<cpu::Param<double>*> cp = c.params();
-    ASSERT_EQ(g.params.size(), cp.size());
-    for (std::size_t i = 0; i < cp.size(); ++i)
-      EXPECT_LE(grad_error(*g.params[i], *cp[i]), tol())
-          << "W, parameter " << i << " " << g.params[i]->name;
+    ASSERT_EQ(g.params.size(), params.size());
+    std::vector<std::vector<float>> grads;
+    for (Param* p : g.params) grads.push_back(download_cpu_layout(*p, p->grad));
+
+    const UnitRun ref = run_cpu_unit(c, params, xv, in_shapes, dyv, 0, 0);
+    ASSERT_EQ(y_shapes, ref.y_shapes);
+    ASSERT_EQ(dx_shapes, ref.dx_shapes);
+    std::vector<std::vector<std::vector<double>>> ys, dxs, gs;
+    for (int k = 0; k < ppbench::precision::kPerturbedRuns; ++k) {
+      UnitRun r = run_cpu_unit(c, params, xv, in_shapes, dyv, roundoff(), seed + 1000 + k);
+      ys.push_back(std::move(r.y));
+      dxs.push_back(std::move(r.dx));
+      gs.push_back(std::move(r.grads));
+    }
+    const ReferenceSpread y_ref(ref.y, ys, tol()), dx_ref(ref.dx, dxs, tol()),
+        grad_ref(ref.grads, gs, tol());
+    for (std::size_t i = 0; i < y_got.size(); ++i) {
+      const Verdict v = y_ref.judge(i, widen(y_got[i]));
+      EXPECT_TRUE(v.ok()) << "F, output " << i << ": " << ppbench::precision::describe(v);
+    }
+    for (std::size_t i = 0; i < dx_got.size(); ++i) {
+      const Verdict v = dx_ref.judge(i, widen(dx_got[i]));
+      EXPECT_TRUE(v.ok()) << "I, input gradient " << i << ": " << ppbench::precision::describe(v);
+    }
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const Verdict v = grad_ref.judge(i, widen(grads[i]));
+      EXPECT_TRUE(v.ok()) << "W, parameter " << i << " " << g.params[i]->name << ": "
+                          << ppbench::precision::describe(v);
+    }
   }
 
   void cell(const AmoebaCellConfig& config, const std::vector<Shape>& in_shapes,
@@ -360,48 +424,77 @@ TEST_P(Amoeba, WholeModelStepMatchesTheCpu) {
 
   SoftmaxCrossEntropy ce;
   std::vector<std::vector<Saved>> sg(kMicroBatches, std::vector<Saved>(layers));
-  std::vector<std::vector<cpu::Saved<double>>> sc(kMicroBatches,
-                                                  std::vector<cpu::Saved<double>>(layers));
   std::vector<Saved> loss_saved(kMicroBatches);
-  std::vector<cpu::Tensors<double>> data(kMicroBatches);
-  std::vector<std::vector<std::int32_t>> targets_c(kMicroBatches);
-  std::vector<cpu::MicroBatchData<double>> md(kMicroBatches);
   std::vector<DTensor> losses;
-  double loss_c = 0;
   for (int m = 0; m < kMicroBatches; ++m) {
-    data[m].push_back(host(images[m], image));
-    targets_c[m].assign(targets[m].begin(), targets[m].end());
-    md[m] = {&data[m], &targets_c[m], 1.0 / kMicroBatches};
     DTensors x{device(images[m], image, dtype())};
-    cpu::Tensors<double> xc;
-    for (std::size_t l = 0; l < layers; ++l) {
-      x = g[l].forward(std::move(x), sg[m][l]);
-      xc = c[l]->forward(std::move(xc), sc[m][l], md[m]);
-    }
+    for (std::size_t l = 0; l < layers; ++l) x = g[l].forward(std::move(x), sg[m][l]);
     losses.push_back(
         ce.forward(*ctx_, x.at(0), device(targets[m], {2}, DType::kI32), loss_saved[m]));
-    loss_c += xc.at(0).data.at(0) / kMicroBatches;
   }
   for (int m = 0; m < kMicroBatches; ++m) {
     DTensors dy{ce.backward_input(*ctx_, loss_saved[m], 1.0f / kMicroBatches)};
-    cpu::Tensors<double> dyc;
     for (std::size_t l = layers; l-- > 0;) {
       dy = g[l].backward_input(std::move(dy), sg[m][l]);
       g[l].backward_weight(sg[m][l]);
-      dyc = c[l]->backward_input(std::move(dyc), sc[m][l], md[m]);
-      c[l]->backward_weight(sc[m][l]);
       EXPECT_EQ(sg[m][l].bytes(), 0) << spec.layers[l].name << ": Saved not emptied";
     }
   }
-
   double loss_g = 0;
   for (const DTensor& l : losses) loss_g += download(l)[0] / kMicroBatches;
-  double square_g = 0, square_c = 0;
-  for (std::size_t l = 0; l < layers; ++l) {
-    square_g += grad_square_sum(g[l].params);
-    square_c += grad_square_sum(c[l]->params());
-  }
-  expect_same_step(loss_g, square_g, loss_c, square_c, tol());
+  double square_g = 0;
+  for (std::size_t l = 0; l < layers; ++l) square_g += grad_square_sum(g[l].params);
+
+  // The CPU model on the GPU's parameters and images, each value perturbed by `relative` (0: as
+  // given): {mean loss, gradient norm}.
+  std::vector<std::vector<std::vector<double>>> cpu_params(layers);
+  for (std::size_t l = 0; l < layers; ++l)
+    for (cpu::Param<double>* p : c[l]->params())
+      cpu_params[l].emplace_back(p->value.data.begin(), p->value.data.end());
+  auto cpu_step = [&](double relative, std::uint64_t key) {
+    std::uint64_t stream = 0;
+    auto perturb = [&](const auto& from, double* to) {
+      const std::uint64_t k = derive_seed(key, stream++);
+      for (std::size_t i = 0; i < from.size(); ++i)
+        to[i] = perturb_relative(from[i], relative, k, i);
+    };
+    for (std::size_t l = 0; l < layers; ++l) {
+      std::vector<cpu::Param<double>*> cp = c[l]->params();
+      for (std::size_t i = 0; i < cp.size(); ++i) {
+        perturb(cpu_params[l][i], cp[i]->value.data.data());
+        std::fill(cp[i]->grad.data.begin(), cp[i]->grad.data.end(), 0.0);
+      }
+    }
+    double loss = 0;
+    for (int m = 0; m < kMicroBatches; ++m) {
+      cpu::Tensors<double> data{cpu::Tensor<double>(image)};
+      perturb(images[m], data[0].data.data());
+      const std::vector<std::int32_t> t(targets[m].begin(), targets[m].end());
+      const cpu::MicroBatchData<double> md{&data, &t, 1.0 / kMicroBatches};
+      std::vector<cpu::Saved<double>> sc(layers);
+      cpu::Tensors<double> x;
+      for (std::size_t l = 0; l < layers; ++l) x = c[l]->forward(std::move(x), sc[l], md);
+      loss += x.at(0).data.at(0) / kMicroBatches;
+      for (std::size_t l = layers; l-- > 0;) {
+        x = c[l]->backward_input(std::move(x), sc[l], md);
+        c[l]->backward_weight(sc[l]);
+      }
+    }
+    double square = 0;
+    for (std::size_t l = 0; l < layers; ++l) square += grad_square_sum(c[l]->params());
+    return std::vector<std::vector<double>>{{loss}, {std::sqrt(square)}};
+  };
+  const std::vector<std::vector<double>> ref = cpu_step(0, 0);
+  std::vector<std::vector<std::vector<double>>> perturbed;
+  for (int k = 0; k < ppbench::precision::kPerturbedRuns; ++k)
+    perturbed.push_back(cpu_step(roundoff(), kSeed + 1000 + k));
+  const ppbench::precision::ReferenceSpread spread(ref, perturbed, tol());
+  const ppbench::precision::Verdict lv = spread.judge(0, std::vector<double>{loss_g});
+  EXPECT_TRUE(lv.ok()) << "loss gpu " << loss_g << " cpu " << ref[0][0] << ", "
+                       << ppbench::precision::describe(lv);
+  const ppbench::precision::Verdict nv = spread.judge(1, std::vector<double>{std::sqrt(square_g)});
+  EXPECT_TRUE(nv.ok()) << "gradient norm gpu " << std::sqrt(square_g) << " cpu " << ref[1][0]
+                       << ", " << ppbench::precision::describe(nv);
 }
 
 // The same small model through the CUDA backend (gpu_model.h: layers built from the spec, stage

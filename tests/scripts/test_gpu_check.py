@@ -21,6 +21,25 @@ def run(args, env=None):
                           env={**os.environ, **(env or {})})
 
 
+def test_gtest_filter_reaches_the_programs_and_the_summary(gpu_world):
+    w = gpu_world
+    r = check(w, "--only", "sanitizer-memcheck,kernel-tests", "--gtest-filter", "Dtypes/Amoeba*:-*D8*")
+    assert r.returncode == 0, r.stdout + r.stderr
+    tb = tarballs(w)
+    for piece in ("sanitizer-memcheck", "kernel-tests"):
+        s, files = piece_summary(tb[piece])
+        assert s["gtest_filter"] == "Dtypes/Amoeba*:-*D8*"
+        logs = [v for k, v in files.items() if k.endswith("_tests.log")]
+        assert logs and all("filter Dtypes/Amoeba*:-*D8*" in v for v in logs)
+    # without the flag the programs see no filter and the summary says so
+    for t in w["out"].iterdir():
+        t.unlink()
+    r = check(w, "--only", "kernel-tests")
+    s, files = piece_summary(tarballs(w)["kernel-tests"])
+    assert s["gtest_filter"] is None
+    assert any("filter none" in v for k, v in files.items() if k.endswith("_tests.log"))
+
+
 @pytest.mark.parametrize("args, word", [
     (["--only", "kernel-tests,bogus"], "bogus"),
     (["--bench"], "--bench"),
@@ -137,6 +156,7 @@ def fake_gtest(tests, sleep: int = 0, rc: int | None = None) -> str:
     return ("#!/bin/sh\nout=''\nfor a in \"$@\"; do case \"$a\" in --gtest_output=json:*) "
             "out=\"${a#--gtest_output=json:}\";; esac; done\n"
             "echo \"shard ${GTEST_SHARD_INDEX:-none}/${GTEST_TOTAL_SHARDS:-none}\"\n"
+            "echo \"filter ${GTEST_FILTER:-none}\"\n"
             "echo 'partial output'\n"
             + (f"sleep {sleep}\n" if sleep else "")
             + "cat <<'LOGEOF'\n" + "\n".join(log) + "\nLOGEOF\n"
@@ -388,7 +408,8 @@ def test_help_documents_every_flag():
     flags = set(re.findall(r"^\s+(--[a-z-]+(?:\|--[a-z-]+)*)\)", text, re.M))
     flags = {f for group in flags for f in group.split("|")}
     flags |= set(re.findall(r"^\s+(--[a-z][a-z-]+)\|", text, re.M))
-    assert {"--bundle", "--out", "--piece-timeout", "--gtest-shard", "--results"} <= flags
+    assert {"--bundle", "--out", "--piece-timeout", "--gtest-shard", "--gtest-filter",
+            "--results"} <= flags
     r = run([GPU_CHECK, "--help"])
     for f in flags:
         assert f in r.stdout, f

@@ -16,6 +16,7 @@
 #include "harness/executor/cpu_executor.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
+#include "workloads/counter_rng.h"
 #include "workloads/cpu/gemm_library.h"
 #include "workloads/partition.h"
 
@@ -183,8 +184,22 @@ RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& o) {
                                    : run_typed<float>(spec, s, plan, o);
 }
 
+namespace {
+
+// Stream k of a perturbation: tensors 0, 1, ... are the parameters in model order, then
+// 2^32 + m the inputs of micro-batch m.
+template <class Values>
+void perturb(Values& values, const ReferencePerturbation& p, std::uint64_t stream) {
+  const std::uint64_t key = derive_seed(p.seed, stream);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = perturb_relative(values[i], p.relative, key, i);
+}
+
+}  // namespace
+
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
-                              int steps, const OptimizerOptions& optimizer) {
+                              int steps, const OptimizerOptions& optimizer,
+                              const ReferencePerturbation& perturbation) {
   using T = double;
   std::vector<cpu::PipelineLayerPtr<T>> layers;
   for (std::size_t l = 0; l < spec.layers.size(); ++l)
@@ -192,6 +207,10 @@ StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::u
   std::vector<cpu::Param<T>*> all_params;
   for (auto& layer : layers)
     for (cpu::Param<T>* p : layer->params()) all_params.push_back(p);
+  const bool perturbed = perturbation.relative != 0;
+  if (perturbed)
+    for (std::size_t k = 0; k < all_params.size(); ++k)
+      perturb(all_params[k]->value.data, perturbation, k);
   std::optional<cpu::PartOptimizer<T>> opt;
   if (optimizer.enabled())
     opt.emplace(optimizer, std::vector<std::vector<cpu::Param<T>*>>{all_params});
@@ -203,7 +222,10 @@ StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::u
     }
     out.loss = 0;
     for (int m = 0; m < microbatches; ++m) {
-      const cpu::MicroBatch<T> d = cpu::make_microbatch<T>(spec, seed, m);
+      cpu::MicroBatch<T> d = cpu::make_microbatch<T>(spec, seed, m);
+      if (perturbed && spec.workload != "transformer")  // a transformer reads token ids
+        for (cpu::Tensor<T>& x : d.inputs)
+          perturb(x.data, perturbation, (std::uint64_t{1} << 32) + static_cast<std::uint64_t>(m));
       const cpu::MicroBatchData<T> md{&d.inputs, &d.targets, T(1) / static_cast<T>(microbatches)};
       std::vector<cpu::Saved<T>> saved(layers.size());
       cpu::Tensors<T> x;

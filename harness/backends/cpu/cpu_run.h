@@ -17,12 +17,23 @@ namespace ppbench {
 // Throws UsageError for parameters or shapes the run cannot take.
 RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& options);
 
+// A perturbation of the reference's starting point: every parameter and every floating-point
+// input value x becomes x (1 + relative xi), xi uniform in [-1, 1) drawn from (seed, tensor,
+// element); token ids and targets are left alone. With `relative` the unit roundoff of a working
+// precision, the perturbed step shows how far rounding alone moves the reference: the tests'
+// measure of what a correct low-precision run may differ by (tests/common/reference_spread.h).
+struct ReferencePerturbation {
+  double relative = 0;  // 0: none
+  std::uint64_t seed = 0;
+};
+
 // The same step on one device in float64: every micro-batch forward through all
 // layers, then backward (I then W) in reverse, gradients accumulated. Keeps every
 // gradient tensor (it is the reference the others are compared with). With `steps` > 1, the
 // optimizer updates the parameters after each step but the last, whose loss and gradients are
 // returned.
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
-                              int steps = 1, const OptimizerOptions& optimizer = {});
+                              int steps = 1, const OptimizerOptions& optimizer = {},
+                              const ReferencePerturbation& perturbation = {});
 
 }  // namespace ppbench
