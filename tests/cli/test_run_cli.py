@@ -141,6 +141,24 @@ class BadRunInput(unittest.TestCase):
         else:
             self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_a_bad_flash_path_is_refused_with_one_line(self):
+        # PPBENCH_FLASH picks the fused attention's kernels of a CUDA run: a value it does not know
+        # is the user's to fix (exit 2, naming it), found before any GPU is looked for. A build
+        # without CUDA refuses the backend first (exit 3), which says nothing of the variable.
+        env = dict(os.environ, PPBENCH_FLASH="fastest")
+        r = subprocess.run([PPBENCH, *MLP, "--backend", "cuda", "-s", "1f1b", "-d", "2", "-n", "4",
+                            "--virtual-devices", "2"], capture_output=True, text=True, timeout=120,
+                           env=env)
+        if "built without CUDA" in r.stderr:
+            self.assertEqual(r.returncode, 3, r.stderr)
+            return
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("PPBENCH_FLASH", r.stderr)
+        self.assertIn("'fastest'", r.stderr)
+        self.assertIn("general", r.stderr)
+
     def test_unwritable_results_are_refused_up_front(self):
         r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4", "--results", "/nonexistent-dir/x.jsonl")
         self.assertEqual(r.returncode, 2)

@@ -148,6 +148,19 @@ TEST_P(Layers, FusedAttentionHeadDim128) {
   check_attention(ac, {1, 100, 256}, 15);
 }
 
+// The FlashAttention-2 kernels (bf16 at head_dim 64 and 128; f32 runs the general kernels on the
+// same shapes): GQA groups of 4 and 2, several 64-query tiles and 128-key blocks, sequences that
+// end inside both, and a second batch entry.
+TEST_P(Layers, FusedAttentionFlash2Tiles) {
+  AttentionConfig ac;
+  ac.hidden = 512;
+  ac.heads = 8;
+  ac.kv_heads = 2;  // head_dim 64
+  check_attention(ac, {1, 200, 512}, 16);
+  ac.heads = 4;  // head_dim 128
+  check_attention(ac, {2, 300, 512}, 17);
+}
+
 TEST_P(Layers, LlamaDecoderLayer) {
   const DecoderConfig dc = DecoderConfig::llama(64, 4, 2, 96);
   LayerPtr g = make_decoder_layer(*params_, dc, dtype(), 12);

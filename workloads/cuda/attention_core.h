@@ -2,7 +2,9 @@
 // k and v [B, Hkv, S, D] (Hkv divides H; query head h reads kv head h / (H / Hkv)), the output
 // and its gradient [B, H, S, D], all in the layer dtype. Two implementations of one contract:
 //
-//   fused        FlashAttention-style tiled kernels (flash_attention.cu): a block owns a tile of
+//   fused        FlashAttention-style tiled kernels (flash_attention.cu, and for bf16 at head_dim
+//                64 / 128 the register-resident FlashAttention-2 kernels of flash_fa2_*.cu, which
+//                flash_attention.cu dispatches to): a block owns a tile of
 //                queries, streams the causal tiles of keys through shared memory with an online
 //                softmax, and keeps only O and the per-row log-sum-exp; the backward recomputes
 //                P tile by tile from that log-sum-exp. O(S) memory per head, masked tiles skipped.
@@ -18,9 +20,21 @@
 
 namespace ppbench::cuda {
 
+// Which fused kernels run. kAuto: the FlashAttention-2 kernels (flash_fa2_*.cu) where they
+// apply, bf16 at head_dim 64 or 128 on compute capability 8.0 and up, else the general tiled
+// kernels (flash_attention.cu); kGeneral: the general kernels always, as a second opinion on the
+// first (tests/cuda/test_flash_paths.cpp). The environment variable PPBENCH_FLASH=general turns
+// kAuto into kGeneral for a whole run (unset or "auto": kAuto).
+enum class FlashPath { kAuto, kGeneral };
+
+// PPBENCH_FLASH read once: kGeneral for "general", kAuto when unset, empty or "auto"; any other
+// value is a UsageError naming it.
+FlashPath flash_path_from_environment();
+
 // Fused forward: writes o and lse ([B, H, S] f32: max + log(sum exp) of each row's scaled scores).
 void flash_attention_forward(Context& ctx, const DTensor& q, const DTensor& k, const DTensor& v,
-                             const DTensor& o, const DTensor& lse, float scale);
+                             const DTensor& o, const DTensor& lse, float scale,
+                             FlashPath path = FlashPath::kAuto);
 
 // delta[b, h, i] = sum_c dO * O over head h's columns of token (b, i), with O and dO in the token
 // layout [B, S, H * D] (the output projection's input and input gradient): the rowsum(P * dP)
@@ -31,7 +45,8 @@ void attention_row_dot(Context& ctx, const DTensor& o_tokens, const DTensor& do_
 // Fused backward: dq, dk, dv (overwritten) from q, k, v, dO (head-major), lse and delta.
 void flash_attention_backward(Context& ctx, const DTensor& q, const DTensor& k, const DTensor& v,
                               const DTensor& d_o, const DTensor& lse, const DTensor& delta,
-                              const DTensor& dq, const DTensor& dk, const DTensor& dv, float scale);
+                              const DTensor& dq, const DTensor& dk, const DTensor& dv, float scale,
+                              FlashPath path = FlashPath::kAuto);
 
 // Materialised forward: writes o and returns the probabilities P [B, H, S, S] (layer dtype).
 DTensor materialised_attention_forward(Context& ctx, const DTensor& q, const DTensor& k,

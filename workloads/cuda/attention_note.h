@@ -5,8 +5,9 @@
 namespace ppbench::cuda {
 
 inline constexpr const char* kAttentionNote =
-    "fused FlashAttention-style kernels (tiled online softmax, causal tiles skipped, bf16 tile "
-    "products on tensor cores via WMMA, P recomputed in the backward from the saved "
-    "log-sum-exp; O(s) memory per head)";
+    "fused FlashAttention-style kernels (tiled online softmax, causal tiles skipped, P "
+    "recomputed in the backward from the saved log-sum-exp; O(s) memory per head): "
+    "FlashAttention-2 with mma.sync fragments in registers for bf16 at head_dim 64 or 128, "
+    "general tiles otherwise (WMMA for bf16, FMA for f32) or with PPBENCH_FLASH=general";
 
 }  // namespace ppbench::cuda

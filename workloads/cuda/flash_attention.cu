@@ -16,14 +16,25 @@
 // accumulation) for bf16, plain FMA loops for f32, whose tolerance (1e-4 against float64) rules
 // out TF32. Shared arrays are padded (head_dim to a multiple of 16, rows by 8 elements) so every
 // WMMA pointer is 32-byte aligned and rows do not fall on the same banks.
+//
+// These kernels are the general path: any head_dim, bf16 and f32. bf16 at head_dim 64 or 128
+// (Llama's and most models') goes to the FlashAttention-2 kernels of flash_fa2_*.cu instead,
+// which keep Q, S, P, O (forward) and dK, dV, S, dP (backward) in mma.sync fragments in registers
+// rather than in shared memory (where these kernels' WMMA tiles reach about 33 TFLOP/s at Llama's
+// shape on an H100, a tenth of cuDNN); flash_attention_forward and flash_attention_backward choose
+// between the two per call (fa2::forward_applies and fa2::backward_applies in flash_fa2_tiles.h).
 #include <mma.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
+#include "core/error.h"
 #include "workloads/cuda/attention_core.h"
+#include "workloads/cuda/flash_fa2.h"
+#include "workloads/cuda/flash_fa2_tiles.h"
 #include "workloads/cuda/kernel_util.cuh"
 
 namespace ppbench::cuda {
@@ -388,6 +399,18 @@ std::size_t shared_limit() {
   return static_cast<std::size_t>(optin);
 }
 
+// The FlashAttention-2 kernels run unless the call or PPBENCH_FLASH asks for the general ones.
+bool general_only(FlashPath path) {
+  return path == FlashPath::kGeneral || flash_path_from_environment() == FlashPath::kGeneral;
+}
+
+fa2::DeviceLimits device_limits() {
+  int dev = 0, major = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return {major, shared_limit()};
+}
+
 // Largest tiles that fit, from a list of (query rows, key rows) candidates.
 template <typename Layout>
 FlashTiles choose_tiles(std::initializer_list<std::pair<int, int>> candidates, int head_dim,
@@ -424,6 +447,18 @@ void check_heads(const DTensor& q, const DTensor& k, const DTensor& v) {
 
 }  // namespace
 
+FlashPath flash_path_from_environment() {
+  static const FlashPath path = [] {
+    const char* v = std::getenv("PPBENCH_FLASH");
+    const std::string s = v ? v : "";
+    if (s.empty() || s == "auto") return FlashPath::kAuto;
+    if (s == "general") return FlashPath::kGeneral;
+    throw UsageError("PPBENCH_FLASH: '" + s +
+                     "' is not a fused-attention path (allowed: auto, general)");
+  }();
+  return path;
+}
+
 FlashTiles flash_forward_tiles(int head_dim, int elem_bytes, std::size_t limit) {
   return choose_tiles({{64, 64}, {32, 64}, {32, 32}, {16, 32}, {16, 16}}, head_dim, elem_bytes,
                       limit,
@@ -437,11 +472,18 @@ FlashTiles flash_backward_tiles(int head_dim, int elem_bytes, std::size_t limit)
 }
 
 void flash_attention_forward(Context& ctx, const DTensor& q, const DTensor& k, const DTensor& v,
-                             const DTensor& o, const DTensor& lse, float scale) {
+                             const DTensor& o, const DTensor& lse, float scale, FlashPath path) {
   check_heads(q, k, v);
   const Dims dims = dims_of(q, k);
   const std::int64_t bh = q.dim(0) * q.dim(1);
   if (bh * dims.seq == 0) return;
+  // bf16 at head_dim 64 / 128: the register-resident FlashAttention-2 kernel (see the top of this
+  // file); everything else, and devices without its shared memory, the general kernel below.
+  if (!general_only(path) && fa2::forward_applies(q.dtype() == DType::kBF16, dims.head_dim,
+                                                  dims.seq, bh, scale, device_limits())) {
+    fa2_forward(ctx, q, k, v, o, lse, scale);
+    return;
+  }
   const std::size_t limit = shared_limit();
   dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -479,8 +521,8 @@ void attention_row_dot(Context& ctx, const DTensor& o_tokens, const DTensor& do_
 
 void flash_attention_backward(Context& ctx, const DTensor& q, const DTensor& k, const DTensor& v,
                               const DTensor& d_o, const DTensor& lse, const DTensor& delta,
-                              const DTensor& dq, const DTensor& dk, const DTensor& dv,
-                              float scale) {
+                              const DTensor& dq, const DTensor& dk, const DTensor& dv, float scale,
+                              FlashPath path) {
   check_heads(q, k, v);
   const Dims dims = dims_of(q, k);
   if (q.dim(0) * q.dim(1) * dims.seq == 0) return;
@@ -489,8 +531,19 @@ void flash_attention_backward(Context& ctx, const DTensor& q, const DTensor& k, 
   DTensor dq_acc(ctx.arena, q.shape(), DType::kF32, "fused attention dq accumulator");
   CUDA_CHECK(
       cudaMemsetAsync(dq_acc.data(), 0, static_cast<std::size_t>(dq_acc.bytes()), ctx.stream));
+  // As in the forward: bf16 at head_dim 64 / 128 takes the FlashAttention-2 kernel. Each path
+  // reads lse as the other writes it, so the forward and backward may choose differently.
+  const bool use_fa2 =
+      !general_only(path) && fa2::backward_applies(q.dtype() == DType::kBF16, dims.head_dim,
+                                                   dims.seq, k.dim(0) * k.dim(1), device_limits());
   dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    if (use_fa2) {
+      fa2_backward(ctx, q, k, v, d_o, lse, delta, dq_acc, dk, dv, scale);
+      f32_to_kernel<T><<<grid_for(dq.numel()), 256, 0, ctx.stream>>>(dq_acc.as<float>(), dq.as<T>(),
+                                                                     dq.numel());
+      return;
+    }
     const FlashTiles t = flash_backward_tiles(dims.head_dim, sizeof(T), limit);
     if (t.shared_bytes == 0) too_big(dims.head_dim, limit);
     CUDA_CHECK(cudaFuncSetAttribute(flash_backward_kernel<T>,
