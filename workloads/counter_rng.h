@@ -11,6 +11,7 @@
 // contract or reorder anything; the result is then rounded once to the tensor's type.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -92,6 +93,17 @@ PPBENCH_HOST_DEVICE inline std::uint64_t derive_seed(std::uint64_t seed, std::ui
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+
+// perturb_relative over a tensor: to[i] = from[i] (1 + relative xi_i), the xi drawn from stream
+// `stream` of `key`, so that each tensor of a run (a parameter, an input) gets its own draws.
+// `to` may be `from`'s own storage.
+template <class Values>
+void perturb_values(const Values& from, double* to, double relative, std::uint64_t key,
+                    std::uint64_t stream) {
+  const std::uint64_t k = derive_seed(key, stream);
+  for (std::size_t i = 0; i < from.size(); ++i)
+    to[i] = perturb_relative(static_cast<double>(from[i]), relative, k, i);
 }
 
 // The key of a layer's parameter tensor: slot 0 its weight (or table), slot 1 its bias.

@@ -104,7 +104,6 @@ class ReferenceSpread {
     v.error = error(i, got);
     v.spread = spread_.at(i);
     v.tolerance = std::max(base_, kSpreadFactor * v.spread);
-    if (std::isnan(v.error)) v.error = std::numeric_limits<double>::infinity();
     return v;
   }
 

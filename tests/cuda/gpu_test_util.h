@@ -135,29 +135,20 @@ inline CpuLayerRun run_cpu_layer(cpu::Layer<double>& c,
                                  const std::vector<float>& xv, const Shape& in_shape, bool tokens,
                                  const std::vector<float>& dyv, double relative,
                                  std::uint64_t key) {
-  auto perturbed = [&](std::vector<double> v, std::uint64_t stream) {
-    const std::uint64_t k = derive_seed(key, stream);
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = perturb_relative(v[i], relative, k, i);
-    return v;
-  };
   std::vector<cpu::Param<double>*> cp = c.params();
   for (std::size_t i = 0; i < cp.size(); ++i) {
-    const std::vector<double> v = perturbed(params[i], i);
-    std::copy(v.begin(), v.end(), cp[i]->value.data.begin());
+    perturb_values(params[i], cp[i]->value.data.data(), relative, key, i);
     std::fill(cp[i]->grad.data.begin(), cp[i]->grad.data.end(), 0.0);
   }
   cpu::Tensor<double> x(in_shape);
-  const std::vector<double> xd(xv.begin(), xv.end());
-  const std::vector<double> xp = tokens ? xd : perturbed(xd, 1u << 20);
-  std::copy(xp.begin(), xp.end(), x.data.begin());
+  perturb_values(xv, x.data.data(), tokens ? 0.0 : relative, key, 1u << 20);
   cpu::Saved<double> sc;
   CpuLayerRun r;
   cpu::Tensor<double> y = c.forward(x, sc);
   r.y_shape = y.shape;
   r.y.assign(y.data.begin(), y.data.end());
   cpu::Tensor<double> dy(y.shape);
-  const std::vector<double> dyp = perturbed(std::vector<double>(dyv.begin(), dyv.end()), 1u << 21);
-  std::copy(dyp.begin(), dyp.end(), dy.data.begin());
+  perturb_values(dyv, dy.data.data(), relative, key, 1u << 21);
   cpu::Tensor<double> dx = c.backward_input(dy, sc);
   r.dx_shape = dx.shape;
   r.dx.assign(dx.data.begin(), dx.data.end());
@@ -211,7 +202,7 @@ inline void GpuTest::check_layer(Layer& g, cpu::Layer<double>& c, const Shape& i
   const CpuLayerRun ref = run_cpu_layer(c, params, xv, in_shape, tokens, dyv, 0, 0);
   ASSERT_EQ(y.shape(), ref.y_shape) << g.name();
   ASSERT_EQ(dx.shape(), ref.dx_shape) << g.name();
-  std::vector<std::vector<std::vector<double>>> ys, dxs, gs, gs2;
+  std::vector<std::vector<std::vector<double>>> ys, dxs, gs;
   for (int k = 0; k < ppbench::precision::kPerturbedRuns; ++k) {
     const CpuLayerRun r =
         run_cpu_layer(c, params, xv, in_shape, tokens, dyv, roundoff(), seed + 1000 + k);

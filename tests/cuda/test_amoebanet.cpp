@@ -74,19 +74,15 @@ UnitRun run_cpu_unit(cpu::PipelineLayer<double>& c, const std::vector<std::vecto
                      const std::vector<std::vector<float>>& xv, const std::vector<Shape>& shapes,
                      const std::vector<std::vector<float>>& dyv, double relative,
                      std::uint64_t key) {
-  auto perturbed = [&](const auto& v, std::uint64_t stream, double* out) {
-    const std::uint64_t k = derive_seed(key, stream);
-    for (std::size_t i = 0; i < v.size(); ++i) out[i] = perturb_relative(v[i], relative, k, i);
-  };
   std::vector<cpu::Param<double>*> cp = c.params();
   for (std::size_t i = 0; i < cp.size(); ++i) {
-    perturbed(params[i], i, cp[i]->value.data.data());
+    perturb_values(params[i], cp[i]->value.data.data(), relative, key, i);
     std::fill(cp[i]->grad.data.begin(), cp[i]->grad.data.end(), 0.0);
   }
   cpu::Tensors<double> x;
   for (std::size_t k = 0; k < xv.size(); ++k) {
     x.emplace_back(shapes[k]);
-    perturbed(xv[k], (1u << 20) + k, x.back().data.data());
+    perturb_values(xv[k], x.back().data.data(), relative, key, (1u << 20) + k);
   }
   const cpu::Tensors<double> data = x;
   cpu::MicroBatchData<double> md;
@@ -99,7 +95,7 @@ UnitRun run_cpu_unit(cpu::PipelineLayer<double>& c, const std::vector<std::vecto
     r.y_shapes.push_back(y[i].shape);
     r.y.emplace_back(y[i].data.begin(), y[i].data.end());
     dy.emplace_back(y[i].shape);
-    perturbed(dyv.at(i), (1u << 21) + i, dy.back().data.data());
+    perturb_values(dyv.at(i), dy.back().data.data(), relative, key, (1u << 21) + i);
   }
   const cpu::Tensors<double> dx = c.backward_input(std::move(dy), sc, md);
   for (const cpu::Tensor<double>& t : dx) {
@@ -454,9 +450,7 @@ TEST_P(Amoeba, WholeModelStepMatchesTheCpu) {
   auto cpu_step = [&](double relative, std::uint64_t key) {
     std::uint64_t stream = 0;
     auto perturb = [&](const auto& from, double* to) {
-      const std::uint64_t k = derive_seed(key, stream++);
-      for (std::size_t i = 0; i < from.size(); ++i)
-        to[i] = perturb_relative(from[i], relative, k, i);
+      perturb_values(from, to, relative, key, stream++);
     };
     for (std::size_t l = 0; l < layers; ++l) {
       std::vector<cpu::Param<double>*> cp = c[l]->params();

@@ -184,19 +184,6 @@ RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& o) {
                                    : run_typed<float>(spec, s, plan, o);
 }
 
-namespace {
-
-// Stream k of a perturbation: tensors 0, 1, ... are the parameters in model order, then
-// 2^32 + m the inputs of micro-batch m.
-template <class Values>
-void perturb(Values& values, const ReferencePerturbation& p, std::uint64_t stream) {
-  const std::uint64_t key = derive_seed(p.seed, stream);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    values[i] = perturb_relative(values[i], p.relative, key, i);
-}
-
-}  // namespace
-
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
                               int steps, const OptimizerOptions& optimizer,
                               const ReferencePerturbation& perturbation) {
@@ -207,10 +194,13 @@ StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::u
   std::vector<cpu::Param<T>*> all_params;
   for (auto& layer : layers)
     for (cpu::Param<T>* p : layer->params()) all_params.push_back(p);
+  // The perturbation's streams: 0, 1, ... the parameters in model order, 2^32 + m the inputs of
+  // micro-batch m.
   const bool perturbed = perturbation.relative != 0;
   if (perturbed)
     for (std::size_t k = 0; k < all_params.size(); ++k)
-      perturb(all_params[k]->value.data, perturbation, k);
+      perturb_values(all_params[k]->value.data, all_params[k]->value.data.data(),
+                     perturbation.relative, perturbation.seed, k);
   std::optional<cpu::PartOptimizer<T>> opt;
   if (optimizer.enabled())
     opt.emplace(optimizer, std::vector<std::vector<cpu::Param<T>*>>{all_params});
@@ -225,7 +215,8 @@ StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::u
       cpu::MicroBatch<T> d = cpu::make_microbatch<T>(spec, seed, m);
       if (perturbed && spec.workload != "transformer")  // a transformer reads token ids
         for (cpu::Tensor<T>& x : d.inputs)
-          perturb(x.data, perturbation, (std::uint64_t{1} << 32) + static_cast<std::uint64_t>(m));
+          perturb_values(x.data, x.data.data(), perturbation.relative, perturbation.seed,
+                         (std::uint64_t{1} << 32) + static_cast<std::uint64_t>(m));
       const cpu::MicroBatchData<T> md{&d.inputs, &d.targets, T(1) / static_cast<T>(microbatches)};
       std::vector<cpu::Saved<T>> saved(layers.size());
       cpu::Tensors<T> x;
