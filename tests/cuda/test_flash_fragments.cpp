@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/simt/ptx_tables.h"
 #include "workloads/cuda/flash_fa2_tiles.h"
 #include "workloads/cuda/flash_fragments.h"
 
@@ -23,40 +24,6 @@ namespace ppbench::cuda::frag {
 namespace {
 
 constexpr int kLanes = 32;
-
-// --- The PTX ISA's tables, as written there -------------------------------------------------
-
-// groupID = %laneid >> 2, threadID_in_group = %laneid % 4 (all three tables).
-int group_id(int lane) { return lane >> 2; }
-int thread_in_group(int lane) { return lane % 4; }
-
-// A, .bf16: row = groupID for ai where 0 <= i < 2 || 4 <= i < 6, groupID + 8 otherwise;
-// col = threadID_in_group * 2 + (i & 0x1) for i < 4, + 8 for i >= 4.
-Coord ptx_a(int lane, int i) {
-  const int row = ((0 <= i && i < 2) || (4 <= i && i < 6)) ? group_id(lane) : group_id(lane) + 8;
-  const int col =
-      i < 4 ? thread_in_group(lane) * 2 + (i & 0x1) : thread_in_group(lane) * 2 + (i & 0x1) + 8;
-  return {row, col};
-}
-// B, .bf16: row = threadID_in_group * 2 + (i & 0x1) for bi where i < 2, + 8 for i >= 2;
-// col = groupID.
-Coord ptx_b(int lane, int i) {
-  const int row =
-      i < 2 ? thread_in_group(lane) * 2 + (i & 0x1) : thread_in_group(lane) * 2 + (i & 0x1) + 8;
-  return {row, group_id(lane)};
-}
-// C/D: row = groupID for ci where i < 2, groupID + 8 for i >= 2; col = threadID_in_group * 2 +
-// (i & 0x1).
-Coord ptx_c(int lane, int i) {
-  return {i < 2 ? group_id(lane) : group_id(lane) + 8, thread_in_group(lane) * 2 + (i & 0x1)};
-}
-// ldmatrix, Figure 104: a group of four consecutive threads loads a row; lane l holds row l / 4,
-// columns 2 (l % 4) and 2 (l % 4) + 1. .trans: the matrix is loaded column-major, so the roles of
-// stored rows and columns swap.
-Coord ptx_ldsm(int lane, int h, bool trans) {
-  const Coord loaded{lane / 4, 2 * (lane % 4) + h};
-  return trans ? Coord{loaded.col, loaded.row} : loaded;
-}
 
 // --- A simulated warp -------------------------------------------------------------------------
 

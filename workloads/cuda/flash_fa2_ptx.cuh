@@ -1,6 +1,8 @@
-// The PTX the FlashAttention-2 bf16 kernels use (mma.sync m16n8k16, ldmatrix, cp.async) as inline
-// functions, and the async tile loader both kernels share. Included by flash_fa2_*.cu only. The
-// lane -> element maps these instructions imply live in flash_fragments.h, where they are tested.
+// The PTX instructions the FlashAttention-2 bf16 kernels use (mma.sync m16n8k16, ldmatrix,
+// cp.async, ex2) as inline functions: everything in the kernels that only a GPU can run. The lane
+// -> element maps these instructions imply live in flash_fragments.h, where they are tested; the
+// host emulation of the kernels (tests/simt/fa2_instructions.h) gives the same functions, with
+// the same signatures, executed by a simulated warp.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +15,6 @@
 namespace ppbench::cuda::fa2 {
 
 using bf16 = __nv_bfloat16;
-
-// log2(e) and ln(2): the kernels run the softmax in base 2 (exp2 is one MUFU instruction) and
-// convert the log-sum-exp back to natural log, which is what the saved lse means.
-inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
 
 __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
@@ -80,46 +77,5 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const std::uint32_t*>(&v);
 }
-
-// Rows row0 .. row0 + kRows of a [seq, D] bf16 matrix into a swizzled [kRows, D] shared tile, by
-// 16-byte chunks, rows at or past `seq` zero-filled. Consecutive threads take consecutive chunks
-// of a row: coalesced reads, and conflict-free writes under the swizzle. A pass of the block
-// covers a whole number of 8-row groups, so a thread's swizzle is the same in every pass.
-template <int kRows, int D, int kThreads>
-__device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* __restrict__ src, int row0,
-                                                int seq) {
-  constexpr int kChunks = D / 8;
-  constexpr int kRowsPerPass = kThreads / kChunks;
-  static_assert(kThreads % kChunks == 0 && kRowsPerPass % 8 == 0 && kRows % kRowsPerPass == 0,
-                "every thread copies the same chunks of every pass");
-  const frag::Coord mine = frag::copy_chunk(static_cast<int>(threadIdx.x), D);
-  const int r = mine.row, c = mine.col;
-  const std::uint32_t dst = smem_u32(tile + frag::swizzle(r, c, D));
-#pragma unroll
-  for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
-    const int row = row0 + pass * kRowsPerPass + r;
-    const bool valid = row < seq;
-    const bf16* from = valid ? src + static_cast<std::int64_t>(row) * D + c : src;
-    cp_async_16(dst + pass * kRowsPerPass * D * 2, from, valid);
-  }
-}
-
-// A lane's byte offset, within a swizzled tile `width` elements wide, of the row it gives to an
-// ldmatrix .x4 with placement `where` (flash_fragments.h); ldsm_at adds the block (row0, col0).
-__device__ __forceinline__ std::uint32_t ldsm_lane(frag::Coord where, int width) {
-  return 2u * static_cast<std::uint32_t>(frag::swizzle(where.row, where.col, width));
-}
-// In bytes, ldsm_offset doubles term by term (2 (a ^ b) = 2a ^ 2b).
-__device__ __forceinline__ std::uint32_t ldsm_at(std::uint32_t tile, std::uint32_t lane_offset,
-                                                 int row0, int col0, int width) {
-  return tile + ((lane_offset ^ (2u * col0)) + 2u * row0 * width);
-}
-
-struct Dims {
-  int batch;
-  int heads;
-  int kv_heads;
-  int seq;
-};
 
 }  // namespace ppbench::cuda::fa2

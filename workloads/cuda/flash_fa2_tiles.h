@@ -12,6 +12,20 @@ namespace ppbench::cuda::fa2 {
 
 inline constexpr std::size_t kBf16 = 2;
 
+// log2(e) and ln(2): the kernels run the softmax in base 2 (exp2 is one MUFU instruction) and
+// convert the log-sum-exp back to natural log, which is what the saved lse means.
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+// The attention problem a kernel launch covers: q [batch, heads, seq, D], k and v
+// [batch, kv_heads, seq, D].
+struct Dims {
+  int batch;
+  int heads;
+  int kv_heads;
+  int seq;
+};
+
 // Forward: a CTA of 4 warps owns 64 query rows of one head, a warp 16 of them (one m16 block)
 // with Q's fragments in registers for the whole key loop, so K and V are the only shared tiles:
 // 64 keys each, double-buffered. Q is staged once through the second buffer (before its first

@@ -1,0 +1,89 @@
+// The emulated thread block itself (simt.h): barriers, warp-wide exchanges, and the errors it
+// gives for a kernel a GPU would leave undefined.
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/simt/simt.h"
+
+namespace ppbench::simt {
+namespace {
+
+// Every thread writes, the barrier, then every thread reads its neighbour's value: without the
+// barrier's wait a thread would read before its neighbour wrote.
+TEST(Simt, ABarrierHoldsEveryThreadUntilAllHaveArrived) {
+  std::vector<int> slot(64, -1), seen(64, -2);
+  std::vector<unsigned> blocks_seen;
+  launch(
+      2, 64,
+      [&] {
+        const unsigned t = thread_idx().x;
+        slot[t] = static_cast<int>(t + 100 * block_idx().x);
+        sync_threads();
+        seen[t] = slot[(t + 1) % 64];
+        sync_threads();
+      },
+      [&](unsigned b) { blocks_seen.push_back(b); });
+  for (unsigned t = 0; t < 64; ++t) EXPECT_EQ(seen[t], static_cast<int>((t + 1) % 64 + 100)) << t;
+  EXPECT_EQ(blocks_seen, (std::vector<unsigned>{0, 1}));
+}
+
+// A butterfly exchange: lane l receives lane l ^ mask's value.
+TEST(Simt, AWarpCollectiveSeesEveryLanesOperand) {
+  std::vector<int> got(64, -1);
+  launch(1, 64, [&] {
+    const int lane = lane_id();
+    const int warp = static_cast<int>(thread_idx().x) / kWarpSize;
+    got[thread_idx().x] =
+        warp_collective<int>("xor3", lane + 1000 * warp, [](const auto& in, const auto& out) {
+          for (int l = 0; l < kWarpSize; ++l) *out[l] = *in[l ^ 3];
+        });
+  });
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(got[t], ((t % 32) ^ 3) + 1000 * (t / 32)) << t;
+}
+
+// Lane 0 skips the exchange that the rest of its warp waits at: undefined on a GPU, an error
+// naming the warp here (not a hang).
+TEST(Simt, AWarpInstructionFromDivergentCodeIsAnError) {
+  auto body = [] {
+    if (lane_id() == 0) return;
+    warp_collective<int>("shfl", 1, [](const auto&, const auto& out) {
+      for (int l = 0; l < kWarpSize; ++l) *out[l] = 0;
+    });
+  };
+  try {
+    launch(1, 32, body);
+    FAIL() << "no error";
+  } catch (const SimtError& e) {
+    EXPECT_NE(std::string(e.what()).find("warp 0: 31 of 32 lanes at shfl"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Simt, LanesAtDifferentWarpInstructionsAreAnError) {
+  auto body = [] {
+    const char* name = lane_id() == 7 ? "ldmatrix" : "mma";
+    warp_collective<int>(name, 1, [](const auto&, const auto& out) {
+      for (int l = 0; l < kWarpSize; ++l) *out[l] = 0;
+    });
+  };
+  EXPECT_THROW(launch(1, 32, body), SimtError);
+}
+
+TEST(Simt, AThreadsExceptionNamesTheThreadAndBlock) {
+  try {
+    launch(3, 32, [] {
+      if (block_idx().x == 2 && thread_idx().x == 5) throw std::runtime_error("out of range");
+    });
+    FAIL() << "no error";
+  } catch (const SimtError& e) {
+    EXPECT_STREQ(e.what(), "thread 5 of block 2: out of range");
+  }
+}
+
+TEST(Simt, ABlockMustBeWholeWarps) {
+  EXPECT_THROW(launch(1, 48, [] {}), SimtError);
+}
+
+}  // namespace
+}  // namespace ppbench::simt
