@@ -20,6 +20,7 @@
 
 #include "tests/simt/ptx_tables.h"
 #include "tests/simt/simt.h"
+#include "workloads/cuda/dtype.h"
 
 // The kernels' CUDA spelling, for the host compiler.
 #define PPBENCH_FA2_EMULATED 1
@@ -63,19 +64,9 @@ struct bf16 {
   std::uint16_t bits;
 };
 
-inline std::uint16_t bf16_bits_rn(float f) {  // round to nearest even, NaN kept quiet
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-inline float bf16_value(std::uint16_t bits) {
-  const std::uint32_t u = std::uint32_t{bits} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+// Round to nearest even and back, bit for bit as the GPU's conversions (workloads/cuda/dtype.h).
+inline std::uint16_t bf16_bits_rn(float f) { return float_to_bf16_bits(f); }
+inline float bf16_value(std::uint16_t bits) { return bf16_bits_to_float(bits); }
 inline float low_half(std::uint32_t r) { return bf16_value(static_cast<std::uint16_t>(r)); }
 inline float high_half(std::uint32_t r) { return bf16_value(static_cast<std::uint16_t>(r >> 16)); }
 
