@@ -223,6 +223,5 @@ using ::fmaf;
 using ::fmaxf;
 using ::logf;
 inline int min(int a, int b) { return std::min(a, b); }
-inline int max(int a, int b) { return std::max(a, b); }
 
 }  // namespace ppbench::cuda::fa2

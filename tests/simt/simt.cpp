@@ -40,6 +40,7 @@ struct BlockRun {
   std::vector<Thread> threads;
   std::vector<WarpState> warps;
   Rendezvous barrier;
+  int live = 0;  // threads that have not returned: the count a barrier waits for
   ucontext_t scheduler{};
   Thread* current = nullptr;
   std::uint64_t progress = 0;  // bumped by every arrival, completion and return
@@ -56,12 +57,6 @@ BlockRun& block() {
 
 void yield() { swapcontext(&block().current->context, &block().scheduler); }
 
-int live_threads_in_block() {
-  int live = 0;
-  for (const Thread& t : block().threads) live += t.done ? 0 : 1;
-  return live;
-}
-
 void fiber_entry() {
   BlockRun& b = block();
   try {
@@ -74,10 +69,11 @@ void fiber_entry() {
     }
   }
   b.current->done = true;
+  --b.live;
   ++b.progress;
   // A thread that returns no longer counts at the barrier: release it if it now waits on no one.
   Rendezvous& r = b.barrier;
-  if (r.arrived > 0 && r.arrived == live_threads_in_block()) {
+  if (r.arrived > 0 && r.arrived == b.live) {
     r.arrived = 0;
     ++r.generation;
   }
@@ -86,6 +82,7 @@ void fiber_entry() {
 
 void run_block(BlockRun& b, unsigned threads) {
   b.threads.resize(threads);
+  b.live = static_cast<int>(threads);
   b.warps.assign(threads / kWarpSize, WarpState{});
   for (unsigned t = 0; t < threads; ++t) {
     Thread& th = b.threads[t];
@@ -99,17 +96,15 @@ void run_block(BlockRun& b, unsigned threads) {
   }
   // Round robin until every thread has returned; a pass in which nothing moved is a deadlock.
   for (;;) {
-    bool any_live = false;
+    if (b.live == 0) return;
     const std::uint64_t before = b.progress;
     for (Thread& th : b.threads) {
       if (th.done) continue;
-      any_live = true;
       b.current = &th;
       swapcontext(&b.scheduler, &th.context);
       b.current = nullptr;
       if (b.failure) return;
     }
-    if (!any_live) return;
     if (b.progress == before) {
       std::string where;
       for (std::size_t w = 0; w < b.warps.size(); ++w)
@@ -117,8 +112,8 @@ void run_block(BlockRun& b, unsigned threads) {
           where += " warp " + std::to_string(w) + ": " + std::to_string(b.warps[w].meet.arrived) +
                    " of 32 lanes at " + b.warps[w].instruction + ";";
       if (b.barrier.arrived > 0)
-        where += " " + std::to_string(b.barrier.arrived) + " of " +
-                 std::to_string(live_threads_in_block()) + " threads at __syncthreads;";
+        where += " " + std::to_string(b.barrier.arrived) + " of " + std::to_string(b.live) +
+                 " threads at __syncthreads;";
       throw SimtError("block " + std::to_string(b.block.x) +
                       " deadlocked (a barrier or warp-wide instruction reached from divergent "
                       "code):" +
@@ -171,7 +166,7 @@ void sync_threads() {
   const std::uint64_t mine = r.generation;
   ++r.arrived;
   ++b.progress;
-  if (r.arrived == live_threads_in_block()) {
+  if (r.arrived == b.live) {
     r.arrived = 0;
     ++r.generation;
     return;

@@ -12,10 +12,9 @@ namespace ppbench::cuda::fa2 {
 
 inline constexpr std::size_t kBf16 = 2;
 
-// log2(e) and ln(2): the kernels run the softmax in base 2 (exp2 is one MUFU instruction) and
+// log2(e): the kernels run the softmax in base 2 (exp2 is one MUFU instruction) and
 // convert the log-sum-exp back to natural log, which is what the saved lse means.
 inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
 
 // The attention problem a kernel launch covers: q [batch, heads, seq, D], k and v
 // [batch, kv_heads, seq, D].
