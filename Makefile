@@ -22,10 +22,12 @@ BUILD_TYPE     ?= Release
 JOBS           ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_JOBS     ?= 2
 # The executor is the threaded part: it runs under ThreadSanitizer and ASan+UBSan in
-# `make test`. Only its targets are built there, to stay within CI's time.
+# `make test`, and so do the schedule-file fuzz corpora (tests/fuzz/). Only their targets are
+# built there, to stay within CI's time.
 SANITIZE_TESTS ?= thread address,undefined
-SANITIZE_TARGETS ?= executor_tests
-SANITIZE_TEST_REGEX ?= ^CpuExecutor
+SANITIZE_TARGETS ?= executor_tests fuzz_replay_schedule_file fuzz_replay_schedule_edits
+SANITIZE_TEST_REGEX ?= ^CpuExecutor|^fuzz_corpus_schedule
+FUZZ_SECONDS   ?= 60
 SWEEP_FLAGS    ?=
 PYTHON         := .venv/bin/python
 PPBENCH        ?= $(BUILD_DIR)/ppbench
@@ -95,7 +97,7 @@ MAKEFLAGS += --no-print-directory
 .DEFAULT_GOAL := build
 .PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-cuda bench-mpi sweep plots \
         timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help \
-        gpu-bundle
+        gpu-bundle fuzz
 
 help:  ## list the targets
 	@echo "ppbench make targets (BUILD_DIR=$(BUILD_DIR), BUILD_TYPE=$(BUILD_TYPE), JOBS=$(JOBS)):"
@@ -348,6 +350,9 @@ profile: build  ## nsys profile of a short GPU step (needs nsys and a GPU)
 	nsys profile --trace=cuda,nvtx --output $(PROFILE_OUT) --force-overwrite true \
 	  $(PPBENCH) run $(PROFILE_ARGS)
 	@echo "report: $(PROFILE_OUT).nsys-rep (open it in Nsight Systems; NVTX domain 'ppbench')"
+
+fuzz:  ## search the input parsers for FUZZ_SECONDS each (clang, libFuzzer, ASan+UBSan; docs/testing.md)
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 format:  ## clang-format -i every C++/CUDA source
 	clang-format -i $(CXX_SOURCES)

@@ -89,15 +89,19 @@ DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& s
     const auto& e = j["stages"][s];
     const std::string at = "stages[" + std::to_string(s) + "].";
     if (!e.is_object()) bad(source, at.substr(0, at.size() - 1), "must be an object");
+    // Each stage time within the cost model's bound; a message names the key that is not.
+    auto time = [&](const char* key, bool zero_ok = false) {
+      const double v = number(e, key, at, source, zero_ok);
+      if (v > kMaxCost) bad(source, at + key, "must be at most " + num(kMaxCost) + " s");
+      return v;
+    };
     StageCost c;
-    c.f = number(e, "F", at, source);
-    c.i = number(e, "I", at, source);
-    c.w = number(e, "W", at, source);
-    c.b = number(e, "B", at, source);
-    c.fb = number(e, "FB", at, source);
-    c.comm = number(e, "comm", at, source, true);
-    for (double v : {c.f, c.i, c.w, c.b, c.fb, c.comm})
-      if (v > kMaxCost) bad(source, at + "F", "times must be at most " + num(kMaxCost) + " s");
+    c.f = time("F");
+    c.i = time("I");
+    c.w = time("W");
+    c.b = time("B");
+    c.fb = time("FB");
+    c.comm = time("comm", true);
     p.stages.push_back(c);
   }
   for (const char* key :

@@ -61,7 +61,7 @@ double cgroup_number(const std::string& text) {
   const char* e = b + text.size();
   while (e > b && std::isspace(static_cast<unsigned char>(e[-1]))) --e;
   auto [end, ec] = std::from_chars(b, e, v);
-  return ec == std::errc() && end == e && v > 0 ? v : 0;
+  return ec == std::errc() && end == e && std::isfinite(v) && v > 0 ? v : 0;
 }
 
 std::string num_text(double v) {
@@ -86,7 +86,8 @@ double meminfo_available_bytes(std::string_view meminfo) {
   while (i < meminfo.size() && meminfo[i] == ' ') ++i;
   double kb = 0;
   auto [end, ec] = std::from_chars(meminfo.data() + i, meminfo.data() + meminfo.size(), kb);
-  if (ec != std::errc() || kb < 0) return 0;
+  // from_chars also reads "nan" and "inf": neither is a count of bytes.
+  if (ec != std::errc() || !std::isfinite(kb) || kb < 0) return 0;
   return kb * 1024;
 }
 

@@ -165,6 +165,9 @@ std::string to_pytorch_csv(const Schedule& s) {
   std::string out;
   if (s.placement.chains() > 1) out += "# placement: " + placement_header_text(s.placement) + "\n";
   for (const auto& rank : s.ranks) {
+    // An idle rank as a row of two idle cells: a blank row is one only between other rows (a
+    // file's trailing blank lines are no ranks), and PyTorch reads ',' as an idle rank too.
+    if (rank.empty()) out += ',';
     for (std::size_t k = 0; k < rank.size(); ++k) {
       if (k) out += ',';
       const Action& a = rank[k];

@@ -59,7 +59,7 @@ CLI::Validator int64_flag() {
         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 10);
         if (text.empty() || end != text.data() + text.size() ||
             (ec != std::errc() && ec != std::errc::result_out_of_range))
-          return quoted(value) + " is not an integer";
+          return quoted(value) + " is not an integer (allowed: a decimal integer)";
         if (ec == std::errc::result_out_of_range)
           return value + " is too large (allowed: a positive integer up to 9223372036854775807)";
         value = std::to_string(v);

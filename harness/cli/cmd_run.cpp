@@ -187,10 +187,14 @@ Command add_run(CLI::App& parent) {
                   "GPU's partition granularity, 8 on Hopper), so that each added device adds "
                   "compute; default: the GPU's SMs shared out")
       ->check(integer_in(1, 1024));
+  // Checked here as well as by the link model, so that a bad value is refused on any machine,
+  // before the GPU is looked for.
   app->add_option("--link-bandwidth", st->cuda.link_bandwidth,
-                  "cuda --virtual-devices: emulated link bandwidth between partitions, GB/s");
+                  "cuda --virtual-devices: emulated link bandwidth between partitions, GB/s")
+      ->check(number_in(0, 1e12, true));
   app->add_option("--link-latency", st->cuda.link_latency,
-                  "cuda --virtual-devices: emulated link latency, microseconds");
+                  "cuda --virtual-devices: emulated link latency, microseconds")
+      ->check(number_in(0, 1e12));
   app->add_flag(
       "--cuda-graph", st->cuda.graph,
       "cuda --gpus: capture each rank's step once as a CUDA graph and launch it for every "

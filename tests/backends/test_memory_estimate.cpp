@@ -41,6 +41,9 @@ TEST(Meminfo, ReadsMemAvailable) {
                                     "MemAvailable:   22920960 kB\n"),
             22920960.0 * 1024);
   EXPECT_EQ(meminfo_available_bytes("MemTotal: 1 kB\n"), 0);
+  // Found by fuzz_byte_size: from_chars reads "nan" and "inf", which are no byte counts.
+  EXPECT_EQ(meminfo_available_bytes("MemAvailable: NaN kB\n"), 0);
+  EXPECT_EQ(meminfo_available_bytes("MemAvailable: inf kB\n"), 0);
   EXPECT_GT(available_memory().bytes, 0);  // a Linux machine has /proc/meminfo
 }
 

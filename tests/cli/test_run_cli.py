@@ -68,6 +68,14 @@ class BadRunInput(unittest.TestCase):
                 "--pin-ranks", "off"], "--pin-ranks"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--backend", "cuda", "--virtual-devices", "2",
                 "--sms-per-device", "0"], "--sms-per-device"),
+        # Found by scripts/fuzz_cli.py: the emulated link's numbers got CLI11's bare "Could not
+        # convert", and a bad one was refused only after a GPU was found.
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--backend", "cuda", "--virtual-devices", "2",
+                "--link-bandwidth", "abc"], "--link-bandwidth: 'abc' is not a number"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--backend", "cuda", "--virtual-devices", "2",
+                "--link-latency", "-1"], "--link-latency: '-1' is out of range"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--layers", "x"],
+         "'x' is not an integer (allowed: a decimal integer)"),
     ]
 
     def test_exit_2_with_one_line(self):

@@ -126,6 +126,11 @@ class SimulateWorkload(unittest.TestCase):
                 (write(d, "c.json", {**RATES, "link_latency": "soon"}), "link_latency"),
                 (write(d, "d.json", {**RATES, "kind": "guess"}), "kind"),
                 (write(d, "e.json", "{not json"), "not JSON"),
+                # A time past the cost model's bound is named by its own key.
+                (write(d, "f.json", {"format": "ppbench-device-profile", "version": 1,
+                                     "kind": "measured", "time_unit": "s",
+                                     "stages": [{"F": 1, "I": 1, "W": 1, "B": 2, "FB": 3,
+                                                 "comm": 2e12}]}), "'stages[0].comm' must be at most"),
                 (os.path.join(d, "missing.json"), "missing.json"),
             ]
             for path, needle in cases:

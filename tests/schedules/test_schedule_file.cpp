@@ -82,6 +82,21 @@ TEST(ScheduleFile, ReadsPyTorchCsvWithIdleCellsCommsAndCrLf) {
   EXPECT_NO_THROW(validate_file(f));
 }
 
+// Found by fuzz_schedule_file: a trailing idle rank was written as a blank row, which reads back
+// as no rank at all, so D shrank.
+TEST(ScheduleFile, IdleRanksReadBackFromCsvWhereverTheyAre) {
+  for (const std::string text :
+       {"# placement: stage-ranks 1\nrank 0:\nrank 1: F0.0 B0.0\n",
+        "# placement: stage-ranks 0\nrank 0: F0.0 B0.0\nrank 1:\n",
+        "# placement: stage-ranks 0\nrank 0: F0.0 B0.0\nrank 1:\nrank 2:\n"}) {
+    SCOPED_TRACE(text);
+    const ScheduleFile f = parse(text);
+    ASSERT_NO_THROW(validate_file(f));
+    const ScheduleFile back = parse(to_pytorch_csv(f.schedule), Format::kPytorchCsv);
+    expect_same(back.schedule, f.schedule);
+  }
+}
+
 TEST(ScheduleFile, ReadsOverlappedPairsAndInfersTheVShape) {
   const Schedule s = generate({"dualpipev", 2, 4});
   const std::string csv = to_pytorch_csv(s);

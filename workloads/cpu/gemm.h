@@ -46,9 +46,16 @@ auto matrix_ref(E&& e) {
   return MatrixRef<std::remove_pointer_t<Pointer>>{e.data(), e.rows(), e.cols(), e.outerStride()};
 }
 
+// A function deduces the element type: deducing it from braces (C++20's aggregate deduction,
+// GemmOperand{m, t}) is missing from some compilers ppbench builds with (clang before 17).
+template <typename T>
+GemmOperand<T> operand_of(MatrixRef<const T> m, bool transposed) {
+  return {m, transposed};
+}
+
 template <typename E>
 auto transposed(const E& e) {
-  return GemmOperand{matrix_ref(e), true};
+  return operand_of(matrix_ref(e), true);
 }
 
 template <typename T>
@@ -57,7 +64,7 @@ GemmOperand<T> gemm_operand(const GemmOperand<T>& op) {
 }
 template <typename E>
 auto gemm_operand(const E& e) {
-  return GemmOperand{matrix_ref(e), false};
+  return operand_of(matrix_ref(e), false);
 }
 
 // C = op(A) op(B) (kAssign) or C += op(A) op(B) (kAccumulate); OpenBLAS's where the build has it.

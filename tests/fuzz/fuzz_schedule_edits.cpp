@@ -1,0 +1,211 @@
+// Fuzz target: the schedules a researcher gets by editing a generated one (swapping, moving,
+// dropping, duplicating, splitting, pairing actions) and reading it back from a file, the way a
+// hand-written schedule reaches ppbench. Random bytes seldom spell a sound schedule; edits of a
+// sound one explore the schedules that are nearly sound, where the validator has to be right.
+//
+// Input: byte 0 as in fuzz_schedule_file.cpp (bits 1-2 channel capacity, bits 3-5 cores); bytes
+// 1-4 the family (index into all_schedules()), D (1-6), N (1-12) and chunks (1-3); then up to 24
+// edits of three bytes each (edit, rank, position).
+//
+// What must hold for every edited schedule:
+//   - its text form reads back with the same orders, and the same placement where it is sound;
+//     only a schedule that is not sound may be refused;
+//   - the validator and the simulator agree: a schedule validate() accepts at any capacity the
+//     simulator walks to the end, each task once, with the streamed metrics equal to the
+//     trace's; one whose structure is sound but that validate() refuses as a deadlock, the
+//     simulator refuses too;
+//   - a schedule sound with bounded channels is sound with unbounded ones.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "harness/cost_model.h"
+#include "harness/metrics.h"
+#include "harness/simulator.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+#include "schedules/schedule_file.h"
+#include "schedules/validate.h"
+#include "tests/fuzz/fuzz_target.h"
+
+namespace ppbench::fuzz {
+namespace {
+
+enum class Edit : std::uint8_t {
+  kSwapNext,      // the action and the one after it trade places
+  kMoveToRank,    // the action goes to the end of another rank's order
+  kDrop,          // the action is removed
+  kDuplicate,     // the action runs twice
+  kSplitB,        // a B becomes I in place and W at the end of the rank
+  kPairWithNext,  // an F and a later B or I of the same rank become one overlapped pair
+  kUnpair,        // a pair becomes its two halves
+  kShiftMb,       // the micro-batch goes one up
+  kFlipOp,        // F <-> B, I <-> W
+  kMoveWithin,    // the action moves to another place in its rank
+  kCount
+};
+
+void apply(Schedule& s, Edit edit, int rank_byte, int pos_byte) {
+  const int ranks = static_cast<int>(s.ranks.size());
+  if (ranks == 0) return;
+  auto& order = s.ranks[static_cast<std::size_t>(rank_byte % ranks)];
+  if (order.empty()) return;
+  const std::size_t at = static_cast<std::size_t>(pos_byte) % order.size();
+  Action& a = order[at];
+  switch (edit) {
+    case Edit::kSwapNext:
+      if (at + 1 < order.size()) std::swap(order[at], order[at + 1]);
+      break;
+    case Edit::kMoveToRank: {
+      const Action moved = a;
+      order.erase(order.begin() + static_cast<std::ptrdiff_t>(at));
+      s.ranks[static_cast<std::size_t>((rank_byte + 1) % ranks)].push_back(moved);
+      break;
+    }
+    case Edit::kDrop:
+      order.erase(order.begin() + static_cast<std::ptrdiff_t>(at));
+      break;
+    case Edit::kDuplicate:
+      order.insert(order.begin() + static_cast<std::ptrdiff_t>(at), a);
+      break;
+    case Edit::kSplitB:
+      if (!a.paired() && a.task.op == Op::B) {
+        const Task w{Op::W, a.task.stage, a.task.mb};
+        a.task.op = Op::I;
+        order.push_back(Action::single(w));
+      }
+      break;
+    case Edit::kPairWithNext:
+      if (!a.paired() && a.task.op == Op::F) {
+        for (std::size_t k = at + 1; k < order.size(); ++k) {
+          const Action b = order[k];
+          if (b.paired() || (b.task.op != Op::B && b.task.op != Op::I)) continue;
+          order[at] = Action::pair(a.task, b.task);
+          order.erase(order.begin() + static_cast<std::ptrdiff_t>(k));
+          break;
+        }
+      }
+      break;
+    case Edit::kUnpair:
+      if (a.paired()) {
+        const Task backward = a.partner;
+        a = Action::single(a.task);
+        order.insert(order.begin() + static_cast<std::ptrdiff_t>(at) + 1, Action::single(backward));
+      }
+      break;
+    case Edit::kShiftMb:
+      a.task.mb += 1;
+      break;
+    case Edit::kFlipOp: {
+      static constexpr Op kFlipped[] = {Op::B, Op::F, Op::W, Op::I};  // indexed by F, B, I, W
+      a.task.op = kFlipped[static_cast<int>(a.task.op)];
+      break;
+    }
+    case Edit::kMoveWithin: {
+      const Action moved = a;
+      order.erase(order.begin() + static_cast<std::ptrdiff_t>(at));
+      const std::size_t to = static_cast<std::size_t>(pos_byte / 3) % (order.size() + 1);
+      order.insert(order.begin() + static_cast<std::ptrdiff_t>(to), moved);
+      break;
+    }
+    case Edit::kCount:
+      break;
+  }
+}
+
+bool near(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }
+
+// Whether validate() accepts `s` at `capacity`; any other exception escapes (a failure).
+bool sound(const Schedule& s, int capacity) {
+  try {
+    validate(s, {.channel_capacity = capacity});
+    return true;
+  } catch (const InvalidSchedule&) {
+    return false;
+  }
+}
+
+void check(const Schedule& s, int capacity, int cores) {
+  StageCost c;
+  c.f = 1, c.b = 2.5, c.i = 1.25, c.w = 1.25, c.fb = 3.25, c.comm = 0.5;
+  const CostModel costs = CostModel::uniform(s.stages(), c);
+  const bool structure_ok = [&] {
+    try {
+      validate_structure(s);
+      return true;
+    } catch (const InvalidSchedule&) {
+      return false;
+    }
+  }();
+  const bool unbounded_ok = sound(s, 0);
+  // The parser refuses some broken files before any validation (too few tasks for the
+  // micro-batches its lines name); a sound schedule it must read back as it was.
+  try {
+    const ScheduleFile back =
+        parse_schedule_file(to_schedule_text(s), "edited.txt", ScheduleFileFormat::kText);
+    fuzz_check(back.schedule.ranks == s.ranks, "the text form changed the orders");
+    // A file's N is what its actions name, so only a sound schedule keeps its placement whole.
+    if (unbounded_ok)
+      fuzz_check(back.schedule.placement == s.placement, "the text form changed the placement");
+  } catch (const UsageError& e) {
+    fuzz_check(!unbounded_ok, std::string("a sound schedule's text form is refused: ") + e.what());
+  }
+  if (capacity > 0 && sound(s, capacity))
+    fuzz_check(unbounded_ok, "sound with bounded channels but not with unbounded ones");
+  if (!structure_ok) {
+    fuzz_check(!unbounded_ok, "validate() accepts what validate_structure() refuses");
+    return;
+  }
+  if (!unbounded_ok) {
+    bool simulator_refused = false;
+    try {
+      (void)simulate(s, costs, {.record_comm = false, .cores = cores});
+    } catch (const InvalidSchedule&) {
+      simulator_refused = true;
+    }
+    fuzz_check(simulator_refused, "the simulator ran a schedule validate() calls a deadlock");
+    return;
+  }
+  const Trace t = simulate(s, costs, {.record_comm = true, .cores = cores});
+  fuzz_check(t.compute.size() == s.action_count(), "the trace does not hold every action once");
+  const Metrics full = compute_metrics(t, s.placement);
+  const Metrics streamed = simulate_metrics(s, costs, cores);
+  fuzz_check(near(streamed.makespan, full.makespan), "simulate_metrics' makespan differs");
+  fuzz_check(streamed.peak_activations == full.peak_activations,
+             "simulate_metrics' peak activations differ");
+  check_deadlock_free(s, lower(s), 0);
+}
+
+}  // namespace
+}  // namespace ppbench::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace ppbench;
+  if (size < 5) return 0;
+  const int capacity = (data[0] >> 1) & 3;
+  const int cores = (data[0] >> 3) & 7;
+  const std::span<const ScheduleInfo> families = all_schedules();
+  const ScheduleInfo& family = families[data[1] % families.size()];
+  ScheduleParams p;
+  p.name = std::string(family.name);
+  p.devices = 1 + data[2] % 6;
+  p.microbatches = 1 + data[3] % 12;
+  if (family.uses_chunks) p.chunks = 1 + data[4] % 3;
+  Schedule s;
+  try {
+    s = generate(p);
+  } catch (const UsageError&) {
+    return 0;  // parameters the family does not take: refused, as the CLI refuses them
+  }
+  constexpr std::size_t kMaxEdits = 24;
+  for (std::size_t e = 5; e + 2 < size && (e - 5) / 3 < kMaxEdits; e += 3)
+    fuzz::apply(s, static_cast<fuzz::Edit>(data[e] % static_cast<int>(fuzz::Edit::kCount)),
+                data[e + 1], data[e + 2]);
+  fuzz::check(s, capacity, cores);
+  return 0;
+}
