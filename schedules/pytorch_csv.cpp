@@ -110,7 +110,7 @@ std::string pytorch_name(const Task& t) {
 RankLines parse_pytorch_csv(std::string_view text, std::string_view name) {
   RankLines out;
   int line_no = 0;
-  int blank_run = 0;  // blank lines not yet known to be ranks (csv.reader reads [] for them)
+  int blank_run = 0;  // blank lines after a row, not yet known to be ranks (csv.reader reads [])
   std::size_t pos = 0;
   while (pos < text.size()) {
     const auto nl = text.find('\n', pos);
@@ -125,10 +125,11 @@ RankLines parse_pytorch_csv(std::string_view text, std::string_view name) {
       continue;
     }
     if (trim(line).empty()) {
-      ++blank_run;
+      if (!out.ranks.empty()) ++blank_run;
       continue;
     }
-    // A blank line between rows is an idle rank, as for PyTorch; trailing ones are no ranks.
+    // A blank line between rows is an idle rank, as for PyTorch; leading and trailing ones, as
+    // around a header comment or at the end of a file, are no ranks (`,` is an idle rank anywhere).
     for (; blank_run > 0; --blank_run) {
       out.ranks.emplace_back();
       out.line.push_back(line_no - blank_run);

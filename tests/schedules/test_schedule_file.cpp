@@ -95,6 +95,10 @@ TEST(ScheduleFile, IdleRanksReadBackFromCsvWhereverTheyAre) {
     const ScheduleFile back = parse(to_pytorch_csv(f.schedule), Format::kPytorchCsv);
     expect_same(back.schedule, f.schedule);
   }
+  // Blank lines between rows are idle ranks; before the first row and after the last, none.
+  EXPECT_EQ(parse_pytorch_csv("0F0,0B0\n\n2F0,2B0\n", "f").ranks.size(), 3u);
+  EXPECT_EQ(parse_pytorch_csv("# mine\n\n0F0,0B0\n1F0,1B0\n\n\n", "f").ranks.size(), 2u);
+  EXPECT_EQ(parse_pytorch_csv(",\n0F0,0B0\n,\n", "f").ranks.size(), 3u);
 }
 
 TEST(ScheduleFile, ReadsOverlappedPairsAndInfersTheVShape) {
