@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <set>
 #include <string>
 #include <string_view>
@@ -119,27 +120,12 @@ void partition_counts(std::string_view rest) {
 }  // namespace ppbench::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace ppbench::fuzz;
+  // In the order of the list at the top of this file.
+  static constexpr void (*kParsers[])(std::string_view) = {byte_size, meminfo,  cost,
+                                                           action,    gpu_list, partition_counts};
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
-  switch (data[0] % 6) {
-    case 0:
-      ppbench::fuzz::byte_size(text);
-      break;
-    case 1:
-      ppbench::fuzz::meminfo(text);
-      break;
-    case 2:
-      ppbench::fuzz::cost(text);
-      break;
-    case 3:
-      ppbench::fuzz::action(text);
-      break;
-    case 4:
-      ppbench::fuzz::gpu_list(text);
-      break;
-    default:
-      ppbench::fuzz::partition_counts(text);
-      break;
-  }
+  kParsers[data[0] % std::size(kParsers)](text);
   return 0;
 }
