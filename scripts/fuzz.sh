@@ -13,7 +13,7 @@ seconds=${1:-60}
 shift || true
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] ||
   { echo "fuzz.sh: SECONDS '$seconds' is not a whole number of seconds >= 1" >&2; exit 2; }
-all=(schedule_file schedule_edits device_profile flag_values)
+all=(schedule_file schedule_edits device_profile flag_values workload_shapes)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
