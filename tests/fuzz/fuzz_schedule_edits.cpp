@@ -16,7 +16,6 @@
 //     simulator refuses too;
 //   - a schedule sound with bounded channels is sound with unbounded ones.
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,14 +23,13 @@
 #include <vector>
 
 #include "core/error.h"
-#include "harness/cost_model.h"
-#include "harness/metrics.h"
 #include "harness/simulator.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "schedules/schedule_file.h"
 #include "schedules/validate.h"
 #include "tests/fuzz/fuzz_target.h"
+#include "tests/fuzz/simulation_checks.h"
 
 namespace ppbench::fuzz {
 namespace {
@@ -118,8 +116,6 @@ void apply(Schedule& s, Edit edit, int rank_byte, int pos_byte) {
   }
 }
 
-bool near(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }
-
 // Whether validate() accepts `s` at `capacity`; any other exception escapes (a failure).
 bool sound(const Schedule& s, int capacity) {
   try {
@@ -131,9 +127,6 @@ bool sound(const Schedule& s, int capacity) {
 }
 
 void check(const Schedule& s, int capacity, int cores) {
-  StageCost c;
-  c.f = 1, c.b = 2.5, c.i = 1.25, c.w = 1.25, c.fb = 3.25, c.comm = 0.5;
-  const CostModel costs = CostModel::uniform(s.stages(), c);
   const bool structure_ok = [&] {
     try {
       validate_structure(s);
@@ -164,20 +157,14 @@ void check(const Schedule& s, int capacity, int cores) {
   if (!unbounded_ok) {
     bool simulator_refused = false;
     try {
-      (void)simulate(s, costs, {.record_comm = false, .cores = cores});
+      (void)simulate(s, unequal_costs(s.stages()), {.record_comm = false, .cores = cores});
     } catch (const InvalidSchedule&) {
       simulator_refused = true;
     }
     fuzz_check(simulator_refused, "the simulator ran a schedule validate() calls a deadlock");
     return;
   }
-  const Trace t = simulate(s, costs, {.record_comm = true, .cores = cores});
-  fuzz_check(t.compute.size() == s.action_count(), "the trace does not hold every action once");
-  const Metrics full = compute_metrics(t, s.placement);
-  const Metrics streamed = simulate_metrics(s, costs, cores);
-  fuzz_check(near(streamed.makespan, full.makespan), "simulate_metrics' makespan differs");
-  fuzz_check(streamed.peak_activations == full.peak_activations,
-             "simulate_metrics' peak activations differ");
+  check_simulation(s, cores);
   check_deadlock_free(s, lower(s), 0);
 }
 

@@ -11,20 +11,17 @@
 //   - its lowered program is deadlock-free on the validated capacity, and the simulator walks it
 //     to the end with every action placed once, no event ending before it starts;
 //   - simulate_metrics, which keeps no events, agrees with the metrics of the full trace.
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "core/error.h"
-#include "harness/cost_model.h"
-#include "harness/metrics.h"
-#include "harness/simulator.h"
 #include "schedules/lower.h"
 #include "schedules/schedule_file.h"
 #include "schedules/validate.h"
 #include "tests/fuzz/fuzz_target.h"
+#include "tests/fuzz/simulation_checks.h"
 
 namespace ppbench::fuzz {
 namespace {
@@ -36,8 +33,6 @@ void expect_same_schedule(const Schedule& got, const Schedule& want, const char*
   fuzz_check(got.params.devices == want.params.devices, f + " round trip changed D");
   fuzz_check(got.params.microbatches == want.params.microbatches, f + " round trip changed N");
 }
-
-bool near(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }
 
 void follow(const ScheduleFile& file, int capacity, int cores) {
   const Schedule& s = file.schedule;
@@ -55,22 +50,7 @@ void follow(const ScheduleFile& file, int capacity, int cores) {
         parse_schedule_file(csv, "back.csv", ScheduleFileFormat::kPytorchCsv).schedule, s, "csv");
 
   check_deadlock_free(s, lower(s), capacity);
-
-  // Unequal costs, so that a rank's order, not only its length, shapes the timeline.
-  StageCost c;
-  c.f = 1, c.b = 2.5, c.i = 1.25, c.w = 1.25, c.fb = 3.25, c.comm = 0.5;
-  const CostModel costs = CostModel::uniform(s.stages(), c);
-  const Trace t = simulate(s, costs, {.record_comm = true, .cores = cores});
-  fuzz_check(t.compute.size() == s.action_count(), "the trace does not hold every action once");
-  for (const ComputeEvent& e : t.compute)
-    fuzz_check(std::isfinite(e.start) && e.end >= e.start, "an event ends before it starts");
-  const Metrics full = compute_metrics(t, s.placement);
-  const Metrics streamed = simulate_metrics(s, costs, cores);
-  fuzz_check(near(streamed.makespan, full.makespan), "simulate_metrics' makespan differs");
-  fuzz_check(near(streamed.bubble_fraction, full.bubble_fraction),
-             "simulate_metrics' bubble differs");
-  fuzz_check(streamed.peak_activations == full.peak_activations,
-             "simulate_metrics' peak activations differ");
+  check_simulation(s, cores);
 }
 
 }  // namespace

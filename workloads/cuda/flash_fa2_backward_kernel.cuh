@@ -149,10 +149,8 @@ __global__ void __launch_bounds__(BackwardTiles<D>::kThreads, 1)
         std::uint32_t qb[4], ob[4];
         ldsm_x4(qb, ldsm_at(qs, b_lane, 16 * np, 16 * kc, D));
         ldsm_x4(ob, ldsm_at(dos, b_lane, 16 * np, 16 * kc, D));
-        mma_bf16(sacc[2 * np], ka, qb[0], qb[1]);
-        mma_bf16(sacc[2 * np + 1], ka, qb[2], qb[3]);
-        mma_bf16(dpacc[2 * np], va, ob[0], ob[1]);
-        mma_bf16(dpacc[2 * np + 1], va, ob[2], ob[3]);
+        mma_bf16_x2(sacc[2 * np], sacc[2 * np + 1], ka, qb);
+        mma_bf16_x2(dpacc[2 * np], dpacc[2 * np + 1], va, ob);
       }
     }
 
@@ -198,10 +196,8 @@ __global__ void __launch_bounds__(BackwardTiles<D>::kThreads, 1)
         std::uint32_t ob[4], qb[4];
         ldsm_x4_trans(ob, ldsm_at(dos, a_lane, 16 * kc, 16 * dp, D));
         ldsm_x4_trans(qb, ldsm_at(qs, a_lane, 16 * kc, 16 * dp, D));
-        mma_bf16(dv_acc[2 * dp], pa, ob[0], ob[1]);
-        mma_bf16(dv_acc[2 * dp + 1], pa, ob[2], ob[3]);
-        mma_bf16(dk_acc[2 * dp], da, qb[0], qb[1]);
-        mma_bf16(dk_acc[2 * dp + 1], da, qb[2], qb[3]);
+        mma_bf16_x2(dv_acc[2 * dp], dv_acc[2 * dp + 1], pa, ob);
+        mma_bf16_x2(dk_acc[2 * dp], dk_acc[2 * dp + 1], da, qb);
       }
     }
     __syncthreads();  // dS^T complete
@@ -220,8 +216,7 @@ __global__ void __launch_bounds__(BackwardTiles<D>::kThreads, 1)
       for (int dp = 0; dp < Tiles::kDqCols / 16; ++dp) {
         std::uint32_t kb[4];
         ldsm_x4_trans(kb, ldsm_at(ks_u, a_lane, 16 * kc, dq_cols + 16 * dp, D));
-        mma_bf16(qacc[2 * dp], sa, kb[0], kb[1]);
-        mma_bf16(qacc[2 * dp + 1], sa, kb[2], kb[3]);
+        mma_bf16_x2(qacc[2 * dp], qacc[2 * dp + 1], sa, kb);
       }
     }
     float* dqg = dq + static_cast<std::int64_t>(bh) * seq * D;

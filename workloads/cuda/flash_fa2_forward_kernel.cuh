@@ -117,8 +117,7 @@ __global__ void __launch_bounds__(ForwardTiles<D>::kThreads, ForwardTiles<D>::kM
       for (int np = 0; np < kBc / 16; ++np) {
         std::uint32_t kb[4];  // B = K^T: K stored [key][d] is B stored [n][k]
         ldsm_x4(kb, ldsm_at(ks, b_lane, 16 * np, 16 * kc, D));
-        mma_bf16(s[2 * np], qf[kc], kb[0], kb[1]);
-        mma_bf16(s[2 * np + 1], qf[kc], kb[2], kb[3]);
+        mma_bf16_x2(s[2 * np], s[2 * np + 1], qf[kc], kb);
       }
     }
 
@@ -182,8 +181,7 @@ __global__ void __launch_bounds__(ForwardTiles<D>::kThreads, ForwardTiles<D>::kM
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t vb[4];  // B = V stored [k][n]: transposed on load
         ldsm_x4_trans(vb, ldsm_at(vs, a_lane, 16 * kc, 16 * dp, D));
-        mma_bf16(oacc[2 * dp], pa, vb[0], vb[1]);
-        mma_bf16(oacc[2 * dp + 1], pa, vb[2], vb[3]);
+        mma_bf16_x2(oacc[2 * dp], oacc[2 * dp + 1], pa, vb);
       }
     }
   }

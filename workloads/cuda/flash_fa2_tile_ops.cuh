@@ -1,7 +1,8 @@
 // What the FlashAttention-2 kernels build from the PTX instructions (flash_fa2_ptx.cuh): the async
-// tile loader both kernels share and the addresses each lane gives to ldmatrix. Written only in
-// terms of those instructions, so that the host emulation (tests/simt/) runs this code unchanged
-// after defining PPBENCH_FA2_EMULATED and its own instructions.
+// tile loader both kernels share, the addresses each lane gives to ldmatrix, and the pair of MMAs
+// an ldmatrix .x4 B fragment feeds. Written only in terms of those instructions, so that the host
+// emulation (tests/simt/) runs this code unchanged after defining PPBENCH_FA2_EMULATED and its own
+// instructions.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,15 @@ __device__ __forceinline__ std::uint32_t ldsm_lane(frag::Coord where, int width)
 __device__ __forceinline__ std::uint32_t ldsm_at(std::uint32_t tile, std::uint32_t lane_offset,
                                                  int row0, int col0, int width) {
   return tile + ((lane_offset ^ (2u * col0)) + 2u * row0 * width);
+}
+
+// A 16 x 16 A fragment times the 16 x 16 B fragment one ldmatrix .x4 gave, as the two n = 8
+// halves the MMA takes: d0 += A B[:, 0:8], d1 += A B[:, 8:16].
+__device__ __forceinline__ void mma_bf16_x2(float (&d0)[4], float (&d1)[4],
+                                            const std::uint32_t (&a)[4],
+                                            const std::uint32_t (&b)[4]) {
+  mma_bf16(d0, a, b[0], b[1]);
+  mma_bf16(d1, a, b[2], b[3]);
 }
 
 }  // namespace ppbench::cuda::fa2
