@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import dualpipe_measured as dm
-import report
+import report_tables
 
 COSTS = {"F": 1.0, "I": 1.0, "W": 0.5, "B": 1.5, "FB": 2.5}
 
@@ -124,7 +124,7 @@ def test_report_subsection() -> None:
              "provenance": {"host": "h", "cpu": "c", "cpu_cores": 2, "git_commit": "abc",
                             "load_average_before": [1, 1, 1], "load_average_after": [2, 2, 2]},
              "comparisons": [{"title": "PP = 4 stages", "rows": [dualpipe_row()]}]}
-    lines = report.measured_dualpipe_section(table, "x.json")
+    lines = report_tables.measured_dualpipe_section(table, "x.json")
     text = "\n".join(lines)
     assert lines[0].startswith("Source: ")
     assert "host h, CPU c (2 cores), ppbench built from commit abc" in text
@@ -138,5 +138,5 @@ def test_report_subsection() -> None:
     assert "| DualPipe | 4 | 1000 | 1500 | 500 | 2500 | 100 | 0.200 |" in text  # seconds in ms
     one_f_one_b = {**dualpipe_row(), "method": "1F1B", "w_measured": False,
                    "fb_measured": False}
-    assert "| — (B not split) | — (no pairs) |" in report.measured_costs_row(one_f_one_b)
-    assert report.measured_dualpipe_section(None, "x.json") == []
+    assert "| — (B not split) | — (no pairs) |" in report_tables.measured_costs_row(one_f_one_b)
+    assert report_tables.measured_dualpipe_section(None, "x.json") == []

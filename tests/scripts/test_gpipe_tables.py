@@ -1,5 +1,6 @@
 """scripts/gpipe_tables_data.py (GPipe Tables 2 and 3: partition, normalisation, table rows) and
-section 8 of scripts/report.py, on fake data: nothing here runs ppbench or measures."""
+the report's GPipe sections (scripts/report_tables.py, through scripts/report.py), on fake data:
+nothing here runs ppbench or measures."""
 
 from __future__ import annotations
 

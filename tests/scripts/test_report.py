@@ -1,4 +1,5 @@
-"""Tests of scripts/report.py on synthetic sweep rows."""
+"""Tests of scripts/report.py and its section modules (scripts/report_*.py) on synthetic sweep
+rows."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ import subprocess
 import sys
 
 import report
+import report_format
+import report_measured
+import report_reference
+import report_tables
+import report_theory
 import results_io
 from conftest import SCRIPTS, result_row, write_jsonl
+
+# report.py and the modules that write its sections.
+REPORT_MODULES = (report, report_format, report_measured, report_reference, report_tables,
+                  report_theory)
 
 
 def section(text: str, title: str) -> str:
@@ -108,12 +118,13 @@ def test_dualpipe_table_says_when_the_costs_do_not_meet_the_formulas_condition()
 
 
 def test_report_evaluates_no_formula_of_its_own():
-    """The closed forms live in ppbench's registry only: report.py keeps no formula code."""
-    assert not hasattr(report, "PAPER_METHODS")
+    """The closed forms live in ppbench's registry only: the report keeps no formula code."""
+    assert not any(hasattr(m, "PAPER_METHODS") for m in REPORT_MODULES)
     assert all(isinstance(label, str) and isinstance(schedule, str)
-               for label, schedule in report.PAPER_ROWS)
-    source = (SCRIPTS / "report.py").read_text()
-    assert "lambda c, pp" not in source and "Fraction(" not in source
+               for label, schedule in report_theory.PAPER_ROWS)
+    for m in REPORT_MODULES:
+        source = (SCRIPTS / f"{m.__name__}.py").read_text()
+        assert "lambda c, pp" not in source and "Fraction(" not in source, m.__name__
     # a record with other closed-form values gets those values, whatever the costs
     data = rows()
     for r in data:
@@ -294,9 +305,11 @@ def test_scripts_keep_no_schedule_list_of_their_own():
     import plot_bubble
     import plot_memory
 
-    assert not hasattr(report, "SCHEDULE_ORDER") and not hasattr(plot_bubble, "SCHEDULE_ORDER")
+    assert not any(hasattr(m, "SCHEDULE_ORDER") for m in REPORT_MODULES)
+    assert not hasattr(plot_bubble, "SCHEDULE_ORDER")
     assert not hasattr(plot_memory, "DEFAULT_SCHEDULES")
-    for name in ("report.py", "plot_bubble.py", "plot_memory.py", "plot_timeline.py"):
+    for name in [f"{m.__name__}.py" for m in REPORT_MODULES] + [
+            "plot_bubble.py", "plot_memory.py", "plot_timeline.py"]:
         text = (SCRIPTS / name).read_text()
         assert '"zb-h2", "zb-v"' not in text and "'zb-h2', 'zb-v'" not in text, name
 
@@ -358,7 +371,7 @@ def test_simulated_records_are_checked_against_the_reference():
     head = text[:text.index("## Contents")]
     assert "- reference: `results/reference/theory.jsonl`" in head and "0ld0ld0" in head
     five = section(text, "Latest against the reference")
-    points = len(results_io.latest_rows(latest, key=report.point_id))
+    points = len(results_io.latest_rows(latest, key=report_measured.point_id))
     assert f"simulated points in both: {points}" in five
     assert f": {points - 1}; different: 1" in five
     assert "gpipe D=4 N=8, costs F=1,B=2: bubble_fraction 0.5 → 0.2727" in five
@@ -403,24 +416,24 @@ def test_step_time_against_the_replay_splits_points_by_whether_ranks_share_cores
     # and D=2 x 2 replicas (+3 %) share them.
     points = [timed(2, 1.02), timed(2, 1.08), timed(1, 0.99, replicas=2), timed(4, 1.40),
              timed(2, 1.03, replicas=2)]
-    assert report.step_time_sentence(points) == (
+    assert report_measured.step_time_sentence(points) == (
         "Measured step against the replay's makespan: within 5 % at 2 of 3 points "
         "(-1.0 … +8.0 %) with a core per rank (≤ 2 ranks); within 5 % at 1 of 2 points "
         "(+3.0 … +40.0 %) where ranks share the 2 cores.")
     # a row without a replayed makespan counts nowhere; no rows at all, no sentence
     broken = timed(2, 1.5)
     broken["predicted"] = {"bubble_fraction": 0.1}
-    assert "at 2 of 3 points" in report.step_time_sentence(points + [broken])
-    assert report.step_time_sentence([broken]) == ""
+    assert "at 2 of 3 points" in report_measured.step_time_sentence(points + [broken])
+    assert report_measured.step_time_sentence([broken]) == ""
     text = report.build_report(rows(), "r.jsonl", measured=points, measured_source="cpu.jsonl")
     assert ("- measured step against the replay's makespan: within 5 % at 2 of 3 points") in text
     # records whose replay shared the cores among the ranks (predicted.cores) say so
     for row in points:
         if row["devices"] * row["point"]["replicas"] > 2:
             row["predicted"]["cores"] = 2
-    assert report.step_time_sentence(points).endswith(
+    assert report_measured.step_time_sentence(points).endswith(
         "where ranks share the 2 cores (replayed on those cores).")
-    why = report.measured_differences(points, {})
+    why = report_measured.measured_differences(points, {})
     assert "2 of these points run more ranks than the machine's 2 cores. Their replay shares" in why[0]
 
 
@@ -430,7 +443,7 @@ def test_a_family_without_a_published_formula_is_said_apart():
     conditional = closed(None, "(D-1)(F+B)", None, "D", None)
     rows_ = [result_row("chimera-doubling", 4, n, 0.05, None, closed_form=cf) for n in (8, 16)]
     rows_.append(result_row("1f1b", 4, 8, 0.3, None, closed_form=conditional))
-    text = " ".join(report.bubble_differences(rows_))
+    text = " ".join(report_theory.bubble_differences(rows_))
     assert "1 points have no closed-form value: the formula holds only under" in text
     assert "2 points are of a schedule whose paper publishes no bubble formula" in text
     assert "(chimera-doubling)" in text and "none published" not in text

@@ -1,0 +1,101 @@
+"""The report's shared vocabulary: a record's parameters and series label, number and table-cell
+formatting, and who made a set of records (commit, machine, dates from their provenance).
+
+Every other report_*.py module writes its cells and provenance lines with these, so a number or
+a machine reads the same in every section of the report (scripts/report.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable
+
+DEFAULT_COST = "F=1,B=2"
+DASH = "—"
+# Sort key of a series label; build_report sets it from the registry (or the data) first.
+SortKey = Callable[[str], tuple[int, str]]
+
+
+# --- a record's parameters -------------------------------------------------------------------
+
+
+def field(row: dict, key: str, default: Any = None) -> Any:
+    """A parameter of a row: top level (ok rows) or the requested point (failed rows)."""
+    if row.get(key) is not None:
+        return row[key]
+    return (row.get("point") or {}).get(key, default)
+
+
+def cost_of(row: dict) -> str:
+    return str(field(row, "cost", "") or "")
+
+
+def series_label(row: dict) -> str:
+    label = str(field(row, "schedule"))
+    chunks = field(row, "chunks")
+    if chunks is not None and int(chunks) > 1:
+        label += f" v={chunks}"
+    # The group size the point asked for: a record holds the one the generator resolved (D by
+    # default), which would split one series into its valid and its invalid points.
+    point = row.get("point")
+    group = point.get("group_size") if isinstance(point, dict) else field(row, "group_size")
+    if group:
+        label += f" g={group}"
+    return label
+
+
+def fmt(x: Any) -> str:
+    """A count or a time in cost units: 21, 0.5, 6.333."""
+    if x is None:
+        return DASH
+    return f"{x:.4g}" if isinstance(x, (int, float)) else str(x)
+
+
+# --- provenance ------------------------------------------------------------------------------
+
+def provenance_values(rows: list[dict], key: str) -> str:
+    provs = [r["provenance"] for r in rows if isinstance(r.get("provenance"), dict)]
+    seen = sorted({str(p[key]) for p in provs if p.get(key) is not None and p.get(key) != ""})
+    return ", ".join(seen) if seen else "unknown"
+
+
+def date_range(rows: list[dict]) -> str:
+    dates = sorted(str(r["provenance"]["date"]) for r in rows
+                   if isinstance(r.get("provenance"), dict) and r["provenance"].get("date"))
+    if not dates:
+        return "unknown"
+    return f"{dates[0]} … {dates[-1]}" if dates[0] != dates[-1] else dates[0]
+
+
+def status_counts(rows: list[dict]) -> str:
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        counts[r.get("status", "ok")] += 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def who_made(rows: list[dict]) -> str:
+    """commit …; machine host …, CPU … (cores); GPU …; dates …: who made a set of records."""
+    gpus = sorted({str(n) for r in rows if isinstance(r.get("gpu"), dict)
+                   for n in r["gpu"].get("gpu_names") or [] if n})
+    gpu = f"; GPU {', '.join(gpus)}" if gpus else ""
+    return (f"commit {provenance_values(rows, 'git_commit')}; machine: host "
+            f"{provenance_values(rows, 'host')}, CPU {provenance_values(rows, 'cpu')} "
+            f"({provenance_values(rows, 'cpu_cores')} cores){gpu}; dates {date_range(rows)}")
+
+
+# --- cells and numbers -----------------------------------------------------------------------
+
+def cell(text: Any) -> str:
+    """Text for a markdown table cell (pipes escaped)."""
+    return DASH if text in (None, "") else str(text).replace("|", "\\|")
+
+
+def fraction(x: Any) -> str:
+    return DASH if x is None else f"{float(x):.4f}"
+
+
+def same_number(a: Any, b: Any, tol: float = 1e-9) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(float(a) - float(b)) <= tol * max(1.0, abs(float(a)), abs(float(b)))
+    return a == b
