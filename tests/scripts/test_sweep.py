@@ -13,6 +13,10 @@ import pytest
 
 import results_io
 import sweep
+import sweep_point
+import sweep_process
+import sweep_records
+import sweep_spec
 from conftest import SCRIPTS, calls
 
 
@@ -26,9 +30,9 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def test_expand_spec_passes_chunks_only_to_interleaved():
-    points = sweep.expand_spec({"runs": [{"schedule": ["1f1b", "interleaved-1f1b"],
-                                          "devices": [2], "microbatches": [4, 8],
-                                          "chunks": [2, 4]}]})
+    points = sweep_spec.expand_spec({"runs": [{"schedule": ["1f1b", "interleaved-1f1b"],
+                                               "devices": [2], "microbatches": [4, 8],
+                                               "chunks": [2, 4]}]})
     assert len(points) == 2 + 4  # 1f1b ignores chunks, so its two chunk values collapse
     for p in points:
         argv = p.argv()
@@ -37,10 +41,10 @@ def test_expand_spec_passes_chunks_only_to_interleaved():
 
 
 def test_expand_spec_passes_group_size_only_to_interleaved_1f1b():
-    points = sweep.expand_spec({"runs": [{"schedule": ["looped-bfs", "interleaved-zb",
-                                                       "interleaved-1f1b"],
-                                          "devices": [2], "microbatches": [4], "chunks": [3],
-                                          "group_size": [4]}]})
+    points = sweep_spec.expand_spec({"runs": [{"schedule": ["looped-bfs", "interleaved-zb",
+                                                            "interleaved-1f1b"],
+                                               "devices": [2], "microbatches": [4], "chunks": [3],
+                                               "group_size": [4]}]})
     assert len(points) == 3
     for p in points:
         argv = p.argv()
@@ -51,14 +55,14 @@ def test_expand_spec_passes_group_size_only_to_interleaved_1f1b():
 def test_expand_spec_dedupes_across_groups_and_accepts_scalars():
     spec = {"runs": [{"schedule": "gpipe", "devices": [4], "microbatches": 8},
                      {"schedule": ["gpipe"], "devices": 4, "microbatches": [8, 16]}]}
-    assert [(p.schedule, p.microbatches) for p in sweep.expand_spec(spec)] == [
+    assert [(p.schedule, p.microbatches) for p in sweep_spec.expand_spec(spec)] == [
         ("gpipe", 8), ("gpipe", 16)]
 
 
 def test_expand_spec_rejects_unknown_keys():
     with pytest.raises(ValueError, match="unknown keys"):
-        sweep.expand_spec({"runs": [{"schedule": "gpipe", "devices": 2, "microbatches": 2,
-                                     "micro_batches": 3}]})
+        sweep_spec.expand_spec({"runs": [{"schedule": "gpipe", "devices": 2, "microbatches": 2,
+                                          "micro_batches": 3}]})
 
 
 def test_sweep_records_ok_invalid_and_error_rows(tmp_path, fake_ppbench):
@@ -119,7 +123,7 @@ def test_csv_has_flat_columns_for_every_row(tmp_path, fake_ppbench):
     sweep.run_sweep(spec, binary, tmp_path / "out")
     with open(tmp_path / "out.csv", newline="") as f:
         reader = csv.DictReader(f)
-        assert tuple(reader.fieldnames) == sweep.CSV_COLUMNS
+        assert tuple(reader.fieldnames) == sweep_records.CSV_COLUMNS
         rows = list(reader)
     assert len(rows) == 4
     gpipe8 = next(r for r in rows if r["schedule"] == "gpipe" and r["microbatches"] == "8")
@@ -177,7 +181,7 @@ def test_bad_spec_exits_2(tmp_path):
 def test_theory_spec_is_valid_and_covers_the_reference_points():
     spec = json.loads((SCRIPTS.parent / "benchmarks/sweeps/theory.json").read_text())
     keys = {(p.schedule, p.devices, p.microbatches, p.chunks, p.cost)
-            for p in sweep.expand_spec(spec)}
+            for p in sweep_spec.expand_spec(spec)}
     for schedule in ("naive", "gpipe", "1f1b", "chimera", "zb-h1", "zb-h2", "zb-v", "dualpipe",
                      "dualpipev"):
         for d in (2, 4, 8):
@@ -204,7 +208,7 @@ RUN_GROUP = {"command": "run", "workload": ["mlp"], "workload_flags": ["--layers
 
 
 def test_run_points_carry_workload_flags_and_run_options():
-    points = sweep.expand_spec({"runs": [RUN_GROUP]})
+    points = sweep_spec.expand_spec({"runs": [RUN_GROUP]})
     assert len(points) == 2 * 3 * 2
     argv = points[0].argv()
     assert argv[:5] == ["run", "--backend", "cpu", "--workload", "mlp"]
@@ -219,31 +223,31 @@ def test_run_points_carry_workload_flags_and_run_options():
 
 
 def test_run_key_includes_command_and_workload():
-    sim = sweep.make_point("1f1b", 2, 4)
-    mlp = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp",
-                           workload_flags="--width 64")
-    mlp_spaced = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp",
-                                  workload_flags=" --width  64 ")
-    wide = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp",
-                            workload_flags="--width 128")
-    llm = sweep.make_point("1f1b", 2, 4, command="run", workload="transformer")
+    sim = sweep_point.make_point("1f1b", 2, 4)
+    mlp = sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp",
+                                 workload_flags="--width 64")
+    mlp_spaced = sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp",
+                                        workload_flags=" --width  64 ")
+    wide = sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp",
+                                  workload_flags="--width 128")
+    llm = sweep_point.make_point("1f1b", 2, 4, command="run", workload="transformer")
     assert len({sim.key(), mlp.key(), wide.key(), llm.key()}) == 4
     assert mlp.key() == mlp_spaced.key()
     # a recorded row maps back to its own key, a simulate row to the simulate key
-    assert sweep.row_key({"point": mlp.as_dict()}) == mlp.key()
-    assert sweep.row_key({"point": sim.as_dict()}) == sim.key()
+    assert sweep_records.row_key({"point": mlp.as_dict()}) == mlp.key()
+    assert sweep_records.row_key({"point": sim.as_dict()}) == sim.key()
 
 
 def test_run_groups_reject_simulate_keys_and_need_a_workload():
     with pytest.raises(ValueError, match="unknown keys"):
-        sweep.expand_spec({"runs": [{**RUN_GROUP, "cost": "F=1,B=2"}]})
+        sweep_spec.expand_spec({"runs": [{**RUN_GROUP, "cost": "F=1,B=2"}]})
     with pytest.raises(ValueError, match="workload"):
-        sweep.expand_spec({"runs": [{k: v for k, v in RUN_GROUP.items() if k != "workload"}]})
+        sweep_spec.expand_spec({"runs": [{k: v for k, v in RUN_GROUP.items() if k != "workload"}]})
     with pytest.raises(ValueError, match="unknown keys"):
-        sweep.expand_spec({"runs": [{"schedule": "gpipe", "devices": 2, "microbatches": 2,
-                                     "workload": "mlp"}]})  # a simulate group
+        sweep_spec.expand_spec({"runs": [{"schedule": "gpipe", "devices": 2, "microbatches": 2,
+                                          "workload": "mlp"}]})  # a simulate group
     with pytest.raises(ValueError, match="unknown command"):
-        sweep.expand_spec({"runs": [{**RUN_GROUP, "command": "train"}]})
+        sweep_spec.expand_spec({"runs": [{**RUN_GROUP, "command": "train"}]})
 
 
 def test_run_sweep_records_measured_rows_and_run_csv(tmp_path, fake_ppbench):
@@ -262,7 +266,7 @@ def test_run_sweep_records_measured_rows_and_run_csv(tmp_path, fake_ppbench):
     with (tmp_path / "cpu.csv").open() as f:
         table = list(csv.DictReader(f))
     assert len(table) == 12
-    assert set(sweep.RUN_CSV_COLUMNS) == set(table[0])
+    assert set(sweep_records.RUN_CSV_COLUMNS) == set(table[0])
     row = next(r for r in table if r["schedule"] == "1f1b" and r["devices"] == "4"
                and r["microbatches"] == "8")
     measured = ok["measured"]["bubble_fraction"]
@@ -317,8 +321,8 @@ def test_mixed_spec_keeps_simulate_csv_and_writes_run_csv(tmp_path, fake_ppbench
         sim = list(csv.DictReader(f))
     with (tmp_path / "mix-run.csv").open() as f:
         run = list(csv.DictReader(f))
-    assert list(sim[0]) == list(sweep.CSV_COLUMNS) and len(sim) == 1
-    assert list(run[0]) == list(sweep.RUN_CSV_COLUMNS) and len(run) == 1
+    assert list(sim[0]) == list(sweep_records.CSV_COLUMNS) and len(sim) == 1
+    assert list(run[0]) == list(sweep_records.RUN_CSV_COLUMNS) and len(run) == 1
 
 
 def test_run_progress_line(tmp_path, fake_ppbench):
@@ -335,7 +339,7 @@ def test_run_progress_line(tmp_path, fake_ppbench):
 
 def test_cpu_spec_covers_every_schedule_device_and_microbatch_count():
     spec = json.loads((SCRIPTS.parent / "benchmarks/sweeps/cpu.json").read_text())
-    every = sweep.expand_spec(spec)
+    every = sweep_spec.expand_spec(spec)
     assert all(p.command == "run" for p in every)
     points = [p for p in every if p.launcher is None]
     schedules = {"naive", "gpipe", "1f1b", "interleaved-1f1b", "chimera", "zb-h1", "zb-h2",
@@ -373,7 +377,7 @@ def gpu_spec() -> dict:
 
 def test_gpu_spec_covers_every_schedule_partition_count_and_microbatch_count():
     spec = gpu_spec()
-    everything = sweep.expand_spec(spec)
+    everything = sweep_spec.expand_spec(spec)
     # The virtual-device groups; the whole-GPU groups (--gpus, mpirun) are checked below.
     points = [p for p in everything if not p.gpus and p.launcher is None]
     assert len(points) == 10 * 4 * 5 * 3
@@ -489,12 +493,12 @@ def test_no_gpu_is_an_error_row_that_is_retried_not_an_invalid_point(tmp_path, f
 
 def test_virtual_devices_need_the_cuda_backend():
     with pytest.raises(ValueError, match="virtual_devices"):
-        sweep.expand_spec({"runs": [{**RUN_GROUP, "virtual_devices": True}]})
+        sweep_spec.expand_spec({"runs": [{**RUN_GROUP, "virtual_devices": True}]})
     # CPU points keep their key: rows recorded before the key existed are still found
-    old = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp")
+    old = sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp")
     point = old.as_dict()
     del point["virtual_devices"]
-    assert sweep.row_key({"point": point}) == old.key()
+    assert sweep_records.row_key({"point": point}) == old.key()
     assert "--virtual-devices" not in old.argv()
 
 
@@ -505,7 +509,7 @@ MPI_GROUP = {**RUN_GROUP, "name": "m", "launcher": "mpirun", "schedule": "1f1b",
 
 
 def test_mpirun_points_build_the_mpirun_command_line():
-    points = sweep.expand_spec({"runs": [{**MPI_GROUP, "replicas": [1, 2]}, RUN_GROUP]})
+    points = sweep_spec.expand_spec({"runs": [{**MPI_GROUP, "replicas": [1, 2]}, RUN_GROUP]})
     one, two = [p for p in points if p.launcher == "mpirun"]
     assert one.command_line("bin/ppbench") == [
         "mpirun", "-np", "2", "bin/ppbench", *one.argv()]
@@ -525,31 +529,31 @@ def test_mpirun_points_build_the_mpirun_command_line():
 
 
 def test_launcher_threads_is_the_default_and_keeps_old_keys():
-    old = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp")
-    assert sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="threads",
-                            replicas=1).key() == old.key()
+    old = sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp")
+    assert sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="threads",
+                                  replicas=1).key() == old.key()
     point = old.as_dict()
     del point["launcher"], point["replicas"]  # a row recorded before the keys existed
-    assert sweep.row_key({"point": point}) == old.key()
-    mpi = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="mpirun")
+    assert sweep_records.row_key({"point": point}) == old.key()
+    mpi = sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="mpirun")
     assert mpi.key() != old.key() and mpi.replicas == 1
     with pytest.raises(ValueError, match="needs one process per rank"):
-        sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", replicas=2)
+        sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp", replicas=2)
     # the GPU under mpirun: each process takes the GPU of its local rank, so no placement flags
-    gpu = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="mpirun",
-                           backend="cuda")
+    gpu = sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="mpirun",
+                                 backend="cuda")
     assert gpu.command_line("p")[:4] == ["mpirun", "-np", "2", "p"]
     assert "--gpus" not in gpu.argv() and "--virtual-devices" not in gpu.argv()
     for placement in ({"gpus": True}, {"virtual_devices": True}):
         with pytest.raises(ValueError, match="GPU of its local rank"):
-            sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="mpirun",
-                             backend="cuda", **placement)
+            sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp", launcher="mpirun",
+                                   backend="cuda", **placement)
 
 
 def test_mpirun_sweep_records_multi_process_rows(tmp_path, fake_ppbench, fake_mpirun,
                                                  monkeypatch):
     binary, log = fake_ppbench
-    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(sweep_process.os, "cpu_count", lambda: 2)
     spec = write_spec(tmp_path / "s.json", [{**MPI_GROUP, "replicas": [1, 2]}])
     counts = sweep.run_sweep(spec, binary, tmp_path / "mpi")
     assert counts == {"ok": 2, "invalid": 0, "error": 0, "skipped": 0}
@@ -598,7 +602,7 @@ def test_without_mpirun_the_mpirun_groups_are_skipped_with_one_note(tmp_path, fa
     # the threads group ran, the mpirun group did not
     rows = read_jsonl(tmp_path / "res.jsonl")
     assert rows and all(r["point"]["launcher"] is None for r in rows)
-    assert len(rows) == len(sweep.expand_spec({"runs": [RUN_GROUP]}))
+    assert len(rows) == len(sweep_spec.expand_spec({"runs": [RUN_GROUP]}))
     assert len([c for c in calls(log) if c[0] == "run"]) == len(rows)
 
 
@@ -616,7 +620,7 @@ def test_a_ppbench_without_mpi_is_refused_for_an_mpirun_spec(tmp_path, fake_ppbe
     binary, log = fake_ppbench
     monkeypatch.setenv("FAKE_PPBENCH_NO_MPI", "1")
     spec = write_spec(tmp_path / "s.json", [MPI_GROUP])
-    with pytest.raises(sweep.MachineError, match="needs a ppbench built with MPI"):
+    with pytest.raises(sweep_spec.MachineError, match="needs a ppbench built with MPI"):
         sweep.run_sweep(spec, binary, tmp_path / "res")
     assert not fake_mpirun.exists()
     # a spec without mpirun groups does not care
@@ -631,18 +635,18 @@ GPUS_GROUP = {**RUN_GROUP, "name": "g", "backend": "cuda", "gpus": True, "min_gp
 
 
 def test_gpus_points_list_one_gpu_per_rank():
-    two, four = sweep.expand_spec({"runs": [GPUS_GROUP]})
+    two, four = sweep_spec.expand_spec({"runs": [GPUS_GROUP]})
     assert two.argv()[two.argv().index("--gpus") + 1] == "0,1"
     assert four.argv()[four.argv().index("--gpus") + 1] == "0,1,2,3"
     assert two.label() == "mlp 1f1b D=2 N=4 b=8 on cuda (2 GPUs)"
     # a CPU point's key is unchanged by the new key (rows recorded before it are still found)
-    old = sweep.make_point("1f1b", 2, 4, command="run", workload="mlp")
+    old = sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp")
     point = old.as_dict()
     del point["gpus"]
-    assert sweep.row_key({"point": point}) == old.key()
+    assert sweep_records.row_key({"point": point}) == old.key()
     with pytest.raises(ValueError, match="two placements"):
-        sweep.make_point("1f1b", 2, 4, command="run", workload="mlp", backend="cuda",
-                         gpus=True, virtual_devices=True)
+        sweep_point.make_point("1f1b", 2, 4, command="run", workload="mlp", backend="cuda",
+                               gpus=True, virtual_devices=True)
 
 
 def fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int) -> None:
@@ -662,11 +666,11 @@ def test_a_group_needing_more_gpus_than_listed_is_skipped_with_a_note(tmp_path, 
     if gpus:
         fake_nvidia_smi(tmp_path, monkeypatch, gpus)
     else:
-        monkeypatch.setattr(sweep, "NVIDIA_SMI", "no-such-nvidia-smi")
+        monkeypatch.setattr(sweep_process, "NVIDIA_SMI", "no-such-nvidia-smi")
     spec = write_spec(tmp_path / "s.json", [RUN_GROUP, GPUS_GROUP])
     counts = sweep.run_sweep(spec, binary, tmp_path / "res")
     ran = counts["ok"] + counts["invalid"] + counts["error"]
-    assert ran == len(sweep.expand_spec({"runs": [RUN_GROUP]}))
+    assert ran == len(sweep_spec.expand_spec({"runs": [RUN_GROUP]}))
     notes = [l for l in capsys.readouterr().out.splitlines() if "note:" in l]
     listed = "1 GPU" if gpus == 1 else "0 GPUs"
     assert notes == [f"sweep 't': note: nvidia-smi lists {listed}: skipping runs[1] (\"g\") "
@@ -677,7 +681,7 @@ def test_a_group_needing_more_gpus_than_listed_is_skipped_with_a_note(tmp_path, 
 def test_a_group_runs_where_enough_gpus_are_listed(tmp_path, fake_ppbench, monkeypatch, capsys):
     binary, log = fake_ppbench
     fake_nvidia_smi(tmp_path, monkeypatch, 2)
-    assert sweep.visible_gpu_count() == 2
+    assert sweep_process.visible_gpu_count() == 2
     spec = write_spec(tmp_path / "s.json", [GPUS_GROUP])
     sweep.run_sweep(spec, binary, tmp_path / "res")
     assert "note:" not in capsys.readouterr().out

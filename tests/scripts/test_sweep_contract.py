@@ -18,6 +18,9 @@ import pytest
 
 import results_io
 import sweep
+import sweep_point
+import sweep_records
+import sweep_spec
 from conftest import FAKE_PPBENCH, ROOT, SCRIPTS, calls
 
 SPECS = ROOT / "benchmarks" / "sweeps"
@@ -65,8 +68,8 @@ def test_every_spec_in_benchmarks_sweeps_conforms_to_the_schema():
     for path in specs:
         spec = json.loads(path.read_text())
         jsonschema.validate(spec, schema, cls=jsonschema.Draft202012Validator)
-        assert sweep.schema_problem(spec) is None, path
-        sweep.load_spec(path)  # and it expands
+        assert sweep_spec.schema_problem(spec) is None, path
+        sweep_spec.load_spec(path)  # and it expands
 
 
 def test_the_schema_describes_every_key():
@@ -75,13 +78,13 @@ def test_the_schema_describes_every_key():
         assert prop.get("description"), key
     for kind in ("simulateGroup", "runGroup"):
         for key, prop in schema["$defs"][kind]["properties"].items():
-            assert sweep.key_description(schema, {"command": "run"} if kind == "runGroup"
-                                         else {}, key), (kind, key)
+            assert sweep_spec.key_description(schema, {"command": "run"} if kind == "runGroup"
+                                              else {}, key), (kind, key)
     # the keys sweep.py knows are the keys the schema allows, and no more
     assert set(schema["$defs"]["simulateGroup"]["properties"]) == \
-        {"command", *sweep.SPEC_KEYS, *sweep.GROUP_META_KEYS}
+        {"command", *sweep_point.SPEC_KEYS, *sweep_spec.GROUP_META_KEYS}
     assert set(schema["$defs"]["runGroup"]["properties"]) == \
-        {*sweep.RUN_KEYS, *sweep.RUN_GROUP_META_KEYS}
+        {*sweep_point.RUN_KEYS, *sweep_spec.RUN_GROUP_META_KEYS}
 
 
 BAD_SPECS = [
@@ -191,7 +194,7 @@ def test_the_timeout_option_must_be_positive_and_finite(tmp_path, fake_ppbench, 
     assert len(run.stderr.splitlines()) == 1 and "--timeout" in run.stderr
     assert "positive" in run.stderr and "Traceback" not in run.stderr
     assert calls(log, probes=True) == []
-    with pytest.raises(sweep.SpecError, match="positive"):
+    with pytest.raises(sweep_spec.SpecError, match="positive"):
         sweep.run_sweep(spec, binary, tmp_path / "out", timeout=float(value)
                         if value != "soon" else -1.0)
 
@@ -296,7 +299,8 @@ def test_every_record_is_appended_by_one_locked_write(tmp_path, fake_ppbench, mo
     binary, _ = fake_ppbench
     spec = write_spec(tmp_path / "s.json", [GOOD])
     appends, locks, writes = [], [], []
-    real_append, real_flock, real_write = sweep.append_jsonl, results_io.fcntl.flock, os.write
+    real_append = sweep_records.append_jsonl  # Records.put's append
+    real_flock, real_write = results_io.fcntl.flock, os.write
 
     def append(path, row):
         appends.append(row["point"]["microbatches"])
@@ -311,7 +315,7 @@ def test_every_record_is_appended_by_one_locked_write(tmp_path, fake_ppbench, mo
             writes.append(data)
         return real_write(fd, data)
 
-    monkeypatch.setattr(sweep, "append_jsonl", append)
+    monkeypatch.setattr(sweep_records, "append_jsonl", append)
     monkeypatch.setattr(results_io.fcntl, "flock", flock)
     monkeypatch.setattr(results_io.os, "write", write)
     sweep.run_sweep(spec, binary, tmp_path / "out")
@@ -525,4 +529,4 @@ def test_a_mixed_sweep_keeps_both_csvs_in_step(tmp_path, fake_ppbench, monkeypat
     sweep.run_sweep(spec, binary, tmp_path / "out")
     assert both(tmp_path / "out") == sorted(jsonl_points(tmp_path / "out.jsonl"))
     with (tmp_path / "out-run.csv").open() as f:
-        assert list(next(csv.reader(f))) == list(sweep.RUN_CSV_COLUMNS)
+        assert list(next(csv.reader(f))) == list(sweep_records.RUN_CSV_COLUMNS)

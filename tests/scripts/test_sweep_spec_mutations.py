@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import sweep
+import sweep_spec
 
 SPECS = sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "sweeps").glob("*.json"))
 SPECS = [p for p in SPECS if p.name != "sweep.schema.json"]
@@ -61,9 +61,9 @@ def test_mutated_specs_are_accepted_or_refused_in_one_line(tmp_path):
             mutate(rng, spec)
         path.write_text(json.dumps(spec))
         try:
-            sweep.load_spec(path)
+            sweep_spec.load_spec(path)
             outcomes["accepted"] += 1
-        except sweep.SpecError as e:
+        except sweep_spec.SpecError as e:
             assert "\n" not in str(e), str(e)
             outcomes["refused"] += 1
     # Both sides were reached, or the mutations tested nothing.

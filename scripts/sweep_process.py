@@ -1,0 +1,243 @@
+"""ppbench (and nvidia-smi) as child processes of a sweep.
+
+run_child runs one in its own process group under stop_signals (SIGINT or SIGTERM kills the
+running child's group and raises Stopped, so no record is cut in half); probe checks that
+--ppbench runs and says who records (recorded_by); visible_gpu_count asks nvidia-smi;
+run_point runs one point and turns its outcome (exit code, JSON, timeout) into a row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from results_io import EXIT_INVALID, EXIT_MACHINE, PpbenchError
+from sweep_point import CLOSED_FORM_COST, Point
+
+# What `ppbench --version` prints when it was built with MPI.
+MPI_VERSION_LINE = "MPI: compiled in"
+NVIDIA_SMI = "nvidia-smi"
+# The exit code of a ppbench that runs but fails its probe (results_io has ppbench's own).
+EXIT_FAILURE = 1
+# The probe: the cheapest point ppbench has.
+PROBE_ARGV = ["simulate", "--schedule", "naive", "--devices", "1", "--microbatches", "1",
+              "--format", "json"]
+PROBE_TIMEOUT = 120.0
+
+
+class Stopped(Exception):
+    """Raised where a child process ends because a stop signal came (see run_child)."""
+
+
+class _Stop:
+    """What the signal handlers share with run_child: the signal that came, the running child."""
+
+    signum: int | None = None
+    child: subprocess.Popen | None = None
+
+
+STOP = _Stop()
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    STOP.signum = signum
+    child = STOP.child
+    if child is not None and child.returncode is None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM kill the running child and set STOP.signum instead of raising, so
+    that a record is never cut in half; the old handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    STOP.signum = None
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def run_child(argv: list[str], timeout: float,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess | None:
+    """Run argv in its own process group (env: its environment, None to inherit); None on
+    timeout (the group is killed, mpirun's processes with it). Raises Stopped when a stop
+    signal came while it ran (the handler killed it), OSError when it cannot start."""
+    if STOP.signum is not None:
+        raise Stopped()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
+    STOP.child = proc
+    try:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            proc.communicate()
+            if STOP.signum is not None:
+                raise Stopped() from None
+            return None
+    finally:
+        STOP.child = None
+        if proc.returncode is None:  # an exception in communicate: leave nothing running
+            kill_group(proc)
+            proc.wait()
+    if STOP.signum is not None:
+        raise Stopped()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a point's whole process group (ppbench and anything it started)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def first_line(text: str) -> str:
+    return next((l.strip() for l in text.splitlines() if l.strip()), "")
+
+
+def probe(ppbench: str) -> dict[str, Any]:
+    """Check that ppbench runs (before the first point) and say who records: recorded_by.
+
+    PpbenchError 2: no such file; 3: it exists but cannot run (not executable, not a program,
+    ppbench's own exit 3); 1: it runs but fails the probe.
+    """
+    if not os.path.exists(ppbench):
+        raise PpbenchError(f"--ppbench {ppbench}: no such file (build it first: make)", 2)
+    if os.path.isdir(ppbench) or not os.access(ppbench, os.X_OK):
+        raise PpbenchError(f"--ppbench {ppbench}: exists but is not an executable file", 3)
+    text = " ".join(PROBE_ARGV[:7])
+    try:
+        proc = run_child([ppbench, *PROBE_ARGV], PROBE_TIMEOUT)
+    except OSError as e:
+        raise PpbenchError(f"--ppbench {ppbench}: cannot run it: {e.strerror or e}", 3) from None
+    if proc is None:
+        raise PpbenchError(f"--ppbench {ppbench}: '{text}' did not finish in "
+                           f"{PROBE_TIMEOUT:g} s", 3)
+    if proc.returncode != 0:
+        code = EXIT_MACHINE if proc.returncode == EXIT_MACHINE else EXIT_FAILURE
+        raise PpbenchError(f"--ppbench {ppbench}: '{text}' exited {proc.returncode}: "
+                           f"{first_line(proc.stderr) or 'no message'}", code)
+    try:
+        prov = json.loads(proc.stdout)["provenance"]
+        if not isinstance(prov, dict):
+            raise TypeError("provenance is not an object")
+    except (ValueError, KeyError, TypeError) as e:
+        raise PpbenchError(f"--ppbench {ppbench}: '{text}' printed no record with provenance: "
+                           f"{e}", EXIT_FAILURE) from None
+    gpus: list[str] = []
+    mpi = False
+    try:
+        version = run_child([ppbench, "--version"], PROBE_TIMEOUT)
+        for line in (version.stdout + version.stderr).splitlines() if version else []:
+            head, _, rest = line.partition(": ")
+            if head.startswith("GPU ") and head[4:].strip().isdigit() and rest:
+                gpus.append(rest.split(",")[0].strip())
+            mpi = mpi or line.startswith(MPI_VERSION_LINE)
+    except OSError:
+        pass
+    return {"git_commit": prov.get("git_commit"), "host": prov.get("host"),
+            "cpu": prov.get("cpu"), "cpu_cores": prov.get("cpu_cores"),
+            "gpu": ", ".join(gpus) or None, "mpi": mpi, "ppbench": ppbench,
+            "ppbench_sha256": sha256_of(ppbench)}
+
+
+def visible_gpu_count() -> int:
+    """The GPUs `nvidia-smi -L` lists (one "GPU k: ..." line each); 0 without nvidia-smi."""
+    if shutil.which(NVIDIA_SMI) is None:
+        return 0
+    try:
+        proc = subprocess.run([NVIDIA_SMI, "-L"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    if proc.returncode != 0:
+        return 0
+    return sum(1 for line in proc.stdout.splitlines() if line.startswith("GPU "))
+
+
+# --- running points -------------------------------------------------------------------------
+
+def run_point(ppbench: str, point: Point, sweep: str, timeout: float,
+              recorded_by: dict | None = None) -> dict:
+    """Run one point and turn the outcome into a row (Stopped when a stop signal came)."""
+    base: dict[str, Any] = {"sweep": sweep, "point": point.as_dict()}
+    if recorded_by is not None:
+        base["recorded_by"] = recorded_by
+    try:
+        proc = run_child(point.command_line(ppbench), timeout, point.environment(os.cpu_count()))
+    except OSError as e:
+        return failed_row(point, base, "error", f"cannot run {ppbench}: {e}")
+    if proc is None:
+        return failed_row(point, base, "error", f"timed out after {timeout:g} s")
+    stderr = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    if proc.returncode in (EXIT_INVALID, EXIT_MACHINE):
+        message = stderr[0] if stderr else (
+            "invalid parameters" if proc.returncode == EXIT_INVALID else "machine problem")
+        return failed_row(point, base, "invalid" if proc.returncode == EXIT_INVALID else "error",
+                          message, proc.returncode)
+    if proc.returncode != 0:
+        message = stderr[-1] if stderr else ""
+        return failed_row(point, base, "error", f"exit {proc.returncode}: {message}".strip(),
+                          proc.returncode)
+    try:
+        result = json.loads(proc.stdout)
+        if not isinstance(result, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        return failed_row(point, base, "error", f"unparseable output: {e}")
+    row = dict(result)
+    row.update(base)
+    row["status"] = "ok"
+    if point.is_run:
+        row["closed_form"] = closed_form(ppbench, point, timeout)
+        row["closed_form_cost"] = CLOSED_FORM_COST
+    else:
+        row.update({"cost": point.cost, "comm": point.comm})
+    return row
+
+
+def closed_form(ppbench: str, point: Point, timeout: float) -> dict | None:
+    """The closed form ppbench states for this schedule, D, N, v (None when it cannot say)."""
+    try:
+        proc = run_child([ppbench, *point.closed_form_argv()], timeout)
+        result = json.loads(proc.stdout) if proc is not None and proc.returncode == 0 else None
+    except (OSError, ValueError):
+        return None
+    value = result.get("closed_form") if isinstance(result, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def failed_row(point: Point, base: dict, status: str, error: str,
+               exit_code: int | None = None) -> dict:
+    row = point.as_dict()
+    row.update(base)
+    row.update({"status": status, "error": error})
+    if exit_code is not None:
+        row["exit_code"] = exit_code
+    return row

@@ -1,0 +1,315 @@
+"""PREFIX.jsonl and PREFIX.csv: the rows a sweep records, and which of them stand.
+
+Records holds the rows of this sweep's ppbench and machine (identity_of their recorded_by), one
+per point (row_key, the last line of a point stands), and sets the others aside in
+PREFIX.previous.jsonl. PREFIX.csv follows every append: simulate rows in CSV_COLUMNS, run rows
+in RUN_CSV_COLUMNS, in PREFIX.csv when no simulate row is there, else in PREFIX-run.csv.
+describe is a row's outcome on the sweep's progress line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from results_io import append_jsonl, append_text, atomic_write, rewrite_jsonl
+from sweep_point import RUN_KEYS, SPEC_KEYS, Point, format_number, make_point
+
+# What makes a recorded row stand for this sweep's run of the same point (sweep.py: Resume).
+IDENTITY_FIELDS = ("git_commit", "host", "cpu", "cpu_cores", "gpu", "ppbench_sha256")
+
+CSV_COLUMNS = (
+    "schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm", "status",
+    "makespan", "bubble_fraction", "bubble_ratio", "zb_bubble_rate", "peak_activations",
+    "peak_activation_share", "closed_form_bubble_fraction", "closed_form_idle_per_rank",
+    "git_commit", "date",
+)
+
+# The requested point's columns of a run row, then its results.
+RUN_POINT_COLUMNS = (
+    "workload", "workload_flags", "schedule", "devices", "microbatches", "chunks", "group_size",
+    "microbatch_size", "dtype", "steps", "warmup", "seed", "recompute", "backend",
+    "virtual_devices", "gpus", "launcher", "replicas",
+)
+RUN_CSV_COLUMNS = RUN_POINT_COLUMNS + (
+    "status", "error",
+    "params", "step_time_s", "samples_per_s", "tokens_per_s", "measured_makespan",
+    "measured_bubble_fraction", "predicted_bubble_fraction", "bubble_gap",
+    "measured_zb_bubble_rate", "closed_form_bubble_fraction", "loss", "grad_norm",
+    "max_measured_peak_bytes", "max_model_peak_bytes", "gpu", "placement", "sms_per_rank",
+    "partitions_as_requested", "transport", "cpu", "cpu_cores", "host", "git_commit", "date",
+)
+
+
+
+def identity_of(recorded_by: Any) -> tuple | None:
+    if not isinstance(recorded_by, dict):
+        return None
+    return tuple(recorded_by.get(k) for k in IDENTITY_FIELDS)
+
+
+def machine_text(rb: dict) -> str:
+    """host vm, CPU AMD EPYC (2 cores), no GPU."""
+    cores = f" ({rb['cpu_cores']} cores)" if rb.get("cpu_cores") else ""
+    gpu = f"GPU {rb['gpu']}" if rb.get("gpu") else "no GPU visible to ppbench"
+    return f"host {rb.get('host') or 'unknown'}, CPU {rb.get('cpu') or 'unknown'}{cores}, {gpu}"
+
+
+def who_text(rb: dict) -> str:
+    sha = str(rb.get("ppbench_sha256") or "")[:12]
+    return (f"ppbench at commit {rb.get('git_commit') or 'unknown'}"
+            + (f" (binary sha256 {sha}…)" if sha else "") + f" on {machine_text(rb)}")
+
+
+def row_key(row: dict) -> tuple | None:
+    """The key of a recorded row: its requested point, as written by this script."""
+    point = row.get("point")
+    if not isinstance(point, dict):
+        point = row  # a row written by another tool: use its top-level fields
+    try:
+        keys = RUN_KEYS if point.get("command") == "run" else SPEC_KEYS
+        return make_point(**{k: point.get(k) for k in keys}).key()
+    except (TypeError, ValueError):
+        return None
+
+
+class Records:
+    """PREFIX.jsonl: the rows of this sweep's ppbench and machine, one per point (the last
+    line of a point stands), and what the file held from others (set aside at settle())."""
+
+    def __init__(self, prefix: Path, recorded_by: dict):
+        self.path = prefix.with_name(prefix.name + ".jsonl")
+        self.csv_path = prefix.with_name(prefix.name + ".csv")
+        self.previous_path = prefix.with_name(prefix.name + ".previous.jsonl")
+        self.identity = identity_of(recorded_by)
+        self.rows: dict[tuple, dict] = {}
+        self.others: list[str] = []         # raw lines of other machines / builds / unreadable
+        self.other_by: dict[tuple, dict] = {}
+        self.unattributed = 0
+        self.lines = 0
+        if self.path.exists():
+            for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+                if not line.strip():
+                    continue
+                self.lines += 1
+                try:
+                    row = json.loads(line)
+                    key = row_key(row) if isinstance(row, dict) else None
+                except ValueError:
+                    print(f"warning: {self.path}:{n}: not JSON, set aside", file=sys.stderr)
+                    key, row = None, None
+                if key is not None and identity_of(row.get("recorded_by")) == self.identity:
+                    self.rows[key] = row  # a later line of the point replaces it in place
+                else:
+                    self.others.append(line)
+                    if isinstance(row, dict) and isinstance(row.get("recorded_by"), dict):
+                        self.other_by.setdefault(identity_of(row["recorded_by"]),
+                                                 row["recorded_by"])
+                    else:
+                        self.unattributed += 1
+
+    def settle(self) -> str | None:
+        """Move other rows to PREFIX.previous.jsonl, compact PREFIX.jsonl, write PREFIX.csv;
+        returns a line saying what was set aside (None when nothing was)."""
+        message = None
+        if self.others:
+            atomic_write(self.previous_path, "".join(l + "\n" for l in self.others))
+            whose = [who_text(rb) for rb in list(self.other_by.values())[:2]]
+            if len(self.other_by) > 2:
+                whose.append("…")
+            if self.unattributed:
+                whose.append(f"{self.unattributed} without recorded_by, e.g. copies of the "
+                             "committed reference records")
+            message = (f"set aside {len(self.others)} records of another machine or ppbench "
+                       f"build ({'; '.join(whose)}) in {self.previous_path}: they do not stand "
+                       "for this run")
+        if self.lines != len(self.rows) or not self.path.exists():
+            rewrite_jsonl(self.path, self.rows.values())  # created empty when new, like the CSV
+            self.lines = len(self.rows)
+        self.write_csv()
+        return message
+
+    def status(self, point: Point) -> str | None:
+        row = self.rows.get(point.key())
+        return None if row is None else row.get("status")
+
+    def put(self, point: Point, row: dict) -> None:
+        """Append the row (one locked write), then bring PREFIX.csv in step: a new point whose
+        kind the CSV already holds is appended as one row; anything else (a point run again,
+        the first row of a kind) rewrites the CSV atomically."""
+        append_jsonl(self.path, row)
+        self.lines += 1
+        key = point.key()
+        before = csv_layout(self.rows.values())
+        new = key not in self.rows
+        self.rows[key] = row
+        if new and before == csv_layout(self.rows.values()) and self.csv_path.exists():
+            path, columns, make_row = csv_target(self.csv_path, before, is_run_row(row))
+            append_text(path, csv_text(columns, make_row, [row], header=False))
+        else:
+            self.write_csv()
+
+    def compact(self) -> None:
+        if self.lines != len(self.rows):
+            rewrite_jsonl(self.path, self.rows.values())
+            self.lines = len(self.rows)
+
+    def write_csv(self) -> list[Path]:
+        return write_csv(self.csv_path, self.rows.values())
+
+
+def csv_row(row: dict) -> dict[str, Any]:
+    point = row.get("point") or {}
+    closed = row.get("closed_form") or {}
+    prov = row.get("provenance") or {}
+    out: dict[str, Any] = {}
+    for k in SPEC_KEYS:
+        value = row.get(k, point.get(k))
+        out[k] = "" if value is None else value
+    out["comm"] = "" if out["comm"] == "" else format_number(out["comm"])
+    for k in ("status", "makespan", "bubble_fraction", "bubble_ratio", "zb_bubble_rate",
+              "peak_activations", "peak_activation_share"):
+        out[k] = row.get(k, "")
+    out["closed_form_bubble_fraction"] = closed.get("bubble_fraction")
+    out["closed_form_idle_per_rank"] = closed.get("idle_per_rank")
+    out["git_commit"] = prov.get("git_commit", "")
+    out["date"] = prov.get("date", "")
+    return {k: ("" if v is None else v) for k, v in out.items()}
+
+
+def is_run_row(row: dict) -> bool:
+    point = row.get("point") or {}
+    return (point.get("command") or row.get("command")) == "run"
+
+
+def numbers(values: Iterable[Any]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def run_csv_row(row: dict) -> dict[str, Any]:
+    point = row.get("point") or {}
+    measured = row.get("measured") or {}
+    predicted = row.get("predicted") or {}
+    throughput = row.get("throughput") or {}
+    prov = row.get("provenance") or {}
+    closed = row.get("closed_form") or {}
+    act = [a for a in row.get("activation_bytes") or [] if isinstance(a, dict)]
+    out: dict[str, Any] = {}
+    for k in RUN_POINT_COLUMNS:
+        value = point.get(k, row.get(k))
+        out[k] = "" if value is None else value
+    out["status"] = row.get("status", "")
+    out["error"] = row.get("error", "")
+    out["params"] = row.get("params")
+    out["step_time_s"] = row.get("step_time_s")
+    out["samples_per_s"] = throughput.get("samples_per_s")
+    out["tokens_per_s"] = throughput.get("tokens_per_s")
+    out["measured_makespan"] = measured.get("makespan")
+    out["measured_bubble_fraction"] = measured.get("bubble_fraction")
+    out["predicted_bubble_fraction"] = predicted.get("bubble_fraction")
+    gap = (row.get("fidelity") or {}).get("bubble_fraction_gap")
+    if gap is None and None not in (out["measured_bubble_fraction"],
+                                     out["predicted_bubble_fraction"]):
+        gap = out["measured_bubble_fraction"] - out["predicted_bubble_fraction"]
+    out["bubble_gap"] = gap
+    out["measured_zb_bubble_rate"] = measured.get("zb_bubble_rate")
+    out["closed_form_bubble_fraction"] = closed.get("bubble_fraction")
+    out["loss"] = row.get("loss")
+    out["grad_norm"] = row.get("grad_norm")
+    measured_bytes = numbers(a.get("measured_peak_bytes") for a in act)
+    model_bytes = numbers(a.get("model_peak_bytes") for a in act)
+    out["max_measured_peak_bytes"] = max(measured_bytes) if measured_bytes else None
+    out["max_model_peak_bytes"] = max(model_bytes) if model_bytes else None
+    out.update(gpu_columns(row))
+    for k in ("cpu", "cpu_cores", "host", "git_commit", "date"):
+        out[k] = prov.get(k, "")
+    return {k: ("" if v is None else v) for k, v in out.items()}
+
+
+def gpu_columns(row: dict) -> dict[str, Any]:
+    """What a GPU run record says about where it ran ("gpu" in ppbench's JSON); empty on CPU."""
+    gpu = row.get("gpu") if isinstance(row.get("gpu"), dict) else {}
+    names = [n for n in gpu.get("gpu_names") or [] if isinstance(n, str)]
+    sms = [str(n) for n in gpu.get("sms_per_rank") or []]
+    partitions = gpu.get("partitions") if isinstance(gpu.get("partitions"), dict) else {}
+    granted = partitions.get("as_requested")
+    return {"gpu": ", ".join(dict.fromkeys(names)), "placement": gpu.get("placement"),
+            "sms_per_rank": "/".join(sms), "transport": gpu.get("transport"),
+            "partitions_as_requested": "" if granted is None else str(bool(granted)).lower()}
+
+
+def partition_text(row: dict) -> str:
+    """The ranks' SM partitions of a GPU run record: 4x32 SMs, or 64/32 SMs; "" otherwise."""
+    sms = (row.get("gpu") or {}).get("sms_per_rank") if isinstance(row.get("gpu"), dict) else None
+    if not sms:
+        return ""
+    if len(set(sms)) == 1:
+        return f"{len(sms)}x{sms[0]} SMs"
+    return "/".join(str(n) for n in sms) + " SMs"
+
+
+def csv_text(columns: tuple[str, ...], make_row, rows: Iterable[dict],
+             header: bool = True) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    if header:
+        writer.writeheader()
+    for row in rows:
+        writer.writerow(make_row(row))
+    return buf.getvalue()
+
+
+def csv_layout(rows: Iterable[dict]) -> tuple[bool, bool]:
+    """(any run rows, any simulate rows): which CSV files hold which rows (write_csv)."""
+    kinds = {is_run_row(r) for r in rows}
+    return (True in kinds, False in kinds)
+
+
+def csv_target(path: Path, layout: tuple[bool, bool], run: bool):
+    """The file, columns and row maker a row of that kind goes to under a layout."""
+    if not run:
+        return path, CSV_COLUMNS, csv_row
+    if layout[1]:  # simulate rows too: the run rows have PREFIX-run.csv
+        return path.with_name(path.stem + "-run" + path.suffix), RUN_CSV_COLUMNS, run_csv_row
+    return path, RUN_CSV_COLUMNS, run_csv_row
+
+
+def write_csv(path: Path, rows: Iterable[dict]) -> list[Path]:
+    """PREFIX.csv from the rows (see the module doc for where run rows go); the paths written."""
+    rows = list(rows)
+    runs = [r for r in rows if is_run_row(r)]
+    sims = [r for r in rows if not is_run_row(r)]
+    if runs and not sims:
+        atomic_write(path, csv_text(RUN_CSV_COLUMNS, run_csv_row, runs))
+        return [path]
+    atomic_write(path, csv_text(CSV_COLUMNS, csv_row, sims))
+    if not runs:
+        return [path]
+    run_path = path.with_name(path.stem + "-run" + path.suffix)
+    atomic_write(run_path, csv_text(RUN_CSV_COLUMNS, run_csv_row, runs))
+    return [path, run_path]
+
+
+def describe(row: dict) -> str:
+    if row["status"] == "ok" and is_run_row(row):
+        measured = (row.get("measured") or {}).get("bubble_fraction")
+        predicted = (row.get("predicted") or {}).get("bubble_fraction")
+        rate = (row.get("throughput") or {}).get("samples_per_s")
+        parts = []
+        if isinstance(measured, (int, float)):
+            parts.append(f"bubble {measured:.4f}")
+        if isinstance(predicted, (int, float)):
+            parts.append(f"predicted {predicted:.4f}")
+        if isinstance(rate, (int, float)):
+            parts.append(f"{rate:.4g} samples/s")
+        if partition_text(row):
+            parts.append(partition_text(row))
+        return ", ".join(parts) or "ok"
+    if row["status"] == "ok":
+        bubble = row.get("bubble_fraction")
+        return f"bubble {bubble:.4f}" if isinstance(bubble, (int, float)) else "ok"
+    return f"{row['status']}: {row.get('error', '')}"

@@ -1,0 +1,217 @@
+"""A sweep spec: read it, check it against benchmarks/sweeps/sweep.schema.json, expand it.
+
+load_spec turns a spec file into its points (the cartesian product of each group, without
+duplicates) or one line naming the file, the group, the key and what is allowed (SpecError,
+exit 2); a check that cannot run (jsonschema missing) is a MachineError (exit 3).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from sweep_point import COMMANDS, RUN_KEYS, SPEC_KEYS, Point, make_point
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "benchmarks" / "sweeps" / "sweep.schema.json"
+
+# Keys of a group that describe it rather than its points; a run group's "min_gpus": it runs
+# only where nvidia-smi lists at least that many GPUs.
+GROUP_META_KEYS = ("name", "description")
+RUN_GROUP_META_KEYS = GROUP_META_KEYS + ("min_gpus",)
+
+
+class SpecError(Exception):
+    """A bad spec or option: one line for the user, exit 2."""
+
+
+class MachineError(Exception):
+    """The machine or environment stops the sweep (a module missing, the prefix locked): exit 3."""
+
+
+def as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def expand_spec(spec: dict) -> list[Point]:
+    """The cartesian product of every group, in order, without duplicates.
+
+    Checks what make_point checks (known command and keys, the required ones, virtual_devices
+    only with cuda) and raises ValueError naming the group; load_spec checks the schema first.
+    """
+    if not isinstance(spec.get("runs"), list):
+        raise ValueError("spec needs a 'runs' list of parameter groups")
+    points: dict[tuple, Point] = {}
+    for i, group in enumerate(spec["runs"]):
+        where = group_text(i, group)
+        if not isinstance(group, dict):
+            raise ValueError(f"{where}: a group is a JSON object, got {short_json(group)}")
+        command = group.get("command", "simulate")
+        if command not in COMMANDS:
+            raise ValueError(f"{where}: unknown command '{command}' (known: {', '.join(COMMANDS)})")
+        keys = RUN_KEYS if command == "run" else ("command",) + SPEC_KEYS
+        meta = RUN_GROUP_META_KEYS if command == "run" else GROUP_META_KEYS
+        unknown = set(group) - set(keys) - set(meta)
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {sorted(unknown)} for command "
+                             f"'{command}' (known: {', '.join(keys + meta)})")
+        required = ("schedule", "devices", "microbatches") + (
+            ("workload",) if command == "run" else ())
+        for key in required:
+            if key not in group:
+                raise ValueError(f"{where}: missing '{key}'")
+        names = [k for k in keys if k != "command"]
+        lists = [as_list(group.get(k)) for k in names]
+        for values in itertools.product(*lists):
+            try:
+                point = make_point(command=command, **dict(zip(names, values)))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{where}: {e}") from None
+            points.setdefault(point.key(), point)
+    return list(points.values())
+
+
+def group_text(index: int, group: Any) -> str:
+    """runs[1] ("transformer"): the group by index, and by name when it has one."""
+    name = group.get("name") if isinstance(group, dict) else None
+    return f'runs[{index}]' + (f' ("{name}")' if isinstance(name, str) and name else "")
+
+
+def short_json(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+# --- checking a spec -----------------------------------------------------------------------
+
+def reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (a finite number is needed)")
+
+
+def load_spec(path: Path) -> tuple[dict, list[Point]]:
+    """Read, check against the schema and expand a spec; SpecError (exit 2) with one line
+    naming the file, the group and the key; MachineError (exit 3) without jsonschema."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the spec: {e.strerror or e}") from None
+    try:
+        spec = json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{path}: not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except ValueError as e:
+        raise SpecError(f"{path}: not JSON: {e}") from None
+    problem = schema_problem(spec)
+    if problem:
+        raise SpecError(f"{path}: {problem}")
+    try:
+        points = expand_spec(spec)
+    except ValueError as e:
+        raise SpecError(f"{path}: {e}") from None
+    return spec, points
+
+
+def load_schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def schema_problem(spec: Any) -> str | None:
+    """The first problem of spec against benchmarks/sweeps/sweep.schema.json as one line
+    (where, which key, what is allowed), or None when it conforms."""
+    try:
+        import jsonschema
+    except ImportError:
+        raise MachineError("the Python module jsonschema is not installed (needed to check sweep "
+                           "specs): install it with '.venv/bin/pip install -r "
+                           "scripts/requirements.txt' (or 'make deps')") from None
+    schema = load_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(spec))
+    if error is None:
+        return None
+    return describe_schema_error(error, spec, schema)
+
+
+def key_description(schema: dict, group: Any, key: str) -> str:
+    """The schema's description of key: a group key (simulate or run group) or a top-level one."""
+    defs = schema["$defs"]
+    if group is None:
+        prop = schema["properties"].get(key, {})
+    else:
+        kind = "runGroup" if isinstance(group, dict) and group.get("command") == "run" \
+            else "simulateGroup"
+        prop = defs[kind]["properties"].get(key, {})
+    if "description" not in prop and "$ref" in prop:
+        prop = defs[prop["$ref"].rsplit("/", 1)[1]]
+    return prop.get("description", "")
+
+
+def group_keys(schema: dict, group: Any) -> tuple[str, list[str], list[str]]:
+    kind = "run" if isinstance(group, dict) and group.get("command") == "run" else "simulate"
+    body = schema["$defs"][f"{kind}Group"]
+    return kind, list(body["properties"]), list(body["required"])
+
+
+def describe_schema_error(error: Any, spec: Any, schema: dict) -> str:
+    path = list(error.absolute_path)
+    group = None
+    if len(path) >= 2 and path[0] == "runs" and isinstance(path[1], int):
+        group = spec["runs"][path[1]]
+        where = group_text(path[1], group)
+        rest = path[2:]
+    else:
+        where = "top level"
+        rest = path
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else "?"
+        if group is None and not rest:
+            return (f"{where}: missing key \"{missing}\"; allowed: "
+                    f"{key_description(schema, None, missing)}")
+        kind, _, required = group_keys(schema, group)
+        return (f"{where}: missing key \"{missing}\" (a {kind} group needs "
+                f"{', '.join(required)}); allowed: {key_description(schema, group, missing)}")
+    if error.validator == "additionalProperties":
+        instance = error.instance if isinstance(error.instance, dict) else {}
+        if group is None and not rest:
+            known = list(schema["properties"])
+            kind_text = "a sweep spec"
+        else:
+            kind, known, _ = group_keys(schema, group)
+            kind_text = f"a {kind} group"
+        extra = [k for k in instance if k not in known]
+        key = extra[0] if extra else "?"
+        return (f"{where}: unknown key \"{key}\"; allowed keys for {kind_text}: "
+                f"{', '.join(known)}")
+    if not rest:  # the group itself, or the whole spec
+        if group is None and where == "top level" and path == []:
+            return f"top level: {error.message}; allowed: {schema['description'].split('.')[0]}"
+        return (f"{where}: {short_json(error.instance)} is not allowed; allowed: "
+                f"{schema['$defs']['group']['description'] if group is not None or path else ''}")
+    key = str(rest[0])
+    value = (group if group is not None else spec).get(key) if isinstance(
+        group if group is not None else spec, dict) else error.instance
+    if key == "runs" and group is None:
+        if len(rest) >= 2 and isinstance(rest[1], int):
+            return (f"runs[{rest[1]}]: {short_json(error.instance)} is not allowed; allowed: "
+                    f"{schema['$defs']['group']['description']}")
+        return f"{where}: key \"runs\": {short_json(value)} is not allowed; allowed: " \
+               f"{key_description(schema, None, 'runs')}"
+    item = ""
+    if len(rest) >= 2 and isinstance(rest[1], int):
+        item = f" (item {rest[1]}: {short_json(error.instance)})"
+    return (f"{where}: key \"{key}\": {short_json(value)}{item} is not allowed; allowed: "
+            f"{key_description(schema, group, key)}")
+
+
+def positive_finite(value: Any, what: str) -> float:
+    """value as seconds: a positive, finite number, else SpecError."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{what} must be a positive number of seconds, got {value!r}") from None
+    if not math.isfinite(number) or number <= 0:
+        raise SpecError(f"{what} must be a positive, finite number of seconds, got {value!r}")
+    return number
