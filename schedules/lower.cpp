@@ -1,5 +1,8 @@
 #include "schedules/lower.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "core/error.h"
 #include "schedules/deps.h"
 
@@ -44,7 +47,18 @@ Program lower(const Schedule& s) {
   return out;
 }
 
-void check_deadlock_free(const Schedule& s, const Program& program, int capacity) {
+namespace {
+
+// Where a run of the programs stopped short: the first rank not at its end.
+struct Stuck {
+  int rank = 0;
+  std::size_t pc = 0;
+};
+
+// Runs the programs (see check_deadlock_free). `deepest`, if given, gets the most messages any
+// one channel held at once.
+std::optional<Stuck> run_programs(const Schedule& s, const Program& program, int capacity,
+                                  int* deepest = nullptr) {
   const int ranks = static_cast<int>(program.ranks.size());
   const TaskIndex index(s.placement);
   // Every task crosses ranks at most once, so a message is named by its task
@@ -75,6 +89,7 @@ void check_deadlock_free(const Schedule& s, const Program& program, int capacity
           break;
         }
         ++depth[ch];
+        if (deepest) *deepest = std::max(*deepest, depth[ch]);
         const std::size_t id = index.id(in.payload);
         arrived[id] = 1;
         wake(waiting_receiver[id]);
@@ -93,13 +108,39 @@ void check_deadlock_free(const Schedule& s, const Program& program, int capacity
     }
   }
   for (int r = 0; r < ranks; ++r)
-    if (pc[r] < program.ranks[r].size())
-      throw InvalidSchedule(
-          "deadlock in the lowered program: rank " + std::to_string(r) +
-              " is stuck at instruction " + std::to_string(pc[r]) + " (" +
-              to_string(program.ranks[r][pc[r]]) + ")" +
-              (capacity > 0 ? " with channel capacity " + std::to_string(capacity) : std::string()),
-          r);
+    if (pc[r] < program.ranks[r].size()) return Stuck{r, pc[r]};
+  return std::nullopt;
+}
+
+}  // namespace
+
+int least_channel_capacity(const Schedule& s, const Program& program) {
+  // Where unbounded channels run it, a capacity of the deepest channel in that run replays the
+  // very same run (the order of execution is deterministic and no send ever finds its channel
+  // full), so a capacity that works lies in [1, deepest]. Bisection finds one next to a
+  // capacity that fails: the least, wherever more capacity never hurts.
+  int deepest = 0;
+  if (run_programs(s, program, 0, &deepest)) return 0;
+  int fails = 0, runs = std::max(deepest, 1);
+  while (runs - fails > 1) {
+    const int mid = fails + (runs - fails) / 2;
+    (run_programs(s, program, mid) ? fails : runs) = mid;
+  }
+  return runs;
+}
+
+void check_deadlock_free(const Schedule& s, const Program& program, int capacity) {
+  const std::optional<Stuck> stuck = run_programs(s, program, capacity);
+  if (!stuck) return;
+  std::string what = "deadlock in the lowered program: rank " + std::to_string(stuck->rank) +
+                     " is stuck at instruction " + std::to_string(stuck->pc) + " (" +
+                     to_string(program.ranks[stuck->rank][stuck->pc]) + ")";
+  if (capacity > 0) {
+    what += " with channel capacity " + std::to_string(capacity);
+    if (const int least = least_channel_capacity(s, program); least > 0)
+      what += "; it runs with a channel capacity of " + std::to_string(least);
+  }
+  throw InvalidSchedule(what, stuck->rank);
 }
 
 std::string to_string(const Instr& i) {

@@ -31,8 +31,14 @@ Program lower(const Schedule& s);
 
 // Runs the programs with blocking receives matched by payload and sends that
 // block while their channel (src -> dst) already holds `capacity` messages
-// (0: unbounded). Throws InvalidSchedule naming a stuck rank and instruction.
+// (0: unbounded). Throws InvalidSchedule naming a stuck rank and instruction and, where only the
+// bound is at fault, a channel capacity that runs the programs.
 void check_deadlock_free(const Schedule& s, const Program& program, int capacity = 0);
+
+// The least channel capacity with which the programs run to their end (0: none, they deadlock
+// even unbounded). Breadth-first orders need many: looped-bfs sends a whole chunk's activations
+// before its peer takes the first.
+int least_channel_capacity(const Schedule& s, const Program& program);
 
 std::string to_string(const Instr& i);
 std::string to_text(const Program& p);

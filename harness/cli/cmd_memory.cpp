@@ -155,7 +155,7 @@ Command add_memory(CLI::App& parent) {
     std::string partition = "balanced";
     std::string optimizer = "adamw";
     bool recompute = false;
-    int channel_capacity = 4;
+    ChannelCapacityFlag channel_capacity;
     std::string format = "text";
     MemoryFlag memory;
   };
@@ -171,9 +171,7 @@ Command add_memory(CLI::App& parent) {
       ->check(one_of({"none", "sgd", "adamw"}));
   app->add_flag("--recompute", st->recompute,
                 "Keep only stage inputs between F and the backward, which rebuilds them");
-  app->add_option("--channel-capacity", st->channel_capacity,
-                  "Messages one rank-to-rank mailbox holds (default 4, as `run`)")
-      ->check(integer_in(1, 1 << 20));
+  st->channel_capacity.add_to(*app, ", as `run`");
   app->add_option("--format", st->format, "text (a table per rank) or json (bytes)")
       ->check(one_of({"text", "json"}));
   st->memory.add_to(*app);
@@ -191,7 +189,8 @@ Command add_memory(CLI::App& parent) {
     // The schedule (generated and proven), then the spec's records and its partition, each
     // bounded before it is built.
     require_memory(budget, estimate_simulate(params, false), what);
-    const Schedule s = st->schedule.build({.channel_capacity = st->channel_capacity});
+    const int capacity = st->channel_capacity.resolve(st->schedule);
+    const Schedule s = st->schedule.build({.channel_capacity = capacity});
     const int stages = s.placement.stages_per_chain();
     require_memory(budget,
                    estimate_spec(st->workload.layer_count(), st->format == "json", stages,
@@ -199,7 +198,7 @@ Command add_memory(CLI::App& parent) {
                    what);
     const WorkloadSpec spec = st->workload.build();
     const PartitionPlan plan = partition(spec, stages, st->partition);
-    const StepMemoryOptions opts{optimizer, st->recompute, st->channel_capacity};
+    const StepMemoryOptions opts{optimizer, st->recompute, capacity};
     const StepMemory m = step_memory(spec, s, plan, opts);
     if (st->format == "json")
       std::cout << to_json(spec, s, plan, m, optimizer, opts).dump(1) << '\n';

@@ -143,6 +143,7 @@ Command add_run(CLI::App& parent) {
     CLI::Option* trace_option = nullptr;
     CLI::Option* profile_option = nullptr;
     CLI::Option* results_option = nullptr;
+    ChannelCapacityFlag channel_capacity;
     MemoryFlag memory;
   };
   auto st = std::make_shared<State>();
@@ -168,9 +169,7 @@ Command add_run(CLI::App& parent) {
                   "Seconds a rank may wait on a transfer before the step fails (default 60; "
                   "0.001 <= seconds <= 1e6)")
       ->check(number_in(1e-3, 1e6));
-  app->add_option("--channel-capacity", st->options.executor.channel_capacity,
-                  "Messages one rank-to-rank mailbox holds (default 4)")
-      ->check(integer_in(1, 1 << 20));
+  st->channel_capacity.add_to(*app, "; cpu, also across processes");
   st->pin_option =
       app->add_option(
              "--pin-ranks", st->pin_ranks,
@@ -307,6 +306,13 @@ Command add_run(CLI::App& parent) {
     st->options.schedule = st->schedule.resolve(budget);
     if (st->schedule.file)
       st->options.file_schedule = std::make_shared<const Schedule>(st->schedule.file->schedule);
+    if (st->backend == "cpu") {
+      // The schedule is built to find the capacity it needs: bounded first.
+      if (!st->channel_capacity.given)
+        require_memory(budget, estimate_simulate(st->options.schedule, false),
+                       "run " + st->schedule.describe());
+      st->options.executor.channel_capacity = st->channel_capacity.resolve(st->schedule);
+    }
     require_run_memory(budget, st->workload, st->schedule, st->options, nullptr);
     const WorkloadSpec spec = st->workload.build();
     if (st->backend == "cpu")

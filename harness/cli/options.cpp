@@ -1,11 +1,13 @@
 #include "harness/cli/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "core/error.h"
+#include "schedules/lower.h"
 #include "schedules/registry.h"
 
 namespace ppbench::cli {
@@ -239,6 +241,19 @@ StageCost CostFlags::resolve() const {
   if (cost_option && cost_option->count() > 0 && cost.empty())
     throw UsageError("--cost '' is empty (expected e.g. F=1,B=2,I=1,W=1,FB=3)");
   return ppbench::resolve(parse_cost_spec(cost), comm);
+}
+
+void ChannelCapacityFlag::add_to(CLI::App& app, const std::string& also) {
+  app.add_option("--channel-capacity", given,
+                 "Messages one rank-to-rank mailbox holds (default " + std::to_string(kDefault) +
+                     ", or as many as the schedule needs where that is more" + also + ")")
+      ->check(integer_in(1, 1 << 20));
+}
+
+int ChannelCapacityFlag::resolve(const ScheduleFlags& schedule) const {
+  if (given) return *given;
+  const Schedule s = schedule.build();
+  return std::max(kDefault, least_channel_capacity(s, lower(s)));
 }
 
 void MemoryFlag::add_to(CLI::App& app) {

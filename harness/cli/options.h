@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -87,6 +88,20 @@ struct CostFlags {
 
   void add_to(CLI::App& app);
   StageCost resolve() const;
+};
+
+// --channel-capacity of run and memory: the messages one rank-to-rank mailbox of the CPU
+// transports holds. Without the flag: 4, or the least the schedule's lowered program needs where
+// that is more (breadth-first orders send a whole chunk before the peer takes the first message,
+// and a transport that could not hold them would refuse a schedule ppbench generated).
+struct ChannelCapacityFlag {
+  static constexpr int kDefault = 4;
+  std::optional<int> given;
+
+  void add_to(CLI::App& app, const std::string& also = "");
+  // The capacity to run `schedule` with (resolve() first): the flag's value, or the default,
+  // for which the schedule is built and proven with unbounded channels.
+  int resolve(const ScheduleFlags& schedule) const;
 };
 
 // --max-memory BYTES: the bar every estimate is checked against (default: the available memory).

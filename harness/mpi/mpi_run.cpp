@@ -160,6 +160,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   nlohmann::json r = run_record({&spec, &s, &plan, o.seed, o.recompute, timings, &replica0,
                                  out.values, dp.replicas, dp.overlap},
                                 "cpu");
+  r["channel_capacity"] = o.executor.channel_capacity;
   r["activation_bytes"] = activation_bytes_json(peaks, predicted_peak_bytes(s, plan, o.recompute));
   const double samples = static_cast<double>(spec.microbatch_size);
   r["optimizer"] = optimizer_json(o.optimizer);

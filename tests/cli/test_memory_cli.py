@@ -100,6 +100,13 @@ class Llama3_8B(unittest.TestCase):
         self.assertEqual(sum(r["param_count"] for r in j["ranks"]), 2 * TOTAL)
         self.assertEqual(j["param_copies"], 2)
 
+    def test_mailboxes_hold_what_the_schedule_sends_ahead(self):
+        # As `run`: 4 messages per mailbox, or the least the schedule needs where that is more
+        # (looped-bfs at D = 2 sends a whole chunk before its peer takes the first).
+        self.assertEqual(memory_json("-s", "1f1b", "-d", "2", "-n", "12")["channel_capacity"], 4)
+        self.assertGreater(memory_json("-s", "looped-bfs", "-d", "2", "-n", "12")["channel_capacity"],
+                           4)
+
     def test_optimizers(self):
         args = ("--schedule", "1f1b", "--devices", "1", "--microbatches", "1")
         j = memory_json(*args, "--optimizer", "none")

@@ -323,6 +323,24 @@ class GoodRun(unittest.TestCase):
             self.assertAlmostEqual(rec["loss"], ref["loss"], delta=1e-10 * abs(ref["loss"]))
             self.assertAlmostEqual(rec["grad_norm"], ref["grad_norm"], delta=1e-10 * ref["grad_norm"])
 
+    def test_a_breadth_first_order_gets_the_mailboxes_it_needs(self):
+        # looped-bfs at D = 2 sends a whole chunk's activations before its peer takes the first:
+        # more than the default 4 messages per mailbox, which the default grows to.
+        args = [*MLP, "--dtype", "f64", "-s", "looped-bfs", "-d", "2", "-n", "12", "--check",
+                "--format", "json"]
+        r = run(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rec = json.loads(r.stdout)
+        self.assertGreater(rec["channel_capacity"], 4)
+        self.assertTrue(rec["check"]["passed"], rec["check"])
+        small = run(*args, "--channel-capacity", "4")
+        self.assertEqual(small.returncode, 2, small.stderr)
+        self.assertEqual(small.stdout, "")
+        self.assertEqual(len(small.stderr.strip().splitlines()), 1, small.stderr)
+        self.assertIn(f"with channel capacity 4; it runs with a channel capacity of "
+                      f"{rec['channel_capacity']}", small.stderr)
+        self.assertEqual(self.record("-s", "1f1b", "-d", "2")["channel_capacity"], 4)
+
     def test_the_default_optimizer_is_adamw_and_steps_learn(self):
         rec = self.record("-s", "1f1b", "-d", "2", "--steps", "3", "--check")
         self.assertEqual(rec["optimizer"]["name"], "adamw")

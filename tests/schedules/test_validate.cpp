@@ -169,5 +169,39 @@ TEST(Validate, BoundedChannelsAreCheckedOnTheLoweredProgram) {
   }
 }
 
+TEST(Validate, ADeadlockOfBoundedChannelsNamesTheCapacityThatRunsIt) {
+  // Rank 1 takes GPipe's forwards in reverse, so rank 0's four sends must all be buffered: the
+  // least capacity that runs it is 4, and each smaller one says so.
+  Schedule s = generate({"gpipe", 2, 4});
+  std::reverse(s.ranks[1].begin(), s.ranks[1].begin() + 4);
+  std::reverse(s.ranks[1].begin() + 4, s.ranks[1].end());
+  for (int capacity = 1; capacity < 4; ++capacity) {
+    try {
+      validate(s, {.channel_capacity = capacity});
+      ADD_FAILURE() << "expected a deadlock with capacity " << capacity;
+    } catch (const InvalidSchedule& e) {
+      EXPECT_NE(std::string(e.what()).find("; it runs with a channel capacity of 4"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(validate(s, {.channel_capacity = 4}));
+}
+
+TEST(Lowering, ADeadlockNoCapacityCuresNamesNoCapacity) {
+  // Rank 0 first waits for a gradient that needs its own first forward: stuck with any capacity.
+  Schedule s = generate({"gpipe", 2, 4});
+  Program prog = lower(s);
+  prog.ranks[0].insert(prog.ranks[0].begin(), {Instr::Kind::Recv, {}, {Op::B, 1, 0}, 1});
+  try {
+    check_deadlock_free(s, prog, 2);
+    ADD_FAILURE() << "expected a deadlock";
+  } catch (const InvalidSchedule& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 0 is stuck at instruction 0"), std::string::npos) << what;
+    EXPECT_EQ(what.find("it runs with"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace ppbench

@@ -145,6 +145,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
 
   nlohmann::json r =
       run_record({&spec, &s, &plan, o.seed, o.recompute, timings, &out.trace, out.values}, "cpu");
+  r["channel_capacity"] = o.executor.channel_capacity;
   std::vector<double> measured;
   for (const ActivationArena& a : last.arenas) measured.push_back(a.peak());
   r["activation_bytes"] =
