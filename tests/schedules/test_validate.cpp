@@ -192,7 +192,9 @@ TEST(Lowering, ADeadlockNoCapacityCuresNamesNoCapacity) {
   // Rank 0 first waits for a gradient that needs its own first forward: stuck with any capacity.
   Schedule s = generate({"gpipe", 2, 4});
   Program prog = lower(s);
-  prog.ranks[0].insert(prog.ranks[0].begin(), {Instr::Kind::Recv, {}, {Op::B, 1, 0}, 1});
+  std::vector<Instr> waits_first{{Instr::Kind::Recv, {}, {Op::B, 1, 0}, 1}};
+  waits_first.insert(waits_first.end(), prog.ranks[0].begin(), prog.ranks[0].end());
+  prog.ranks[0] = std::move(waits_first);
   try {
     check_deadlock_free(s, prog, 2);
     ADD_FAILURE() << "expected a deadlock";
