@@ -9,21 +9,11 @@
 
 #include <benchmark/benchmark.h>
 
-#include "bench_context.h"
 #include "core/error.h"
+#include "cpu_benchmark.h"
 #include "harness/backends/cpu/cpu_run.h"
 #include "schedules/registry.h"
 #include "workloads/transformer.h"
-
-// Defined in benchmarks/calibration.cpp (linked into every CPU benchmark program): the calibration
-// benchmarks that scripts/compare_perf.py normalises by, and the run lengths that step aside for
-// --benchmark_min_time / --benchmark_repetitions on the command line (make perf-ci's quick mode).
-namespace ppbench::bench {
-void read_run_flags(int argc, char** argv);
-void register_calibration();
-benchmark::internal::Benchmark* default_iterations(benchmark::internal::Benchmark* b,
-                                                   benchmark::IterationCount n);
-}  // namespace ppbench::bench
 
 namespace {
 
@@ -68,21 +58,15 @@ void BM_Fidelity(benchmark::State& state, ppbench::ScheduleParams params) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ppbench::bench::read_run_flags(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  ppbench::add_benchmark_context();
-  ppbench::bench::register_calibration();
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  for (const auto& info : ppbench::all_schedules())
-    for (int d = 2; d <= std::min(cores, 4); d *= 2) {
-      ppbench::ScheduleParams p{std::string(info.name), d, 8, info.uses_chunks ? 2 : 0, 0};
-      auto* b = benchmark::RegisterBenchmark(
-          ("BM_Fidelity/" + p.name + "/D" + std::to_string(d) + "/N8").c_str(), BM_Fidelity, p);
-      // A quick run (--benchmark_min_time given) lets Google Benchmark choose: one step each.
-      ppbench::bench::default_iterations(b, 3)->UseManualTime()->Unit(benchmark::kMillisecond);
-    }
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return ppbench::bench::run_cpu_benchmarks(argc, argv, [] {
+    const int cores = std::max(1u, std::thread::hardware_concurrency());
+    for (const auto& info : ppbench::all_schedules())
+      for (int d = 2; d <= std::min(cores, 4); d *= 2) {
+        ppbench::ScheduleParams p{std::string(info.name), d, 8, info.uses_chunks ? 2 : 0, 0};
+        auto* b = benchmark::RegisterBenchmark(
+            ("BM_Fidelity/" + p.name + "/D" + std::to_string(d) + "/N8").c_str(), BM_Fidelity, p);
+        // A quick run (--benchmark_min_time given) lets Google Benchmark choose: one step each.
+        ppbench::bench::default_iterations(b, 3)->UseManualTime()->Unit(benchmark::kMillisecond);
+      }
+  });
 }

@@ -42,20 +42,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include "bench_context.h"
+#include "cpu_benchmark.h"
 #include "harness/executor/cpu_executor.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
-
-// Defined in benchmarks/calibration.cpp (linked into every CPU benchmark program): the calibration
-// benchmarks that scripts/compare_perf.py normalises by, and the run lengths that step aside for
-// --benchmark_min_time / --benchmark_repetitions on the command line (make perf-ci's quick mode).
-namespace ppbench::bench {
-void read_run_flags(int argc, char** argv);
-void register_calibration();
-benchmark::internal::Benchmark* default_min_time(benchmark::internal::Benchmark* b, double seconds);
-benchmark::internal::Benchmark* default_repetitions(benchmark::internal::Benchmark* b, int n);
-}  // namespace ppbench::bench
 
 namespace {
 
@@ -192,19 +182,13 @@ void register_benchmarks() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ppbench::bench::read_run_flags(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  ppbench::add_benchmark_context();
-  const unsigned cores = std::thread::hardware_concurrency();
-  benchmark::AddCustomContext(
-      "executor_threads_note",
-      std::to_string(cores) +
-          " hardware threads: rows with D above that oversubscribe (counter oversubscribed = 1); "
-          "there us_per_rank_action is inflated by time-sharing and us_per_action is fairer");
-  ppbench::bench::register_calibration();
-  register_benchmarks();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return ppbench::bench::run_cpu_benchmarks(argc, argv, [] {
+    const unsigned cores = std::thread::hardware_concurrency();
+    benchmark::AddCustomContext(
+        "executor_threads_note",
+        std::to_string(cores) +
+            " hardware threads: rows with D above that oversubscribe (counter oversubscribed = 1); "
+            "there us_per_rank_action is inflated by time-sharing and us_per_action is fairer");
+    register_benchmarks();
+  });
 }

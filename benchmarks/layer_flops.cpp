@@ -36,18 +36,9 @@
 #include <Eigen/Core>
 #include <benchmark/benchmark.h>
 
-#include "bench_context.h"
+#include "cpu_benchmark.h"
 #include "workloads/cpu/gemm.h"
 #include "workloads/cpu/kernels.h"
-
-// Defined in benchmarks/calibration.cpp (linked into every CPU benchmark program): the calibration
-// benchmarks that scripts/compare_perf.py normalises by, and the run lengths that step aside for
-// --benchmark_min_time / --benchmark_repetitions on the command line (make perf-ci's quick mode).
-namespace ppbench::bench {
-void read_run_flags(int argc, char** argv);
-void register_calibration();
-benchmark::internal::Benchmark* default_min_time(benchmark::internal::Benchmark* b, double seconds);
-}  // namespace ppbench::bench
 
 namespace {
 
@@ -241,15 +232,8 @@ LayerPtr<T> build(const Case& c) {
       return std::make_unique<Linear<T>>(c.in, c.out, true, kSeed);
     case Kind::kMlpBlock:
       return make_mlp_block<T>(c.in, c.out, kSeed);
-    case Kind::kAttention: {
-      AttentionConfig ac;
-      ac.hidden = c.dec.hidden;
-      ac.heads = c.dec.heads;
-      ac.kv_heads = c.dec.kv_heads;
-      ac.bias = c.dec.bias;
-      ac.rope = c.dec.rope;
-      return std::make_unique<Attention<T>>(ac, kSeed);
-    }
+    case Kind::kAttention:
+      return std::make_unique<Attention<T>>(c.dec.attention(), kSeed);
     case Kind::kSwiGLU:
       return std::make_unique<SwiGLU<T>>(c.dec.hidden, c.dec.ffn, kSeed);
     case Kind::kDecoder:
@@ -335,16 +319,10 @@ void register_benchmarks() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ppbench::bench::read_run_flags(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  ppbench::add_benchmark_context();
-  benchmark::AddCustomContext("eigen_simd", Eigen::SimdInstructionSetsInUse());
-  benchmark::AddCustomContext("cpu_gemm", ppbench::cpu::gemm_library());
-  benchmark::AddCustomContext("eigen_threads", std::to_string(Eigen::nbThreads()));
-  ppbench::bench::register_calibration();
-  register_benchmarks();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return ppbench::bench::run_cpu_benchmarks(argc, argv, [] {
+    benchmark::AddCustomContext("eigen_simd", Eigen::SimdInstructionSetsInUse());
+    benchmark::AddCustomContext("cpu_gemm", ppbench::cpu::gemm_library());
+    benchmark::AddCustomContext("eigen_threads", std::to_string(Eigen::nbThreads()));
+    register_benchmarks();
+  });
 }

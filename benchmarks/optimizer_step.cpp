@@ -21,14 +21,9 @@
 #include <Eigen/Core>
 #include <benchmark/benchmark.h>
 
-#include "bench_context.h"
+#include "cpu_benchmark.h"
 #include "workloads/cpu/optimizer.h"
 #include "workloads/cpu/tensor.h"
-
-namespace ppbench::bench {
-void read_run_flags(int argc, char** argv);
-void register_calibration();
-}  // namespace ppbench::bench
 
 namespace {
 
@@ -106,15 +101,8 @@ void BM_Sgd(benchmark::State& state) {
   report<T>(state, 3.0 * sizeof(T) * kElements, s, false);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  ppbench::bench::read_run_flags(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  ppbench::add_benchmark_context();
+void register_benchmarks() {
   benchmark::AddCustomContext("eigen_simd", Eigen::SimdInstructionSetsInUse());
-  ppbench::bench::register_calibration();
   // The triad first, once per dtype, outside Google Benchmark's loop: its bandwidth must be known
   // before the optimizer rows report against it.
   auto measure_triad = [](auto zero) {
@@ -140,7 +128,10 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_AdamW/f64", BM_AdamW<double>);
   benchmark::RegisterBenchmark("BM_Sgd/f32", BM_Sgd<float>);
   benchmark::RegisterBenchmark("BM_Sgd/f64", BM_Sgd<double>);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ppbench::bench::run_cpu_benchmarks(argc, argv, register_benchmarks);
 }

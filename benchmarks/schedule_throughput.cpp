@@ -22,22 +22,13 @@
 
 #include <benchmark/benchmark.h>
 
-#include "bench_context.h"
+#include "cpu_benchmark.h"
 #include "harness/cost_model.h"
 #include "harness/metrics.h"
 #include "harness/simulator.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
-
-// Defined in benchmarks/calibration.cpp (linked into every CPU benchmark program): the calibration
-// benchmarks that scripts/compare_perf.py normalises by, and the run lengths that step aside for
-// --benchmark_min_time / --benchmark_repetitions on the command line (make perf-ci's quick mode).
-namespace ppbench::bench {
-void read_run_flags(int argc, char** argv);
-void register_calibration();
-benchmark::internal::Benchmark* default_min_time(benchmark::internal::Benchmark* b, double seconds);
-}  // namespace ppbench::bench
 
 namespace {
 
@@ -222,13 +213,5 @@ void register_benchmarks() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ppbench::bench::read_run_flags(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  ppbench::add_benchmark_context();
-  ppbench::bench::register_calibration();
-  register_benchmarks();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return ppbench::bench::run_cpu_benchmarks(argc, argv, register_benchmarks);
 }

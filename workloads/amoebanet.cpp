@@ -1,10 +1,9 @@
 #include "workloads/amoebanet.h"
 
-#include <iterator>
-#include <span>
 #include <string>
 #include <utility>
 
+#include "workloads/amoebanet_genotype.h"
 #include "workloads/shape_check.h"
 
 namespace ppbench {
@@ -30,21 +29,7 @@ void AmoebaNetConfig::validate() const {
 
 namespace {
 
-enum class Op { kConv1x1, kConv3x3, kConv1x7_7x1, kMaxPool3x3, kMaxPool2x2, kAvgPool3x3, kNone };
-
-// (input state, op) pairs; each two ops are summed into a new state. AmoebaNet-D's genotype as
-// GPipe's (TensorFlow) reference builds it, with the normal cell's output the concatenation of
-// states 0, 3, 4, 6 (docs/papers.md).
-constexpr std::pair<int, Op> kNormalOps[] = {
-    {1, Op::kConv1x1},    {1, Op::kMaxPool3x3},  {1, Op::kNone},       {0, Op::kConv1x7_7x1},
-    {0, Op::kConv1x1},    {0, Op::kConv1x7_7x1}, {2, Op::kMaxPool3x3}, {2, Op::kNone},
-    {1, Op::kAvgPool3x3}, {5, Op::kConv1x1}};
-constexpr int kNormalConcat[] = {0, 3, 4, 6};
-constexpr std::pair<int, Op> kReductionOps[] = {
-    {0, Op::kMaxPool2x2},  {0, Op::kMaxPool3x3}, {2, Op::kNone}, {1, Op::kConv3x3},
-    {2, Op::kConv1x7_7x1}, {2, Op::kMaxPool3x3}, {3, Op::kNone}, {1, Op::kMaxPool2x2},
-    {2, Op::kAvgPool3x3},  {3, Op::kConv1x1}};
-constexpr int kReductionConcat[] = {4, 5, 6};
+using Op = AmoebaOp;  // the genotype's ops (workloads/amoebanet_genotype.h)
 
 // Totals of one layer; F = I = W = `mm` for convolutions (input and weight gradients of a
 // convolution are each as many multiply-adds as the convolution itself).
@@ -162,11 +147,11 @@ LayerSpec make_cell(std::string name, bool reduction, Chain& ch, bool next_is_ce
   else if (ch.c_pp != c)
     cost.relu_conv_bn(ch.c_pp, c, 1, 1, ch.h_pp, ch.h_pp, ch.h_pp, ch.h_pp);
 
-  for (const auto& [input, op] : reduction ? std::span(kReductionOps) : std::span(kNormalOps)) {
+  for (const auto& [input, op] : amoeba_cell_ops(reduction)) {
     const bool strided = reduction && input < 2;
     cost.op(op, c, input < 2 ? h : ho, strided ? 2 : 1);
   }
-  const Size c_out = c * (reduction ? std::size(kReductionConcat) : std::size(kNormalConcat));
+  const Size c_out = c * amoeba_cell_concat(reduction).size();
 
   LayerSpec l = to_layer(std::move(name),
                          reduction ? LayerKind::kAmoebaReductionCell : LayerKind::kAmoebaNormalCell,

@@ -1,9 +1,10 @@
-// AmoebaNet-D's op library and genotype, shared by the workload spec, the CPU cells and the CUDA
-// cells so that all build the same graph: (input state, op) pairs where ops 2k and 2k+1 are
-// summed into state 2 + k; states 0 and 1 are the preprocessed s1 and s2; a cell's output
-// concatenates the listed states.
+// AmoebaNet-D's op library and genotype, as GPipe's (TensorFlow) reference builds it
+// (docs/papers.md), shared by the workload spec, the CPU cells and the CUDA cells so that all
+// build the same graph: (input state, op) pairs where ops 2k and 2k+1 are summed into state 2 + k;
+// states 0 and 1 are the preprocessed s1 and s2; a cell's output concatenates the listed states.
 #pragma once
 
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -51,5 +52,15 @@ inline constexpr std::pair<int, AmoebaOp> kReductionOps[] = {
     {3, AmoebaOp::kNone},       {1, AmoebaOp::kMaxPool2x2},  {2, AmoebaOp::kAvgPool3x3},
     {3, AmoebaOp::kConv1x1}};
 inline constexpr int kReductionConcat[] = {4, 5, 6};
+
+// A normal or a reduction cell's ops, and the states its output concatenates.
+inline std::span<const std::pair<int, AmoebaOp>> amoeba_cell_ops(bool reduction) {
+  if (reduction) return kReductionOps;
+  return kNormalOps;
+}
+inline std::span<const int> amoeba_cell_concat(bool reduction) {
+  if (reduction) return kReductionConcat;
+  return kNormalConcat;
+}
 
 }  // namespace ppbench

@@ -16,6 +16,21 @@ struct AttentionConfig {
   double rope_theta = 10000.0;
 };
 
+// `c` with kv_heads and head_dim resolved from their defaults (heads; hidden / heads), refusing
+// through `fail(ok, message)` (each kernel set's own error) the sizes no attention can have; each
+// kernel set then adds what its own kernels need of head_dim.
+template <typename Fail>
+AttentionConfig resolve_attention(AttentionConfig c, Fail fail) {
+  fail(c.hidden > 0 && c.heads > 0, "attention: hidden and heads must be positive");
+  if (c.kv_heads == 0) c.kv_heads = c.heads;
+  if (c.head_dim == 0) {
+    fail(c.hidden % c.heads == 0, "attention: heads must divide hidden");
+    c.head_dim = c.hidden / c.heads;
+  }
+  fail(c.kv_heads > 0 && c.heads % c.kv_heads == 0, "attention: kv_heads must divide heads");
+  return c;
+}
+
 // Pre-norm transformer decoder layer:
 //   h = x + Attention(Norm1(x));  y = h + FFN(Norm2(h))
 // Llama: RMSNorm, rotary GQA without biases, SwiGLU. GPipe's Transformer: LayerNorm, multi-head
@@ -34,6 +49,19 @@ struct DecoderConfig {
   bool rope = true;
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+
+  // The layer's attention.
+  AttentionConfig attention() const {
+    AttentionConfig a;
+    a.hidden = hidden;
+    a.heads = heads;
+    a.kv_heads = kv_heads;
+    a.head_dim = head_dim;
+    a.bias = bias;
+    a.rope = rope;
+    a.rope_theta = rope_theta;
+    return a;
+  }
 
   // Llama's layer: RMSNorm, rotary attention with GQA, SwiGLU, no biases.
   static DecoderConfig llama(std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads,

@@ -12,10 +12,6 @@
 // gap g = 3 when D is even (0 when odd) that keeps the passes of neighbouring
 // micro-batches apart. The reference takes any D >= 1 and N >= 1. The planning
 // costs and the memory limit do not change the order (v_memory.h).
-#include <algorithm>
-#include <string>
-#include <vector>
-
 #include "schedules/formulas.h"
 #include "schedules/generators/v_memory.h"
 #include "schedules/registry.h"
@@ -23,28 +19,15 @@
 namespace ppbench {
 
 Schedule generate_v_half(const ScheduleParams& p) {
-  const int d = p.devices, n = p.microbatches;
-  require(d >= 1, "v-half needs --devices >= 1, got " + std::to_string(d));
-  require(n >= 1, "v-half needs --microbatches >= 1, got " + std::to_string(n));
-  const int gap = d % 2 == 0 ? 3 : 0;
-  std::vector<VBlock> block;
-  for (int r = 0; r < d; ++r)
-    block.push_back({2 * r, 3 * d - r - 2, 3 * d + gap + 2 * r - 1, 6 * d + gap - r - 2});
-  return v_memory_schedule(p, block);
+  const int d = p.devices, gap = d % 2 == 0 ? 3 : 0;
+  return v_memory_schedule(p, "v-half", [&](int r) {
+    return VBlock{2 * r, 3 * d - r - 2, 3 * d + gap + 2 * r - 1, 6 * d + gap - r - 2};
+  });
 }
 
+// A rank holds (D+2)//2 micro-batch activations.
 ClosedForm closed_form_v_half(const ScheduleParams& p, const UniformCost&) {
-  const int d = p.devices, n = p.microbatches;
-  ClosedForm out;
-  // The paper's table gives the bubble only as about D/(2N) (F = I = W); the
-  // squeeze's exact idle has no closed form, so the simulator's figure stands.
-  out.bubble_formula = "about D/(2N) when F = I = W (paper, approximate)";
-  out.note = "the bubble is the paper's approximation; simulate for the exact figure";
-  // (D+2)//2 micro-batch activations M_B, each V stage holding M_B/2: twice as
-  // many chunk activations. Fewer micro-batches than that hold all of theirs.
-  out.activations_formula = "2 floor((D+2)/2) chunk activations (floor((D+2)/2) M_B), 2N if less";
-  out.peak_activations = std::min(2 * n, 2 * ((d + 2) / 2));
-  return out;
+  return v_memory_closed_form(p, "D/(2N)", "floor((D+2)/2)", (p.devices + 2) / 2);
 }
 
 }  // namespace ppbench

@@ -17,6 +17,9 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "schedules/registry.h"
 
 namespace ppbench {
 
@@ -367,8 +370,13 @@ void drop_w(Plan& plan) {
 
 }  // namespace
 
-Schedule v_memory_schedule(const ScheduleParams& p, const std::vector<VBlock>& block) {
+Schedule v_memory_schedule(const ScheduleParams& p, std::string_view family,
+                           const std::function<VBlock(int rank)>& slots) {
   const int d = p.devices, n = p.microbatches;
+  require(d >= 1, std::string(family) + " needs --devices >= 1, got " + std::to_string(d));
+  require(n >= 1, std::string(family) + " needs --microbatches >= 1, got " + std::to_string(n));
+  std::vector<VBlock> block;
+  for (int r = 0; r < d; ++r) block.push_back(slots(r));
   Plan plan(block.size());
   for (std::size_t r = 0; r < block.size(); ++r) {
     plan[r].resize(4);
@@ -396,6 +404,17 @@ Schedule v_memory_schedule(const ScheduleParams& p, const std::vector<VBlock>& b
     std::vector<std::pair<int, int>>().swap(order[r]);
   }
   return s;
+}
+
+ClosedForm v_memory_closed_form(const ScheduleParams& p, std::string_view bubble,
+                                std::string_view held_formula, int held) {
+  const std::string h(held_formula);
+  ClosedForm out;
+  out.bubble_formula = "about " + std::string(bubble) + " when F = I = W (paper, approximate)";
+  out.note = "the bubble is the paper's approximation; simulate for the exact figure";
+  out.activations_formula = "2 " + h + " chunk activations (" + h + " M_B), 2N if less";
+  out.peak_activations = std::min(2 * p.microbatches, 2 * held);
+  return out;
 }
 
 }  // namespace ppbench

@@ -24,8 +24,10 @@
 #pragma once
 
 #include <array>
-#include <vector>
+#include <functional>
+#include <string_view>
 
+#include "schedules/formulas.h"
 #include "schedules/schedule.h"
 
 namespace ppbench {
@@ -33,8 +35,16 @@ namespace ppbench {
 // Slots of F0, F1, I1, I0 of micro-batch 0 on one rank, in a period of 6 slots.
 using VBlock = std::array<int, 4>;
 
-// The family's schedule on the V-shape placement, one block per rank
-// (block.size() == p.devices). The caller checks p.
-Schedule v_memory_schedule(const ScheduleParams& p, const std::vector<VBlock>& block);
+// The family's schedule on the V-shape placement, rank r's block being slots(r). Like the
+// reference it takes any D >= 1 and N >= 1, and refuses others naming `family`.
+Schedule v_memory_schedule(const ScheduleParams& p, std::string_view family,
+                           const std::function<VBlock(int rank)>& slots);
+
+// The families' closed form. The paper's table gives the bubble only as about `bubble` (F = I =
+// W); the squeeze's exact idle has no closed form, so the simulator's figure stands. A rank holds
+// `held` micro-batch activations M_B (`held_formula`, in D), each V stage M_B/2: twice as many
+// chunk activations; fewer micro-batches than that hold all of theirs.
+ClosedForm v_memory_closed_form(const ScheduleParams& p, std::string_view bubble,
+                                std::string_view held_formula, int held);
 
 }  // namespace ppbench

@@ -1,7 +1,5 @@
 #include "workloads/cpu/amoebanet_cells.h"
 
-#include <iterator>
-#include <span>
 #include <string>
 #include <utility>
 
@@ -68,12 +66,9 @@ AmoebaCell<T>::AmoebaCell(const AmoebaCellConfig& config, std::uint64_t seed) : 
   else
     pre2_ = std::make_unique<Identity<T>>();
 
-  const auto genotype = config.reduction ? std::span(kReductionOps) : std::span(kNormalOps);
-  if (config.reduction)
-    concat_.assign(std::begin(kReductionConcat), std::end(kReductionConcat));
-  else
-    concat_.assign(std::begin(kNormalConcat), std::end(kNormalConcat));
-  for (const auto& [input, op] : genotype) {
+  const auto concat = amoeba_cell_concat(config.reduction);
+  concat_.assign(concat.begin(), concat.end());
+  for (const auto& [input, op] : amoeba_cell_ops(config.reduction)) {
     const std::int64_t stride = config.reduction && input < 2 ? 2 : 1;
     inputs_.push_back(input);
     ops_.push_back(make_amoeba_op<T>(op, c, stride, derive_seed(seed, 2 + ops_.size())));

@@ -24,14 +24,8 @@ HeadMap<T> head(Tensor<T>& x, std::int64_t b, std::int64_t h, std::int64_t d) {
   return HeadMap<T>(x.data.data() + b * seq * width + h * d, seq, d, Eigen::OuterStride<>(width));
 }
 
-AttentionConfig normalised(AttentionConfig c) {
-  check(c.hidden > 0 && c.heads > 0, "attention: hidden and heads must be positive");
-  if (c.kv_heads == 0) c.kv_heads = c.heads;
-  if (c.head_dim == 0) {
-    check(c.hidden % c.heads == 0, "attention: heads must divide hidden");
-    c.head_dim = c.hidden / c.heads;
-  }
-  check(c.kv_heads > 0 && c.heads % c.kv_heads == 0, "attention: kv_heads must divide heads");
+AttentionConfig normalised(const AttentionConfig& config) {
+  const AttentionConfig c = resolve_attention(config, check);
   check(!c.rope || c.head_dim % 2 == 0, "attention: rotary embedding needs an even head_dim");
   return c;
 }

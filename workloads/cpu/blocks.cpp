@@ -80,18 +80,9 @@ LayerPtr<T> make_decoder_layer(const DecoderConfig& c, std::uint64_t seed) {
     }
     return std::make_unique<LayerNorm<T>>(c.hidden, c.norm_eps);
   };
-  AttentionConfig ac;
-  ac.hidden = c.hidden;
-  ac.heads = c.heads;
-  ac.kv_heads = c.kv_heads;
-  ac.head_dim = c.head_dim;
-  ac.bias = c.bias;
-  ac.rope = c.rope;
-  ac.rope_theta = c.rope_theta;
-
   auto attn = std::make_unique<Sequential<T>>("attention_block");
   attn->add(norm());
-  attn->add(std::make_unique<Attention<T>>(ac, derive_seed(seed, 0)));
+  attn->add(std::make_unique<Attention<T>>(c.attention(), derive_seed(seed, 0)));
 
   auto ffn = std::make_unique<Sequential<T>>("ffn_block");
   ffn->add(norm());

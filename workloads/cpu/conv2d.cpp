@@ -4,11 +4,12 @@
 
 #include "workloads/cpu/eigen_util.h"
 #include "workloads/cpu/gemm.h"
+#include "workloads/cpu/gemm_saved.h"
 
 namespace ppbench::cpu {
 
 namespace {
-enum Slot { kX, kDY, kSlots };
+using namespace gemm_saved;  // the shared slot layout
 }
 
 template <typename T>
@@ -82,10 +83,7 @@ Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
   } else {
     gemm(mat(im2col(x)), mat(weight.value), mat(y));
   }
-  saved.clear();
-  saved.in_shape = x.shape;
-  saved.t.resize(kSlots);
-  saved.t[kX] = x;
+  keep_input(saved, x);
   return y;
 }
 

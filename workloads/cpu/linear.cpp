@@ -4,11 +4,12 @@
 
 #include "workloads/cpu/eigen_util.h"
 #include "workloads/cpu/gemm.h"
+#include "workloads/cpu/gemm_saved.h"
 
 namespace ppbench::cpu {
 
 namespace {
-enum Slot { kX, kDY, kSlots };
+using namespace gemm_saved;  // the shared slot layout
 }
 
 template <typename T>
@@ -33,10 +34,7 @@ Tensor<T> Linear<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
   Tensor<T> y(shape);
   gemm(mat(x), mat(weight.value), mat(y));
   if (has_bias_) mat(y).rowwise() += vec(bias.value);
-  saved.clear();
-  saved.in_shape = x.shape;
-  saved.t.resize(kSlots);
-  saved.t[kX] = x;
+  keep_input(saved, x);
   return y;
 }
 

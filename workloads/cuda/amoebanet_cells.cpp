@@ -1,7 +1,5 @@
 #include "workloads/cuda/amoebanet_cells.h"
 
-#include <iterator>
-#include <span>
 #include <utility>
 
 #include <cuda_runtime_api.h>
@@ -72,12 +70,9 @@ AmoebaCell::AmoebaCell(DeviceArena& params, const AmoebaCellConfig& config, DTyp
   else
     pre2_ = std::make_unique<Identity>();
 
-  const auto genotype = config.reduction ? std::span(kReductionOps) : std::span(kNormalOps);
-  if (config.reduction)
-    concat_.assign(std::begin(kReductionConcat), std::end(kReductionConcat));
-  else
-    concat_.assign(std::begin(kNormalConcat), std::end(kNormalConcat));
-  for (const auto& [input, op] : genotype) {
+  const auto concat = amoeba_cell_concat(config.reduction);
+  concat_.assign(concat.begin(), concat.end());
+  for (const auto& [input, op] : amoeba_cell_ops(config.reduction)) {
     // A reduction cell halves the size on the ops that read its inputs (states 0 and 1).
     const std::int64_t stride = config.reduction && input < 2 ? 2 : 1;
     inputs_.push_back(input);

@@ -13,14 +13,8 @@ namespace {
 // kStats: the log-sum-exp per query (fused) or the probabilities (materialised).
 enum Slot { kQ, kK, kV, kStats, kSlots };
 enum Sub { kQkv, kOut, kSubs };
-AttentionConfig normalised(AttentionConfig c) {
-  require(c.hidden > 0 && c.heads > 0, "attention: hidden and heads must be positive");
-  if (c.kv_heads == 0) c.kv_heads = c.heads;
-  if (c.head_dim == 0) {
-    require(c.hidden % c.heads == 0, "attention: heads must divide hidden");
-    c.head_dim = c.hidden / c.heads;
-  }
-  require(c.kv_heads > 0 && c.heads % c.kv_heads == 0, "attention: kv_heads must divide heads");
+AttentionConfig normalised(const AttentionConfig& config) {
+  const AttentionConfig c = resolve_attention(config, require);
   require(c.head_dim % 2 == 0, "attention: head_dim must be even");
   return c;
 }

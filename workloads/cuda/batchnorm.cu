@@ -84,12 +84,7 @@ __global__ void bn_backward_kernel(const T* __restrict__ dy, const T* __restrict
 }  // namespace
 
 BatchNorm::BatchNorm(DeviceArena& params, std::int64_t channels, DType dtype, double eps)
-    : c_(channels), dtype_(dtype), eps_(static_cast<float>(eps)) {
-  require(channels > 0, "batchnorm: channels must be positive");
-  gamma = make_param(params, "gamma", {channels}, dtype);
-  upload(gamma.value, std::vector<float>(static_cast<std::size_t>(channels), 1.0f));
-  beta = make_param(params, "beta", {channels}, dtype);  // zeroed by make_param
-}
+    : Norm(params, "batchnorm", "channels", channels, dtype, eps, /*shift=*/true) {}
 
 DTensor BatchNorm::forward(Context& ctx, const DTensor& x, Saved& saved) {
   require(x.cols() == c_ && x.dtype() == dtype_, "batchnorm: bad input " + shape_text(x.shape()));
@@ -143,10 +138,6 @@ DTensor BatchNorm::backward_input(Context& ctx, const DTensor& dy, Saved& saved)
   CUDA_CHECK_LAUNCH();
   keep_param_grads(saved, std::move(dgamma), std::move(dbeta));
   return dx;
-}
-
-void BatchNorm::backward_weight(Context& ctx, Saved& saved) {
-  add_param_grads(ctx, saved, gamma, &beta, c_);
 }
 
 }  // namespace ppbench::cuda

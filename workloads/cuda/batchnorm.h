@@ -7,27 +7,16 @@
 // those two for W and frees xhat and rstd; W adds them into the gradients.
 #pragma once
 
-#include "workloads/cuda/layer.h"
+#include "workloads/cuda/normalize.h"
 
 namespace ppbench::cuda {
 
-class BatchNorm final : public Layer {
+class BatchNorm final : public Norm {
  public:
   // gamma = 1, beta = 0.
   BatchNorm(DeviceArena& params, std::int64_t channels, DType dtype, double eps = 1e-5);
-  std::string name() const override { return "batchnorm"; }
   DTensor forward(Context& ctx, const DTensor& x, Saved& saved) override;
   DTensor backward_input(Context& ctx, const DTensor& dy, Saved& saved) override;
-  void backward_weight(Context& ctx, Saved& saved) override;
-  std::vector<Param*> params() override { return {&gamma, &beta}; }
-
-  Param gamma;
-  Param beta;
-
- private:
-  std::int64_t c_;
-  DType dtype_;
-  float eps_;
 };
 
 }  // namespace ppbench::cuda

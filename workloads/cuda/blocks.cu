@@ -110,18 +110,9 @@ LayerPtr make_decoder_layer(DeviceArena& params, const DecoderConfig& c, DType d
     }
     return std::make_unique<LayerNorm>(params, c.hidden, dtype, c.norm_eps);
   };
-  AttentionConfig ac;
-  ac.hidden = c.hidden;
-  ac.heads = c.heads;
-  ac.kv_heads = c.kv_heads;
-  ac.head_dim = c.head_dim;
-  ac.bias = c.bias;
-  ac.rope = c.rope;
-  ac.rope_theta = c.rope_theta;
-
   auto attn = std::make_unique<Sequential>("attention_block");
   attn->add(norm());
-  attn->add(std::make_unique<Attention>(params, ac, dtype, derive_seed(seed, 0)));
+  attn->add(std::make_unique<Attention>(params, c.attention(), dtype, derive_seed(seed, 0)));
 
   auto ffn = std::make_unique<Sequential>("ffn_block");
   ffn->add(norm());

@@ -61,12 +61,7 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dy, const T* __r
 }  // namespace
 
 LayerNorm::LayerNorm(DeviceArena& params, std::int64_t features, DType dtype, double eps)
-    : c_(features), dtype_(dtype), eps_(static_cast<float>(eps)) {
-  require(features > 0, "layernorm: features must be positive");
-  gamma = make_param(params, "gamma", {features}, dtype);
-  beta = make_param(params, "beta", {features}, dtype);
-  upload(gamma.value, std::vector<float>(static_cast<std::size_t>(features), 1.0f));
-}
+    : Norm(params, "layernorm", "features", features, dtype, eps, /*shift=*/true) {}
 
 DTensor LayerNorm::forward(Context& ctx, const DTensor& x, Saved& saved) {
   require(x.cols() == c_ && x.dtype() == dtype_, "layernorm: bad input " + shape_text(x.shape()));
@@ -109,10 +104,6 @@ DTensor LayerNorm::backward_input(Context& ctx, const DTensor& dy, Saved& saved)
   }
   keep_param_grads(saved, std::move(dgamma), std::move(dbeta));
   return dx;
-}
-
-void LayerNorm::backward_weight(Context& ctx, Saved& saved) {
-  add_param_grads(ctx, saved, gamma, &beta, c_);
 }
 
 }  // namespace ppbench::cuda

@@ -4,26 +4,16 @@
 // them into the gradients: the totals equal the CPU's, and M_W is 2C floats.
 #pragma once
 
-#include "workloads/cuda/layer.h"
+#include "workloads/cuda/normalize.h"
 
 namespace ppbench::cuda {
 
-class LayerNorm final : public Layer {
+class LayerNorm final : public Norm {
  public:
+  // gamma = 1, beta = 0.
   LayerNorm(DeviceArena& params, std::int64_t features, DType dtype, double eps = 1e-5);
-  std::string name() const override { return "layernorm"; }
   DTensor forward(Context& ctx, const DTensor& x, Saved& saved) override;
   DTensor backward_input(Context& ctx, const DTensor& dy, Saved& saved) override;
-  void backward_weight(Context& ctx, Saved& saved) override;
-  std::vector<Param*> params() override { return {&gamma, &beta}; }
-
-  Param gamma;
-  Param beta;
-
- private:
-  std::int64_t c_;
-  DType dtype_;
-  float eps_;
 };
 
 }  // namespace ppbench::cuda

@@ -52,11 +52,7 @@ __global__ void rmsnorm_backward_kernel(const T* __restrict__ dy, const T* __res
 }  // namespace
 
 RMSNorm::RMSNorm(DeviceArena& params, std::int64_t features, DType dtype, double eps)
-    : c_(features), dtype_(dtype), eps_(static_cast<float>(eps)) {
-  require(features > 0, "rmsnorm: features must be positive");
-  gamma = make_param(params, "gamma", {features}, dtype);
-  upload(gamma.value, std::vector<float>(static_cast<std::size_t>(features), 1.0f));
-}
+    : Norm(params, "rmsnorm", "features", features, dtype, eps, /*shift=*/false) {}
 
 DTensor RMSNorm::forward(Context& ctx, const DTensor& x, Saved& saved) {
   require(x.cols() == c_ && x.dtype() == dtype_, "rmsnorm: bad input " + shape_text(x.shape()));
@@ -96,10 +92,6 @@ DTensor RMSNorm::backward_input(Context& ctx, const DTensor& dy, Saved& saved) {
   }
   keep_param_grads(saved, std::move(dgamma));
   return dx;
-}
-
-void RMSNorm::backward_weight(Context& ctx, Saved& saved) {
-  add_param_grads(ctx, saved, gamma, nullptr, c_);
 }
 
 }  // namespace ppbench::cuda

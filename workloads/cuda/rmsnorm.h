@@ -4,25 +4,16 @@
 // dgamma into gamma.grad.
 #pragma once
 
-#include "workloads/cuda/layer.h"
+#include "workloads/cuda/normalize.h"
 
 namespace ppbench::cuda {
 
-class RMSNorm final : public Layer {
+class RMSNorm final : public Norm {
  public:
+  // gamma = 1, no beta.
   RMSNorm(DeviceArena& params, std::int64_t features, DType dtype, double eps = 1e-5);
-  std::string name() const override { return "rmsnorm"; }
   DTensor forward(Context& ctx, const DTensor& x, Saved& saved) override;
   DTensor backward_input(Context& ctx, const DTensor& dy, Saved& saved) override;
-  void backward_weight(Context& ctx, Saved& saved) override;
-  std::vector<Param*> params() override { return {&gamma}; }
-
-  Param gamma;
-
- private:
-  std::int64_t c_;
-  DType dtype_;
-  float eps_;
 };
 
 }  // namespace ppbench::cuda
