@@ -182,6 +182,14 @@ WorkloadSpec build_amoebanet(const AmoebaNetConfig& cfg, int64_t microbatch_size
   const Size b = microbatch_size;
   const int e = dtype_bytes(dtype);
   const Size h0 = cfg.image_size, h1 = h0 / 2, c0 = cfg.filters / 4;
+  // BatchNorm normalises each channel over the micro-batch and the pixels (GPipe's semantics);
+  // the cells after the last reduction see (h0 / 32)^2 pixels, and one value has no variance.
+  if (const Size last = h0 / 32; b * last * last < 2)
+    throw UsageError("--image-size " + std::to_string(cfg.image_size) + " with --microbatch-size " +
+                     std::to_string(b) +
+                     " is not allowed: the last cells' images are 1x1, which leaves BatchNorm one "
+                     "value per channel; use --image-size 64 or more, or --microbatch-size 2 or "
+                     "more");
 
   WorkloadSpec spec;
   spec.workload = "amoebanet";

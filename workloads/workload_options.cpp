@@ -28,7 +28,9 @@ constexpr ShapeFlag kShapeFlags[] = {
     {"--input-dim", "mlp: input features (default: --width)"},
     {"--classes", "mlp: classes (default 10); amoebanet: classes (default 1000)"},
     {"--filters", "amoebanet: filter size D, a multiple of 8 (default 256)"},
-    {"--image-size", "amoebanet: image height = width, a multiple of 32 (default 224)"},
+    {"--image-size",
+     "amoebanet: image height = width, a multiple of 32, 64 or more at micro-batch 1 (default "
+     "224)"},
     {"--hidden", "transformer: model dimension h"},
     {"--ffn", "transformer: feed-forward dimension"},
     {"--heads", "transformer: attention (query) heads, dividing --hidden"},

@@ -27,6 +27,10 @@ class BadRunInput(unittest.TestCase):
         (["run", "--workload", "transformer", "--preset", "tiny-llama", "--heads", "5", "-s", "1f1b",
           "-d", "2", "-n", "4"], "--heads 5"),
         (["run", "--workload", "amoebanet", "--layers", "4", "-s", "1f1b", "-d", "2", "-n", "4"], "--layers 4"),
+        # Found by a random --check explorer: the last cells' 1x1 images left BatchNorm one value
+        # per channel, and the run failed with exit 1 inside a rank.
+        (["run", "--workload", "amoebanet", "--layers", "3", "--filters", "8", "--image-size", "32",
+          "-s", "1f1b", "-d", "2", "-n", "2"], "--image-size 32 with --microbatch-size 1"),
         (["run", "--workload", "mlp", "--width", "0", "-s", "1f1b", "-d", "2", "-n", "4"], "--width 0"),
         (["run", "--workload", "nosuch", "-s", "1f1b", "-d", "2", "-n", "4"], "nosuch"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--dtype", "f16"], "f16"),

@@ -59,6 +59,15 @@ TEST(BadShapes, AmoebaNet) {
   expect_usage(with([](auto& c) { c.image_size = 100; }), "--image-size 100");
   expect_usage(with([](auto& c) { c.image_size = 16; }), "--image-size 16");
   expect_usage(with([](auto& c) { c.classes = 0; }), "--classes 0");
+  // The last cells see (image / 32)^2 pixels: at 32 pixels and one sample, BatchNorm would
+  // normalise a single value per channel.
+  AmoebaNetConfig tiny;
+  tiny.layers = 3, tiny.filters = 8, tiny.image_size = 32;
+  expect_usage([&] { build_amoebanet(tiny, 1, DType::kF32); },
+               "--image-size 32 with --microbatch-size 1");
+  EXPECT_NO_THROW(build_amoebanet(tiny, 2, DType::kF32));
+  tiny.image_size = 64;
+  EXPECT_NO_THROW(build_amoebanet(tiny, 1, DType::kF32));
 }
 
 TEST(BadShapes, Mlp) {

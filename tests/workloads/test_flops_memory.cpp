@@ -170,7 +170,7 @@ TEST(AmoebaNet, StructureAndBoundaries) {
 TEST(AmoebaNet, NormalCellParamsByHand) {
   AmoebaNetConfig c;
   c.layers = 6, c.filters = 16, c.image_size = 32, c.classes = 10;
-  const WorkloadSpec spec = build_amoebanet(c, 1, DType::kF32);
+  const WorkloadSpec spec = build_amoebanet(c, 2, DType::kF32);
   const LayerSpec& second = spec.layers[4];
   EXPECT_EQ(second.name, "normal0.1");
   const int64_t pre = (64 * 16 + 32) + (48 * 16 + 32);
