@@ -269,17 +269,13 @@ MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& 
   const double weights = params * e * 2 * copies;  // values and gradients
   double activations = 0;
   for (double b : peaks) activations += b;
-  double largest_layer = 0, largest_stage = 0, boundary = 0;
+  double largest_layer = 0, boundary = 0;
   for (const LayerSpec& l : spec.layers) {
     largest_layer = std::max(largest_layer, static_cast<double>(l.activation.b + l.activation.w) +
                                                 2.0 * static_cast<double>(l.boundary_bytes()));
   }
-  for (const StageSpec& st : plan.stages) {
-    largest_stage = std::max(largest_stage, static_cast<double>(st.activation.b));
-    boundary += static_cast<double>(st.boundary_bytes_out);
-  }
+  for (const StageSpec& st : plan.stages) boundary += static_cast<double>(st.boundary_bytes_out);
   const double ranks = static_cast<double>(std::max<std::size_t>(peaks.size(), 1));
-  if (o.recompute) activations += ranks * largest_stage;  // the backward rebuilds a stage
   // Inputs and labels of every micro-batch, as values of the dtype (token ids too).
   auto elements = [](const TensorSpec& t) {
     double k = 1;

@@ -73,8 +73,6 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
     r.stages.push_back(stage);
     r.parts.push_back(part);
     r.param_count = checked_add(r.param_count, plan.stages[part].params, "parameter");
-    if (o.recompute)
-      r.recompute_working = std::max(r.recompute_working, plan.stages[part].activation.b);
   }
 
   for (int rank = 0; rank < p.ranks; ++rank) {
@@ -82,8 +80,7 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
     r.params = checked_mul(r.param_count, out.per_param.param, "parameter");
     r.grads = checked_mul(r.param_count, out.per_param.grad, "gradient");
     r.optimizer = checked_mul(r.param_count, out.per_param.optimizer, "optimizer state");
-    r.activation_peak = whole_bytes(peaks[static_cast<std::size_t>(rank)], "activation");
-    r.activations = checked_add(r.activation_peak, r.recompute_working, "activation");
+    r.activations = whole_bytes(peaks[static_cast<std::size_t>(rank)], "activation");
 
     // Messages this rank sends, per destination: how many and the largest. F sends its part's
     // output to the next stage; B or I sends the gradient of its input (the previous part's

@@ -10,9 +10,9 @@
 //   optimizer    none: 0. sgd (plain SGD, no momentum) keeps no moments; adamw the two moments m
 //                and v at fp32 (at f64 when training in f64). Under either, an fp32 master copy
 //                of the parameters when the dtype is bf16. Every held copy has its own states.
-//   activations  predicted_peak_bytes(): the most activation bytes alive at an action boundary
-//                under this schedule; with --recompute plus the largest M_B among the rank's
-//                stages, which the backward rebuilds while it runs.
+//   activations  predicted_peak_bytes(): the most activation bytes alive at once under this
+//                schedule; with --recompute F keeps only stage inputs, and the peak may be
+//                midway through a backward, which first rebuilds its stage's M_B.
 //   comm         the tensors in flight the rank sends: per destination rank, the (src, dst)
 //                mailbox holds at most channel_capacity messages, and the sender holds one more
 //                while it waits for room (never more than the step sends on that link), each
@@ -56,9 +56,7 @@ struct RankMemory {
   std::vector<int> parts;   // the partition's stage (part) each of them runs
   int64_t param_count = 0;  // parameters held, every copy counted
   int64_t params = 0, grads = 0, optimizer = 0;
-  int64_t activations = 0;      // schedule peak (+ the rebuilt stage with recompute)
-  int64_t activation_peak = 0;  // predicted_peak_bytes() alone
-  int64_t recompute_working = 0;
+  int64_t activations = 0;  // predicted_peak_bytes(): the schedule's peak
   int64_t comm = 0;
   int64_t total() const { return params + grads + optimizer + activations + comm; }
 };

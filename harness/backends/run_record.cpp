@@ -31,8 +31,13 @@ std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan&
       const StageSpec& st = part(t.stage);
       const double input =
           p.is_first(t.stage) ? 0 : static_cast<double>(part(t.stage - 1).boundary_bytes_out);
-      const double mb = recompute ? input : static_cast<double>(st.activation.b);
+      const double full = static_cast<double>(st.activation.b);
+      const double mb = recompute ? input : full;
       const double mw = static_cast<double>(st.activation.w);
+      // With recompute a backward first rebuilds the stage's activations from its kept input:
+      // its peak is midway, before the layers free them again.
+      if (recompute && (t.op == Op::B || t.op == Op::I))
+        peak[r] = std::max(peak[r], live - mb + full);
       switch (t.op) {
         case Op::F:
           live += mb;

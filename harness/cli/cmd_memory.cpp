@@ -86,9 +86,7 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
                      {"stages", rk.stages},
                      {"parts", rk.parts},
                      {"param_count", rk.param_count},
-                     {"bytes", bytes},
-                     {"activation_peak", rk.activation_peak},
-                     {"recompute_working", rk.recompute_working}});
+                     {"bytes", bytes}});
   }
   r["ranks"] = ranks;
   r["sum_over_ranks"] = sum;
@@ -96,7 +94,8 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
   r["max_total_bytes"] = m.largest_total();
   r["notes"] =
       "params and grads at the dtype; optimizer per held parameter; activations: the "
-      "schedule's peak (predicted_peak_bytes, + the rebuilt stage with --recompute); comm: per "
+      "schedule's peak (predicted_peak_bytes; with --recompute midway through a backward that "
+      "rebuilt its stage); comm: per "
       "destination, min(channel capacity, messages) x the largest message, charged to the sender. "
       "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces.";
   return r;
@@ -135,7 +134,7 @@ void print_text(const WorkloadSpec& spec, const Schedule& s, const StepMemory& m
             << " (" << m.largest_total() << " bytes)\n"
             << "parts: the partition's stages a rank holds (a part listed twice is held twice).\n"
                "activ: the schedule's peak activations"
-            << (opts.recompute ? " (+ the largest stage the backward rebuilds)" : "")
+            << (opts.recompute ? " (with the stage a backward rebuilds)" : "")
             << "; comm: tensors in flight the rank sends, per destination min("
             << opts.channel_capacity
             << ", messages) x the largest message.\n"

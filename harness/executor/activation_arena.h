@@ -22,6 +22,9 @@ class ActivationArena {
     peak_ = std::max(peak_, live);
     samples_.push_back({rank_, time, live});
   }
+  // A peak within an action, above what the rank kept at its end (StageWork's
+  // transient_peak_bytes): it counts for the peak, not as a sample of the timeline.
+  void note_peak(double bytes) { peak_ = std::max(peak_, bytes); }
   double live() const { return live_; }
   double peak() const { return peak_; }
   const std::vector<MemorySample>& samples() const { return samples_; }

@@ -208,6 +208,7 @@ class CpuExecutor {
         const double end = now();
         compute.push_back({r, begin, end, in.action, cpu.seconds()});
         arena.set_live(end, stages_.saved_bytes(r, work));
+        arena.note_peak(static_cast<double>(work.transient_peak_bytes()));
         transport.progress();
         if (hooks != nullptr) {
           for (const auto& [at, stage] : stage_ends)

@@ -22,6 +22,10 @@ class StageWork {
   virtual void backward_weight(int stage, int mb) = 0;
   // Bytes the stage keeps for later backward passes, all micro-batches.
   virtual std::size_t saved_bytes(int stage) const = 0;
+  // The most bytes the rank's stages held together at any moment since the last call, where a
+  // pass holds more midway than at its end (a recomputing backward first rebuilds its stage's
+  // activations); 0 where no pass does.
+  virtual std::size_t transient_peak_bytes() { return 0; }
 };
 
 }  // namespace ppbench

@@ -146,12 +146,14 @@ void expect_two_steps_match(OptimizerOptions::Kind kind) {
 }
 
 // What a run holds, measured, against `ppbench memory`'s model: parameters, gradients, AdamW's
-// moments (every copy's) and the activation peak equal; the bytes in flight within the bound.
-TEST(RunMemory, EveryScheduleHoldsWhatTheModelSays) {
+// moments (every copy's) and the activation peak equal, with recompute too (its peak midway
+// through a backward); the bytes in flight within the bound.
+void expect_run_holds_what_the_model_says(bool recompute) {
   const WorkloadSpec spec = tiny_mlp();
   const int checked = for_every_schedule([&](const ScheduleParams& p, const std::string& label) {
     RunOptions o;
     o.schedule = p;
+    o.recompute = recompute;
     o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
     const RunOutput out = run_cpu(spec, o);
     double comm = 0;
@@ -168,6 +170,11 @@ TEST(RunMemory, EveryScheduleHoldsWhatTheModelSays) {
     EXPECT_GT(comm, 0) << label << ": nothing was in flight";
   });
   EXPECT_GT(checked, 20);
+}
+
+TEST(RunMemory, EveryScheduleHoldsWhatTheModelSays) { expect_run_holds_what_the_model_says(false); }
+TEST(RunMemory, EveryScheduleWithRecomputeHoldsWhatTheModelSays) {
+  expect_run_holds_what_the_model_says(true);
 }
 
 TEST(Optimizer, TwoAdamWStepsOfEveryScheduleMatchOneDevice) {

@@ -125,16 +125,17 @@ TEST(StepMemory, Bf16AdamWKeepsAnFp32MasterCopy) {
 }
 
 // With --recompute F keeps only the stage input (part 0: none, its input is data; part 1: the
-// 64-byte boundary), and the backward rebuilds the stage's M_B on top of that.
-TEST(StepMemory, RecomputeKeepsInputsAndAddsTheRebuiltStage) {
+// 64-byte boundary), and a backward first rebuilds the stage's M_B in place of that input. Rank
+// 0 keeps nothing between passes, so its peak is one rebuilt stage (256); 1F1B's rank 1 holds one
+// input when its backward starts, which the rebuild replaces (64 - 64 + 232).
+TEST(StepMemory, RecomputeKeepsInputsAndPeaksInTheRebuiltStage) {
   const WorkloadSpec spec = tiny_mlp();
   const StepMemory m = model(spec, make("1f1b", 2, 4), {Optimizer::kNone, true, 4});
-  EXPECT_EQ(m.ranks[0].activation_peak, 0);
-  EXPECT_EQ(m.ranks[0].recompute_working, 256);
   EXPECT_EQ(m.ranks[0].activations, 256);
-  EXPECT_EQ(m.ranks[1].activation_peak, 64);
-  EXPECT_EQ(m.ranks[1].recompute_working, 232);
-  EXPECT_EQ(m.ranks[1].activations, 64 + 232);
+  EXPECT_EQ(m.ranks[1].activations, 232);
+  // GPipe's rank 1 holds all four inputs when the first backward rebuilds: 4 x 64 - 64 + 232.
+  EXPECT_EQ(model(spec, make("gpipe", 2, 4), {Optimizer::kNone, true, 4}).ranks[1].activations,
+            4 * 64 - 64 + 232);
 }
 
 // Chimera, D = 2, N = 4: chain 0 puts part 0 on rank 0 and part 1 on rank 1, chain 1 the

@@ -11,9 +11,11 @@
 // holds (data parallelism: R replicas of N each average over R * N).
 //
 // With recompute (GPipe's re-materialisation) F keeps only the stage's input
-// and drops everything else; the backward first runs the forward again.
+// and drops everything else; the backward first runs the forward again, and
+// that rebuilt stage is the rank's peak within the pass (transient_peak_bytes).
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
@@ -74,6 +76,11 @@ class PipelineRank final : public StageWork<Tensors<T>> {
     if (recompute_) {
       run_forward(s, mb, std::move(s.kept_input[mb]), md);
       s.kept_input[mb].clear();
+      // The rebuilt activations are this pass's peak: the layers free them as they go back.
+      account(s, mb);
+      std::size_t live = 0;
+      for (const Stage& other : stages_) live += other.live;
+      transient_peak_ = std::max(transient_peak_, live);
     }
     for (std::size_t l = s.layers.size(); l-- > 0;) {
       grad = s.layers[l]->backward_input(std::move(grad), s.saved[mb][l], md);
@@ -88,6 +95,8 @@ class PipelineRank final : public StageWork<Tensors<T>> {
     for (std::size_t l = 0; l < s.layers.size(); ++l) s.layers[l]->backward_weight(s.saved[mb][l]);
     account(s, mb);
   }
+
+  std::size_t transient_peak_bytes() override { return std::exchange(transient_peak_, 0); }
 
   std::size_t saved_bytes(int stage) const override {
     for (const Stage& s : stages_)
@@ -176,6 +185,7 @@ class PipelineRank final : public StageWork<Tensors<T>> {
   const Placement& p_;
   const std::vector<MicroBatch<T>>& data_;
   bool recompute_;
+  std::size_t transient_peak_ = 0;  // since transient_peak_bytes() last read it
   int rank_;
   T loss_scale_;  // 1 / micro-batches of the whole step (every data-parallel replica's)
   std::vector<Stage> stages_;
