@@ -1,11 +1,15 @@
 """The fuzzing scripts' own checks: fuzz_cli.py's reading of an exit as a broken contract, its
-reading of --help, and fuzz.sh's refusal of bad arguments (docs/testing.md, "Fuzzing")."""
+reading of --help, fuzz.sh's refusal of bad arguments (docs/testing.md, "Fuzzing"), and
+explore_runs.py's cases and its reading of a run's record ("Exploring runs")."""
 from __future__ import annotations
 
+import json
+import random
 import subprocess
 import sys
 from types import SimpleNamespace
 
+import explore_runs
 import fuzz_cli
 from conftest import SCRIPTS
 
@@ -63,3 +67,64 @@ def test_fuzz_cli_refuses_a_missing_program():
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert "not an executable program" in r.stderr
+
+
+def record(**memory_overrides) -> str:
+    ranks = [{"rank": 0,
+              "measured": {"params": 8.0, "grads": 8.0, "optimizer": 16.0, "activations": 32.0,
+                           "comm": 4.0},
+              "model": {"params": 8, "grads": 8, "optimizer": 16, "activations": 32, "comm": 8}}]
+    ranks[0]["measured"].update(memory_overrides)
+    return json.dumps({"check": {"passed": True}, "memory": {"ranks": ranks}})
+
+
+def test_explore_runs_accepts_a_step_that_keeps_every_promise():
+    assert explore_runs.judge(0, record(), "") is None
+    assert explore_runs.judge(2, "", "ppbench: error: 1f1b needs N >= D\n") is None
+
+
+def test_explore_runs_names_each_broken_promise():
+    assert "check failed" in explore_runs.judge(
+        0, json.dumps({"check": {"passed": False, "max_rel_error": 0.1}}), "")
+    assert "measured activations 16, modelled 32" in explore_runs.judge(0, record(activations=16),
+                                                                         "")
+    assert "in flight" in explore_runs.judge(0, record(comm=9.0), "")
+    assert explore_runs.judge(1, "", "ppbench: error: rank 1: batchnorm\n") == "exit code 1"
+    assert "exactly one" in explore_runs.judge(2, "", "ppbench: error: a\nb\n")
+    assert "JSON" in explore_runs.judge(0, "table", "")
+    # mpirun's banner around a refused job is mpirun's; ppbench's own line still counts alone.
+    banner = "-----\nmpirun detected that one or more processes exited with non-zero status\n"
+    assert explore_runs.judge(2, "", "ppbench: error: bad --pp\n" + banner, mpirun=True) is None
+    assert "exactly one" in explore_runs.judge(2, "", "ppbench: error: bad --pp\n" + banner)
+    assert "exactly one" in explore_runs.judge(
+        2, "", "ppbench: error: a\nppbench: error: a\n" + banner, mpirun=True)
+
+
+def test_explore_runs_draws_checked_float64_steps():
+    rng = random.Random(5)
+    for mode in ("plain", "edit", "mpirun"):
+        for _ in range(50):
+            case = explore_runs.draw_case(rng, mode)
+            assert case.argv[0] == "run"
+            assert {"--check", "--dtype", "f64"} <= set(case.argv)
+            assert (case.show is not None) == (mode == "edit")
+            assert (case.processes > 1) == (mode == "mpirun")
+            if mode == "mpirun":
+                pp = int(case.argv[case.argv.index("--pp") + 1])
+                dp = int(case.argv[case.argv.index("--dp") + 1])
+                assert case.processes == pp * dp
+            if mode == "edit":
+                assert "-s" not in case.argv and case.show[:2] == ["show", "-s"]
+
+
+def test_explore_runs_edits_keep_every_action():
+    shown = "# placement: v-shape\nrank 0: F0.0 F3.0 B3.0 B0.0\nrank 1: F1.0 F2.0 B2.0 B1.0\n"
+    for seed in range(30):
+        edited = explore_runs.edit_order(random.Random(seed), shown)
+        lines = edited.splitlines()
+        assert lines[0] == "# placement: v-shape"
+        actions = sorted(a for line in lines[1:] for a in line.split(":", 1)[1].split())
+        whole = sorted(a for line in shown.splitlines()[1:] for a in line.split(":", 1)[1].split())
+        # A split B stands as its I and W; nothing else is lost or made up.
+        merged = sorted(("B" + a[1:]) if a[0] == "I" else a for a in actions if a[0] != "W")
+        assert merged == whole
