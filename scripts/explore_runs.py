@@ -23,7 +23,6 @@ arguments.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -33,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 from types import SimpleNamespace
+
+from fuzz_cli import case_parser, program_of
 
 FAMILIES = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "interleaved-zb",
             "chimera", "chimera-doubling", "zb-h1", "zb-h2", "zb-v", "zb-1p", "zb-2p", "v-half",
@@ -195,20 +196,13 @@ def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("ppbench")
-    ap.add_argument("--cases", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--timeout", type=float, default=120)
+    ap = case_parser(__doc__.splitlines()[0], cases=200, timeout=120)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--edit", action="store_true", help="run edited orders as schedule files")
     mode.add_argument("--mpirun", action="store_true", help="one process per rank, with replicas")
     a = ap.parse_args()
-    if a.cases < 1 or a.timeout <= 0:
-        ap.error("--cases must be >= 1 and --timeout > 0")
-    ppbench = os.path.abspath(a.ppbench)
-    if not os.access(ppbench, os.X_OK):
-        print(f"explore_runs: {a.ppbench}: not an executable program", file=sys.stderr)
+    ppbench = program_of(ap, a, "explore_runs")
+    if ppbench is None:
         return 2
     rng = random.Random(a.seed)
     kind = "edit" if a.edit else "mpirun" if a.mpirun else "plain"

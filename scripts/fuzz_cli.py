@@ -18,6 +18,8 @@ folder, so outputs land there. What must hold:
 Prints each finding with its command line, and a summary; exits 1 if any case broke the
 contract, 2 for bad arguments.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import random
@@ -141,19 +143,35 @@ def broken(r):
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def case_parser(description: str, cases: int, timeout: float) -> argparse.ArgumentParser:
+    """The arguments of a script of random cases (this one, explore_runs.py): the program, how
+    many cases, the seed, and one case's time limit in seconds."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("ppbench")
-    ap.add_argument("--cases", type=int, default=500)
+    ap.add_argument("--cases", type=int, default=cases)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--timeout", type=float, default=20)
-    ap.add_argument("--command", nargs="*", default=sorted(BASE), choices=sorted(BASE))
-    a = ap.parse_args()
+    ap.add_argument("--timeout", type=float, default=timeout)
+    return ap
+
+
+def program_of(ap: argparse.ArgumentParser, a: argparse.Namespace, name: str) -> str | None:
+    """The checked arguments' program as an absolute path; None, said on stderr, where it is not
+    an executable (a bad number of cases or time limit exits 2 through argparse)."""
     if a.cases < 1 or a.timeout <= 0:
         ap.error("--cases must be >= 1 and --timeout > 0")
     ppbench = os.path.abspath(a.ppbench)
     if not os.access(ppbench, os.X_OK):
-        print(f"fuzz_cli: {a.ppbench}: not an executable program", file=sys.stderr)
+        print(f"{name}: {a.ppbench}: not an executable program", file=sys.stderr)
+        return None
+    return ppbench
+
+
+def main():
+    ap = case_parser(__doc__.splitlines()[0], cases=500, timeout=20)
+    ap.add_argument("--command", nargs="*", default=sorted(BASE), choices=sorted(BASE))
+    a = ap.parse_args()
+    ppbench = program_of(ap, a, "fuzz_cli")
+    if ppbench is None:
         return 2
     rng = random.Random(a.seed)
     options = {c: options_of(ppbench, c) for c in a.command}
