@@ -20,6 +20,18 @@ int dtype_bytes(DType d) {
   return 4;
 }
 
+double unit_roundoff(DType d) {
+  switch (d) {
+    case DType::kBF16:
+      return 0x1.0p-8;
+    case DType::kF32:
+      return 0x1.0p-24;
+    case DType::kF64:
+      return 0x1.0p-53;
+  }
+  return 0;
+}
+
 std::string_view dtype_name(DType d) {
   switch (d) {
     case DType::kBF16:

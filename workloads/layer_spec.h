@@ -43,6 +43,8 @@ namespace ppbench {
 enum class DType { kBF16, kF32, kF64 };
 
 int dtype_bytes(DType d);
+// The largest relative error of rounding a value to the type: 2^-p for p significand bits.
+double unit_roundoff(DType d);
 std::string_view dtype_name(DType d);
 // "bf16", "f32", "f64"; anything else is a UsageError naming it.
 DType parse_dtype(std::string_view text);

@@ -57,6 +57,14 @@ GradientComparison compare_gradients(const std::vector<GradTensor>& got,
                  std::to_string(want.size()) + " in the reference";
     return c;
   }
+  double largest_rms = 0;
+  for (const GradTensor& w : want) {
+    double sq = 0;
+    for (double v : w.values) sq += v * v;
+    if (!w.values.empty())
+      largest_rms = std::max(largest_rms, std::sqrt(sq / static_cast<double>(w.values.size())));
+  }
+  const double floor = kGradientScaleFloor * largest_rms;
   for (std::size_t t = 0; t < want.size(); ++t) {
     const GradTensor &g = got[t], &w = want[t];
     if (g.values.size() != w.values.size()) {
@@ -72,6 +80,7 @@ GradientComparison compare_gradients(const std::vector<GradTensor>& got,
       diff = std::max(diff, d);
       scale = std::max(scale, std::abs(w.values[i]));
     }
+    scale = std::max(scale, floor);
     // NaN never passes: a NaN anywhere is the worst error there is.
     const double err = nan          ? std::numeric_limits<double>::infinity()
                        : diff == 0  ? 0.0
@@ -96,10 +105,15 @@ double check_tolerance(DType dtype) {
 }
 
 nlohmann::json check_json(const GradientComparison& c, double tolerance, double loss,
-                          double reference_loss, const std::string& reference) {
+                          double reference_loss, const std::string& reference,
+                          const ReferenceSpread* spread) {
   const double loss_error =
       std::abs(loss - reference_loss) / std::max(std::abs(reference_loss), 1e-300);
-  const bool passed = c.within(tolerance) && loss_error <= tolerance;
+  const double grad_tolerance =
+      spread ? std::max(tolerance, kReferenceSpreadFactor * spread->gradients) : tolerance;
+  const double loss_tolerance =
+      spread ? std::max(tolerance, kReferenceSpreadFactor * spread->loss) : tolerance;
+  const bool passed = c.within(grad_tolerance) && loss_error <= loss_tolerance;
   nlohmann::json j = {
       {"reference", reference},
       {"tensors", c.tensors},
@@ -110,6 +124,11 @@ nlohmann::json check_json(const GradientComparison& c, double tolerance, double 
       {"tolerance", tolerance},
       {"passed", passed}};
   if (!c.mismatch.empty()) j["mismatch"] = c.mismatch;
+  if (spread)
+    j["reference_spread"] = {
+        {"gradients", spread->gradients},       {"loss", spread->loss},
+        {"perturbation", spread->relative},     {"runs", kPerturbedReferenceRuns},
+        {"gradient_tolerance", grad_tolerance}, {"loss_tolerance", loss_tolerance}};
   return j;
 }
 
@@ -119,10 +138,15 @@ std::string check_failure(const nlohmann::json& record) {
   if (c.contains("mismatch"))
     return "--check failed: the gradients do not match the reference's tensors (" +
            c["mismatch"].get<std::string>() + ")";
+  std::string tolerance = c["tolerance"].dump();
+  if (c.contains("reference_spread"))
+    tolerance += ", or " + c["reference_spread"]["gradient_tolerance"].dump() +
+                 " for gradients and " + c["reference_spread"]["loss_tolerance"].dump() +
+                 " for the loss (" + std::to_string(static_cast<int>(kReferenceSpreadFactor)) +
+                 "x how far the reference moves under one rounding)";
   return "--check failed: largest relative gradient error " + c["max_rel_error"].dump() + " in " +
          c["worst_tensor"].get<std::string>() + ", loss error " + c["loss_rel_error"].dump() +
-         ", tolerance " + c["tolerance"].dump() + " (against " + c["reference"].get<std::string>() +
-         ")";
+         ", tolerance " + tolerance + " (against " + c["reference"].get<std::string>() + ")";
 }
 
 }  // namespace ppbench

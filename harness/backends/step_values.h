@@ -50,9 +50,27 @@ void accumulate(PartGradients& part, const double* values, std::size_t n);
 // backends can be matched tensor by tensor.
 std::string grad_tensor_name(const WorkloadSpec& spec, int layer, int k, const std::string& param);
 
-// Tensor by tensor: the relative error max_i |got_i - want_i| / max_i |want_i| (0 where both
-// are zero), and the worst tensor. `mismatch` names the first tensor whose name or size differs
-// (then the errors are not meaningful).
+// Tensor by tensor: the relative error max_i |got_i - want_i| / scale (0 where both are zero),
+// and the worst tensor. The scale is the tensor's largest element max_i |want_i|, but never less
+// than kGradientScaleFloor times the largest root-mean-square element of any tensor of the step:
+// a gradient that cancels to (nearly) zero, such as a BatchNorm beta whose every path is
+// normalised again, is judged against the size of the terms it sums, since their rounding, not
+// the exact sum, sets its error (a different summation order gave 1e-17 against 1e-17, "error 1").
+// `mismatch` names the first tensor whose name or size differs (then the errors are not
+// meaningful).
+inline constexpr double kGradientScaleFloor = 0.1;
+
+// Where a step misses its tolerance, how far the reference itself moves: it is computed
+// kPerturbedReferenceRuns more times from a start perturbed by one rounding of the run's dtype,
+// and the step is held to max(tolerance, kReferenceSpreadFactor x the largest such error). The
+// factor leaves room for what the perturbation leaves out: a real run rounds every intermediate
+// too, not only its start.
+inline constexpr int kPerturbedReferenceRuns = 2;
+inline constexpr double kReferenceSpreadFactor = 4;
+struct ReferenceSpread {
+  double gradients = 0, loss = 0;  // the largest relative errors of the perturbed references
+  double relative = 0;             // the perturbation: the dtype's unit roundoff
+};
 struct GradientComparison {
   double max_rel_error = 0;
   std::string worst_tensor;
@@ -119,8 +137,11 @@ double check_tolerance(DType dtype);
 // The message of a failed --check, or "" (the record's "check" object says why).
 std::string check_failure(const nlohmann::json& record);
 
-// The record's "check" object.
+// The record's "check" object. With `spread` (measured where the step missed `tolerance`), the
+// gradients and the loss are each held to max(tolerance, kReferenceSpreadFactor x their spread),
+// and the object says so ("reference_spread").
 nlohmann::json check_json(const GradientComparison& c, double tolerance, double loss,
-                          double reference_loss, const std::string& reference);
+                          double reference_loss, const std::string& reference,
+                          const ReferenceSpread* spread = nullptr);
 
 }  // namespace ppbench

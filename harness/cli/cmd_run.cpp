@@ -53,6 +53,12 @@ void print_text(const nlohmann::json& r) {
                 r["check"]["worst_tensor"].get<std::string>().c_str(),
                 r["check"]["reference"].get<std::string>().c_str(),
                 r["check"]["tolerance"].get<double>());
+  if (r.contains("check") && r["check"].contains("reference_spread"))
+    std::printf(
+        "  the reference itself moves by %g under one rounding of its start, so the gradients "
+        "were held to %g\n",
+        r["check"]["reference_spread"]["gradients"].get<double>(),
+        r["check"]["reference_spread"]["gradient_tolerance"].get<double>());
   std::printf("step time %.4g ms, %.4g samples/s", r["step_time_s"].get<double>() * 1e3,
               r["throughput"]["samples_per_s"].get<double>());
   if (r["throughput"].contains("tokens_per_s"))

@@ -179,15 +179,10 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
                  {"spin_us", spin.count()}};
   r["data_parallel"] = mpi::job_json(procs, s.placement, n, samples, dp.overlap);
   mpi::count_every_replica(r, dp.replicas);
-  if (o.check) {
-    const StepValues ref =
-        single_device_step(spec, n * dp.replicas, o.seed, o.warmup + o.steps, o.optimizer);
-    const double tol = o.check_tolerance > 0 ? o.check_tolerance : check_tolerance(spec.dtype);
-    r["check"] = check_json(compare_gradients(out.values.tensors, ref.tensors), tol,
-                            out.values.loss, ref.loss,
-                            "the CPU float64 single-device step over all " +
-                                std::to_string(n * dp.replicas) + " micro-batches");
-  }
+  if (o.check)
+    r["check"] = cpu_check(spec, o, n * dp.replicas, out.values,
+                           "the CPU float64 single-device step over all " +
+                               std::to_string(n * dp.replicas) + " micro-batches");
   if (!o.keep_gradients) out.values.tensors.clear();
   out.record = std::move(r);
   // The exported timeline holds every process, numbered by process.

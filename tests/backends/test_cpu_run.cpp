@@ -252,6 +252,62 @@ TEST(GradientComparison, NamesTheWorstTensorAndRefusesMismatches) {
   EXPECT_NE(compare_gradients(got, ref).mismatch.find("a"), std::string::npos);
 }
 
+TEST(GradientComparison, ACancellingTensorIsJudgedAgainstTheTermsItSums) {
+  // "beta" cancels to rounding noise; "w" sets the size of the step's terms (RMS 1).
+  const std::vector<GradTensor> ref = {{"w", 0, {1.0, -1.0}}, {"beta", 0, {1e-17, -2e-17}}};
+  std::vector<GradTensor> got = ref;
+  got[1].values = {-1e-17, 1e-17};  // another summation order: off by its whole size
+  EXPECT_LT(compare_gradients(got, ref).max_rel_error, 1e-15);
+  got[1].values = {0.05, 0};  // half the floor, 0.1 x RMS 1: a real error still shows
+  EXPECT_DOUBLE_EQ(compare_gradients(got, ref).max_rel_error, 0.5);
+}
+
+TEST(CheckJson, AllowsForHowFarTheReferenceItselfMoves) {
+  GradientComparison c;
+  c.tensors = 1, c.max_rel_error = 0.01, c.worst_tensor = "w";
+  EXPECT_FALSE(check_json(c, 1e-10, 1, 1, "ref")["passed"].get<bool>());
+  const ReferenceSpread narrow{.gradients = 0.001, .loss = 0, .relative = 1e-16};
+  EXPECT_FALSE(check_json(c, 1e-10, 1, 1, "ref", &narrow)["passed"].get<bool>());  // 0.01 > 4e-3
+  const ReferenceSpread wide{.gradients = 0.01, .loss = 0, .relative = 1e-16};
+  const nlohmann::json j = check_json(c, 1e-10, 1, 1, "ref", &wide);
+  EXPECT_TRUE(j["passed"].get<bool>()) << j.dump();
+  EXPECT_DOUBLE_EQ(j["reference_spread"]["gradient_tolerance"].get<double>(), 0.04);
+  // The loss is held to its own spread.
+  EXPECT_FALSE(check_json(c, 1e-10, 1.5, 1, "ref", &wide)["passed"].get<bool>());
+}
+
+// AmoebaNet's last BatchNorms see two values per channel at 32 pixels and micro-batch 2: after an
+// optimizer step, one rounding of the start moves the single-device step far past 1e-10, and
+// GPipe, whose backwards sum the micro-batches in reverse, lands inside that spread. The check
+// measures the spread only where the plain comparison misses, and says so.
+TEST(CpuRun, CheckAllowsForAReferenceThatRoundingMoves) {
+  RunOptions o;
+  o.schedule = {"gpipe", 2, 8};
+  o.partition = "uniform";
+  o.steps = 2;
+  o.optimizer.kind = OptimizerOptions::Kind::kSgd;
+  o.check = true;
+  AmoebaNetConfig c;
+  c.layers = 6, c.filters = 8, c.image_size = 32, c.classes = 3;
+  const WorkloadSpec spec = build_amoebanet(c, 2, DType::kF64);
+  const RunOutput out = run_cpu(spec, o);
+  const auto& check = out.record["check"];
+  EXPECT_TRUE(check["passed"].get<bool>()) << check.dump();
+  EXPECT_GT(check["max_rel_error"].get<double>(), 1e-10);
+  ASSERT_TRUE(check.contains("reference_spread")) << check.dump();
+  EXPECT_GE(check["reference_spread"]["gradient_tolerance"].get<double>(),
+            check["max_rel_error"].get<double>());
+  // One step misses nothing, and no spread is measured.
+  o.steps = 1;
+  const nlohmann::json one = run_cpu(spec, o).record["check"];
+  EXPECT_TRUE(one["passed"].get<bool>()) << one.dump();
+  EXPECT_FALSE(one.contains("reference_spread"));
+  // A tolerance the user gives is taken as given.
+  o.steps = 2;
+  o.check_tolerance = 1e-10;
+  EXPECT_FALSE(run_cpu(spec, o).record["check"]["passed"].get<bool>());
+}
+
 TEST(CpuRun, RejectsWhatItCannotRun) {
   RunOptions o;
   o.schedule = {"zb-v", 8, 16};  // 16 stages, but the MLP has 8 layers

@@ -37,26 +37,17 @@
 #include <utility>
 #include <vector>
 
+#include "harness/backends/step_values.h"
 #include "workloads/layer_spec.h"
 
 namespace ppbench::precision {
 
-// The largest relative error of rounding a value to the precision: 2^-p for p significand bits.
-inline double unit_roundoff(DType d) {
-  switch (d) {
-    case DType::kF64:
-      return 0x1.0p-53;
-    case DType::kF32:
-      return 0x1.0p-24;
-    case DType::kBF16:
-      return 0x1.0p-8;
-  }
-  return 0;
-}
+using ppbench::unit_roundoff;  // workloads/layer_spec.h
 
-inline constexpr int kPerturbedRuns = 2;
-inline constexpr double kSpreadFactor = 4;
-inline constexpr double kFloorFraction = 0.1;
+// The same rule as run --check's (harness/backends/step_values.h).
+inline constexpr int kPerturbedRuns = kPerturbedReferenceRuns;
+inline constexpr double kSpreadFactor = kReferenceSpreadFactor;
+inline constexpr double kFloorFraction = kGradientScaleFloor;
 
 struct Verdict {
   double error = 0, spread = 0, tolerance = 0;

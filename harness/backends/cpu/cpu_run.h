@@ -8,8 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "harness/backends/run_options.h"
+#include "harness/backends/step_values.h"
 #include "workloads/layer_spec.h"
 
 namespace ppbench {
@@ -35,5 +39,16 @@ struct ReferencePerturbation {
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
                               int steps = 1, const OptimizerOptions& optimizer = {},
                               const ReferencePerturbation& perturbation = {});
+
+// run --check on the CPU backends (threads and processes): `got`, the last of o.warmup + o.steps
+// steps over `microbatches` micro-batches, against the same steps on one device in float64,
+// described as `reference`. Where it misses the dtype's default tolerance (not one the user
+// gave), the reference is computed again from
+// starts perturbed by one rounding of the run's dtype, and the check allows for how far that moves
+// it (check_json's spread): a model whose own steps move by more than the tolerance under one
+// rounding, such as AmoebaNet with BatchNorm over 2 or 4 values per channel after a few optimizer
+// steps, cannot be held tighter by any correct pipeline whose summation order differs.
+nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int microbatches,
+                         const StepValues& got, const std::string& reference);
 
 }  // namespace ppbench
