@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "schedules/lower.h"
 #include "schedules/schedule.h"
 #include "workloads/layer_spec.h"
 #include "workloads/partition.h"
@@ -77,7 +78,7 @@ MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balan
 struct CpuRunShape {
   bool recompute = false;
   bool check = false;
-  int channel_capacity = 4;
+  int channel_capacity = kDefaultChannelCapacity;
 };
 MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& p,
                                 const PartitionPlan& plan, const std::vector<double>& peaks,

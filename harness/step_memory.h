@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "harness/optimizer.h"
+#include "schedules/lower.h"
 #include "schedules/schedule.h"
 #include "workloads/layer_spec.h"
 #include "workloads/partition.h"
@@ -48,7 +49,7 @@ ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer);
 struct StepMemoryOptions {
   Optimizer optimizer = Optimizer::kAdamW;
   bool recompute = false;
-  int channel_capacity = 4;  // messages one (src, dst) mailbox holds, as `run` uses
+  int channel_capacity = kDefaultChannelCapacity;  // messages one (src, dst) mailbox holds
 };
 
 struct RankMemory {

@@ -129,6 +129,10 @@ int least_channel_capacity(const Schedule& s, const Program& program) {
   return runs;
 }
 
+int default_channel_capacity(const Schedule& s) {
+  return std::max(kDefaultChannelCapacity, least_channel_capacity(s, lower(s)));
+}
+
 void check_deadlock_free(const Schedule& s, const Program& program, int capacity) {
   const std::optional<Stuck> stuck = run_programs(s, program, capacity);
   if (!stuck) return;

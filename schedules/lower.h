@@ -40,6 +40,12 @@ void check_deadlock_free(const Schedule& s, const Program& program, int capacity
 // before its peer takes the first.
 int least_channel_capacity(const Schedule& s, const Program& program);
 
+// The messages one rank-to-rank mailbox of the CPU transports holds unless told otherwise.
+inline constexpr int kDefaultChannelCapacity = 4;
+// The capacity a run of `s` gets by default: kDefaultChannelCapacity, or the least the schedule's
+// lowered program needs where that is more (`s` must be sound with unbounded channels).
+int default_channel_capacity(const Schedule& s);
+
 std::string to_string(const Instr& i);
 std::string to_text(const Program& p);
 

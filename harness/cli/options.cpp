@@ -245,15 +245,15 @@ StageCost CostFlags::resolve() const {
 
 void ChannelCapacityFlag::add_to(CLI::App& app, const std::string& also) {
   app.add_option("--channel-capacity", given,
-                 "Messages one rank-to-rank mailbox holds (default " + std::to_string(kDefault) +
+                 "Messages one rank-to-rank mailbox holds (default " +
+                     std::to_string(kDefaultChannelCapacity) +
                      ", or as many as the schedule needs where that is more" + also + ")")
       ->check(integer_in(1, 1 << 20));
 }
 
 int ChannelCapacityFlag::resolve(const ScheduleFlags& schedule) const {
   if (given) return *given;
-  const Schedule s = schedule.build();
-  return std::max(kDefault, least_channel_capacity(s, lower(s)));
+  return default_channel_capacity(schedule.build());
 }
 
 void MemoryFlag::add_to(CLI::App& app) {

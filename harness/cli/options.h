@@ -95,7 +95,6 @@ struct CostFlags {
 // that is more (breadth-first orders send a whole chunk before the peer takes the first message,
 // and a transport that could not hold them would refuse a schedule ppbench generated).
 struct ChannelCapacityFlag {
-  static constexpr int kDefault = 4;
   std::optional<int> given;
 
   void add_to(CLI::App& app, const std::string& also = "");
