@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "cpu_benchmark.h"
 #include "harness/backends/cpu/cpu_run.h"
-#include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "workloads/transformer.h"
 
@@ -40,7 +39,6 @@ void BM_Fidelity(benchmark::State& state, ppbench::ScheduleParams params) {
   for (auto _ : state) {
     ppbench::RunOutput out;
     try {
-      o.executor.channel_capacity = ppbench::default_channel_capacity(ppbench::schedule_of(o));
       out = ppbench::run_cpu(spec, o);
     } catch (const ppbench::UsageError& e) {
       state.SkipWithError(e.what());

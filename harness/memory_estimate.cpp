@@ -286,8 +286,9 @@ MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& 
   for (const TensorSpec& t : spec.labels) sample += elements(t);
   const double data = n * sample * std::max(e, 4.0);
   // Activations and gradients waiting in the mailboxes between stages (both directions).
-  const double in_flight =
-      2 * copies * boundary * std::min(n, static_cast<double>(o.channel_capacity));
+  const double held =
+      o.channel_capacity > 0 ? std::min(n, static_cast<double>(o.channel_capacity)) : n;
+  const double in_flight = 2 * copies * boundary * held;
   // Each rank's largest layer at work: its kept tensors, its input and output and their gradients.
   const double working = ranks * largest_layer;
   const double records =

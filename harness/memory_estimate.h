@@ -78,7 +78,7 @@ MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balan
 struct CpuRunShape {
   bool recompute = false;
   bool check = false;
-  int channel_capacity = kDefaultChannelCapacity;
+  int channel_capacity = 0;  // 0: the schedule's default, bounded here by N messages a mailbox
 };
 MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& p,
                                 const PartitionPlan& plan, const std::vector<double>& peaks,

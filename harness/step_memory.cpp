@@ -63,6 +63,7 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
                        const StepMemoryOptions& o) {
   const Placement& p = s.placement;
   const std::vector<double> peaks = predicted_peak_bytes(s, plan, o.recompute);
+  const int capacity = resolve_channel_capacity(o.channel_capacity, s);
 
   StepMemory out;
   out.per_param = parameter_bytes(spec.dtype, o.optimizer);
@@ -109,7 +110,7 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
     }
     for (const auto& [dst, l] : links) {
       // The mailbox's `capacity` messages, and one more the sender holds while it waits for room.
-      const int64_t held = std::min<int64_t>(l.messages, std::max(o.channel_capacity, 1) + 1);
+      const int64_t held = std::min<int64_t>(l.messages, int64_t{capacity} + 1);
       r.comm = checked_add(r.comm, checked_mul(held, l.largest, "communication"), "communication");
     }
     // total() adds the five unchecked: prove here that it fits.

@@ -49,7 +49,7 @@ ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer);
 struct StepMemoryOptions {
   Optimizer optimizer = Optimizer::kAdamW;
   bool recompute = false;
-  int channel_capacity = kDefaultChannelCapacity;  // messages one (src, dst) mailbox holds
+  int channel_capacity = 0;  // messages one (src, dst) mailbox holds; 0: resolve_channel_capacity
 };
 
 struct RankMemory {

@@ -133,6 +133,10 @@ int default_channel_capacity(const Schedule& s) {
   return std::max(kDefaultChannelCapacity, least_channel_capacity(s, lower(s)));
 }
 
+int resolve_channel_capacity(int requested, const Schedule& s) {
+  return requested > 0 ? requested : default_channel_capacity(s);
+}
+
 void check_deadlock_free(const Schedule& s, const Program& program, int capacity) {
   const std::optional<Stuck> stuck = run_programs(s, program, capacity);
   if (!stuck) return;

@@ -45,6 +45,10 @@ inline constexpr int kDefaultChannelCapacity = 4;
 // The capacity a run of `s` gets by default: kDefaultChannelCapacity, or the least the schedule's
 // lowered program needs where that is more (`s` must be sound with unbounded channels).
 int default_channel_capacity(const Schedule& s);
+// What a run of `s` asked for `requested` uses: `requested` where it is > 0, else
+// default_channel_capacity(s). The library's options take 0 for "as `run` without
+// --channel-capacity", so that a caller building its own options runs every sound schedule.
+int resolve_channel_capacity(int requested, const Schedule& s);
 
 std::string to_string(const Instr& i);
 std::string to_text(const Program& p);

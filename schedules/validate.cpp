@@ -143,4 +143,14 @@ void validate(const Schedule& s, const ValidateOptions& options) {
   if (options.channel_capacity > 0) check_deadlock_free(s, lower(s), options.channel_capacity);
 }
 
+int validate_for_run(const Schedule& s, int channel_capacity) {
+  if (channel_capacity > 0) {
+    validate(s, {.channel_capacity = channel_capacity});
+    return channel_capacity;
+  }
+  // Sound with unbounded channels first: the default is the least capacity of that run, or more.
+  validate(s);
+  return default_channel_capacity(s);
+}
+
 }  // namespace ppbench

@@ -27,6 +27,10 @@ struct ValidateOptions {
 
 void validate(const Schedule& s, const ValidateOptions& options = {});
 
+// validate() for a run whose mailboxes hold `channel_capacity` messages (0: the schedule's default,
+// resolve_channel_capacity in lower.h); returns the capacity the run is proven to run with.
+int validate_for_run(const Schedule& s, int channel_capacity);
+
 // The structural checks of validate() alone (every action on the rank holding its stage, every
 // task exactly once, pairs well formed), for a caller that walks the schedule in dependency
 // order anyway (the simulator) and reports a stall through explain_stall.

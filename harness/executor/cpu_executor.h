@@ -65,7 +65,9 @@ class CpuExecutor {
         work_(std::move(work)),
         options_(options),
         stages_(s.placement),
-        watchdog_{options.watchdog_seconds} {}
+        watchdog_{options.watchdog_seconds} {
+    options_.channel_capacity = resolve_channel_capacity(options.channel_capacity, s);
+  }
 
   // Per rank, what the walk calls after each stage's last backward and after every action (the
   // optimizer step of `run --optimizer`); empty: nothing.

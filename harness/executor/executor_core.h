@@ -22,8 +22,10 @@ namespace ppbench {
 // What a run asks of its executor (the CPU executor uses all of it, the GPU executor the
 // watchdog).
 struct ExecutorOptions {
-  int channel_capacity = kDefaultChannelCapacity;  // messages one (src, dst) mailbox holds
-  double watchdog_seconds = 60;                    // longest a rank may wait on the transport
+  // Messages one (src, dst) mailbox holds; 0: as many as `run` gives the schedule by default
+  // (resolve_channel_capacity).
+  int channel_capacity = 0;
+  double watchdog_seconds = 60;  // longest a rank may wait on the transport
   // How long a waiting rank spins before it naps between looks (mailbox.h), used only when
   // every rank has a hardware thread of its own (spinning on a shared core only delays the
   // thread it waits for).

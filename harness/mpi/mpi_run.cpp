@@ -197,6 +197,7 @@ RunOutput run_cpu_mpi(const WorkloadSpec& spec, const RunOptions& o,
   mpi::World& world = mpi::World::get();
   std::unique_ptr<Schedule> s;
   std::unique_ptr<PartitionPlan> plan;
+  RunOptions ro = o;
   mpi::agree_to_start(world, [&] {
     mpi::require_process_count(
         world, o.file_schedule ? o.file_schedule->placement.ranks : o.schedule.devices,
@@ -205,13 +206,13 @@ RunOutput run_cpu_mpi(const WorkloadSpec& spec, const RunOptions& o,
     require(spec.dtype != DType::kBF16,
             "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
     s = std::make_unique<Schedule>(schedule_of(o));
-    validate(*s, {.channel_capacity = o.executor.channel_capacity});
+    ro.executor.channel_capacity = validate_for_run(*s, o.executor.channel_capacity);
     plan = std::make_unique<PartitionPlan>(
         partition(spec, s->placement.stages_per_chain(), o.partition));
   });
   mpi::Grid grid(world, s->placement.ranks, dp.replicas);
-  return spec.dtype == DType::kF64 ? run_typed<double>(spec, o, dp, *s, *plan, world, grid)
-                                   : run_typed<float>(spec, o, dp, *s, *plan, world, grid);
+  return spec.dtype == DType::kF64 ? run_typed<double>(spec, ro, dp, *s, *plan, world, grid)
+                                   : run_typed<float>(spec, ro, dp, *s, *plan, world, grid);
 }
 
 }  // namespace ppbench

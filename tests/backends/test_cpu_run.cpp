@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "harness/backends/cpu/cpu_run.h"
+#include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "workloads/amoebanet.h"
 #include "workloads/mlp.h"
@@ -306,6 +307,23 @@ TEST(CpuRun, CheckAllowsForAReferenceThatRoundingMoves) {
   o.steps = 2;
   o.check_tolerance = 1e-10;
   EXPECT_FALSE(run_cpu(spec, o).record["check"]["passed"].get<bool>());
+}
+
+TEST(CpuRun, OptionsLeftAtTheirDefaultsRunSchedulesThatNeedDeeperMailboxes) {
+  // looped-bfs at N = 10 sends a whole chunk before its peer takes the first message: four
+  // messages per mailbox deadlock it. Options a caller builds itself get the capacity `run`
+  // gives, and the record says which; an explicit capacity is taken as given.
+  RunOptions o;
+  o.schedule = {"looped-bfs", 2, 10, 2};
+  const Schedule s = schedule_of(o);
+  const int least = least_channel_capacity(s, lower(s));
+  ASSERT_GT(least, kDefaultChannelCapacity);
+  const RunOutput out = run_cpu(tiny_mlp(DType::kF32), o);
+  EXPECT_EQ(out.record["channel_capacity"].get<int>(), least);
+  o.executor.channel_capacity = kDefaultChannelCapacity;
+  EXPECT_THROW(run_cpu(tiny_mlp(DType::kF32), o), InvalidSchedule);
+  o.executor.channel_capacity = least + 3;
+  EXPECT_EQ(run_cpu(tiny_mlp(DType::kF32), o).record["channel_capacity"].get<int>(), least + 3);
 }
 
 TEST(CpuRun, RejectsWhatItCannotRun) {

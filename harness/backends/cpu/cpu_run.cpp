@@ -175,10 +175,11 @@ RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& o) {
   require(spec.dtype != DType::kBF16,
           "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
   const Schedule s = schedule_of(o);
-  validate(s, {.channel_capacity = o.executor.channel_capacity});
+  RunOptions ro = o;
+  ro.executor.channel_capacity = validate_for_run(s, o.executor.channel_capacity);
   const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.partition);
-  return spec.dtype == DType::kF64 ? run_typed<double>(spec, s, plan, o)
-                                   : run_typed<float>(spec, s, plan, o);
+  return spec.dtype == DType::kF64 ? run_typed<double>(spec, s, plan, ro)
+                                   : run_typed<float>(spec, s, plan, ro);
 }
 
 nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int microbatches,
