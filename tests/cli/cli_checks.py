@@ -1,10 +1,19 @@
-"""Checks the CLI contract tests share: a bad input is refused with exit 2 and one line."""
+"""Checks the CLI contract tests share: a refusal is one line on stderr, exit 2 for bad input."""
+
+
+def one_line(test, r, code):
+    """`r` (a CompletedProcess) exited `code` with one line on stderr that holds no terminal
+    escape; returns the line."""
+    test.assertEqual(r.returncode, code, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    test.assertEqual(len(lines), 1, r.stderr)
+    test.assertNotIn("\x1b", r.stderr)
+    return lines[0]
 
 
 def one_line_refusal(test, r, needle):
-    """`r` (a CompletedProcess) exited 2 with nothing on stdout and one stderr line holding needle."""
-    test.assertEqual(r.returncode, 2, r.stderr)
+    """`r` exited 2 with nothing on stdout and one stderr line holding `needle`; returns it."""
+    line = one_line(test, r, 2)
     test.assertEqual(r.stdout, "")
-    lines = r.stderr.strip().splitlines()
-    test.assertEqual(len(lines), 1, r.stderr)
-    test.assertIn(needle, lines[0])
+    test.assertIn(needle, line)
+    return line

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 import unittest
+from cli_checks import one_line, one_line_refusal  # the directory of this script is on sys.path
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,12 +88,7 @@ class BadInput(unittest.TestCase):
     def test_exit_2_with_one_line_naming_the_value(self):
         for args, needle in self.CASES:
             with self.subTest(args=args):
-                r = run(*args)
-                self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertEqual(r.stdout, "")
-                lines = r.stderr.strip().splitlines()
-                self.assertEqual(len(lines), 1, r.stderr)
-                self.assertIn(needle, lines[0])
+                one_line_refusal(self, run(*args), needle)
 
     def test_no_trace_file_on_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
@@ -134,14 +130,6 @@ class ZbAutoPlan(unittest.TestCase):
         uniform = run("show", "-s", "zb-1p", "-d", "4", "-n", "10", "--memory-limit", "5")
         self.assertNotEqual(uniform.stdout, r.stdout)
 
-
-def one_line(test, r, code):
-    """Exit `code`, one line on stderr that a terminal cannot act on; returns the line."""
-    test.assertEqual(r.returncode, code, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    test.assertEqual(len(lines), 1, r.stderr)
-    test.assertNotIn("\x1b", r.stderr)
-    return lines[0]
 
 
 def make_char_device(path, minor):

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import unittest
+from cli_checks import one_line_refusal  # the directory of this script is on sys.path
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 
@@ -152,12 +153,7 @@ class BadInput(unittest.TestCase):
     def test_exit_2_with_one_line_naming_the_value(self):
         for args, needle in self.CASES:
             with self.subTest(args=args):
-                r = run("memory", *args)
-                self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertEqual(r.stdout, "")
-                lines = r.stderr.strip().splitlines()
-                self.assertEqual(len(lines), 1, r.stderr)
-                self.assertIn(needle, lines[0])
+                one_line_refusal(self, run("memory", *args), needle)
 
 
 if __name__ == "__main__":

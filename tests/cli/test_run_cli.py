@@ -12,6 +12,7 @@ import tempfile
 import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
+from cli_checks import one_line, one_line_refusal  # the directory of this script is on sys.path
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 MLP = ["run", "--workload", "mlp", "--layers", "4", "--width", "16"]
@@ -85,12 +86,7 @@ class BadRunInput(unittest.TestCase):
     def test_exit_2_with_one_line(self):
         for args, needle in self.CASES:
             with self.subTest(args=args):
-                r = run(*args)
-                self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertEqual(r.stdout, "")
-                lines = r.stderr.strip().splitlines()
-                self.assertEqual(len(lines), 1, r.stderr)
-                self.assertIn(needle, lines[0])
+                one_line_refusal(self, run(*args), needle)
 
     def test_cuda_graph_takes_gpus_but_not_virtual_devices(self):
         # Both are decided before any GPU is opened, so they run on a machine without one.
@@ -187,12 +183,6 @@ class BadRunInput(unittest.TestCase):
 
 TINY = ["run", "--workload", "mlp", "--layers", "2", "--width", "8", "-s", "1f1b", "-d", "2", "-n", "2"]
 
-
-def one_line(test, r, code):
-    test.assertEqual(r.returncode, code, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    test.assertEqual(len(lines), 1, r.stderr)
-    return lines[0]
 
 
 class Sizes(unittest.TestCase):
