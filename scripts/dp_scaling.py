@@ -17,13 +17,12 @@ Writes results/reference/dp_scaling.json (atomically) and prints a markdown tabl
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from results_io import atomic_write
+from results_io import table_script_main
 
 PROFILE = "results/reference/h100_sxm_profile.json"
 D, N = 8, 32  # N = 4 D micro-batches per replica: 1F1B's (D-1)/(N+D-1) bubble is 7/39
@@ -118,22 +117,8 @@ def build(ppbench: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=Path("results/reference/dp_scaling.json"),
-                        help="(default: %(default)s)")
-    args = parser.parse_args(argv)
-    try:
-        table = build(args.ppbench)
-    except (OSError, RuntimeError, KeyError) as e:
-        print(f"dp_scaling: {e}", file=sys.stderr)
-        return 1
-    atomic_write(args.out, json.dumps(table, indent=1) + "\n")
-    sys.stdout.write(table["markdown"])
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    return table_script_main(__doc__, "dp_scaling", "results/reference/dp_scaling.json", build,
+                             (OSError, RuntimeError, KeyError), argv)
 
 
 if __name__ == "__main__":

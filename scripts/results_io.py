@@ -215,3 +215,29 @@ def order_key(order: list[str]) -> Callable[[str], tuple[int, str]]:
         return (place.get(name, len(place)), label)
 
     return key
+
+
+def table_script_main(doc: str, name: str, default_out: str,
+                      build: Callable[[str], dict[str, Any]],
+                      errors: tuple[type[BaseException], ...],
+                      argv: list[str] | None = None) -> int:
+    """The command line of a script that builds one reference table from ppbench's output
+    (dp_scaling.py, zb_table5.py): --ppbench and --out, the table written atomically as JSON
+    and its markdown printed; one line and exit 1 where `build` raises one of `errors`."""
+    import argparse
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0],
+                                     epilog=doc.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path(default_out),
+                        help="(default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        table = build(args.ppbench)
+    except errors as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return 1
+    atomic_write(args.out, json.dumps(table, indent=1) + "\n")
+    sys.stdout.write(table["markdown"])
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0

@@ -31,13 +31,12 @@ ppbench's rates, and a markdown table (also printed). Not run in CI (it needs a 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from results_io import atomic_write
+from results_io import table_script_main
 
 PAPER = "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 (arXiv 2401.10241)"
 COLUMNS = ["1F1B", "1F1B-I", "ZB-H1", "ZB-H2", "ZB-1p", "ZB-2p"]
@@ -154,22 +153,8 @@ def build(ppbench: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=Path("results/reference/zb_table5.json"),
-                        help="(default: %(default)s)")
-    args = parser.parse_args(argv)
-    try:
-        table = build(args.ppbench)
-    except (OSError, RuntimeError) as e:
-        print(f"zb_table5: {e}", file=sys.stderr)
-        return 1
-    atomic_write(args.out, json.dumps(table, indent=1) + "\n")
-    sys.stdout.write(table["markdown"])
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    return table_script_main(__doc__, "zb_table5", "results/reference/zb_table5.json", build,
+                             (OSError, RuntimeError), argv)
 
 
 if __name__ == "__main__":
