@@ -7,8 +7,8 @@ GPT, a small AmoebaNet) and its shape, the micro-batch size, optimizer, --recomp
 capacity, partition and step count, and runs `ppbench run --dtype f64 --check --format json`.
 With --edit it first edits the generated order (adjacent swaps, moves, a B split into I and W)
 and runs the edit as a schedule file: a sound order must compute the same step as any other.
-With --mpirun every pipeline rank is a process, and two data-parallel replicas may join. What
-must hold:
+With --mpirun every pipeline rank is a process, and two data-parallel replicas may join; both
+together run edited orders across processes. What must hold:
 
   - exit 0: the check passed, and on every rank the measured parameters, gradients, optimizer
     states and activations equal `ppbench memory`'s model, the bytes in flight at most its bound;
@@ -16,7 +16,7 @@ must hold:
     refuses, such as 1F1B with N < D, or an edit that breaks a dependency);
   - anything else (exit 1 or 3, a signal, a case past --timeout) is a finding.
 
-  scripts/explore_runs.py PPBENCH [--cases N] [--seed S] [--timeout SECONDS] [--edit | --mpirun]
+  scripts/explore_runs.py PPBENCH [--cases N] [--seed S] [--timeout SECONDS] [--edit] [--mpirun]
 
 Prints each finding with its command line and a summary; exits 1 if there was one, 2 for bad
 arguments.
@@ -117,28 +117,33 @@ def edit_order(rng: random.Random, text: str) -> str:
     return "\n".join(header + [f"rank {r}: " + " ".join(a) for r, a in enumerate(ranks)]) + "\n"
 
 
-def draw_case(rng: random.Random, mode: str) -> SimpleNamespace:
+def draw_case(rng: random.Random, edit: bool, mpirun: bool) -> SimpleNamespace:
     """One case: the ppbench argv (after the program), the launcher's processes (0: none) and,
-    with mode "edit", the `show` argv of the order to edit first (the run then reads the file)."""
+    with `edit`, the `show` argv of the order to edit first (the run then reads the file)."""
     family = rng.choice(FAMILIES)
     check = ["--dtype", "f64", "--check", "--format", "json", "--watchdog", "30"]
-    if mode == "mpirun":
+    if mpirun:
         pp = rng.choice([1, 2, 2, 3, 4])
         dp = rng.choice([1, 1, 2]) if pp <= 2 else 1
         dp = 2 if pp * dp == 1 else dp
-        argv = ["run", "-s", family, "--pp", str(pp), "--dp", str(dp), "-n",
-                str(rng.randint(1, 10)), *order_flags(rng, family)]
+        order = ["-s", family, "-n", str(rng.randint(1, 10)), *order_flags(rng, family)]
+        launch = ["--pp", str(pp), "--dp", str(dp)]
         if dp > 1 and rng.random() < 0.3:
-            argv.append("--dp-overlap")
-        return SimpleNamespace(argv=argv + workload(rng) + run_flags(rng, True) + check,
-                               processes=pp * dp, show=None)
-    order = ["-s", family, "-d", str(rng.randint(1, 6)), "-n", str(rng.randint(1, 14)),
-             *order_flags(rng, family)]
-    rest = [*workload(rng), *run_flags(rng, False), *check]
-    if mode == "edit":
-        return SimpleNamespace(argv=["run", *rest], processes=0, show=["show", *order],
+            launch.append("--dp-overlap")
+        rest = [*launch, *workload(rng), *run_flags(rng, True), *check]
+        processes = pp * dp
+        order_devices = ["-d", str(pp)]
+    else:
+        order = ["-s", family, "-d", str(rng.randint(1, 6)), "-n", str(rng.randint(1, 14)),
+                 *order_flags(rng, family)]
+        rest = [*workload(rng), *run_flags(rng, False), *check]
+        processes = 0
+        order_devices = []
+    if edit:
+        return SimpleNamespace(argv=["run", *rest], processes=processes,
+                               show=["show", *order, *order_devices],
                                edit_seed=rng.randrange(2**32))
-    return SimpleNamespace(argv=["run", *order, *rest], processes=0, show=None)
+    return SimpleNamespace(argv=["run", *order, *rest], processes=processes, show=None)
 
 
 def judge(code: int, stdout: str, stderr: str, mpirun: bool = False) -> str | None:
@@ -197,20 +202,19 @@ def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str):
 
 def main() -> int:
     ap = case_parser(__doc__.splitlines()[0], cases=200, timeout=120)
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--edit", action="store_true", help="run edited orders as schedule files")
-    mode.add_argument("--mpirun", action="store_true", help="one process per rank, with replicas")
+    ap.add_argument("--edit", action="store_true", help="run edited orders as schedule files")
+    ap.add_argument("--mpirun", action="store_true", help="one process per rank, with replicas")
     a = ap.parse_args()
     ppbench = program_of(ap, a, "explore_runs")
     if ppbench is None:
         return 2
     rng = random.Random(a.seed)
-    kind = "edit" if a.edit else "mpirun" if a.mpirun else "plain"
+    kind = "+".join(k for k, on in (("edit", a.edit), ("mpirun", a.mpirun)) if on) or "plain"
     codes: dict[str, int] = {}
     findings = 0
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(a.cases):
-            ran = run_case(ppbench, draw_case(rng, kind), a.timeout, tmp)
+            ran = run_case(ppbench, draw_case(rng, a.edit, a.mpirun), a.timeout, tmp)
             if ran is None:
                 codes["not drawn"] = codes.get("not drawn", 0) + 1
                 continue

@@ -8,6 +8,8 @@ replicas with their gradients all-reduced. Checked, as a user would run it:
     last backward;
   - a process killed mid-step ends the job within the watchdog, the lost rank named, no record
     half-written;
+  - a schedule file (ppbench's text and PyTorch's CSV) runs across processes and equals one
+    device; one whose mailboxes would deadlock is refused by every process before any work;
   - bad launches (P != D x R, --dp without mpirun) get one ppbench line and exit 2;
   - --backend cuda across processes (one GPU per process, NCCL bootstrapped over MPI): flags that
     cannot work across processes get one line and exit 2; a node with fewer GPUs than processes
@@ -185,6 +187,47 @@ class MultiProcessRun(unittest.TestCase):
                                           "--lr", "0.05")
                     self.assertEqual(rec["optimizer"]["name"], optimizer)
                     self.assertIn("over all 16 micro-batches", rec["check"]["reference"])
+
+    def test_a_schedule_file_runs_across_processes(self):
+        # A researcher's own order, in ppbench's text and in PyTorch's CSV: 1F1B with rank 1's
+        # backwards split and every W put off to the end. Two replicas of it equal one device.
+        with tempfile.TemporaryDirectory() as tmp:
+            text = os.path.join(tmp, "late_w.txt")
+            with open(text, "w") as f:
+                f.write("rank 0: F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 B0.3\n"
+                        "rank 1: F1.0 I1.0 F1.1 I1.1 F1.2 I1.2 F1.3 I1.3 W1.0 W1.1 W1.2 W1.3\n")
+            csv = os.path.join(tmp, "late_w.csv")
+            shown = threads("show", "--schedule-file", text, "--format", "csv")
+            self.assertEqual(shown.returncode, 0, shown.stderr)
+            with open(csv, "w") as f:
+                f.write(shown.stdout)
+            for path in (text, csv):
+                with self.subTest(file=os.path.basename(path)):
+                    r = mpirun(4, "run", *WORKLOAD, "--schedule-file", path, "--pp", "2", "--dp",
+                               "2", "--check", "--format", "json")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    rec = json.loads(r.stdout)
+                    self.assertEqual(rec["schedule"], "file:" + os.path.basename(path))
+                    self.assertTrue(rec["check"]["passed"], rec["check"])
+                    self.assertIn("over all 8 micro-batches", rec["check"]["reference"])
+            # Rank 1 takes the forwards in reverse: one message per mailbox deadlocks it, which
+            # every process refuses before any work, naming the capacity that runs it.
+            reverse = os.path.join(tmp, "reverse.txt")
+            with open(reverse, "w") as f:
+                f.write("rank 0: F0.0 F0.1 F0.2 F0.3 B0.0 B0.1 B0.2 B0.3\n"
+                        "rank 1: F1.3 F1.2 F1.1 F1.0 B1.3 B1.2 B1.1 B1.0\n")
+            r = mpirun(2, "run", *WORKLOAD, "--schedule-file", reverse, "--pp", "2",
+                       "--channel-capacity", "1")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            lines = ppbench_lines(r.stderr)
+            self.assertEqual(len(lines), 1, r.stderr)
+            self.assertIn("with channel capacity 1; it runs with a channel capacity of 4", lines[0])
+            r = mpirun(2, "run", *WORKLOAD, "--schedule-file", reverse, "--pp", "2", "--check",
+                       "--format", "json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rec = json.loads(r.stdout)
+            self.assertEqual(rec["channel_capacity"], 4)
+            self.assertTrue(rec["check"]["passed"], rec["check"])
 
     def two_nodes(self, *args):
         """`mpirun -np 4` over two Open MPI nodes emulated here (scripts/mpi-local-agent.sh), two

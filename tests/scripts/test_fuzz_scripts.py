@@ -102,19 +102,23 @@ def test_explore_runs_names_each_broken_promise():
 
 def test_explore_runs_draws_checked_float64_steps():
     rng = random.Random(5)
-    for mode in ("plain", "edit", "mpirun"):
-        for _ in range(50):
-            case = explore_runs.draw_case(rng, mode)
-            assert case.argv[0] == "run"
-            assert {"--check", "--dtype", "f64"} <= set(case.argv)
-            assert (case.show is not None) == (mode == "edit")
-            assert (case.processes > 1) == (mode == "mpirun")
-            if mode == "mpirun":
-                pp = int(case.argv[case.argv.index("--pp") + 1])
-                dp = int(case.argv[case.argv.index("--dp") + 1])
-                assert case.processes == pp * dp
-            if mode == "edit":
-                assert "-s" not in case.argv and case.show[:2] == ["show", "-s"]
+    for edit in (False, True):
+        for mpirun in (False, True):
+            for _ in range(50):
+                case = explore_runs.draw_case(rng, edit, mpirun)
+                assert case.argv[0] == "run"
+                assert {"--check", "--dtype", "f64"} <= set(case.argv)
+                assert (case.show is not None) == edit
+                assert (case.processes > 1) == mpirun
+                if mpirun:
+                    pp = int(case.argv[case.argv.index("--pp") + 1])
+                    dp = int(case.argv[case.argv.index("--dp") + 1])
+                    assert case.processes == pp * dp
+                if edit:
+                    assert "-s" not in case.argv and case.show[:2] == ["show", "-s"]
+                if edit and mpirun:
+                    # the order to edit has one rank per process of a replica
+                    assert case.show[case.show.index("-d") + 1] == str(pp)
 
 
 def test_explore_runs_edits_keep_every_action():
