@@ -3,9 +3,9 @@
 # (benchmarks/sweeps/cuda.json) when a GPU is usable, else the CPU sweep (cpu.json).
 #
 # Usable means both: nvidia-smi lists a device (the driver sees one), and the built ppbench was
-# compiled with CUDA and sees a GPU itself (`ppbench --version` lists "GPU 0: ..."). The second
-# half matters: a ppbench built without nvcc, or a driver older than ppbench's CUDA runtime,
-# would turn every GPU point into a failed row.
+# compiled with CUDA and sees a GPU itself (the `--version` of ppbench-cuda beside it lists
+# "GPU 0: ..."). The second half matters: a ppbench built without nvcc, or a driver older than
+# ppbench's CUDA runtime, would turn every GPU point into a failed row.
 #
 # Usage: [BENCH_BACKEND=cpu|cuda] scripts/choose_bench_backend.sh PPBENCH
 # Prints one line on stdout, "<cpu|cuda>: <why>". BENCH_BACKEND forces a backend: cpu always;
@@ -31,20 +31,30 @@ fi
 [ -x "$ppbench" ] || fail "no ppbench at '$ppbench' (build it first: make)"
 
 # Sets ppbench_gpu (its first "GPU i: ..." line) or ppbench_why (why it cannot run on a GPU).
+# A ppbench that hands CUDA runs to ppbench-cuda beside it (the build's separate programs) says
+# so in its --version: then ppbench-cuda is the one to ask which GPUs it sees.
 ppbench_gpu=""
 ppbench_why=""
 ask_ppbench() {
-  local version
-  version="$("$ppbench" --version 2>&1)" || true
+  local version program="$ppbench"
+  version="$("$program" --version 2>&1)" || true
+  if grep -q "^ppbench .*(CUDA runs by ppbench-cuda" <<<"$version"; then
+    program="$(dirname "$ppbench")/ppbench-cuda"
+    if [ ! -x "$program" ]; then
+      ppbench_why="$program, which makes its CUDA runs, is missing"
+      return
+    fi
+    version="$("$program" --version 2>&1)" || true
+  fi
   if ! grep -q "CUDA support compiled in" <<<"$version"; then
-    ppbench_why="$ppbench was built without CUDA"
+    ppbench_why="$program was built without CUDA"
     return
   fi
   ppbench_gpu="$(grep -m1 -E '^GPU [0-9]+:' <<<"$version")"
   if [ -z "$ppbench_gpu" ]; then
     local seen
     seen="$(grep -m1 '^no GPU visible (' <<<"$version" | sed 's/^no GPU visible (//; s/); CUDA runtime.*//')"
-    ppbench_why="$ppbench sees no GPU${seen:+ ($seen)}"
+    ppbench_why="$program sees no GPU${seen:+ ($seen)}"
   fi
 }
 

@@ -96,7 +96,8 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
       "params and grads at the dtype; optimizer per held parameter; activations: the "
       "schedule's peak (predicted_peak_bytes; with --recompute midway through a backward that "
       "rebuilt its stage); comm: per "
-      "destination, min(channel capacity, messages) x the largest message, charged to the sender. "
+      "destination, min(channel capacity + 1, messages) x the largest message (the mailbox holds "
+      "the capacity, the waiting sender one more), charged to the sender. "
       "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces.";
   return r;
 }
@@ -136,8 +137,9 @@ void print_text(const WorkloadSpec& spec, const Schedule& s, const StepMemory& m
                "activ: the schedule's peak activations"
             << (opts.recompute ? " (with the stage a backward rebuilds)" : "")
             << "; comm: tensors in flight the rank sends, per destination min("
+            << opts.channel_capacity + 1 << ", messages) x the largest message (a mailbox holds "
             << opts.channel_capacity
-            << ", messages) x the largest message.\n"
+            << ", and a sender one more while it waits).\n"
                "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces.\n";
 }
 

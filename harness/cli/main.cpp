@@ -39,11 +39,14 @@ std::string version_text() {
 #ifdef PPBENCH_HAVE_CUDA
   v += " (CUDA support compiled in)\n" + ppbench::cuda::device_info_text();
 #else
+  // Said as it stands beside this executable: a copy of ppbench alone runs neither.
   const std::string cuda = ppbench::cli::cuda_program_name();
   if (cuda.empty())
     v += " (built without CUDA)";
-  else
+  else if (ppbench::cli::program_beside_exists(cuda))
     v += " (CUDA runs by " + cuda + " beside it; `" + cuda + " --version` lists the GPUs)";
+  else
+    v += " (CUDA runs by " + cuda + ", which is missing beside this ppbench: copy it here)";
 #endif
 #ifdef PPBENCH_HAVE_MPI
   v += "\nMPI: compiled in (mpirun -np P ppbench run ... runs one pipeline rank per process)";
@@ -51,10 +54,14 @@ std::string version_text() {
   const std::string mpi = ppbench::cli::mpi_program_name();
   if (mpi.empty())
     v += "\nMPI: not compiled in (runs stay in one process)";
-  else
+  else if (ppbench::cli::program_beside_exists(mpi))
     v += "\nMPI: compiled in (mpirun -np P ppbench run ... runs one pipeline rank per process, "
          "by " +
          mpi + " beside it)";
+  else
+    v += "\nMPI: " + mpi +
+         ", which runs each process of mpirun -np P ppbench run ..., is "
+         "missing beside this ppbench: copy it here";
 #endif
   return v;
 }

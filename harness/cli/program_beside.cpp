@@ -16,6 +16,13 @@ namespace ppbench::cli {
 namespace {
 int g_argc = 0;
 char** g_argv = nullptr;
+
+// `program` beside the executable itself (symbolic links resolved), not on PATH: the programs are
+// built and bundled together, and another one on PATH could be another version.
+std::string path_beside_self(const std::string& program, std::error_code& ec) {
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : (self.parent_path() / program).string();
+}
 }  // namespace
 
 void remember_command_line(int argc, char** argv) {
@@ -47,18 +54,22 @@ const char* mpi_program_name() {
 #endif
 }
 
+bool program_beside_exists(const std::string& program) {
+  if (program.empty()) return false;
+  std::error_code ec;
+  const std::string path = path_beside_self(program, ec);
+  return !ec && ::access(path.c_str(), X_OK) == 0;
+}
+
 void exec_program_beside(const std::string& program, const std::string& need,
                          const std::string& built_without) {
   if (program.empty() || g_argv == nullptr)
     throw EnvironmentError(need + ": this ppbench was built without " + built_without);
-  // Beside the executable itself (symbolic links resolved), not on PATH: the programs are built
-  // and bundled together, and another one on PATH could be another version.
   std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string path = path_beside_self(program, ec);
   if (ec)
     throw EnvironmentError(
         need + ": cannot find this program's own path (/proc/self/exe: " + ec.message() + ")");
-  const std::string path = (self.parent_path() / program).string();
   if (::access(path.c_str(), X_OK) != 0)
     throw EnvironmentError(need + ": " + quoted(path) + " is missing or not executable (" +
                            std::strerror(errno) + "): such runs are made by " + program +

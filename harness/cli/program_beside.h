@@ -22,6 +22,9 @@ const char* cuda_program_name();
 const char* mpi_program_name();
 const char* cuda_mpi_program_name();
 
+// Whether `program` stands beside this executable, executable (false for "").
+bool program_beside_exists(const std::string& program);
+
 // Replaces this process with `program` (cuda_program_name() or mpi_program_name()), given the
 // same arguments. Throws EnvironmentError naming the path when the program is missing or cannot
 // be started; `need` says what asked for it ("--backend cuda", ...), `built_without` why this

@@ -271,6 +271,8 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   cuda::check_gpu_optimizer(s.placement, o.run.optimizer, o.cuda_graph);
   validate(s, {.channel_capacity = 0});
   const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.run.partition);
+  // The flags' own checks before the machine's: a bad --gpus is exit 2 on any machine.
+  (void)placement_of(o, s.placement.ranks, -1);
   std::string why;
   if (!cuda::has_gpu(&why))
     throw EnvironmentError("--backend cuda: no CUDA device visible (" + why + ")");

@@ -108,6 +108,20 @@ class Llama3_8B(unittest.TestCase):
         self.assertGreater(memory_json("-s", "looped-bfs", "-d", "2", "-n", "12")["channel_capacity"],
                            4)
 
+    def test_a_mailbox_and_its_waiting_sender_hold_one_message_more_than_the_capacity(self):
+        # 1F1B's first rank sends its 16 forwards to rank 1: with room for C in the mailbox and
+        # one more in the blocked sender, C + 1 hidden-state messages are in flight at most. The
+        # text and the JSON's notes say so.
+        for capacity in (1, 2, 4):
+            j = memory_json("-s", "1f1b", "-d", "8", "-n", "16", "--channel-capacity",
+                            str(capacity))
+            self.assertEqual(j["ranks"][0]["bytes"]["comm"], (capacity + 1) * HIDDEN_MESSAGE)
+            self.assertIn("min(channel capacity + 1, messages)", j["notes"])
+        r = run("memory", "--workload", "transformer", "--preset", "llama3-8b", "-s", "1f1b",
+                "-d", "8", "-n", "16", "--channel-capacity", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("per destination min(3, messages) x the largest message", r.stdout)
+
     def test_optimizers(self):
         args = ("--schedule", "1f1b", "--devices", "1", "--microbatches", "1")
         j = memory_json(*args, "--optimizer", "none")

@@ -103,6 +103,24 @@ class BadRunInput(unittest.TestCase):
         else:
             self.assertTrue(json.loads(r.stdout)["gpu"]["cuda_graph"]["enabled"])
 
+    def test_gpu_placement_flags_are_checked_before_any_gpu_is_looked_for(self):
+        # Wrong on every machine, so exit 2 on every machine: a node without a GPU (exit 3 for
+        # the run itself) says what is wrong with the flags first.
+        cuda = MLP + ["--backend", "cuda", "-s", "1f1b", "-n", "4"]
+        cases = [
+            (["-d", "2", "--gpus", "0,0"], "GPU 0 is listed twice"),
+            (["-d", "3", "--gpus", "0,1"], "lists 2 GPUs but --devices is 3"),
+            (["-d", "2", "--gpus", "0,1", "--virtual-devices", "2"], "exclude each other"),
+            (["-d", "2", "--virtual-devices", "4"], "--virtual-devices 4 differs from --devices 2"),
+            (["-d", "2"], "--devices 2"),
+        ]
+        for extra, needle in cases:
+            with self.subTest(extra=extra):
+                r = run(*cuda, *extra)
+                if "built without CUDA" in r.stderr:
+                    self.skipTest("this ppbench was built without CUDA")
+                one_line_refusal(self, r, needle)
+
     def test_sms_per_device_sizes_virtual_devices_only(self):
         # Decided before any GPU is opened.
         cuda = MLP + ["--backend", "cuda", "-s", "1f1b", "-d", "2", "-n", "4", "--sms-per-device",

@@ -21,6 +21,9 @@ VERSION_NO_DEVICE = ("ppbench 0.1.0 (CUDA support compiled in)\nno GPU visible "
                      "(cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA "
                      "runtime version); CUDA runtime 13.0, driver none, cuBLASLt 13.1.0")
 VERSION_NO_CUDA = "ppbench 0.1.0 (built without CUDA)"
+# What the build's separate programs say: ppbench hands CUDA runs to ppbench-cuda beside it.
+VERSION_SPLIT = ("ppbench 0.1.0 (CUDA runs by ppbench-cuda beside it; `ppbench-cuda --version` "
+                 "lists the GPUs)\nMPI: not compiled in (runs stay in one process)")
 SMI_ONE = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0000)"
 
 
@@ -39,7 +42,7 @@ def machine(tmp_path: Path):
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir(exist_ok=True)
         # Only what the chooser needs, so a real nvidia-smi elsewhere on PATH is never seen.
-        for tool in ("bash", "sh", "grep", "sed", "cat"):
+        for tool in ("bash", "sh", "grep", "sed", "cat", "dirname"):
             found = shutil.which(tool)
             if found and not (bin_dir / tool).exists():
                 (bin_dir / tool).symlink_to(found)
@@ -113,6 +116,23 @@ def test_bad_bench_backend_and_missing_ppbench_exit_2(machine, tmp_path):
     assert run.returncode == 2 and "BENCH_BACKEND=tpu is not a measured sweep" in run.stderr
     run = choose(env, str(tmp_path / "absent"))
     assert run.returncode == 2 and "no ppbench at" in run.stderr
+
+
+def test_separate_programs_ask_ppbench_cuda_beside_ppbench(machine, tmp_path):
+    env, ppbench = machine(SMI_ONE, VERSION_SPLIT)
+    run = choose(env, ppbench)
+    assert run.returncode == 0, run.stderr
+    cuda = tmp_path / "ppbench-cuda"
+    assert run.stdout == (f"cpu: nvidia-smi lists 1 GPU, but {cuda}, which makes its CUDA runs, "
+                          "is missing\n")
+    executable(cuda, f"#!/bin/sh\ncat <<'EOF'\n{VERSION_NO_DEVICE}\nEOF\n")
+    assert choose(env, ppbench).stdout.startswith(
+        f"cpu: nvidia-smi lists 1 GPU, but {cuda} sees no GPU (cudaErrorInsufficientDriver")
+    executable(cuda, f"#!/bin/sh\ncat <<'EOF'\n{VERSION_GPU}\nEOF\n")
+    run = choose(env, ppbench)
+    assert run.stdout == f"cuda: nvidia-smi lists 1 GPU and ppbench runs on {H100}\n"
+    run = choose(env, ppbench, "cuda")
+    assert run.stdout == f"cuda: forced by BENCH_BACKEND=cuda; ppbench runs on {H100}\n"
 
 
 # --- make bench ----------------------------------------------------------------------------
