@@ -23,6 +23,7 @@ from sweep_point import CLOSED_FORM_COST, Point
 
 # What `ppbench --version` prints when it was built with MPI.
 MPI_VERSION_LINE = "MPI: compiled in"
+CUDA_BESIDE = "(CUDA runs by ppbench-cuda beside it"
 NVIDIA_SMI = "nvidia-smi"
 # The exit code of a ppbench that runs but fails its probe (results_io has ppbench's own).
 EXIT_FAILURE = 1
@@ -121,6 +122,31 @@ def first_line(text: str) -> str:
     return next((l.strip() for l in text.splitlines() if l.strip()), "")
 
 
+def version_lines(program: str) -> list[str]:
+    """`program --version`, line by line; [] where it cannot run."""
+    try:
+        version = run_child([program, "--version"], PROBE_TIMEOUT)
+    except OSError:
+        return []
+    return (version.stdout + version.stderr).splitlines() if version else []
+
+
+def version_facts(ppbench: str) -> tuple[list[str], bool]:
+    """The GPU models ppbench's CUDA runs see ("GPU k: <model>, ..." lines) and whether it runs
+    across processes (MPI). A ppbench that hands its CUDA runs to ppbench-cuda beside it says so
+    in its --version, and then that program lists the GPUs."""
+    own = version_lines(ppbench)
+    cuda = own
+    if any(CUDA_BESIDE in line for line in own):
+        cuda = version_lines(os.path.join(os.path.dirname(ppbench), "ppbench-cuda"))
+    gpus: list[str] = []
+    for line in cuda:
+        head, _, rest = line.partition(": ")
+        if head.startswith("GPU ") and head[4:].strip().isdigit() and rest:
+            gpus.append(rest.split(",")[0].strip())
+    return gpus, any(line.startswith(MPI_VERSION_LINE) for line in own)
+
+
 def probe(ppbench: str) -> dict[str, Any]:
     """Check that ppbench runs (before the first point) and say who records: recorded_by.
 
@@ -150,17 +176,7 @@ def probe(ppbench: str) -> dict[str, Any]:
     except (ValueError, KeyError, TypeError) as e:
         raise PpbenchError(f"--ppbench {ppbench}: '{text}' printed no record with provenance: "
                            f"{e}", EXIT_FAILURE) from None
-    gpus: list[str] = []
-    mpi = False
-    try:
-        version = run_child([ppbench, "--version"], PROBE_TIMEOUT)
-        for line in (version.stdout + version.stderr).splitlines() if version else []:
-            head, _, rest = line.partition(": ")
-            if head.startswith("GPU ") and head[4:].strip().isdigit() and rest:
-                gpus.append(rest.split(",")[0].strip())
-            mpi = mpi or line.startswith(MPI_VERSION_LINE)
-    except OSError:
-        pass
+    gpus, mpi = version_facts(ppbench)
     return {"git_commit": prov.get("git_commit"), "host": prov.get("host"),
             "cpu": prov.get("cpu"), "cpu_cores": prov.get("cpu_cores"),
             "gpu": ", ".join(gpus) or None, "mpi": mpi, "ppbench": ppbench,

@@ -687,3 +687,23 @@ def test_a_group_runs_where_enough_gpus_are_listed(tmp_path, fake_ppbench, monke
     assert "note:" not in capsys.readouterr().out
     ran = [c for c in calls(log) if c[0] == "run"]
     assert [c[c.index("--gpus") + 1] for c in ran] == ["0,1", "0,1,2,3"]
+
+
+def test_the_gpus_of_separate_programs_are_asked_of_ppbench_cuda(tmp_path):
+    """ppbench hands CUDA runs to ppbench-cuda beside it: a sweep's recorded_by names the GPU
+    that program sees (it named none, as ppbench's own --version lists no GPU)."""
+    def program(name: str, version: str) -> str:
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{version}\nEOF\n")
+        path.chmod(0o755)
+        return str(path)
+
+    ppbench = program("ppbench", "ppbench 0.1.0 (CUDA runs by ppbench-cuda beside it; "
+                                 "`ppbench-cuda --version` lists the GPUs)\nMPI: compiled in "
+                                 "(mpirun -np P ppbench run ... runs one pipeline rank per "
+                                 "process, by ppbench-mpi beside it)")
+    assert sweep_process.version_facts(ppbench) == ([], True)  # ppbench-cuda is not there
+    program("ppbench-cuda", "ppbench 0.1.0 (CUDA support compiled in)\nGPU 0: NVIDIA H100 80GB "
+                            "HBM3, 132 SMs, 79.1 GiB\nGPU 1: NVIDIA H100 80GB HBM3, 132 SMs\n"
+                            "MPI: not compiled in (runs stay in one process)")
+    assert sweep_process.version_facts(ppbench) == (["NVIDIA H100 80GB HBM3"] * 2, True)
