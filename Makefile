@@ -342,13 +342,18 @@ gpu-bundle: deps  ## portable GPU programs + launcher in gpu-bundle/ (no GPU nee
 PROFILE_ARGS ?= --backend cuda --virtual-devices 2 --workload transformer --preset tiny-llama \
                 --schedule 1f1b --devices 2 --microbatches 8 --dtype bf16 --steps 2 --warmup 1
 PROFILE_OUT  ?= results/profile/ppbench-$(shell date +%Y%m%d-%H%M%S)
+# The program that makes CUDA runs (ppbench hands them to it by exec), profiled directly so that
+# the profiler's process is the one that runs the kernels from its first instruction.
+PPBENCH_CUDA ?= $(dir $(PPBENCH))ppbench-cuda
 
 profile: build  ## nsys profile of a short GPU step (needs nsys and a GPU)
 	@command -v nsys >/dev/null 2>&1 || { echo "make profile needs Nsight Systems: install the \
 	nsight-systems package from NVIDIA's CUDA repository (it provides 'nsys'), then re-run"; exit 2; }
+	@test -x $(PPBENCH_CUDA) || { echo "make profile: no $(PPBENCH_CUDA): this build has no \
+	CUDA backend (configure where nvcc is found, then make)"; exit 3; }
 	@mkdir -p $(dir $(PROFILE_OUT))
 	nsys profile --trace=cuda,nvtx --output $(PROFILE_OUT) --force-overwrite true \
-	  $(PPBENCH) run $(PROFILE_ARGS)
+	  $(PPBENCH_CUDA) run $(PROFILE_ARGS)
 	@echo "report: $(PROFILE_OUT).nsys-rep (open it in Nsight Systems; NVTX domain 'ppbench')"
 
 fuzz:  ## search the input parsers for FUZZ_SECONDS each (clang, libFuzzer, ASan+UBSan; docs/testing.md)
