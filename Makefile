@@ -304,7 +304,7 @@ perf_ci_run = t0=$$(date +%s); out='$(call perf_ci_json,$(1))'; log='$(PERF_CI_D
   echo "perf-ci: $(1): $$(($$(date +%s) - t0)) s -> $$out";
 
 .PHONY: perf-ci perf-ci-baseline
-perf-ci: configure  ## quick CPU benchmarks (~2 min), calibration-normalised, vs results/perf/ci baselines (PERF_FAIL=1 fails on a regression)
+perf-ci: configure  ## quick CPU benchmarks (about a minute on 2 cores), calibration-normalised, vs results/perf/ci baselines (PERF_FAIL=1 fails on a regression)
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target $(PERF_CI_PROGRAMS)
 	@mkdir -p $(PERF_CI_DIR) $(PERF_CI_BASELINE_DIR)
 	@set -e; \
