@@ -50,8 +50,9 @@ an fcntl.flock):
     ppbench built without CUDA, a library missing); retried on the next sweep
   - else:   {"status": "error", "error": ..., ...point}  (crash, timeout, unparseable output)
 The exit code decides, never the message. Every row also carries "recorded_by": the ppbench
-that made it (git commit as ppbench reports it, "-dirty" included, and the binary's sha256) and
-the machine (host, CPU model and cores, GPU model).
+that made it (git commit as ppbench reports it, "-dirty" included, and the sha256 of the binary
+with the programs beside it that run CUDA and mpirun points) and the machine (host, CPU model and
+cores, GPU model).
 
 Resume: a point is skipped when PREFIX.jsonl holds an ok or invalid row of it whose
 "recorded_by" equals this sweep's: the same machine and the same ppbench (commit and binary).

@@ -110,11 +110,29 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+# The programs ppbench hands runs to, beside it (harness/cli/program_beside.h): CUDA runs, the
+# processes of an mpirun, and both.
+PROGRAMS_BESIDE = ("ppbench-cuda", "ppbench-mpi", "ppbench-cuda-mpi")
+
+
 def sha256_of(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_of_programs(ppbench: str) -> str:
+    """ppbench's own sha256 where it stands alone; else one over it and the programs beside it
+    that run points (a rebuilt ppbench-cuda with an unchanged ppbench is another binary)."""
+    beside = [os.path.join(os.path.dirname(ppbench), name) for name in PROGRAMS_BESIDE]
+    present = [path for path in beside if os.path.isfile(path)]
+    if not present:
+        return sha256_of(ppbench)
+    digest = hashlib.sha256()
+    for path in [ppbench, *present]:
+        digest.update(f"{os.path.basename(path)} {sha256_of(path)}\n".encode())
     return digest.hexdigest()
 
 
@@ -180,7 +198,7 @@ def probe(ppbench: str) -> dict[str, Any]:
     return {"git_commit": prov.get("git_commit"), "host": prov.get("host"),
             "cpu": prov.get("cpu"), "cpu_cores": prov.get("cpu_cores"),
             "gpu": ", ".join(gpus) or None, "mpi": mpi, "ppbench": ppbench,
-            "ppbench_sha256": sha256_of(ppbench)}
+            "ppbench_sha256": sha256_of_programs(ppbench)}
 
 
 def visible_gpu_count() -> int:

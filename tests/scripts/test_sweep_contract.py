@@ -440,6 +440,13 @@ def test_records_of_a_dirty_tree_resume_only_with_the_same_binary(tmp_path, fake
     assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 4  # the same binary
     Path(binary).write_text(Path(binary).read_text() + "# rebuilt\n")  # same commit text
     assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 0
+    # ppbench hands CUDA runs to ppbench-cuda beside it: rebuilding that one alone is a new binary
+    cuda = Path(binary).with_name("ppbench-cuda")
+    cuda.write_text("#!/bin/sh\n")
+    assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 0
+    assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 4
+    cuda.write_text("#!/bin/sh\n# rebuilt\n")
+    assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 0
 
 
 def test_records_of_another_machine_are_not_taken_for_this_run(tmp_path, fake_ppbench,
