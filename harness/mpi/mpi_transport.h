@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <limits>
+#include <list>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -71,7 +71,7 @@ class MpiTransport final : public Transport<Message> {
   WaitResult send(int /*src*/, int dst, std::uint64_t name, Message message,
                   Clock::time_point deadline) override {
     Channel& ch = out_.at(static_cast<std::size_t>(dst));
-    // Full: wait for the oldest unreceived message to be taken.
+    // Full: wait for one of its unreceived messages to be taken.
     if (static_cast<int>(ch.pending.size()) >= capacity_) {
       const WaitResult r = wait_until(deadline, [&] { return reap(ch) < capacity_; });
       if (r != WaitResult::kDone) return r;
@@ -138,17 +138,24 @@ class MpiTransport final : public Transport<Message> {
   };
   struct Channel {
     std::unordered_map<std::uint64_t, int> tags;
-    std::deque<Pending> pending;  // in the order sent
+    // Unreceived sends. A list: one taken from the middle leaves the others' buffers where
+    // MPI_Issend was given them.
+    std::list<Pending> pending;
   };
 
-  // Frees the completed sends at the front of the channel; returns how many are left.
+  // Frees every completed send; returns how many are left. Any of them, not only the oldest:
+  // receives match by name, so an order that sends a message early and has it taken last (an
+  // edited schedule) holds one slot with it, not the whole channel behind it.
   int reap(Channel& ch) {
-    while (!ch.pending.empty()) {
+    for (auto it = ch.pending.begin(); it != ch.pending.end();) {
       int done = 0;
-      check(MPI_Test(&ch.pending.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done == 0) break;
-      in_flight_ -= ch.pending.front().payload_bytes;
-      ch.pending.pop_front();
+      check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done == 0) {
+        ++it;
+        continue;
+      }
+      in_flight_ -= it->payload_bytes;
+      it = ch.pending.erase(it);
     }
     return static_cast<int>(ch.pending.size());
   }

@@ -9,7 +9,8 @@ replicas with their gradients all-reduced. Checked, as a user would run it:
   - a process killed mid-step ends the job within the watchdog, the lost rank named, no record
     half-written;
   - a schedule file (ppbench's text and PyTorch's CSV) runs across processes and equals one
-    device; one whose mailboxes would deadlock is refused by every process before any work;
+    device, also where a message sent early is taken last; one whose mailboxes would deadlock is
+    refused by every process before any work;
   - bad launches (P != D x R, --dp without mpirun) get one ppbench line and exit 2;
   - --backend cuda across processes (one GPU per process, NCCL bootstrapped over MPI): flags that
     cannot work across processes get one line and exit 2; a node with fewer GPUs than processes
@@ -210,6 +211,17 @@ class MultiProcessRun(unittest.TestCase):
                     self.assertEqual(rec["schedule"], "file:" + os.path.basename(path))
                     self.assertTrue(rec["check"]["passed"], rec["check"])
                     self.assertIn("over all 8 micro-batches", rec["check"]["reference"])
+            # Rank 0 sends micro-batch 5 first, which rank 1 takes last: it holds one of the two
+            # slots the whole step, and the others pass through the one left, as proven.
+            early = os.path.join(tmp, "early.txt")
+            with open(early, "w") as f:
+                f.write("rank 0: F0.5 F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 F0.4 B0.3 B0.4 B0.5\n"
+                        "rank 1: F1.0 B1.0 F1.1 B1.1 F1.2 B1.2 F1.3 B1.3 F1.4 B1.4 F1.5 B1.5\n")
+            r = mpirun(2, "run", *WORKLOAD, "--schedule-file", early, "--pp", "2",
+                       "--channel-capacity", "2", "--watchdog", "20", "--check", "--format",
+                       "json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(json.loads(r.stdout)["check"]["passed"])
             # Rank 1 takes the forwards in reverse: one message per mailbox deadlocks it, which
             # every process refuses before any work, naming the capacity that runs it.
             reverse = os.path.join(tmp, "reverse.txt")

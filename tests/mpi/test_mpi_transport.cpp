@@ -91,6 +91,26 @@ TEST_F(MpiTransportTest, ASendWaitsWhileCapacityMessagesAreUnreceived) {
   barrier();
 }
 
+TEST_F(MpiTransportTest, AMessageTakenLastHoldsOneSlotNotTheChannel) {
+  // An edited order can send a micro-batch early that its receiver takes last (F0.3 first
+  // here). Only that message stays unreceived: with room for two, the others still pass one
+  // by one, as through the in-process mailbox and as the validator's model has it.
+  auto t = make(2);
+  if (me == 0) {
+    for (int mb : {3, 0, 1, 2})
+      EXPECT_EQ(t.send(0, 1, forward(mb), {{double(mb)}, 0}, in(5000)), WaitResult::kDone)
+          << "F0." << mb;
+    EXPECT_EQ(t.drain(0, in(5000)), WaitResult::kDone);
+  } else {
+    for (int mb : {0, 1, 2, 3}) {
+      Message m;
+      EXPECT_EQ(t.receive(0, 1, forward(mb), m, in(5000)), WaitResult::kDone) << "F0." << mb;
+      EXPECT_EQ(m.payload, std::vector<double>{double(mb)});
+    }
+  }
+  barrier();
+}
+
 TEST_F(MpiTransportTest, DrainWaitsUntilTheReceiverTakesTheMessage) {
   auto t = make(4);
   if (me == 0) {
