@@ -14,7 +14,8 @@
 //     simulator walks to the end, each task once, with the streamed metrics equal to the
 //     trace's; one whose structure is sound but that validate() refuses as a deadlock, the
 //     simulator refuses too;
-//   - a schedule sound with bounded channels is sound with unbounded ones.
+//   - a schedule sound with bounded channels is sound with unbounded ones;
+//   - the GPU executor's transfer plan of a sound schedule completes under rendezvous semantics.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +24,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "harness/cuda/nccl_plan.h"
+#include "harness/cuda/p2p_deadlock_check.h"
 #include "harness/simulator.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -126,6 +129,21 @@ bool sound(const Schedule& s, int capacity) {
   }
 }
 
+// The GPU executor's transfer plan of a sound schedule (NCCL's rendezvous point-to-point, and
+// the virtual devices' copies, which take each peer's messages in the order it sends them):
+// grouped, its receives put in the senders' order and blocked sends deferred, it must complete.
+// A sound schedule refused here would run on CPUs and not on GPUs.
+void check_gpu_transfers(const Schedule& s, const Program& program) {
+  NcclPlanOptions o;
+  for (int st = 0; st < s.stages(); ++st)
+    o.activation_bytes.push_back(static_cast<std::size_t>(st + 1) * 64);
+  try {
+    check_p2p_deadlock_free(build_nccl_plan(s, program, o));
+  } catch (const InvalidSchedule& e) {
+    fuzz_check(false, std::string("a sound schedule's GPU transfer plan deadlocks: ") + e.what());
+  }
+}
+
 void check(const Schedule& s, int capacity, int cores) {
   const bool structure_ok = [&] {
     try {
@@ -165,7 +183,9 @@ void check(const Schedule& s, int capacity, int cores) {
     return;
   }
   check_simulation(s, cores);
-  check_deadlock_free(s, lower(s), 0);
+  const Program program = lower(s);
+  check_deadlock_free(s, program, 0);
+  check_gpu_transfers(s, program);
 }
 
 }  // namespace
