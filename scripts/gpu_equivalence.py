@@ -257,6 +257,13 @@ def main(argv: list[str]) -> int:
         print(f"gpu_equivalence: {e}", file=sys.stderr)
         return 1
     print(f"gpu_equivalence: schedules: {' '.join(rec.schedules)}", flush=True)
+    labels = [f"{v}/{s}/D{d}" for v in variants for s in rec.schedules for d in devices]
+    if not any(flt.search(label) for label in labels):
+        rec.finish(note=f"--filter '{args.filter}' matches no case: nothing run")
+        print(f"gpu_equivalence: --filter '{args.filter}' matches none of the {len(labels)} "
+              f"labels VARIANT/SCHEDULE/D<d> (e.g. {labels[0]}); variants: {', '.join(variants)}",
+              file=sys.stderr)
+        return 2
 
     for v in variants:
         for s in rec.schedules:

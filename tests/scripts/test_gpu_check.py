@@ -460,6 +460,18 @@ def test_equivalence_fails_on_passed_false_and_without_the_check_flag(gpu_world)
     assert "no --check flag" in r.stdout + r.stderr
 
 
+def test_equivalence_a_filter_that_matches_no_case_says_so(gpu_world):
+    # The labels are VARIANT/SCHEDULE/D<d> with variants such as mlp-f32-sgd: a filter naming a
+    # variant that does not exist fails the piece at once, naming the labels it can match.
+    w = gpu_world
+    r = check(w, "--only", "equivalence", "--equiv-filter", "^(mlp-sgd|mlp-adamw)/")
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert "matches none of the" in out and "e.g. mlp-f32/" in out and "mlp-f32-sgd" in out
+    s, _ = piece_summary(tarballs(w)["equivalence"])
+    assert s["status"] == "failed"
+
+
 def test_equivalence_a_refusal_only_the_gpu_run_makes_is_an_error(gpu_world):
     w = gpu_world
     w["env"]["FAKE_GPU_REFUSES"] = "D8"
