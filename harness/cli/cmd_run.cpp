@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include "harness/backends/cpu/cpu_run.h"
@@ -53,6 +54,9 @@ void print_text(const nlohmann::json& r) {
                 r["check"]["worst_tensor"].get<std::string>().c_str(),
                 r["check"]["reference"].get<std::string>().c_str(),
                 r["check"]["tolerance"].get<double>());
+  if (r.contains("check") && r["check"].contains("reference_spread_note"))
+    std::printf("  how far rounding moves the reference: %s\n",
+                r["check"]["reference_spread_note"].get<std::string>().c_str());
   if (r.contains("check") && r["check"].contains("reference_spread"))
     std::printf(
         "  the reference itself moves by %g under one rounding of its start, so the gradients "
@@ -333,6 +337,14 @@ Command add_run(CLI::App& parent) {
     cuda_options.link_bandwidth_gb_per_s = st->cuda.link_bandwidth;
     cuda_options.link_latency_us = st->cuda.link_latency;
     cuda_options.cuda_graph = st->cuda.graph;
+    // Measured on the CPU in float64, within half of the memory --max-memory or the machine
+    // leaves: the CUDA backend does not link the CPU's.
+    const double spread_budget =
+        budget.bytes > 0 ? budget.bytes / 2 : std::numeric_limits<double>::infinity();
+    cuda_options.reference_spread = [&](const WorkloadSpec& w, int n, int steps, std::string* why) {
+      return cpu_reference_spread(w, n, st->options.seed, steps, st->options.optimizer,
+                                  spread_budget, why);
+    };
 #endif
     if (multi_process && st->backend == "cuda") {
 #if PPBENCH_HAVE_CUDA_MPI  // elsewhere ppbench-cuda-mpi has taken over above

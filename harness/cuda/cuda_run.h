@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -33,6 +34,12 @@ struct CudaRunOptions {
   std::optional<double> link_latency_us;          // --link-latency (virtual devices only)
   bool cuda_graph = false;                 // --cuda-graph: replay each rank's step as a graph
   std::size_t activation_arena_bytes = 0;  // per rank; 0: a share of the free device memory
+  // --check: where the step misses its dtype's default tolerance, how far one rounding of the
+  // dtype moves the step (microbatches, steps; `why` when it cannot tell), to allow for as the
+  // CPU backend does. The CLI measures it on the CPU (cpu_reference_spread), which this backend
+  // does not link; unset, the check is the plain one.
+  std::function<std::optional<ReferenceSpread>(const WorkloadSpec&, int, int, std::string*)>
+      reference_spread;
 };
 
 // Throws UsageError for flags or shapes the run cannot take (named), ExecutionError when a step

@@ -309,6 +309,38 @@ TEST(CpuRun, CheckAllowsForAReferenceThatRoundingMoves) {
   EXPECT_FALSE(run_cpu(spec, o).record["check"]["passed"].get<bool>());
 }
 
+// What the CUDA backend's --check allows for (cuda_run.cpp asks the CLI, which asks this): how
+// far one rounding of the run's dtype moves the float64 step, measured on the CPU. The spread
+// scales with the dtype's rounding, and a model too large for the memory given is not measured,
+// with the reason.
+TEST(CpuReferenceSpread, ScalesWithTheDtypesRoundingAndStaysWithinItsMemory) {
+  const OptimizerOptions sgd{.kind = OptimizerOptions::Kind::kSgd};
+  auto spread_of = [&](DType dtype) {
+    std::string why;
+    const std::optional<ReferenceSpread> s =
+        cpu_reference_spread(tiny_mlp(dtype), 4, 7, 2, sgd, 1e12, &why);
+    EXPECT_TRUE(s.has_value()) << why;
+    return s.value_or(ReferenceSpread{});
+  };
+  const ReferenceSpread bf16 = spread_of(DType::kBF16), f32 = spread_of(DType::kF32);
+  EXPECT_EQ(bf16.relative, unit_roundoff(DType::kBF16));
+  EXPECT_EQ(f32.relative, unit_roundoff(DType::kF32));
+  EXPECT_GT(f32.gradients, 0);
+  // 2^16 times the perturbation moves the step by orders of magnitude more, and by no more
+  // than the perturbation's ratio times a modest conditioning.
+  EXPECT_GT(bf16.gradients, 1e3 * f32.gradients);
+  EXPECT_LT(bf16.gradients, 1e6 * f32.gradients);
+  EXPECT_TRUE(std::isfinite(bf16.loss) && bf16.loss > 0);
+  // The same as measuring it from the step by hand.
+  const StepValues ref = single_device_step(tiny_mlp(DType::kF32), 4, 7, 2, sgd);
+  EXPECT_EQ(reference_spread(tiny_mlp(DType::kF32), 4, 7, 2, sgd, ref).gradients, f32.gradients);
+  std::string why;
+  EXPECT_FALSE(cpu_reference_spread(tiny_mlp(DType::kF32), 4, 7, 2, sgd, 1000, &why));
+  EXPECT_NE(why.find("not measured: the float64 single-device step on the CPU needs about"),
+            std::string::npos)
+      << why;
+}
+
 TEST(CpuRun, OptionsLeftAtTheirDefaultsRunSchedulesThatNeedDeeperMailboxes) {
   // looped-bfs at N = 10 sends a whole chunk before its peer takes the first message: four
   // messages per mailbox deadlock it. Options a caller builds itself get the capacity `run`

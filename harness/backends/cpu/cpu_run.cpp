@@ -14,6 +14,7 @@
 #include "harness/backends/run_loop.h"
 #include "harness/backends/run_record.h"
 #include "harness/executor/cpu_executor.h"
+#include "harness/memory_estimate.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "workloads/counter_rng.h"
@@ -193,20 +194,50 @@ nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int micr
   // whose tensors match: a mismatch is a wrong layout, which no spread explains. A tolerance the
   // user gave (--check-tolerance) is taken as given.
   if (j["passed"].get<bool>() || !c.mismatch.empty() || o.check_tolerance > 0) return j;
+  const ReferenceSpread spread =
+      reference_spread(spec, microbatches, o.seed, steps, o.optimizer, ref);
+  return check_json(c, tol, got.loss, ref.loss, reference, &spread);
+}
+
+ReferenceSpread reference_spread(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
+                                 int steps, const OptimizerOptions& optimizer,
+                                 const StepValues& reference) {
   ReferenceSpread spread{.relative = unit_roundoff(spec.dtype)};
   for (int k = 0; k < kPerturbedReferenceRuns; ++k) {
     const StepValues moved =
-        single_device_step(spec, microbatches, o.seed, steps, o.optimizer,
-                           {spread.relative, o.seed + 1 + static_cast<std::uint64_t>(k)});
-    const GradientComparison m = compare_gradients(moved.tensors, ref.tensors);
+        single_device_step(spec, microbatches, seed, steps, optimizer,
+                           {spread.relative, seed + 1 + static_cast<std::uint64_t>(k)});
+    const GradientComparison m = compare_gradients(moved.tensors, reference.tensors);
     // A perturbed reference that broke (NaN) says nothing about rounding: it must not widen
     // the tolerance.
     if (std::isfinite(m.max_rel_error))
       spread.gradients = std::max(spread.gradients, m.max_rel_error);
-    const double loss = std::abs(moved.loss - ref.loss) / std::max(std::abs(ref.loss), 1e-300);
+    const double loss =
+        std::abs(moved.loss - reference.loss) / std::max(std::abs(reference.loss), 1e-300);
     if (std::isfinite(loss)) spread.loss = std::max(spread.loss, loss);
   }
-  return check_json(c, tol, got.loss, ref.loss, reference, &spread);
+  return spread;
+}
+
+std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, int microbatches,
+                                                    std::uint64_t seed, int steps,
+                                                    const OptimizerOptions& optimizer,
+                                                    double budget_bytes, std::string* why) {
+  // One float64 step at a time: parameters, gradients, two moments, the kept gradients of the
+  // step and of its reference, and one micro-batch's activations through the whole model.
+  const ActivationBytes a = spec.activation();
+  const double elem = dtype_bytes(spec.dtype);
+  const double needs =
+      static_cast<double>(spec.params()) * 8 * 5 +
+      (static_cast<double>(a.b) + static_cast<double>(a.w)) * 8 / std::max(elem, 1.0);
+  if (needs > budget_bytes) {
+    if (why)
+      *why = "not measured: the float64 single-device step on the CPU needs about " +
+             bytes_text(needs) + ", over the " + bytes_text(budget_bytes) + " it may use here";
+    return std::nullopt;
+  }
+  const StepValues ref = single_device_step(spec, microbatches, seed, steps, optimizer);
+  return reference_spread(spec, microbatches, seed, steps, optimizer, ref);
 }
 
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,

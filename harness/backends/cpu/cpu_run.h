@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,22 @@ struct ReferencePerturbation {
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
                               int steps = 1, const OptimizerOptions& optimizer = {},
                               const ReferencePerturbation& perturbation = {});
+
+// How far one rounding of the working precision moves the float64 single-device step: that step
+// (`reference`, as single_device_step gives it) against kPerturbedReferenceRuns copies whose
+// starts are perturbed by unit_roundoff(spec.dtype). What check_json allows for.
+ReferenceSpread reference_spread(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
+                                 int steps, const OptimizerOptions& optimizer,
+                                 const StepValues& reference);
+
+// The same, for a backend whose reference is a step of its own (the CUDA backend's one-device
+// GPU step, which shares the run's kernels and so cannot show how far rounding moves it): the
+// float64 step and its perturbed copies on the CPU, one micro-batch at a time. Nothing, with
+// `why` saying so, where they would need more than `budget_bytes`.
+std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, int microbatches,
+                                                    std::uint64_t seed, int steps,
+                                                    const OptimizerOptions& optimizer,
+                                                    double budget_bytes, std::string* why);
 
 // run --check on the CPU backends (threads and processes): `got`, the last of o.warmup + o.steps
 // steps over `microbatches` micro-batches, against the same steps on one device in float64,
