@@ -103,6 +103,11 @@ DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& s
     c.fb = time("FB");
     c.comm = time("comm", true);
     p.stages.push_back(c);
+    // Every stage or none: a step either ran an optimizer or did not.
+    const bool updated = e.contains("optimizer");
+    if (s > 0 && updated == p.optimizer.empty())
+      bad(source, at + "optimizer", "must be given for every stage or for none");
+    if (updated) p.optimizer.push_back(time("optimizer", true));
   }
   for (const char* key :
        {"workload", "workload_config", "microbatch_size", "dtype", "layer_counts"}) {
@@ -153,6 +158,9 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
   // Per part: F, B, I, W, overlapped pairs (by their forward stage); hand-overs per boundary.
   std::vector<std::array<std::vector<double>, 5>> d(static_cast<std::size_t>(parts));
   std::vector<std::vector<double>> comm(static_cast<std::size_t>(parts));
+  std::vector<std::vector<double>> updates(static_cast<std::size_t>(parts));
+  for (const UpdateEvent& u : trace.updates)
+    updates[static_cast<std::size_t>(part(u.stage))].push_back(u.end - u.start);
   for (const auto& e : trace.compute) {
     const auto k = static_cast<std::size_t>(part(e.action.task.stage));
     d[k][e.action.paired() ? 4 : static_cast<std::size_t>(e.action.task.op)].push_back(e.end -
@@ -180,6 +188,7 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     c.comm = k + 1 < d.size() ? median(comm[k]) : 0;
     stages.push_back(
         {{"F", c.f}, {"I", c.i}, {"W", c.w}, {"B", c.b}, {"FB", c.fb}, {"comm", c.comm}});
+    if (!trace.updates.empty()) stages.back()["optimizer"] = median(updates[k]);
   }
   nlohmann::json j = {
       {"format", kFormat},      {"version", 1},

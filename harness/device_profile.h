@@ -39,6 +39,9 @@ struct DeviceProfile {
   DeviceRates rates;   // kind "rates"
   // kind "measured": per partition stage, seconds; comm is the hand-over to the next stage.
   std::vector<StageCost> stages;
+  // kind "measured", where the run stepped an optimizer: per partition stage, the median time of
+  // its update (s), which `simulate` places after the stage's last backward. Empty: none.
+  std::vector<double> optimizer;
   // kind "measured": what the times were measured for (workload, workload_config,
   // microbatch_size, dtype, layer_counts), checked against the simulated workload.
   nlohmann::json measured_for;
@@ -63,7 +66,8 @@ nlohmann::json to_json(const DeviceProfile& p);
 // several chains pooled) the median duration of each op, I = W = B/2 where the backward was not
 // split, B = I + W where it was, FB = F + B without overlapped pairs; the hand-over of each
 // boundary the median of the activations sent down it and the gradients sent up it (0 when no
-// transfer crossed ranks there). `identity` carries workload, workload_config, microbatch_size,
+// transfer crossed ranks there); where the step ran optimizer updates, each stage's median update
+// time as "optimizer". `identity` carries workload, workload_config, microbatch_size,
 // dtype and provenance from the run's record.
 nlohmann::json measured_profile_json(const Trace& trace, const Placement& placement,
                                      const PartitionPlan& plan, const nlohmann::json& identity);

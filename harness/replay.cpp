@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -97,6 +98,24 @@ std::vector<OptimizerStep> optimizer_steps_from_trace(const Trace& trace,
     if (after == mine.begin()) continue;  // before any action: nothing to follow
     steps.push_back(
         {u.rank, static_cast<std::size_t>(after - mine.begin() - 1), u.stage, update_time(u)});
+  }
+  return steps;
+}
+
+std::vector<OptimizerStep> optimizer_steps_after_backwards(const Schedule& s,
+                                                           const std::vector<double>& seconds) {
+  std::vector<OptimizerStep> steps;
+  for (int r = 0; r < s.placement.ranks; ++r) {
+    std::map<int, std::size_t> last;  // stage -> position of its last backward on this rank
+    const auto& order = s.ranks[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (order[i].task.op != Op::F) last[order[i].task.stage] = i;
+      if (order[i].paired() && order[i].partner.op != Op::F) last[order[i].partner.stage] = i;
+    }
+    for (const auto& [stage, position] : last) {
+      const double d = seconds.at(static_cast<std::size_t>(s.placement.part(stage)));
+      if (d > 0) steps.push_back({r, position, stage, d});
+    }
   }
   return steps;
 }

@@ -36,6 +36,12 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement);
 std::vector<OptimizerStep> optimizer_steps_from_trace(const Trace& trace,
                                                       const Placement& placement);
 
+// Optimizer steps where both executors run them, for a simulation: each stage's update right
+// after its last backward (B, I or W) on its rank, `seconds[part]` long (a measured device
+// profile's per-stage times, by partition stage); a part of 0 s adds none.
+std::vector<OptimizerStep> optimizer_steps_after_backwards(const Schedule& s,
+                                                           const std::vector<double>& seconds);
+
 // Where the optimizer steps ran after the step's all-reduces (processes with data parallelism):
 // appends them to a replayed trace, one after another on each rank, from the later of its last
 // action's end and its last all-reduce's end (call after add_allreduces).

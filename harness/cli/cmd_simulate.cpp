@@ -12,6 +12,7 @@
 #include "harness/metrics.h"
 #include "harness/output_file.h"
 #include "harness/provenance.h"
+#include "harness/replay.h"
 #include "harness/report_json.h"
 #include "harness/simulator.h"
 #include "harness/workload_costs.h"
@@ -164,14 +165,17 @@ Command add_simulate(CLI::App& parent) {
     const MemoryBudget budget = st->memory.budget();
     WorkloadCosts wl;
     if (with_workload) wl = load_workload(st->workload, budget);
+    // A measured profile of a run that stepped an optimizer places each stage's update after its
+    // last backward, as the run did: that needs the timeline, as the all-reduces do.
+    const bool updates = with_workload && !wl.profile.optimizer.empty();
+    const bool timeline = trace_out.given() || dp || updates;
     st->schedule.plan_for(cost);
     ScheduleParams params = st->schedule.resolve(budget);
     require_memory(
-        budget, estimate_simulate(params, trace_out.given() || dp),
+        budget, estimate_simulate(params, timeline),
         "simulate " + st->schedule.describe() + (trace_out.given() ? " --trace-out" : ""));
     // The work's memory mapped in one call, not a fault per page (core/heap_prefault.h).
-    if (!trace_out.given() && !dp)
-      prefault_heap(static_cast<std::size_t>(simulate_touched_bytes(params)));
+    if (!timeline) prefault_heap(static_cast<std::size_t>(simulate_touched_bytes(params)));
     // A file is validated in full, its errors located by line; a generated schedule needs its
     // structure checked only, as the simulation's own walk proves it deadlock-free.
     Schedule s = st->schedule.file ? st->schedule.build() : generate(params);
@@ -188,17 +192,21 @@ Command add_simulate(CLI::App& parent) {
                                           : CostModel::uniform(s.stages(), cost);
     // The timeline is kept only where it is written or the all-reduces are placed on it (after
     // each stage's last backward, or each rank's last action); otherwise the metrics need none.
-    Trace trace = trace_out.given() || dp
-                      ? simulate(s, costs, {.record_comm = trace_out.given(), .cores = st->cores})
-                      : Trace{};
+    Trace trace = timeline ? simulate(s, costs,
+                                      {.record_comm = trace_out.given(),
+                                       .optimizer_steps = updates ? optimizer_steps_after_backwards(
+                                                                        s, wl.profile.optimizer)
+                                                                  : std::vector<OptimizerStep>{},
+                                       .cores = st->cores})
+                           : Trace{};
     if (with_workload) trace.time_unit = "s";
     DataParallel replicas;
     if (dp) {
       replicas = st->dp.resolve(s, with_workload ? &wl : nullptr);
       add_allreduces(trace, s, replicas);
     }
-    const Metrics m = trace_out.given() || dp ? compute_metrics(trace, s.placement)
-                                              : simulate_metrics(s, costs, st->cores);
+    const Metrics m =
+        timeline ? compute_metrics(trace, s.placement) : simulate_metrics(s, costs, st->cores);
     // A family's closed forms describe its own order; a file's order has none, and they assume
     // the same costs on every stage.
     ClosedForm cf;

@@ -134,6 +134,9 @@ void add_workload_report(nlohmann::json& r, const WorkloadCosts& w, const Schedu
                       {"FB", c.fb},
                       {"comm", c.comm}});
   }
+  if (!w.profile.optimizer.empty())
+    for (std::size_t k = 0; k < stages.size(); ++k)
+      stages[k]["optimizer"] = w.profile.optimizer.at(k);
   r["stage_costs"] = std::move(stages);
   const StageCost& b = w.parts[static_cast<std::size_t>(w.bounding)];
   r["bounding_stage"] = {{"stage", w.bounding},

@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 #include "harness/device_profile.h"
+#include "harness/metrics.h"
+#include "harness/replay.h"
 #include "harness/simulator.h"
 #include "harness/workload_costs.h"
 #include "schedules/registry.h"
@@ -130,6 +132,65 @@ TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
     EXPECT_DOUBLE_EQ(p.stages[k].comm, parts[k].comm);
   }
   EXPECT_EQ(p.measured_for["layer_counts"], nlohmann::json({2, 2, 2}));
+}
+
+// The optimizer steps a run took travel through its measured profile: simulated after each
+// stage's last backward, written as each stage's median, read back, and placed by the simulation
+// of the profile where the executors run them, so that the replay's busy time returns.
+TEST(DeviceProfile, OptimizerStepsGoThroughTheProfileIntoTheSimulation) {
+  for (const char* family : {"1f1b", "zb-h1", "chimera"}) {
+    const Schedule s = generate({family, 2, 4});
+    const std::vector<StageCost> parts(2);  // F 1, B 2 (I = W = 1)
+    const std::vector<double> seconds = {0.5, 0.25};
+    const std::vector<OptimizerStep> steps = optimizer_steps_after_backwards(s, seconds);
+    // One update per schedule stage (chimera's two copies of each part: two each), placed after
+    // the last action of that stage that is not a forward.
+    ASSERT_EQ(steps.size(), static_cast<std::size_t>(s.stages())) << family;
+    for (const OptimizerStep& o : steps) {
+      const auto& order = s.ranks[static_cast<std::size_t>(o.rank)];
+      auto backward_of = [&](const Action& a) {
+        return (a.task.stage == o.stage && a.task.op != Op::F) ||
+               (a.paired() && a.partner.stage == o.stage && a.partner.op != Op::F);
+      };
+      EXPECT_TRUE(backward_of(order[o.position])) << family;
+      for (std::size_t i = o.position + 1; i < order.size(); ++i)
+        EXPECT_FALSE(backward_of(order[i])) << family << " rank " << o.rank;
+      EXPECT_EQ(o.duration, seconds.at(static_cast<std::size_t>(s.placement.part(o.stage))));
+    }
+    const CostModel costs = schedule_cost_model(s.placement, parts);
+    const Trace t = simulate(s, costs, {.optimizer_steps = steps});
+    const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
+    const PartitionPlan plan = partition(spec, 2, "3,3");
+    const nlohmann::json identity = {{"workload", "mlp"},
+                                     {"workload_config", spec.config},
+                                     {"microbatch_size", 1},
+                                     {"dtype", "f32"}};
+    const DeviceProfile p =
+        parse_device_profile(measured_profile_json(t, s.placement, plan, identity), "t.json");
+    EXPECT_EQ(p.optimizer, seconds) << family;
+    const Trace again =
+        simulate(s, costs, {.optimizer_steps = optimizer_steps_after_backwards(s, p.optimizer)});
+    EXPECT_EQ(again.updates.size(), t.updates.size());
+    EXPECT_DOUBLE_EQ(compute_metrics(again, s.placement).total_busy,
+                     compute_metrics(t, s.placement).total_busy);
+  }
+  // A step without updates writes none, and reads back none.
+  const Schedule s = generate({"1f1b", 2, 4});
+  const Trace t = simulate(s, schedule_cost_model(s.placement, std::vector<StageCost>(2)));
+  const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
+  const nlohmann::json j = measured_profile_json(t, s.placement, partition(spec, 2, "3,3"),
+                                                 {{"workload", "mlp"},
+                                                  {"workload_config", spec.config},
+                                                  {"microbatch_size", 1},
+                                                  {"dtype", "f32"}});
+  EXPECT_FALSE(j["stages"][0].contains("optimizer"));
+  EXPECT_TRUE(parse_device_profile(j, "t.json").optimizer.empty());
+  // Every stage or none.
+  nlohmann::json half = j;
+  half["stages"][1]["optimizer"] = 0.1;
+  EXPECT_THROW(parse_device_profile(half, "t.json"), UsageError);
+  half["stages"][0]["optimizer"] = -1;
+  EXPECT_THROW(parse_device_profile(half, "t.json"), UsageError);
 }
 
 std::string refusal(const nlohmann::json& j) {

@@ -176,6 +176,16 @@ class MeasuredProfile(unittest.TestCase):
             j = json.loads(r.stdout)
             self.assertEqual(j["device_profile"]["kind"], "measured")
             self.assertEqual([c["F"] for c in j["stage_costs"]], [c["F"] for c in prof["stages"]])
+            # The run stepped AdamW (the default): each stage's update is in the profile, and the
+            # simulation places it after the stage's last backward.
+            self.assertTrue(all(c["optimizer"] > 0 for c in prof["stages"]), prof["stages"])
+            self.assertEqual([c["optimizer"] for c in j["stage_costs"]],
+                             [c["optimizer"] for c in prof["stages"]])
+            none = os.path.join(d, "none.json")
+            r = run(*self.RUN, "--optimizer", "none", "--profile-out", none)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(none) as f:
+                self.assertNotIn("optimizer", json.load(f)["stages"][0])
             # A loose factor: the measured step also pays thread hand-overs on a shared machine.
             self.assertLess(j["makespan"], 10 * measured)
             self.assertGreater(j["makespan"], measured / 10)
