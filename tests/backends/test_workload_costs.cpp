@@ -104,6 +104,18 @@ TEST(WorkloadCosts, ScheduleStagesCostWhatTheirChainPositionDoes) {
   for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(m.stages()[k].f, parts[k].f);
 }
 
+// The measured profile of `t`, as run --profile-out writes it for an MLP of 6 layers cut into
+// `counts` ("2,2,2").
+nlohmann::json profile_json(const Trace& t, const Placement& placement, const std::string& counts) {
+  const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
+  const nlohmann::json identity = {{"workload", "mlp"},
+                                   {"workload_config", spec.config},
+                                   {"microbatch_size", 1},
+                                   {"dtype", "f32"}};
+  return measured_profile_json(t, placement, partition(spec, placement.stages_per_chain(), counts),
+                               identity);
+}
+
 // Costs that differ per stage, simulated, then read back from the trace as a measured profile.
 TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
   const Schedule s = generate({"1f1b", 3, 6});
@@ -114,14 +126,7 @@ TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
     c.comm = k < 2 ? 0.25 * (k + 1) : 0;
   }
   const Trace t = simulate(s, schedule_cost_model(s.placement, parts));
-  const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
-  const PartitionPlan plan = partition(spec, 3, "2,2,2");
-  const nlohmann::json identity = {{"workload", "mlp"},
-                                   {"workload_config", spec.config},
-                                   {"microbatch_size", 1},
-                                   {"dtype", "f32"}};
-  const nlohmann::json j = measured_profile_json(t, s.placement, plan, identity);
-  const DeviceProfile p = parse_device_profile(j, "test.json");
+  const DeviceProfile p = parse_device_profile(profile_json(t, s.placement, "2,2,2"), "test.json");
   ASSERT_EQ(p.kind, "measured");
   ASSERT_EQ(p.stages.size(), 3u);
   for (std::size_t k = 0; k < 3; ++k) {
@@ -159,14 +164,7 @@ TEST(DeviceProfile, OptimizerStepsGoThroughTheProfileIntoTheSimulation) {
     }
     const CostModel costs = schedule_cost_model(s.placement, parts);
     const Trace t = simulate(s, costs, {.optimizer_steps = steps});
-    const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
-    const PartitionPlan plan = partition(spec, 2, "3,3");
-    const nlohmann::json identity = {{"workload", "mlp"},
-                                     {"workload_config", spec.config},
-                                     {"microbatch_size", 1},
-                                     {"dtype", "f32"}};
-    const DeviceProfile p =
-        parse_device_profile(measured_profile_json(t, s.placement, plan, identity), "t.json");
+    const DeviceProfile p = parse_device_profile(profile_json(t, s.placement, "3,3"), "t.json");
     EXPECT_EQ(p.optimizer, seconds) << family;
     const Trace again =
         simulate(s, costs, {.optimizer_steps = optimizer_steps_after_backwards(s, p.optimizer)});
@@ -177,12 +175,7 @@ TEST(DeviceProfile, OptimizerStepsGoThroughTheProfileIntoTheSimulation) {
   // A step without updates writes none, and reads back none.
   const Schedule s = generate({"1f1b", 2, 4});
   const Trace t = simulate(s, schedule_cost_model(s.placement, std::vector<StageCost>(2)));
-  const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
-  const nlohmann::json j = measured_profile_json(t, s.placement, partition(spec, 2, "3,3"),
-                                                 {{"workload", "mlp"},
-                                                  {"workload_config", spec.config},
-                                                  {"microbatch_size", 1},
-                                                  {"dtype", "f32"}});
+  const nlohmann::json j = profile_json(t, s.placement, "3,3");
   EXPECT_FALSE(j["stages"][0].contains("optimizer"));
   EXPECT_TRUE(parse_device_profile(j, "t.json").optimizer.empty());
   // Every stage or none.
