@@ -256,6 +256,12 @@ MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balan
   return e;
 }
 
+double float64_step_bytes(const WorkloadSpec& spec, int arrays) {
+  const ActivationBytes a = spec.activation();
+  return static_cast<double>(spec.params()) * 8 * arrays +
+         (static_cast<double>(a.b) + static_cast<double>(a.w)) * 8 / dtype_bytes(spec.dtype);
+}
+
 MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& p,
                                 const PartitionPlan& plan, const std::vector<double>& peaks,
                                 const CpuRunShape& o) {
@@ -301,10 +307,8 @@ MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& 
     summary = std::max(summary, static_cast<double>(l.params) * 8);
   double check = 0;
   if (o.check) {
-    const ActivationBytes a = spec.activation();
-    // Float64 parameters, gradients, the reference's kept gradients and the run's, and one
-    // micro-batch's activations through the whole model.
-    check = params * 8 * 4 + (static_cast<double>(a.b) + static_cast<double>(a.w)) * 8 / e;
+    // Float64 parameters, gradients, the reference's kept gradients and the run's.
+    check = float64_step_bytes(spec, 4);
     summary = 0;
   }
   MemoryEstimate est;

@@ -69,6 +69,12 @@ MemoryEstimate estimate_grid(int ranks, double steps, std::size_t width);
 // partition's table of stages x (layers + 1) doubles when `stages` > 0.
 MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balanced);
 
+// The float64 single-device step (run --check's reference, and the copies that measure its
+// spread), one micro-batch at a time: `arrays` float64 arrays the size of the parameters
+// (values, gradients, moments, kept gradients) and one micro-batch's activations through the
+// whole model.
+double float64_step_bytes(const WorkloadSpec& spec, int arrays);
+
 // `run --backend cpu`: parameters and gradients in the dtype (twice for chimera and dualpipe,
 // which hold two copies of each stage), the memory model's peak activations per rank (and with
 // --recompute the largest stage rebuilt), the micro-batches' data, the boundary tensors in the

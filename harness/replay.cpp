@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
 #include <stdexcept>
 #include <string>
+
+#include "schedules/stage_ends.h"
 
 namespace ppbench {
 
@@ -106,13 +107,9 @@ std::vector<OptimizerStep> optimizer_steps_after_backwards(const Schedule& s,
                                                            const std::vector<double>& seconds) {
   std::vector<OptimizerStep> steps;
   for (int r = 0; r < s.placement.ranks; ++r) {
-    std::map<int, std::size_t> last;  // stage -> position of its last backward on this rank
     const auto& order = s.ranks[static_cast<std::size_t>(r)];
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      if (order[i].task.op != Op::F) last[order[i].task.stage] = i;
-      if (order[i].paired() && order[i].partner.op != Op::F) last[order[i].partner.stage] = i;
-    }
-    for (const auto& [stage, position] : last) {
+    for (const auto& [position, stage] :
+         stage_last_backwards(order.size(), [&order](std::size_t i) { return &order[i]; })) {
       const double d = seconds.at(static_cast<std::size_t>(s.placement.part(stage)));
       if (d > 0) steps.push_back({r, position, stage, d});
     }

@@ -132,6 +132,11 @@ nlohmann::json check_json(const GradientComparison& c, double tolerance, double 
   return j;
 }
 
+bool spread_may_explain(const nlohmann::json& check, const GradientComparison& c,
+                        double user_tolerance) {
+  return !check["passed"].get<bool>() && c.mismatch.empty() && user_tolerance <= 0;
+}
+
 std::string check_failure(const nlohmann::json& record) {
   if (!record.contains("check") || record["check"].value("passed", false)) return "";
   const nlohmann::json& c = record["check"];

@@ -137,6 +137,13 @@ double check_tolerance(DType dtype);
 // The message of a failed --check, or "" (the record's "check" object says why).
 std::string check_failure(const nlohmann::json& record);
 
+// Whether the reference's spread is worth measuring for `check` (check_json's object without a
+// spread): only a miss pays for the perturbed references, and only one whose tensors match (a
+// mismatch is a wrong layout, which no spread explains) under the dtype's default tolerance (one
+// the user gave, `user_tolerance` > 0, is taken as given).
+bool spread_may_explain(const nlohmann::json& check, const GradientComparison& c,
+                        double user_tolerance);
+
 // The record's "check" object. With `spread` (measured where the step missed `tolerance`), the
 // gradients and the loss are each held to max(tolerance, kReferenceSpreadFactor x their spread),
 // and the object says so ("reference_spread").

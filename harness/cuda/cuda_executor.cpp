@@ -14,6 +14,7 @@
 #include "harness/cuda/step_graph.h"
 #include "harness/cuda/trace_align.h"
 #include "harness/executor/rank_passes.h"
+#include "schedules/stage_ends.h"
 #include "workloads/cuda/check.h"
 
 namespace ppbench::cuda {
@@ -86,22 +87,10 @@ void CudaExecutor::set_stage_done(StageDone hook) {
   // Per rank, the plan step of each stage's last backward (B, I or W) action.
   stage_ends_.assign(plan_->ranks.size(), {});
   for (std::size_t r = 0; r < plan_->ranks.size(); ++r) {
-    auto& ends = stage_ends_[r];
-    auto note = [&ends](std::size_t i, const Task& t) {
-      if (t.op == Op::F) return;
-      auto it = std::find_if(ends.begin(), ends.end(),
-                             [&](const auto& e) { return e.second == t.stage; });
-      if (it == ends.end())
-        ends.emplace_back(i, t.stage);
-      else
-        it->first = i;
-    };
     const auto& steps = plan_->ranks[r];
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      if (steps[i].is_group) continue;
-      note(i, steps[i].action.task);
-      if (steps[i].action.paired()) note(i, steps[i].action.partner);
-    }
+    stage_ends_[r] = stage_last_backwards(steps.size(), [&steps](std::size_t i) {
+      return steps[i].is_group ? nullptr : &steps[i].action;
+    });
   }
 }
 

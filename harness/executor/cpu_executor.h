@@ -35,6 +35,7 @@
 #include "harness/trace.h"
 #include "schedules/deps.h"
 #include "schedules/lower.h"
+#include "schedules/stage_ends.h"
 
 namespace ppbench {
 
@@ -167,24 +168,10 @@ class CpuExecutor {
 
   // Per rank, the index of each stage's last backward compute instruction (for RankHooks).
   std::vector<std::pair<std::size_t, int>> last_backwards(int r) const {
-    std::vector<std::pair<std::size_t, int>> last;  // (instruction, stage)
     const auto& prog = program_.ranks[static_cast<std::size_t>(r)];
-    auto note = [&last](std::size_t i, const Task& t) {
-      if (t.op == Op::F) return;
-      const int stage = t.stage;
-      auto it =
-          std::find_if(last.begin(), last.end(), [&](const auto& e) { return e.second == stage; });
-      if (it == last.end())
-        last.emplace_back(i, stage);
-      else
-        it->first = i;
-    };
-    for (std::size_t i = 0; i < prog.size(); ++i) {
-      if (prog[i].kind != Instr::Kind::Compute) continue;
-      note(i, prog[i].action.task);
-      if (prog[i].action.paired()) note(i, prog[i].action.partner);
-    }
-    return last;
+    return stage_last_backwards(prog.size(), [&prog](std::size_t i) {
+      return prog[i].kind == Instr::Kind::Compute ? &prog[i].action : nullptr;
+    });
   }
 
   // Rank r's lowered program in order; a failure is recorded in `errors` (the first one

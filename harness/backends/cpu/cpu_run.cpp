@@ -190,10 +190,7 @@ nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int micr
   const double tol = o.check_tolerance > 0 ? o.check_tolerance : check_tolerance(spec.dtype);
   const GradientComparison c = compare_gradients(got.tensors, ref.tensors);
   nlohmann::json j = check_json(c, tol, got.loss, ref.loss, reference);
-  // Only a miss pays for the perturbed references (two more single-device steps), and only one
-  // whose tensors match: a mismatch is a wrong layout, which no spread explains. A tolerance the
-  // user gave (--check-tolerance) is taken as given.
-  if (j["passed"].get<bool>() || !c.mismatch.empty() || o.check_tolerance > 0) return j;
+  if (!spread_may_explain(j, c, o.check_tolerance)) return j;
   const ReferenceSpread spread =
       reference_spread(spec, microbatches, o.seed, steps, o.optimizer, ref);
   return check_json(c, tol, got.loss, ref.loss, reference, &spread);
@@ -223,13 +220,9 @@ std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, in
                                                     std::uint64_t seed, int steps,
                                                     const OptimizerOptions& optimizer,
                                                     double budget_bytes, std::string* why) {
-  // One float64 step at a time: parameters, gradients, two moments, the kept gradients of the
-  // step and of its reference, and one micro-batch's activations through the whole model.
-  const ActivationBytes a = spec.activation();
-  const double elem = dtype_bytes(spec.dtype);
-  const double needs =
-      static_cast<double>(spec.params()) * 8 * 5 +
-      (static_cast<double>(a.b) + static_cast<double>(a.w)) * 8 / std::max(elem, 1.0);
+  // One float64 step at a time: parameters, gradients, two moments, and the kept gradients of
+  // the step and of its reference.
+  const double needs = float64_step_bytes(spec, 5);
   if (needs > budget_bytes) {
     if (why)
       *why = "not measured: the float64 single-device step on the CPU needs about " +
