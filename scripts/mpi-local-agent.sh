@@ -12,8 +12,17 @@
 # not resolve). The two --mca options keep the "nodes" from meeting in shared memory, which
 # Open MPI does not expect of two nodes. See docs/multi-process.md ("Two nodes on one machine").
 #
-# OpenMPI calls an rsh/ssh agent as `AGENT [ssh options] HOST COMMAND...`: the options and the
-# host are dropped and the command runs here.
+# Two things that differ between real machines can be made to differ here too, in Linux
+# namespaces (util-linux unshare, as root), both off unless asked for:
+#   PPBENCH_AGENT_HOSTNAMES=1            each node runs under its own hostname, the hostfile's;
+#   PPBENCH_AGENT_CLOCKS="node-b=1000"   a node's monotonic clock runs that many whole seconds
+#                                        ahead (a time namespace), as two machines' clocks
+#                                        disagree; space-separated NAME=SECONDS entries.
+# ppbench measures each process's clock offset at start-up and removes it from the job's trace;
+# tests/cli/test_mpi_cli.py checks that under a skewed clock.
+#
+# OpenMPI calls an rsh/ssh agent as `AGENT [ssh options] HOST COMMAND...`: the options are
+# dropped and the command runs here, for HOST.
 while [ $# -gt 0 ]; do
   case "$1" in
     -o | -l | -p | -i) shift 2 ;;
@@ -25,5 +34,27 @@ done
   echo "mpi-local-agent.sh: expected HOST COMMAND..., got: $*" >&2
   exit 2
 }
-shift # the host
-exec /bin/sh -c "$*"
+host=$1
+shift
+
+ahead=0
+for entry in ${PPBENCH_AGENT_CLOCKS:-}; do
+  case "$entry" in
+    *=*[!0-9]* | *= | =*)
+      echo "mpi-local-agent.sh: PPBENCH_AGENT_CLOCKS entry '$entry' is not NAME=SECONDS (whole seconds, 0 or more)" >&2
+      exit 2
+      ;;
+    "$host="*) ahead=${entry#*=} ;;
+  esac
+done
+
+namespaces=""
+[ "${PPBENCH_AGENT_HOSTNAMES:-0}" = 1 ] && namespaces="--uts"
+[ "$ahead" -gt 0 ] && namespaces="$namespaces --time --monotonic $ahead --boottime $ahead"
+[ -n "$namespaces" ] || exec /bin/sh -c "$*"
+
+# shellcheck disable=SC2086 # the namespace options are words
+exec unshare $namespaces /bin/sh -c '
+  if [ "$1" = rename ]; then hostname "$2" || exit 3; fi
+  exec /bin/sh -c "$3"' mpi-local-agent.sh \
+  "$([ "${PPBENCH_AGENT_HOSTNAMES:-0}" = 1 ] && echo rename || echo keep)" "$host" "$*"

@@ -40,7 +40,8 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
                   const Schedule& s, const PartitionPlan& plan, int gpu, mpi::World& world,
                   mpi::Grid& grid) {
   const int d = s.placement.ranks, n = s.params.microbatches, me = grid.pipeline_rank;
-  const double offset = mpi::clock_offset_to_root(world);
+  const mpi::ClockOffset to_root = mpi::clock_offset_to_root(world);
+  const double offset = to_root.seconds;
   // Every rank of the schedule "on" this process's GPU: the executor wants a device per rank,
   // and only rank `me`'s streams and context are ever used here.
   GpuPlacement gp;
@@ -139,6 +140,7 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
   mpi::ProcessReport mine{.trace = last.trace,
                           .held = held,
                           .clock_offset = offset,
+                          .clock_offset_uncertainty = to_root.uncertainty,
                           .host = world.host(),
                           .node_leader = world.node_leader(),
                           .local_rank = world.local_rank()};

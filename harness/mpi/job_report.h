@@ -37,6 +37,7 @@ struct ProcessReport {
   Trace trace;      // ranks numbered by pipeline rank
   HeldMemory held;  // activations: the arena's peak
   double clock_offset = 0;
+  double clock_offset_uncertainty = 0;  // half the shortest round trip it was measured with
   std::string host;
   std::int32_t node_leader = 0;  // World::node_leader()
   std::int32_t local_rank = 0;   // World::local_rank()
@@ -51,6 +52,7 @@ struct ProcessReport {
     put_events(w, trace.memory);
     w.put(held);
     w.put(clock_offset);
+    w.put(clock_offset_uncertainty);
     w.put_string(host);
     w.put(node_leader);
     w.put(local_rank);
@@ -67,6 +69,7 @@ struct ProcessReport {
     get_events(r, p.trace.memory);
     p.held = r.get<HeldMemory>();
     p.clock_offset = r.get<double>();
+    p.clock_offset_uncertainty = r.get<double>();
     p.host = r.get_string();
     p.node_leader = r.get<std::int32_t>();
     p.local_rank = r.get<std::int32_t>();

@@ -38,7 +38,8 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
                     const Schedule& s, const PartitionPlan& plan, mpi::World& world,
                     mpi::Grid& grid) {
   const int d = s.placement.ranks, n = s.params.microbatches, me = grid.pipeline_rank;
-  const double offset = mpi::clock_offset_to_root(world);
+  const mpi::ClockOffset to_root = mpi::clock_offset_to_root(world);
+  const double offset = to_root.seconds;
 
   // This replica's micro-batches: d*N .. d*N + N - 1 of the R * N the step averages over.
   std::vector<cpu::MicroBatch<T>> data;
@@ -135,6 +136,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
       .trace = last.trace,
       .held = held,
       .clock_offset = offset,
+      .clock_offset_uncertainty = to_root.uncertainty,
       .host = world.host(),
       .node_leader = world.node_leader(),
       .local_rank = world.local_rank(),

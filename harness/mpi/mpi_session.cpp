@@ -8,6 +8,7 @@
 
 #include "core/cpu_cores.h"
 #include "core/error.h"
+#include "harness/executor/naps.h"
 #include "harness/mpi/job.h"
 
 namespace ppbench::mpi {
@@ -114,36 +115,77 @@ CoreSharing core_sharing(const World& world) {
   return sharing;
 }
 
-double clock_offset_to_root(const World& world, int rounds) {
-  constexpr int kTag = 7001;
-  double offset = 0;
-  for (int peer = 1; peer < world.size(); ++peer) {
-    check(MPI_Barrier(world.comm()), "MPI_Barrier (clock offsets)");
-    if (world.rank() == 0) {
-      for (int k = 0; k < rounds; ++k) {
-        double ping = 0;
-        check(MPI_Recv(&ping, 1, MPI_DOUBLE, peer, kTag, world.comm(), MPI_STATUS_IGNORE),
+namespace {
+
+// Waits for a request to complete, napping between looks: a blocking MPI wait spins, and where
+// processes outnumber cores a spinning waiter takes the core of the two processes that are
+// timing their round trips.
+void wait_napping(MPI_Request& request, const char* what) {
+  Naps naps(Naps::kSharedCores);
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done != 0) return;
+    naps.take();
+  }
+}
+
+}  // namespace
+
+ClockOffset clock_offset_to_root(const World& world) {
+  constexpr int kTurnTag = 7000, kPingTag = 7001;
+  constexpr int kMaxRounds = 1000;
+  constexpr int kPatience = 32;     // rounds in a row without a shorter round trip: it stops
+  constexpr double kBudgetS = 0.2;  // per process
+  ClockOffset mine;
+  const MPI_Comm comm = world.comm();
+  if (world.rank() == 0) {
+    for (int peer = 1; peer < world.size(); ++peer) {
+      int turn = 1;
+      check(MPI_Send(&turn, 1, MPI_INT, peer, kTurnTag, comm), "MPI_Send (clock offsets)");
+      for (;;) {
+        double ping[2] = {0, 0};  // the peer's reading, and whether it wants an answer
+        check(MPI_Recv(ping, 2, MPI_DOUBLE, peer, kPingTag, comm, MPI_STATUS_IGNORE),
               "MPI_Recv (clock offsets)");
+        if (ping[1] == 0) break;
         const double t = steady_seconds();
-        check(MPI_Send(&t, 1, MPI_DOUBLE, peer, kTag, world.comm()), "MPI_Send (clock offsets)");
-      }
-    } else if (world.rank() == peer) {
-      double best_rtt = std::numeric_limits<double>::infinity();
-      for (int k = 0; k < rounds; ++k) {
-        const double t1 = steady_seconds();
-        check(MPI_Send(&t1, 1, MPI_DOUBLE, 0, kTag, world.comm()), "MPI_Send (clock offsets)");
-        double root = 0;
-        check(MPI_Recv(&root, 1, MPI_DOUBLE, 0, kTag, world.comm(), MPI_STATUS_IGNORE),
-              "MPI_Recv (clock offsets)");
-        const double t2 = steady_seconds();
-        if (t2 - t1 < best_rtt) {
-          best_rtt = t2 - t1;
-          offset = root - (t1 + t2) / 2;
-        }
+        check(MPI_Send(&t, 1, MPI_DOUBLE, peer, kPingTag, comm), "MPI_Send (clock offsets)");
       }
     }
+  } else {
+    int turn = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Irecv(&turn, 1, MPI_INT, 0, kTurnTag, comm, &request), "MPI_Irecv (clock offsets)");
+    wait_napping(request, "MPI_Test (clock offsets)");
+    double best_rtt = std::numeric_limits<double>::infinity();
+    const double begun = steady_seconds();
+    for (int since_shorter = 0;;) {
+      const double ping[2] = {steady_seconds(), 1};
+      check(MPI_Send(ping, 2, MPI_DOUBLE, 0, kPingTag, comm), "MPI_Send (clock offsets)");
+      double root = 0;
+      check(MPI_Recv(&root, 1, MPI_DOUBLE, 0, kPingTag, comm, MPI_STATUS_IGNORE),
+            "MPI_Recv (clock offsets)");
+      const double back = steady_seconds();
+      ++mine.rounds;
+      if (back - ping[0] < best_rtt) {
+        best_rtt = back - ping[0];
+        mine.seconds = root - (ping[0] + back) / 2;
+        since_shorter = 0;
+      } else {
+        ++since_shorter;
+      }
+      if (since_shorter >= kPatience || mine.rounds >= kMaxRounds || back - begun >= kBudgetS)
+        break;
+    }
+    mine.uncertainty = best_rtt / 2;
+    const double done[2] = {0, 0};
+    check(MPI_Send(done, 2, MPI_DOUBLE, 0, kPingTag, comm), "MPI_Send (clock offsets)");
   }
-  return offset;
+  // The later processes' turns, waited out the same way.
+  MPI_Request all = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm, &all), "MPI_Ibarrier (clock offsets)");
+  wait_napping(all, "MPI_Test (clock offsets)");
+  return mine;
 }
 
 }  // namespace ppbench::mpi

@@ -62,9 +62,21 @@ struct Grid {
   Grid& operator=(const Grid&) = delete;
 };
 
-// Seconds to add to this process's steady clock to read process 0's: the midpoint of the
-// shortest of `rounds` ping-pongs with process 0 (Cristian's method; 0 on process 0). Collective.
-double clock_offset_to_root(const World& world, int rounds = 16);
+// This process's steady clock against process 0's (Cristian's method: the midpoint of the
+// shortest of a series of ping-pongs with process 0; 0 on process 0).
+struct ClockOffset {
+  double seconds = 0;  // to add to this process's clock to read process 0's
+  // The true offset lies within seconds ± uncertainty: half the shortest round trip.
+  double uncertainty = 0;
+  int rounds = 0;  // ping-pongs taken
+};
+
+// Collective. One process at a time ping-pongs with process 0 while the others wait without
+// holding a core, and it goes on while its shortest round trip still shortens (until 32 rounds
+// in a row bring no shorter one; 1000 rounds or 0.2 s at most): where processes outnumber cores,
+// a round trip that includes another process's time slice is long, and half of it is how far
+// the offset may be off.
+ClockOffset clock_offset_to_root(const World& world);
 
 // How the job's processes sit on the cores they may run on (their CPU affinity masks, so
 // mpirun's --bind-to, taskset and cgroups count). Collective.

@@ -54,6 +54,16 @@ LOCAL_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..
                            "mpi-local-agent.sh")
 
 
+def namespaces_allowed():
+    """Whether this machine lets the local agent give a node its own hostname and clock."""
+    try:
+        r = subprocess.run(["unshare", "--uts", "--time", "--monotonic", "1", "true"],
+                           capture_output=True, timeout=30)
+    except OSError:
+        return False
+    return r.returncode == 0
+
+
 def families():
     r = subprocess.run([PPBENCH, "list", "--format", "json"], capture_output=True, text=True,
                        timeout=60, check=True)
@@ -241,24 +251,30 @@ class MultiProcessRun(unittest.TestCase):
             self.assertEqual(rec["channel_capacity"], 4)
             self.assertTrue(rec["check"]["passed"], rec["check"])
 
-    def two_nodes(self, *args):
+    def two_nodes(self, *args, agent_env=None, trace=False):
         """`mpirun -np 4` over two Open MPI nodes emulated here (scripts/mpi-local-agent.sh), two
-        slots each, TCP between them; ppbench's JSON record."""
+        slots each, TCP between them; ppbench's JSON record, and with `trace` the job's trace.
+        `agent_env` sets the agent's PPBENCH_AGENT_* options (own hostnames, a clock ahead)."""
         with tempfile.TemporaryDirectory() as tmp:
             hosts = os.path.join(tmp, "hosts")
             with open(hosts, "w") as f:
                 f.write("emulated-node-a slots=2\nemulated-node-b slots=2\n")
+            trace_path = os.path.join(tmp, "trace.json")
             r = subprocess.run(
                 [MPIRUN, "-np", "4", "--hostfile", hosts, "--mca", "plm_rsh_agent", LOCAL_AGENT,
                  "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self",
                  "--mca", "rtc_hwloc_vmhole", "none",
                  "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo",
-                 PPBENCH, "run", *WORKLOAD, *args, "-n", str(N), "--check", "--format", "json"],
-                capture_output=True, text=True, timeout=120, env=ENV)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        rec = json.loads(r.stdout)
-        self.assertTrue(rec["check"]["passed"], rec["check"])
-        return rec
+                 PPBENCH, "run", *WORKLOAD, *args, "-n", str(N), "--check", "--format", "json",
+                 *(["--trace-out", trace_path] if trace else [])],
+                capture_output=True, text=True, timeout=120, env=dict(ENV, **(agent_env or {})))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rec = json.loads(r.stdout)
+            self.assertTrue(rec["check"]["passed"], rec["check"])
+            if not trace:
+                return rec
+            with open(trace_path) as f:
+                return rec, json.load(f)
 
     @unittest.skipIf(MPIRUN is not None and not open_mpi(), "needs Open MPI's launch options")
     def test_two_nodes_on_one_machine(self):
@@ -277,6 +293,57 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual([(p["pipeline_rank"], p["node"])
                           for p in rec["data_parallel"]["per_process"]],
                          [(0, 0), (1, 0), (2, 1), (3, 1)])
+
+    @unittest.skipIf(MPIRUN is not None and not open_mpi(), "needs Open MPI's launch options")
+    @unittest.skipIf(not namespaces_allowed(), "needs unshare --uts --time (util-linux, as root)")
+    def test_nodes_whose_clocks_disagree_share_one_timeline(self):
+        # Node b under its own hostname with its monotonic clock 1000 s ahead, as two machines'
+        # clocks disagree: each process's offset is measured at start-up and removed, so the
+        # job's step and its trace lie on process 0's clock. Without that, node b's events would
+        # sit 1000 s late and the step would last 1000 s.
+        ahead = 1000
+        rec, trace = self.two_nodes(
+            "--schedule", "1f1b", "--pp", "2", "--dp", "2", trace=True,
+            agent_env={"PPBENCH_AGENT_HOSTNAMES": "1",
+                       "PPBENCH_AGENT_CLOCKS": f"emulated-node-b={ahead}"})
+        job = rec["data_parallel"]
+        procs = job["per_process"]
+        self.assertEqual([(p["host"], p["node"]) for p in procs],
+                         [("emulated-node-a", 0), ("emulated-node-a", 0),
+                          ("emulated-node-b", 1), ("emulated-node-b", 1)])
+        # Each offset is known to within half its shortest round trip (the record says how
+        # much): two events on two processes' clocks are ordered to within the sum of theirs.
+        err = [p["clock_offset_uncertainty_s"] * 1e6 + 1 for p in procs]  # us, 1 us of rounding
+        self.assertEqual(err[0], 1)
+        for p in procs:
+            self.assertLess(p["clock_offset_uncertainty_s"], 0.05, p)
+            expected = -ahead if p["host"] == "emulated-node-b" else 0
+            self.assertAlmostEqual(p["clock_offset_s"], expected,
+                                   delta=p["clock_offset_uncertainty_s"] + 1e-6, msg=p)
+        # The step: from the first action of any process to the last action, all-reduce or
+        # update of any, each on its own clock shifted onto process 0's (the trace's zero is
+        # process 0's start of the step).
+        self.assertLess(job["makespan_s"], 60)
+        events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+        self.assertTrue(events)
+        first = min(e["ts"] for e in events)
+        self.assertGreaterEqual(first, -max(err))
+        for e in events:
+            self.assertLessEqual(e["ts"] + e["dur"], first + job["makespan_s"] * 1e6 + 1, e)
+        # A hand-over starts on its sender's clock and ends on its receiver's.
+        transfers = [e for e in events if e.get("cat") == "comm"]
+        self.assertTrue(transfers)
+        for e in transfers:
+            self.assertGreaterEqual(e["dur"], -(err[e["args"]["src"]] + err[e["args"]["dst"]]), e)
+        # An all-reduce is one collective: the two replicas' all-reduces of a stage, on the two
+        # nodes, overlap on the one timeline.
+        names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+                 if e.get("ph") == "M" and e["name"] == "process_name"}
+        allreduce = next(pid for pid, name in names.items() if name == "allreduce")
+        spans = {e["tid"]: (e["ts"], e["ts"] + e["dur"]) for e in events if e["pid"] == allreduce}
+        for a, b in ((0, 2), (1, 3)):  # processes of the same pipeline rank, replicas 0 and 1
+            self.assertLessEqual(spans[a][0], spans[b][1] + err[a] + err[b], spans)
+            self.assertLessEqual(spans[b][0], spans[a][1] + err[a] + err[b], spans)
 
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:

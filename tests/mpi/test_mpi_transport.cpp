@@ -3,6 +3,7 @@
 // are unreceived), receives matched by name in any order, waits that give up at their deadline
 // or at abort(), and the CPU tensors' wire form.
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -207,6 +208,27 @@ TEST(NcclBootstrap, AFailureOnTheRootFailsEveryProcess) {
                                                            : "process 0 could not make"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// Two processes of one machine read one steady clock, so the true offset is 0: the estimate must
+// lie within the uncertainty it reports (half its shortest round trip); process 0 is its own
+// reference.
+TEST(ClockOffset, TheTrueOffsetLiesWithinTheReportedUncertainty) {
+  const World& world = World::get();
+  for (int trial = 0; trial < 3; ++trial) {
+    const ClockOffset c = clock_offset_to_root(world);
+    if (world.rank() == 0) {
+      EXPECT_EQ(c.seconds, 0.0);
+      EXPECT_EQ(c.uncertainty, 0.0);
+      EXPECT_EQ(c.rounds, 0);
+      continue;
+    }
+    EXPECT_GE(c.rounds, 1);
+    EXPECT_LE(c.rounds, 1000);
+    EXPECT_GT(c.uncertainty, 0.0);
+    EXPECT_LT(c.uncertainty, 1.0);
+    EXPECT_LE(std::abs(c.seconds), c.uncertainty + 1e-9) << "rounds " << c.rounds;
   }
 }
 
