@@ -56,6 +56,10 @@ CUDA_RESULTS    := $(LATEST_DIR)/cuda
 # transport"); MPI_BENCH_FLAGS adds options, e.g. MPI_BENCH_FLAGS="--repeats 5 --only latency".
 MPI_BENCH_RESULTS := $(LATEST_DIR)/mpi_transport.json
 MPI_BENCH_FLAGS   ?=
+# make bench-link: benchmarks/allreduce_link.py's record (docs/bench.md, "All-reduces across
+# emulated nodes"); LINK_BENCH_FLAGS adds options, e.g. LINK_BENCH_FLAGS="--rate 100mbit".
+LINK_BENCH_RESULTS := $(LATEST_DIR)/allreduce_link.json
+LINK_BENCH_FLAGS   ?=
 # Schedule order and names for the plots and the report: `ppbench list --format json` once it is
 # built (else the scripts use the order in the data).
 PPBENCH_LIST   = $(if $(wildcard $(PPBENCH)),--ppbench $(PPBENCH))
@@ -164,6 +168,12 @@ bench-cuda: build  ## the GPU sweep (--backend cuda --virtual-devices D, sweeps/
 # mpirun or a ppbench built with MPI).
 bench-mpi: build  ## MPI transport vs in-process mailboxes: hand-over latency, bubble gap (results/latest/mpi_transport.json)
 	$(PYTHON) benchmarks/mpi_transport.py --ppbench $(PPBENCH) --out $(MPI_BENCH_RESULTS) $(MPI_BENCH_FLAGS)
+
+# Data-parallel all-reduces between emulated nodes (a network namespace each, a shaped link),
+# measured beside the simulator's ring formula for that link (about a minute; root; exit 3
+# where network namespaces cannot be made).
+bench-link: build  ## all-reduce across emulated nodes on a 1 Gbit/s link vs the ring formula (results/latest/allreduce_link.json)
+	$(PYTHON) benchmarks/allreduce_link.py --ppbench $(PPBENCH) --out $(LINK_BENCH_RESULTS) $(LINK_BENCH_FLAGS)
 
 sweep: bench-theory  ## only the theory sweep (skips points this ppbench already recorded here)
 

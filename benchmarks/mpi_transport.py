@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import socket
 import statistics
 import subprocess
@@ -56,9 +55,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from results_io import atomic_write  # noqa: E402
+from mpi_bench import (MPI_ENV, Failure, check_environment, cpu_model, git_commit,  # noqa: E402
+                       load_average, mpirun_version, non_negative, positive)
 
-# OpenMPI refuses to run as root unless told; CI containers run as root.
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 PIPELINE_RANKS = 2
 BYTES_PER_FLOAT = 4  # f32
 # (width, micro-batch size): activations of width x b floats = 64 B, 64 KiB, 4 MiB. The width
@@ -76,61 +75,6 @@ CHUNKS = {"interleaved-1f1b": 2}  # model chunks per rank, said explicitly
 FIDELITY_GOAL = 0.03
 LAUNCHERS = ("threads", "mpirun")
 RUN_TIMEOUT = 600
-
-
-class Failure(Exception):
-    """A run failed or the environment cannot run the benchmark; .code is the exit code."""
-
-    def __init__(self, message: str, code: int = 1):
-        super().__init__(message)
-        self.code = code
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def git_commit() -> str:
-    """HEAD of the work tree, with -dirty when tracked files outside results/ changed."""
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, timeout=30, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
-                                "--untracked-files=no", "--", ".", ":!results"],
-                               capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return os.environ.get("PPBENCH_GIT_COMMIT", "unknown")
-    return head + ("-dirty" if dirty else "")
-
-
-def mpirun_version(mpirun: str) -> str:
-    r = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
-    return next((l.strip() for l in r.stdout.splitlines() if l.strip()), "unknown")
-
-
-def check_environment(ppbench: str) -> str:
-    """The mpirun to use; Failure(2) without ppbench, Failure(3) without mpirun or MPI."""
-    if not os.path.isfile(ppbench) or not os.access(ppbench, os.X_OK):
-        raise Failure(f"--ppbench {ppbench}: no executable ppbench there (build it first: make)", 2)
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        raise Failure("mpirun not found on PATH: the multi-process runs need OpenMPI "
-                      "(Debian: openmpi-bin, installed by make deps)", 3)
-    version = subprocess.run([ppbench, "--version"], capture_output=True, text=True, timeout=60)
-    if "MPI: compiled in" not in version.stdout:
-        raise Failure(f"{ppbench} was built without MPI (its --version does not say 'MPI: "
-                      "compiled in'): install libopenmpi-dev and re-run cmake", 3)
-    return mpirun
 
 
 def run_ppbench(ppbench: str, mpirun: str, launcher: str, args: list[str],
@@ -274,20 +218,6 @@ def print_tables(result: dict) -> None:
         for r in result["fidelity"]:
             print(f"  {r['case']:<15} {r['schedule']:<16} threads "
                   f"{r['threads']['median_gap']:+.4f}   mpirun {r['mpirun']['median_gap']:+.4f}")
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

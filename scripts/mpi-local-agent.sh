@@ -12,12 +12,15 @@
 # not resolve). The two --mca options keep the "nodes" from meeting in shared memory, which
 # Open MPI does not expect of two nodes. See docs/multi-process.md ("Two nodes on one machine").
 #
-# Two things that differ between real machines can be made to differ here too, in Linux
-# namespaces (util-linux unshare, as root), both off unless asked for:
+# Three things that differ between real machines can be made to differ here too, in Linux
+# namespaces (as root), each off unless asked for:
 #   PPBENCH_AGENT_HOSTNAMES=1            each node runs under its own hostname, the hostfile's;
 #   PPBENCH_AGENT_CLOCKS="node-b=1000"   a node's monotonic clock runs that many whole seconds
 #                                        ahead (a time namespace), as two machines' clocks
-#                                        disagree; space-separated NAME=SECONDS entries.
+#                                        disagree; space-separated NAME=SECONDS entries;
+#   PPBENCH_AGENT_NETNS=1                each node runs in the network namespace of its name,
+#                                        made by scripts/emulated-nodes.sh: its own network,
+#                                        a link of known rate to the others.
 # ppbench measures each process's clock offset at start-up and removes it from the job's trace;
 # tests/cli/test_mpi_cli.py checks that under a skewed clock.
 #
@@ -48,13 +51,22 @@ for entry in ${PPBENCH_AGENT_CLOCKS:-}; do
   esac
 done
 
+netns=""
+if [ "${PPBENCH_AGENT_NETNS:-0}" = 1 ]; then
+  [ -e "/var/run/netns/$host" ] || {
+    echo "mpi-local-agent.sh: no network namespace '$host' (make it: scripts/emulated-nodes.sh up $host ...)" >&2
+    exit 3
+  }
+  netns="ip netns exec $host"
+fi
 namespaces=""
 [ "${PPBENCH_AGENT_HOSTNAMES:-0}" = 1 ] && namespaces="--uts"
 [ "$ahead" -gt 0 ] && namespaces="$namespaces --time --monotonic $ahead --boottime $ahead"
-[ -n "$namespaces" ] || exec /bin/sh -c "$*"
+# shellcheck disable=SC2086 # the namespace commands are words
+[ -n "$namespaces" ] || exec $netns /bin/sh -c "$*"
 
-# shellcheck disable=SC2086 # the namespace options are words
-exec unshare $namespaces /bin/sh -c '
+# shellcheck disable=SC2086
+exec $netns unshare $namespaces /bin/sh -c '
   if [ "$1" = rename ]; then hostname "$2" || exit 3; fi
   exec /bin/sh -c "$3"' mpi-local-agent.sh \
   "$([ "${PPBENCH_AGENT_HOSTNAMES:-0}" = 1 ] && echo rename || echo keep)" "$host" "$*"

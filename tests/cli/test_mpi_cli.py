@@ -50,6 +50,8 @@ def open_mpi():
     return "Open MPI" in r.stdout + r.stderr
 
 
+BENCH_ALLREDUCE_LINK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                   "benchmarks", "allreduce_link.py")
 LOCAL_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
                            "mpi-local-agent.sh")
 
@@ -61,6 +63,16 @@ def namespaces_allowed():
                            capture_output=True, timeout=30)
     except OSError:
         return False
+    return r.returncode == 0
+
+
+def network_namespaces_allowed():
+    """Whether this machine lets scripts/emulated-nodes.sh make a node's network (root, ip)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None:
+        return False
+    name = f"ppbench-probe-{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", name], capture_output=True, timeout=30)
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
     return r.returncode == 0
 
 
@@ -344,6 +356,37 @@ class MultiProcessRun(unittest.TestCase):
         for a, b in ((0, 2), (1, 3)):  # processes of the same pipeline rank, replicas 0 and 1
             self.assertLessEqual(spans[a][0], spans[b][1] + err[a] + err[b], spans)
             self.assertLessEqual(spans[b][0], spans[a][1] + err[a] + err[b], spans)
+
+    @unittest.skipIf(MPIRUN is not None and not open_mpi(), "needs Open MPI's launch options")
+    @unittest.skipIf(not network_namespaces_allowed(),
+                     "needs network namespaces (root, iproute2's ip and tc)")
+    def test_replicas_on_nodes_with_a_network_of_their_own(self):
+        # benchmarks/allreduce_link.py end to end on two emulated nodes, each in a network
+        # namespace of its own behind a 1 Gbit/s link: the processes ran on two nodes, the
+        # all-reduce moved the bytes the simulator's ring formula counts, and nothing is left.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "link.json")
+            r = subprocess.run(
+                [sys.executable, BENCH_ALLREDUCE_LINK, "--ppbench", PPBENCH, "--replicas", "2",
+                 "--widths", "64", "--repeats", "1", "--steps", "1", "--out", out],
+                capture_output=True, text=True, timeout=300, env=ENV)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                rec = json.load(f)
+        memory = threads("memory", "--workload", "mlp", "--layers", "8", "--width", "64",
+                         "--dtype", "f32", "--schedule", "gpipe", "--devices", "1",
+                         "--microbatches", "2", "--format", "json")
+        self.assertEqual(memory.returncode, 0, memory.stderr)
+        grads = json.loads(memory.stdout)["ranks"][0]["bytes"]["grads"]
+        self.assertGreater(rec["link"]["goodput_bytes_per_s"], 0)
+        self.assertEqual(len(rec["rows"]), 2)  # OpenMPI's own all-reduce and its ring
+        for row in rec["rows"]:
+            self.assertEqual(row["runs"][0]["hosts"], ["ppb-node-0", "ppb-node-1"])
+            self.assertEqual(row["bytes"], grads)  # every gradient, once
+            self.assertGreater(row["measured_s"], 0)
+            self.assertGreater(row["predicted_s"], 0)
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        self.assertNotIn("ppb-node-", left)
 
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:

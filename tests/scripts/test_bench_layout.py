@@ -54,7 +54,7 @@ def written_paths(text: str) -> list[str]:
     return [p for p in paths if not p.startswith(("/", "$"))]
 
 
-@pytest.mark.parametrize("target", ["bench", "plots", "report", "bench-mpi"])
+@pytest.mark.parametrize("target", ["bench", "plots", "report", "bench-mpi", "bench-link"])
 def test_make_bench_writes_only_git_ignored_files(tmp_path, target):
     text = dry_run(target, tmp_path)
     paths = written_paths(text)
@@ -65,6 +65,9 @@ def test_make_bench_writes_only_git_ignored_files(tmp_path, target):
     if target == "bench-mpi":
         assert "benchmarks/mpi_transport.py" in text
         assert "results/latest/mpi_transport.json" in paths
+    if target == "bench-link":
+        assert "benchmarks/allreduce_link.py" in text
+        assert "results/latest/allreduce_link.json" in paths
     assert paths, text
     for path in paths:
         assert path.startswith(("results/latest/", "plots/latest")), path

@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Data-parallel all-reduces across emulated nodes joined by a link of known rate, measured
+beside what the simulator's ring formula predicts for that link.
+
+    benchmarks/allreduce_link.py [--ppbench build/ppbench] [--rate 1gbit] [--replicas 2,4]
+                                 [--widths 256,1024] [--steps 4] [--repeats 3] [--out FILE]
+
+R emulated nodes (scripts/emulated-nodes.sh: a network namespace each, its egress shaped to
+--rate by a token bucket, all joined by one bridge) each run one process of `mpirun -np R
+ppbench run --pp 1 --dp R` (scripts/mpi-local-agent.sh with PPBENCH_AGENT_NETNS=1): an MLP of
+8 layers of the given width, f32, whose gradients are all-reduced across the nodes once a step.
+
+First the link is measured: bulk TCP both ways at once between two nodes (its goodput: what it
+really carries, as an all-reduce sends and receives at once) and a one-byte TCP ping-pong (half
+the shortest round trip: its latency). Then, for each R, width and all-reduce algorithm (OpenMPI's
+own choice, and its ring, coll_tuned algorithm 4), `repeats` runs: the all-reduce of the last
+step, taken as the shortest of the R processes' (the one that arrived last waited least for the
+others, so its time is nearest the collective's own), median over the runs; beside it `ppbench
+simulate --dp R --dp-bandwidth <goodput> --dp-latency <latency>` on the same workload, whose
+all-reduce is the ring formula 2 (R - 1) / R x bytes / bandwidth + 2 (R - 1) x latency; and the
+bus bandwidth the measurement implies, 2 (R - 1) / R x bytes / time, as a share of the goodput.
+
+Writes one JSON record (atomically), default results/perf/allreduce-link/<commit>.json, with
+provenance (commit, host, CPU, cores, kernel, OpenMPI, load average, date, the rate and what the
+link measured), and prints a table. Needs root (network namespaces) and iproute2; the nodes are
+removed at the end, also after a failure.
+
+Exit codes: 0 done; 2 a bad option or no ppbench at --ppbench; 3 the machine cannot (no mpirun,
+no MPI in ppbench, not root, no namespaces or tbf); 1 a run failed (its command and last line).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from results_io import atomic_write  # noqa: E402
+from mpi_bench import (MPI_ENV, Failure, check_environment, cpu_model, git_commit,  # noqa: E402
+                       load_average, mpirun_version, positive)
+
+NODES = ROOT / "scripts" / "emulated-nodes.sh"
+AGENT = ROOT / "scripts" / "mpi-local-agent.sh"
+PROBE = Path(__file__).resolve().parent / "link_probe.py"
+SUBNET = "10.77.0.0/24"  # emulated-nodes.sh's
+WORKLOAD = ["--workload", "mlp", "--layers", "8", "-b", "8", "--dtype", "f32",
+            "--schedule", "gpipe", "-n", "2"]
+# OpenMPI's choice, and its ring (coll_tuned's allreduce algorithm 4), the simulator's model.
+ALGORITHMS = {"default": [],
+              "ring": ["--mca", "coll_tuned_use_dynamic_rules", "1",
+                       "--mca", "coll_tuned_allreduce_algorithm", "4"]}
+PROBE_MIB, PING_ROUNDS = 64, 200
+RUN_TIMEOUT = 300
+
+
+def node_names(count: int) -> list[str]:
+    return [f"ppb-node-{k}" for k in range(count)]
+
+
+def nodes(action: str, names: list[str], rate: str | None = None) -> dict[str, str]:
+    """scripts/emulated-nodes.sh up|down: {node: address} for up."""
+    cmd = [str(NODES), action, *(["--rate", rate] if rate else []), *names]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise Failure(r.stderr.strip() or f"'{' '.join(cmd)}' exited {r.returncode}",
+                      r.returncode if r.returncode in (2, 3) else 1)
+    pairs = (line.split() for line in r.stdout.splitlines())
+    return {p[0]: p[1] for p in pairs if len(p) == 2 and p[0] in names}
+
+
+def in_node(node: str, *cmd: str) -> list[str]:
+    return ["ip", "netns", "exec", node, *cmd]
+
+
+def measure_link(names: list[str], addresses: dict[str, str]) -> dict:
+    """Goodput both ways at once between the first two nodes, and half the shortest TCP round
+    trip."""
+    a, b = names[0], names[1]
+    both = [subprocess.Popen(in_node(me, sys.executable, str(PROBE), "duplex", addresses[me],
+                                     addresses[peer], str(PROBE_MIB)),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for me, peer in ((a, b), (b, a))]
+    rates = []
+    for p in both:
+        out, err = p.communicate(timeout=RUN_TIMEOUT)
+        if p.returncode != 0:
+            raise Failure(f"the link probe failed: {err.strip().splitlines()[-1:]}")
+        rates += json.loads(out).values()
+    echo = subprocess.Popen(in_node(b, sys.executable, str(PROBE), "echo", addresses[b]),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(in_node(a, sys.executable, str(PROBE), "ping", addresses[b],
+                               str(PING_ROUNDS)), capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT)
+    echo.wait(timeout=60)
+    if r.returncode != 0:
+        raise Failure(f"the ping probe failed: {r.stderr.strip().splitlines()[-1:]}")
+    ping = json.loads(r.stdout)
+    return {"goodput_bytes_per_s": min(rates), "rates_bytes_per_s": rates,
+            "latency_s": ping["rtt_min"] / 2, "rtt_median_s": ping["rtt_median"]}
+
+
+def last_line(text: str) -> str:
+    return next((l.strip() for l in reversed(text.splitlines()) if l.strip()), "no message")
+
+
+def run_allreduce(ppbench: str, mpirun: str, names: list[str], width: int, algorithm: str,
+                  steps: int, tmp: Path) -> dict:
+    """One `mpirun -np R ppbench run --pp 1 --dp R`, a process per node: the last step's
+    all-reduce bytes and the shortest of the processes' all-reduce times."""
+    hosts = tmp / "hosts"
+    hosts.write_text("".join(f"{n} slots=1\n" for n in names))
+    cmd = [mpirun, "-np", str(len(names)), "--hostfile", str(hosts),
+           "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
+           "--mca", "btl", "tcp,self", "--mca", "rtc_hwloc_vmhole", "none",
+           "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET,
+           *ALGORITHMS[algorithm],
+           ppbench, "run", *WORKLOAD, "--width", str(width), "--pp", "1",
+           "--dp", str(len(names)), "--optimizer", "none", "--steps", str(steps),
+           "--warmup", "1", "--format", "json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                       env=dict(os.environ, PPBENCH_AGENT_NETNS="1", PPBENCH_AGENT_HOSTNAMES="1", **MPI_ENV))
+    if r.returncode != 0:
+        raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
+    procs = json.loads(r.stdout)["data_parallel"]["per_process"]
+    return {"bytes": procs[0]["allreduce_bytes"],
+            "allreduce_s": min(p["allreduce_s"] for p in procs),
+            "per_process_s": [p["allreduce_s"] for p in procs],
+            "hosts": sorted({p["host"] for p in procs})}
+
+
+def simulate_allreduce(ppbench: str, replicas: int, width: int, link: dict) -> dict:
+    cmd = [ppbench, "simulate", *WORKLOAD, "--width", str(width), "-d", "1",
+           "--dp", str(replicas), "--dp-bandwidth", f"{link['goodput_bytes_per_s'] / 1e9:.9g}",
+           "--dp-latency", f"{link['latency_s'] * 1e6:.6g}", "--format", "json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    if r.returncode != 0:
+        raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
+    rec = json.loads(r.stdout)
+    return {"bytes": rec["allreduce_bytes"], "allreduce_s": rec["allreduce_time"]}
+
+
+def measure(ppbench: str, mpirun: str, replicas: list[int], widths: list[int], steps: int,
+            repeats: int, link: dict, tmp: Path) -> list[dict]:
+    rows = []
+    for r in replicas:
+        names = node_names(r)
+        for width in widths:
+            predicted = simulate_allreduce(ppbench, r, width, link)
+            for algorithm in ALGORITHMS:
+                runs = [run_allreduce(ppbench, mpirun, names, width, algorithm, steps, tmp)
+                        for _ in range(repeats)]
+                if len(runs[0]["hosts"]) != r:
+                    raise Failure(f"R = {r}: the processes ran on {runs[0]['hosts']}, not on "
+                                  f"{r} nodes of their own")
+                if any(run["bytes"] != predicted["bytes"] for run in runs):
+                    raise Failure(f"R = {r}, width {width}: the run all-reduced "
+                                  f"{runs[0]['bytes']:.0f} bytes, the simulator "
+                                  f"{predicted['bytes']:.0f}")
+                measured = statistics.median(run["allreduce_s"] for run in runs)
+                bus = 2 * (r - 1) / r * predicted["bytes"] / measured
+                row = {"replicas": r, "width": width, "algorithm": algorithm,
+                       "bytes": predicted["bytes"], "measured_s": measured,
+                       "runs": runs, "predicted_s": predicted["allreduce_s"],
+                       "measured_over_predicted": measured / predicted["allreduce_s"],
+                       "bus_bandwidth_bytes_per_s": bus,
+                       "share_of_goodput": bus / link["goodput_bytes_per_s"]}
+                rows.append(row)
+                print(f"  R = {r}  width {width:5}  {algorithm:7}  {row['bytes'] / 1e6:7.2f} MB"
+                      f"  measured {measured * 1e3:8.2f} ms  predicted "
+                      f"{predicted['allreduce_s'] * 1e3:8.2f} ms  "
+                      f"x{row['measured_over_predicted']:.2f}", flush=True)
+    return rows
+
+
+def print_table(result: dict) -> None:
+    link = result["link"]
+    print(f"\nlink {result['rate']}: goodput {link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both "
+          f"ways at once, latency {link['latency_s'] * 1e6:.1f} us")
+    print(f"{'R':>2} {'width':>6} {'algorithm':<9} {'MB':>7} {'measured ms':>11} "
+          f"{'ring ms':>9} {'meas/ring':>9} {'bus MB/s':>9} {'of link':>7}")
+    for r in result["rows"]:
+        print(f"{r['replicas']:>2} {r['width']:>6} {r['algorithm']:<9} {r['bytes'] / 1e6:7.2f} "
+              f"{r['measured_s'] * 1e3:11.2f} {r['predicted_s'] * 1e3:9.2f} "
+              f"{r['measured_over_predicted']:9.2f} "
+              f"{r['bus_bandwidth_bytes_per_s'] / 1e6:9.1f} {r['share_of_goodput']:7.0%}")
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of integers")
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"'{text}': every value must be a positive integer")
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ppbench", default=str(ROOT / "build" / "ppbench"))
+    ap.add_argument("--out", type=Path,
+                    help="the JSON record (default: results/perf/allreduce-link/<commit>.json)")
+    ap.add_argument("--rate", default="1gbit",
+                    help="each node's link, as tc writes it (e.g. 100mbit, 1gbit; default 1gbit)")
+    ap.add_argument("--replicas", type=int_list, default=[2, 4],
+                    help="R, one process per node (2 to 16, comma-separated; default 2,4)")
+    ap.add_argument("--widths", type=int_list, default=[256, 1024],
+                    help="MLP widths (8 layers; 16 to 4096; default 256,1024)")
+    ap.add_argument("--steps", type=positive, default=4, help="measured steps per run")
+    ap.add_argument("--repeats", type=positive, default=3, help="runs of each point")
+    a = ap.parse_args(argv)
+    if any(not 2 <= r <= 16 for r in a.replicas):
+        ap.error(f"--replicas {a.replicas}: each R must be 2 to 16")
+    if any(not 16 <= w <= 4096 for w in a.widths):
+        ap.error(f"--widths {a.widths}: each width must be 16 to 4096")
+    names = node_names(max(a.replicas))
+    try:
+        mpirun = check_environment(a.ppbench)
+        commit = git_commit()
+        result: dict = {"benchmark": "allreduce_link", "rate": a.rate, "steps": a.steps,
+                        "repeats": a.repeats, "workload": WORKLOAD}
+        result["provenance"] = {
+            "commit": commit, "host": socket.gethostname(), "cpu": cpu_model(),
+            "cpu_cores": os.cpu_count(), "kernel": platform.release(),
+            "load_average_before": load_average(), "openmpi": mpirun_version(mpirun),
+            "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            addresses = nodes("up", names, a.rate)
+            print(f"{len(names)} emulated nodes, each link {a.rate}; measuring the link",
+                  flush=True)
+            result["link"] = measure_link(names, addresses)
+            with tempfile.TemporaryDirectory(prefix="allreduce_link-") as tmp:
+                result["rows"] = measure(a.ppbench, mpirun, a.replicas, a.widths, a.steps,
+                                         a.repeats, result["link"], Path(tmp))
+        finally:
+            try:
+                nodes("down", names)
+            except Failure:
+                pass  # what made `up` or a run fail is the message to give
+        result["provenance"]["load_average_after"] = load_average()
+    except Failure as e:
+        print(f"allreduce_link: {e}", file=sys.stderr)
+        return e.code
+    except subprocess.TimeoutExpired as e:
+        print(f"allreduce_link: '{' '.join(map(str, e.cmd))}' did not finish in {e.timeout:g} s",
+              file=sys.stderr)
+        return 1
+    out = a.out or ROOT / "results" / "perf" / "allreduce-link" / f"{commit}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, json.dumps(result, indent=1) + "\n")
+    print_table(result)
+    print(f"\nrecord: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""What a TCP link between two emulated nodes carries, measured from inside them
+(benchmarks/allreduce_link.py runs it with `ip netns exec NODE`); standard library only.
+
+    link_probe.py duplex ME PEER MIB   serve on ME while sending MIB MiB to PEER, both nodes at
+                                       once: prints {"tx": bytes/s, "rx": bytes/s}
+    link_probe.py echo ME              answer one client's one-byte pings until it closes
+    link_probe.py ping PEER ROUNDS     prints {"rtt_min": s, "rtt_median": s} over ROUNDS pings
+
+Both directions at once because an all-reduce sends and receives at once; the bulk rate is the
+link's goodput (what TCP delivers through the shaper), below its nominal rate by the headers.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import sys
+import threading
+import time
+
+BULK_PORT, PING_PORT = 5202, 5203
+CHUNK = 1 << 20
+
+
+def listen(addr: str, port: int) -> socket.socket:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(1)
+    return s
+
+
+def connect(peer: str, port: int, timeout: float = 10.0) -> socket.socket:
+    deadline = time.monotonic() + timeout
+    while True:  # the peer may not listen yet
+        try:
+            c = socket.create_connection((peer, port), timeout=timeout)
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return c
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def duplex(me: str, peer: str, mib: int) -> dict:
+    server = listen(me, BULK_PORT)
+    rx: dict = {}
+
+    def receive() -> None:
+        c, _ = server.accept()
+        n, start = 0, None
+        while True:
+            b = c.recv(CHUNK)
+            if not b:
+                break
+            start = start or time.monotonic()
+            n += len(b)
+        rx["rate"] = n / (time.monotonic() - start) if start else 0.0
+
+    t = threading.Thread(target=receive)
+    t.start()
+    c = connect(peer, BULK_PORT)
+    buf = b"\0" * CHUNK
+    start = time.monotonic()
+    for _ in range(mib):
+        c.sendall(buf)
+    c.close()
+    tx = mib * CHUNK / (time.monotonic() - start)
+    t.join()
+    return {"tx": tx, "rx": rx["rate"]}
+
+
+def echo(me: str) -> None:
+    server = listen(me, PING_PORT)
+    c, _ = server.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while (b := c.recv(1)):
+        c.sendall(b)
+
+
+def ping(peer: str, rounds: int) -> dict:
+    c = connect(peer, PING_PORT)
+    rtts = []
+    for _ in range(rounds):
+        start = time.monotonic()
+        c.sendall(b"x")
+        c.recv(1)
+        rtts.append(time.monotonic() - start)
+    c.close()
+    return {"rtt_min": min(rtts), "rtt_median": statistics.median(rtts)}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[0] == "duplex":
+        print(json.dumps(duplex(argv[1], argv[2], int(argv[3]))))
+    elif len(argv) == 2 and argv[0] == "echo":
+        echo(argv[1])
+    elif len(argv) == 3 and argv[0] == "ping":
+        print(json.dumps(ping(argv[1], int(argv[2]))))
+    else:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,101 @@
+#!/bin/sh
+# Emulated cluster nodes on this machine, each with a network of its own: one Linux network
+# namespace per node, joined to the others by a bridge, every node's outgoing traffic shaped to a
+# given rate (a token bucket, tc's tbf), as a node's NIC would be. With scripts/mpi-local-agent.sh
+# and PPBENCH_AGENT_NETNS=1, OpenMPI starts each node's processes inside its namespace, so that
+# the traffic between nodes crosses a link of known rate while a node's own processes talk
+# without it (docs/multi-process.md, "Two nodes on one machine").
+#
+#   scripts/emulated-nodes.sh up [--rate RATE] NODE...   # e.g. up --rate 1gbit node-0 node-1
+#   scripts/emulated-nodes.sh down NODE...
+#
+# RATE is tc's (e.g. 100mbit, 1gbit, 10gbit; default 1gbit). Node k gets 10.77.0.(k+2)/24 on its
+# eth0, the bridge (ppbench-br0) 10.77.0.1; `up` prints the addresses and the mpirun options that
+# keep OpenMPI's traffic on them. `up` first removes what a previous `up` of the same names left.
+# Needs root, iproute2 (ip, tc) and a kernel with network namespaces, veth, bridges and tbf.
+# Exit codes: 0 done; 2 a bad argument; 3 the machine cannot (not root, no ip or tc, refused).
+set -u
+
+BRIDGE=ppbench-br0
+SUBNET=10.77.0
+RATE=1gbit
+
+die() {
+  echo "emulated-nodes.sh: $2" >&2
+  exit "$1"
+}
+
+usage="usage: emulated-nodes.sh up [--rate RATE] NODE... | down NODE..."
+[ $# -ge 1 ] || die 2 "$usage"
+action=$1
+shift
+case "$action" in
+  up | down) ;;
+  *) die 2 "unknown action '$action' (allowed: up, down); $usage" ;;
+esac
+if [ "${1:-}" = --rate ]; then
+  [ $# -ge 2 ] || die 2 "--rate needs a value such as 1gbit"
+  RATE=$2
+  shift 2
+fi
+case "$RATE" in
+  [0-9]*bit | [0-9]*kbit | [0-9]*mbit | [0-9]*gbit) ;;
+  *) die 2 "--rate '$RATE' is not a rate such as 100mbit, 1gbit or 10gbit" ;;
+esac
+[ $# -ge 1 ] || die 2 "no node named; $usage"
+[ $# -le 200 ] || die 2 "$# nodes: at most 200 (one /24 subnet)"
+for node in "$@"; do
+  case "$node" in
+    *[!A-Za-z0-9_-]* | -*) die 2 "node name '$node': letters, digits, '-' and '_' only" ;;
+  esac
+  [ ${#node} -le 12 ] || die 2 "node name '$node': at most 12 characters (it names a veth)"
+done
+[ "$(id -u)" = 0 ] || die 3 "network namespaces need root"
+command -v ip > /dev/null || die 3 "no 'ip' on PATH (Debian: iproute2)"
+command -v tc > /dev/null || die 3 "no 'tc' on PATH (Debian: iproute2)"
+
+remove() {
+  for node in "$@"; do
+    ip netns del "$node" 2> /dev/null
+    ip link del "v-$node" 2> /dev/null
+  done
+  # The bridge goes with its last node.
+  if ip link show "$BRIDGE" > /dev/null 2>&1 && [ -z "$(ip link show master "$BRIDGE")" ]; then
+    ip link del "$BRIDGE"
+  fi
+  return 0
+}
+
+if [ "$action" = down ]; then
+  remove "$@"
+  exit 0
+fi
+
+remove "$@"
+fail() {
+  remove "$@"
+  die 3 "$failed"
+}
+if ! ip link show "$BRIDGE" > /dev/null 2>&1; then
+  failed="could not make the bridge $BRIDGE"
+  { ip link add "$BRIDGE" type bridge && ip addr add "$SUBNET.1/24" dev "$BRIDGE" &&
+    ip link set "$BRIDGE" up; } || fail "$@"
+fi
+host=2
+for node in "$@"; do
+  failed="could not make node $node's namespace and link"
+  { ip netns add "$node" &&
+    ip link add "v-$node" type veth peer name eth0 netns "$node" &&
+    ip link set "v-$node" master "$BRIDGE" up &&
+    ip netns exec "$node" ip addr add "$SUBNET.$host/24" dev eth0 &&
+    ip netns exec "$node" ip link set eth0 up &&
+    ip netns exec "$node" ip link set lo up; } || fail "$@"
+  # The node's egress at RATE: its NIC. A burst of 256 KiB lets a TCP window through at 10 Gbit/s.
+  failed="tc could not shape node $node's link to $RATE (does the kernel have tbf?)"
+  ip netns exec "$node" tc qdisc replace dev eth0 root tbf rate "$RATE" burst 256kb latency 50ms ||
+    fail "$@"
+  echo "$node $SUBNET.$host"
+  host=$((host + 1))
+done
+echo "mpirun options: --mca btl tcp,self --mca oob_tcp_if_include $SUBNET.0/24" \
+  "--mca btl_tcp_if_include $SUBNET.0/24 (with PPBENCH_AGENT_NETNS=1 and the local agent)"

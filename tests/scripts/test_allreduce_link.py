@@ -1,0 +1,54 @@
+"""benchmarks/allreduce_link.py and scripts/emulated-nodes.sh: their refusals of bad arguments
+(one line, exit 2, before anything is made). tests/cli/test_mpi_cli.py runs the benchmark for
+real where network namespaces are allowed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+BENCH = ROOT / "benchmarks" / "allreduce_link.py"
+NODES = ROOT / "scripts" / "emulated-nodes.sh"
+
+
+def run(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--replicas", "1"], "each R must be 2 to 16"),
+    (["--replicas", "2,x"], "is not a comma-separated list of integers"),
+    (["--widths", "8"], "each width must be 16 to 4096"),
+    (["--repeats", "0"], "must be a positive integer"),
+])
+def test_the_benchmark_refuses_bad_options_in_one_line(args, says):
+    r = run(sys.executable, str(BENCH), *args)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr
+    assert r.stdout == ""
+
+
+def test_the_benchmark_needs_a_ppbench(tmp_path):
+    r = run(sys.executable, str(BENCH), "--ppbench", str(tmp_path / "missing"))
+    assert r.returncode == 2
+    assert "no executable ppbench there" in r.stderr
+
+
+@pytest.mark.parametrize("args,says", [
+    ([], "usage: emulated-nodes.sh"),
+    (["sideways", "n0"], "unknown action 'sideways' (allowed: up, down)"),
+    (["up", "--rate", "1gb", "n0"], "--rate '1gb' is not a rate such as 100mbit"),
+    (["up", "--rate"], "--rate needs a value"),
+    (["up"], "no node named"),
+    (["up", "a b"], "node name 'a b': letters, digits"),
+    (["up", "a-name-too-long"], "at most 12 characters"),
+])
+def test_emulated_nodes_refuse_bad_arguments_in_one_line(args, says):
+    r = run(str(NODES), *args)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
