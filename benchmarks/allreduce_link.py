@@ -31,6 +31,7 @@ no MPI in ppbench, not root, no namespaces or tbf); 1 a run failed (its command 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -60,6 +61,9 @@ ALGORITHMS = {"default": [],
                        "--mca", "coll_tuned_allreduce_algorithm", "4"]}
 PROBE_MIB, PING_ROUNDS = 64, 200
 RUN_TIMEOUT = 300
+# The nodes have fixed names and addresses: two runs at once on one machine would take each
+# other's down, so a run holds this lock while its nodes exist (a second one waits).
+NODES_LOCK = Path(tempfile.gettempdir()) / "ppbench-emulated-nodes.lock"
 
 
 def node_names(count: int) -> list[str]:
@@ -194,6 +198,22 @@ def print_table(result: dict) -> None:
               f"{r['bus_bandwidth_bytes_per_s'] / 1e6:9.1f} {r['share_of_goodput']:7.0%}")
 
 
+def run_on_nodes(a: argparse.Namespace, names: list[str], mpirun: str, result: dict) -> None:
+    """Makes the nodes, measures the link and the all-reduces into `result`, removes the nodes."""
+    try:
+        addresses = nodes("up", names, a.rate)
+        print(f"{len(names)} emulated nodes, each link {a.rate}; measuring the link", flush=True)
+        result["link"] = measure_link(names, addresses)
+        with tempfile.TemporaryDirectory(prefix="allreduce_link-") as tmp:
+            result["rows"] = measure(a.ppbench, mpirun, a.replicas, a.widths, a.steps,
+                                     a.repeats, result["link"], Path(tmp))
+    finally:
+        try:
+            nodes("down", names)
+        except Failure:
+            pass  # what made `up` or a run fail is the message to give
+
+
 def int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",")]
@@ -235,18 +255,12 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:
-            addresses = nodes("up", names, a.rate)
-            print(f"{len(names)} emulated nodes, each link {a.rate}; measuring the link",
-                  flush=True)
-            result["link"] = measure_link(names, addresses)
-            with tempfile.TemporaryDirectory(prefix="allreduce_link-") as tmp:
-                result["rows"] = measure(a.ppbench, mpirun, a.replicas, a.widths, a.steps,
-                                         a.repeats, result["link"], Path(tmp))
-        finally:
-            try:
-                nodes("down", names)
-            except Failure:
-                pass  # what made `up` or a run fail is the message to give
+            lock = open(NODES_LOCK, "w")
+        except OSError as e:
+            raise Failure(f"cannot open the emulated nodes' lock {NODES_LOCK}: {e.strerror}", 3)
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            run_on_nodes(a, names, mpirun, result)
         result["provenance"]["load_average_after"] = load_average()
     except Failure as e:
         print(f"allreduce_link: {e}", file=sys.stderr)
