@@ -34,20 +34,15 @@ import argparse
 import fcntl
 import json
 import os
-import platform
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from results_io import atomic_write  # noqa: E402
-from mpi_bench import (MPI_ENV, Failure, check_environment, cpu_model, git_commit,  # noqa: E402
-                       load_average, mpirun_version, positive)
+from mpi_bench import MPI_ENV, Failure, positive, record_benchmark  # noqa: E402
 
 NODES = ROOT / "scripts" / "emulated-nodes.sh"
 AGENT = ROOT / "scripts" / "mpi-local-agent.sh"
@@ -243,17 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     if any(not 16 <= w <= 4096 for w in a.widths):
         ap.error(f"--widths {a.widths}: each width must be 16 to 4096")
     names = node_names(max(a.replicas))
-    try:
-        mpirun = check_environment(a.ppbench)
-        commit = git_commit()
-        result: dict = {"benchmark": "allreduce_link", "rate": a.rate, "steps": a.steps,
-                        "repeats": a.repeats, "workload": WORKLOAD}
-        result["provenance"] = {
-            "commit": commit, "host": socket.gethostname(), "cpu": cpu_model(),
-            "cpu_cores": os.cpu_count(), "kernel": platform.release(),
-            "load_average_before": load_average(), "openmpi": mpirun_version(mpirun),
-            "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result: dict = {"benchmark": "allreduce_link", "rate": a.rate, "steps": a.steps,
+                    "repeats": a.repeats, "workload": WORKLOAD}
+
+    def measure(mpirun: str, result: dict) -> None:
         try:
             lock = open(NODES_LOCK, "w")
         except OSError as e:
@@ -261,20 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             run_on_nodes(a, names, mpirun, result)
-        result["provenance"]["load_average_after"] = load_average()
-    except Failure as e:
-        print(f"allreduce_link: {e}", file=sys.stderr)
-        return e.code
-    except subprocess.TimeoutExpired as e:
-        print(f"allreduce_link: '{' '.join(map(str, e.cmd))}' did not finish in {e.timeout:g} s",
-              file=sys.stderr)
-        return 1
-    out = a.out or ROOT / "results" / "perf" / "allreduce-link" / f"{commit}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, json.dumps(result, indent=1) + "\n")
-    print_table(result)
-    print(f"\nrecord: {out}")
-    return 0
+
+    return record_benchmark("allreduce_link", "allreduce-link", a.ppbench, result, measure,
+                            print_table, a.out)
 
 
 if __name__ == "__main__":

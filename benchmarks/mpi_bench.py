@@ -3,13 +3,20 @@ need, their provenance, and their argument types."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from results_io import atomic_write  # noqa: E402
 
 # OpenMPI refuses to run as root unless told; CI containers run as root.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -82,3 +89,40 @@ def non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
     return value
+
+
+def provenance(mpirun: str) -> dict:
+    return {"commit": git_commit(), "host": socket.gethostname(), "cpu": cpu_model(),
+            "cpu_cores": os.cpu_count(), "kernel": platform.release(),
+            "load_average_before": load_average(), "openmpi": mpirun_version(mpirun),
+            "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def record_benchmark(name: str, folder: str, ppbench: str, result: dict,
+                     measure: Callable[[str, dict], None], show: Callable[[dict], None],
+                     out: Path | None) -> int:
+    """A benchmark's main after its options: checks the environment, adds the provenance to
+    `result`, has `measure(mpirun, result)` fill it, writes it atomically to `out` (default
+    results/perf/<folder>/<commit>.json), then `show`s it. Returns the exit code; a Failure or a
+    timeout is one line on stderr, naming the benchmark."""
+    try:
+        mpirun = check_environment(ppbench)
+        result["provenance"] = provenance(mpirun)
+        measure(mpirun, result)
+        result["provenance"]["load_average_after"] = load_average()
+    except Failure as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return e.code
+    except subprocess.TimeoutExpired as e:
+        print(f"{name}: '{' '.join(map(str, e.cmd))}' did not finish in {e.timeout:g} s",
+              file=sys.stderr)
+        return 1
+    commit = result["provenance"]["commit"]
+    out = out or ROOT / "results" / "perf" / folder / f"{commit}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, json.dumps(result, indent=1) + "\n")
+    show(result)
+    print(f"\nrecord: {out} (load average before {result['provenance']['load_average_before']},"
+          f" after {result['provenance']['load_average_after']})")
+    return 0

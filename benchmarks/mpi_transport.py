@@ -43,8 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,9 +52,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from results_io import atomic_write  # noqa: E402
-from mpi_bench import (MPI_ENV, Failure, check_environment, cpu_model, git_commit,  # noqa: E402
-                       load_average, mpirun_version, non_negative, positive)
+from mpi_bench import (MPI_ENV, Failure, load_average, non_negative, positive,  # noqa: E402
+                       record_benchmark)
 
 PIPELINE_RANKS = 2
 BYTES_PER_FLOAT = 4  # f32
@@ -231,16 +228,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs of each point per launcher (threads and mpirun alternate)")
     ap.add_argument("--only", choices=("latency", "fidelity"), help="run one part only")
     a = ap.parse_args(argv)
-    try:
-        mpirun = check_environment(a.ppbench)
-        commit = git_commit()
-        result: dict = {"benchmark": "mpi_transport", "steps": a.steps, "warmup": a.warmup,
-                        "repeats": a.repeats, "pipeline_ranks": PIPELINE_RANKS}
-        result["provenance"] = {
-            "commit": commit, "host": socket.gethostname(), "cpu": cpu_model(),
-            "cpu_cores": os.cpu_count(), "load_average_before": load_average(),
-            "openmpi": mpirun_version(mpirun), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result: dict = {"benchmark": "mpi_transport", "steps": a.steps, "warmup": a.warmup,
+                    "repeats": a.repeats, "pipeline_ranks": PIPELINE_RANKS}
+
+    def measure(mpirun: str, result: dict) -> None:
         with tempfile.TemporaryDirectory(prefix="mpi_transport-") as tmp:
             if a.only in (None, "latency"):
                 print("latency: 1f1b, D = 2, N = 16, two-layer MLP of width 8", flush=True)
@@ -250,21 +241,9 @@ def main(argv: list[str] | None = None) -> int:
                 print("fidelity: D = 2, N = 8, MLP 8 x 512, micro-batch 64", flush=True)
                 result["fidelity"] = measure_fidelity(a.ppbench, mpirun, a.steps, a.warmup,
                                                       a.repeats)
-        result["provenance"]["load_average_after"] = load_average()
-    except Failure as e:
-        print(f"mpi_transport: {e}", file=sys.stderr)
-        return e.code
-    except subprocess.TimeoutExpired as e:
-        print(f"mpi_transport: '{' '.join(map(str, e.cmd))}' did not finish in {e.timeout:g} s",
-              file=sys.stderr)
-        return 1
-    out = a.out or ROOT / "results" / "perf" / "mpi" / f"{commit}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, json.dumps(result, indent=1) + "\n")
-    print_tables(result)
-    print(f"\nrecord: {out} (load average before {result['provenance']['load_average_before']}, "
-          f"after {result['provenance']['load_average_after']})")
-    return 0
+
+    return record_benchmark("mpi_transport", "mpi", a.ppbench, result, measure, print_tables,
+                            a.out)
 
 
 if __name__ == "__main__":

@@ -8,15 +8,22 @@ capacity, partition and step count, and runs `ppbench run --dtype f64 --check --
 With --edit it first edits the generated order (adjacent swaps, moves, a B split into I and W)
 and runs the edit as a schedule file: a sound order must compute the same step as any other.
 With --mpirun every pipeline rank is a process, and two data-parallel replicas may join; both
-together run edited orders across processes. What must hold:
+together run edited orders across processes. --nodes (with --mpirun) spreads the processes over
+two nodes emulated here (scripts/mpi-local-agent.sh), by slot or round-robin, the second node
+under its own hostname with its clock 1000 s ahead where Linux namespaces are allowed. What must
+hold:
 
   - exit 0: the check passed, and on every rank the measured parameters, gradients, optimizer
     states and activations equal `ppbench memory`'s model, the bytes in flight at most its bound;
+  - across processes, also: the job's step under a minute, and every hand-over in the trace no
+    shorter than minus its two processes' clock uncertainties (it starts on the sender's clock
+    and ends on the receiver's, both shifted onto process 0's);
   - exit 2: nothing on stdout and one line "ppbench: error: ..." (a configuration ppbench
     refuses, such as 1F1B with N < D, or an edit that breaks a dependency);
   - anything else (exit 1 or 3, a signal, a case past --timeout) is a finding.
 
-  scripts/explore_runs.py PPBENCH [--cases N] [--seed S] [--timeout SECONDS] [--edit] [--mpirun]
+  scripts/explore_runs.py PPBENCH [--cases N] [--seed S] [--timeout SECONDS] [--edit]
+                          [--mpirun [--nodes]]
 
 Prints each finding with its command line and a summary; exits 1 if there was one, 2 for bad
 arguments.
@@ -42,6 +49,13 @@ CHUNKED = {"interleaved-1f1b", "looped-bfs", "interleaved-zb"}
 MEASURED_AS_MODELLED = ("params", "grads", "optimizer", "activations")
 MPIRUN = ["mpirun", "--oversubscribe"]
 MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# Two emulated nodes (docs/multi-process.md, "Two nodes on one machine").
+AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi-local-agent.sh")
+NODES = ("explore-node-a", "explore-node-b")
+TWO_NODES = ["--mca", "plm_rsh_agent", AGENT, "--mca", "plm_rsh_no_tree_spawn", "1",
+             "--mca", "btl", "tcp,self", "--mca", "rtc_hwloc_vmhole", "none",
+             "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo"]
+AHEAD_S = 1000
 
 
 def workload(rng: random.Random) -> list[str]:
@@ -117,10 +131,18 @@ def edit_order(rng: random.Random, text: str) -> str:
     return "\n".join(header + [f"rank {r}: " + " ".join(a) for r, a in enumerate(ranks)]) + "\n"
 
 
-def draw_case(rng: random.Random, edit: bool, mpirun: bool) -> SimpleNamespace:
-    """One case: the ppbench argv (after the program), the launcher's processes (0: none) and,
-    with `edit`, the `show` argv of the order to edit first (the run then reads the file)."""
+def namespaces_allowed() -> bool:
+    """Whether the agent may give a node its own hostname and clock (unshare, as root)."""
+    return subprocess.run([AGENT, "--namespaces-allowed"], timeout=30).returncode == 0
+
+
+def draw_case(rng: random.Random, edit: bool, mpirun: bool, nodes: bool = False) \
+        -> SimpleNamespace:
+    """One case: the ppbench argv (after the program), the launcher's processes (0: none), with
+    `nodes` how they are mapped onto the two nodes, and with `edit` the `show` argv of the order
+    to edit first (the run then reads the file)."""
     family = rng.choice(FAMILIES)
+    map_by = rng.choice(["slot", "node"]) if mpirun and nodes else None
     check = ["--dtype", "f64", "--check", "--format", "json", "--watchdog", "30"]
     if mpirun:
         pp = rng.choice([1, 2, 2, 3, 4])
@@ -140,13 +162,35 @@ def draw_case(rng: random.Random, edit: bool, mpirun: bool) -> SimpleNamespace:
         processes = 0
         order_devices = []
     if edit:
-        return SimpleNamespace(argv=["run", *rest], processes=processes,
+        return SimpleNamespace(argv=["run", *rest], processes=processes, map_by=map_by,
                                show=["show", *order, *order_devices],
                                edit_seed=rng.randrange(2**32))
-    return SimpleNamespace(argv=["run", *order, *rest], processes=processes, show=None)
+    return SimpleNamespace(argv=["run", *order, *rest], processes=processes, map_by=map_by,
+                           show=None)
 
 
-def judge(code: int, stdout: str, stderr: str, mpirun: bool = False) -> str | None:
+def judge_timeline(record: dict, trace: dict | None) -> str | None:
+    """Across processes: the job's step on one clock, and no hand-over shorter than its two
+    processes' clock offsets can make it."""
+    job = record.get("data_parallel")
+    if job is None:
+        return None
+    if job["makespan_s"] >= 60:
+        return f"the job's step lasted {job['makespan_s']:g} s: are the clocks on one timeline?"
+    if trace is None:
+        return "no trace was written"
+    err = [p["clock_offset_uncertainty_s"] + 1e-6 for p in job["per_process"]]
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") == "X" and e.get("cat") == "comm":
+            src, dst = e["args"]["src"], e["args"]["dst"]
+            if e["dur"] * 1e-6 < -(err[src] + err[dst]):
+                return (f"hand-over {e['name']} lasted {e['dur']:g} us, beyond its clocks' "
+                        f"uncertainty ({(err[src] + err[dst]) * 1e6:g} us)")
+    return None
+
+
+def judge(code: int, stdout: str, stderr: str, mpirun: bool = False,
+          trace: dict | None = None) -> str | None:
     """What the case broke, or None where it kept every promise above. Under mpirun only
     ppbench's own lines count: mpirun adds a banner of its own to a job that exits non-zero."""
     if code == 2:
@@ -171,12 +215,14 @@ def judge(code: int, stdout: str, stderr: str, mpirun: bool = False) -> str | No
                 return f"rank {rank['rank']} measured {key} {got[key]:g}, modelled {want[key]:g}"
         if got["comm"] > want["comm"]:
             return f"rank {rank['rank']} had {got['comm']:g} bytes in flight, bound {want['comm']:g}"
-    return None
+    return judge_timeline(record, trace) if mpirun else None
 
 
-def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str):
-    """(command line, exit code, stdout, stderr) of one case; None where it ran past `timeout`,
-    or where the schedule to edit was refused (nothing to explore there)."""
+def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str,
+             skew: bool = False):
+    """(command line, exit code, stdout, stderr, trace or None) of one case; None where the
+    schedule to edit was refused (nothing to explore there); exit code None past `timeout`.
+    `skew`: the second emulated node under its own hostname, its clock ahead."""
     argv = list(case.argv)
     if case.show is not None:
         shown = subprocess.run([ppbench, *case.show], capture_output=True, text=True,
@@ -187,40 +233,66 @@ def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str):
         with open(path, "w") as f:
             f.write(edit_order(random.Random(case.edit_seed), shown.stdout))
         argv = ["run", "--schedule-file", path, *argv[1:]]
+    trace_path = os.path.join(tmp, "trace.json")
+    if os.path.exists(trace_path):
+        os.remove(trace_path)
     command = [ppbench, *argv]
     env = None
     if case.processes:
-        command = [*MPIRUN, "-np", str(case.processes), *command]
+        command = [*MPIRUN, "-np", str(case.processes), *command, "--trace-out", trace_path]
         env = {**os.environ, **MPIRUN_ENV}
+    if case.processes and case.map_by:
+        hosts = os.path.join(tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("".join(f"{n} slots=2\n" for n in NODES))
+        command[len(MPIRUN):len(MPIRUN)] = ["--hostfile", hosts, "--map-by", case.map_by,
+                                            *TWO_NODES]
+        if skew:
+            env.update(PPBENCH_AGENT_HOSTNAMES="1", PPBENCH_AGENT_CLOCKS=f"{NODES[1]}={AHEAD_S}")
     try:
         r = subprocess.run(command, capture_output=True, text=True, errors="replace",
                            timeout=timeout, cwd=tmp, env=env, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return command, None, "", ""
-    return command, r.returncode, r.stdout, r.stderr
+        return command, None, "", "", None
+    trace = None
+    if r.returncode == 0 and os.path.exists(trace_path):
+        with open(trace_path) as f:
+            trace = json.load(f)
+    return command, r.returncode, r.stdout, r.stderr, trace
 
 
 def main() -> int:
     ap = case_parser(__doc__.splitlines()[0], cases=200, timeout=120)
     ap.add_argument("--edit", action="store_true", help="run edited orders as schedule files")
     ap.add_argument("--mpirun", action="store_true", help="one process per rank, with replicas")
+    ap.add_argument("--nodes", action="store_true",
+                    help="with --mpirun: over two nodes emulated here, one's clock ahead")
     a = ap.parse_args()
+    if a.nodes and not a.mpirun:
+        ap.error("--nodes spreads the processes of --mpirun: give --mpirun too")
     ppbench = program_of(ap, a, "explore_runs")
     if ppbench is None:
         return 2
+    skew = a.nodes and namespaces_allowed()
+    if a.nodes and not skew:
+        print("explore_runs: unshare --uts --time is not allowed here: the emulated nodes share "
+              "one hostname and clock", file=sys.stderr)
     rng = random.Random(a.seed)
-    kind = "+".join(k for k, on in (("edit", a.edit), ("mpirun", a.mpirun)) if on) or "plain"
+    kind = "+".join(k for k, on in (("edit", a.edit), ("mpirun", a.mpirun), ("nodes", a.nodes))
+                    if on) or "plain"
     codes: dict[str, int] = {}
     findings = 0
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(a.cases):
-            ran = run_case(ppbench, draw_case(rng, a.edit, a.mpirun), a.timeout, tmp)
+            ran = run_case(ppbench, draw_case(rng, a.edit, a.mpirun, a.nodes), a.timeout, tmp,
+                           skew)
             if ran is None:
                 codes["not drawn"] = codes.get("not drawn", 0) + 1
                 continue
-            command, code, out, err = ran
+            command, code, out, err, trace = ran
             codes[str(code)] = codes.get(str(code), 0) + 1
-            why = f"past {a.timeout:g} s" if code is None else judge(code, out, err, a.mpirun)
+            why = (f"past {a.timeout:g} s" if code is None
+                   else judge(code, out, err, a.mpirun, trace))
             if why:
                 findings += 1
                 print(f"FINDING ({why}): {shlex.join(command)}\n  {err.strip()[-400:]}",

@@ -100,6 +100,43 @@ def test_explore_runs_names_each_broken_promise():
         2, "", "ppbench: error: a\nppbench: error: a\n" + banner, mpirun=True)
 
 
+def job_record(makespan_s: float = 0.01, uncertainty_s: float = 5e-6) -> str:
+    procs = [{"process": w, "clock_offset_uncertainty_s": uncertainty_s if w else 0.0}
+             for w in range(2)]
+    return json.dumps({"check": {"passed": True}, "memory": {"ranks": []},
+                       "data_parallel": {"makespan_s": makespan_s, "per_process": procs}})
+
+
+def handover(dur_us: float) -> dict:
+    return {"traceEvents": [{"ph": "X", "cat": "comm", "name": "F0.0 0->1", "ts": 10.0,
+                             "dur": dur_us, "args": {"src": 0, "dst": 1}}]}
+
+
+def test_explore_runs_holds_processes_to_one_timeline():
+    # A hand-over may look as much shorter than zero as its two clocks' uncertainties (5 us and
+    # 0 here, plus 1 us each of rounding): no more.
+    assert explore_runs.judge(0, job_record(), "", mpirun=True, trace=handover(-6.5)) is None
+    assert "beyond its clocks' uncertainty" in explore_runs.judge(
+        0, job_record(), "", mpirun=True, trace=handover(-7.5))
+    assert "are the clocks on one timeline" in explore_runs.judge(
+        0, job_record(makespan_s=1000.2), "", mpirun=True, trace=handover(5))
+    assert "no trace" in explore_runs.judge(0, job_record(), "", mpirun=True, trace=None)
+    # threads of one process have one clock and no job record
+    assert explore_runs.judge(0, record(), "", mpirun=False) is None
+
+
+def test_explore_runs_spreads_processes_over_two_nodes_only_with_mpirun():
+    rng = random.Random(9)
+    maps = {explore_runs.draw_case(rng, False, True, nodes=True).map_by for _ in range(40)}
+    assert maps == {"slot", "node"}
+    assert explore_runs.draw_case(rng, False, True).map_by is None
+    assert explore_runs.draw_case(rng, False, False, nodes=True).map_by is None
+    r = subprocess.run([sys.executable, str(SCRIPTS / "explore_runs.py"), "ppbench", "--nodes"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "give --mpirun too" in r.stderr
+
+
 def test_explore_runs_draws_checked_float64_steps():
     rng = random.Random(5)
     for edit in (False, True):
