@@ -5,35 +5,41 @@
 
 namespace ppbench {
 
-namespace {
-
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return -1;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  return (*end == '\0' && x >= 0 && x < (1L << 30)) ? static_cast<int>(x) : -1;
-}
-
-}  // namespace
-
-LaunchEnvironment launch_environment() {
-  // Each launcher's own variables, most specific first. srun alone (SLURM_PROCID without PMI or
-  // PMIx) starts copies of a program, not an MPI job, so it does not count.
+LaunchEnvironment launch_environment_from(const std::function<const char*(const char*)>& getenv) {
+  const auto env_int = [&getenv](const char* name) {
+    const char* v = getenv(name);
+    if (v == nullptr || *v == '\0') return -1;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    return (*end == '\0' && x >= 0 && x < (1L << 30)) ? static_cast<int>(x) : -1;
+  };
+  // srun sets SLURM_STEP_NUM_TASKS for the tasks of a step (a batch script's own environment has
+  // SLURM_NTASKS and SLURM_PROCID=0 but no step): then "srun" is what the user ran.
+  const int step_tasks = env_int("SLURM_STEP_NUM_TASKS");
+  const bool by_srun = step_tasks >= 0 && env_int("SLURM_PROCID") >= 0;
+  // Each launcher's own variables, most specific first.
   struct Source {
-    const char *rank, *size, *name;
+    const char *rank, *size, *name, *command;
   };
   static constexpr Source kSources[] = {
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI"},
-      {"PMIX_RANK", "SLURM_NTASKS", "PMIx"},
-      {"PMI_RANK", "PMI_SIZE", "PMI"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI", "mpirun"},
+      {"PMIX_RANK", "SLURM_NTASKS", "PMIx", "the launcher"},
+      {"PMI_RANK", "PMI_SIZE", "PMI", "the launcher"},
   };
   for (const Source& s : kSources) {
     const int rank = env_int(s.rank);
     if (rank < 0) continue;
-    return {true, rank, env_int(s.size), s.name};
+    const bool openmpi = s.command == std::string("mpirun");
+    return {true, rank, env_int(s.size), s.name, by_srun && !openmpi ? "srun" : s.command};
   }
+  // srun alone (no --mpi=pmix or pmi2) starts copies of a program, not an MPI job.
+  if (by_srun && step_tasks > 1)
+    return {false, env_int("SLURM_PROCID"), step_tasks, "Slurm", "srun"};
   return {};
+}
+
+LaunchEnvironment launch_environment() {
+  return launch_environment_from([](const char* name) { return std::getenv(name); });
 }
 
 }  // namespace ppbench

@@ -262,6 +262,10 @@ Command add_run(CLI::App& parent) {
     // Several processes started by mpirun (or srun): one pipeline rank each.
     const LaunchEnvironment launch = launch_environment();
     const bool multi_process = launch.by_mpi && launch.size != 1;
+    if (launch.launcher == "Slurm")
+      throw UsageError("srun started " + std::to_string(launch.size) +
+                       " tasks without PMIx or PMI, so each would run the whole job on its own: "
+                       "start it with srun --mpi=pmix -n P ppbench run ... (P = --pp x --dp)");
 #if !PPBENCH_HAVE_CUDA_MPI
     // Before anything is checked or written: the program linked with what the run needs starts
     // over from the command line (ppbench-cuda, or ppbench-cuda-mpi across processes).
@@ -303,7 +307,8 @@ Command add_run(CLI::App& parent) {
     if ((st->dp > 1 || st->dp_overlap) && !multi_process)
       throw UsageError("--dp " + std::to_string(st->dp) + (st->dp_overlap ? " --dp-overlap" : "") +
                        " runs each replica's ranks as separate processes: start it with mpirun -np "
-                       "P ppbench run ... (P = --pp x --dp)");
+                       "P ppbench run ... or srun --mpi=pmix -n P ppbench run ... (P = --pp x "
+                       "--dp)");
     if (multi_process) {
 #if !PPBENCH_HAVE_MPI
       // Before anything is checked or written: ppbench-mpi starts over from the command line.

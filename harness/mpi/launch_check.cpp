@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "harness/launch.h"
 #include "harness/mpi/mpi_run.h"
 #include "schedules/validate.h"
 
@@ -11,9 +12,10 @@ namespace ppbench::mpi {
 
 void require_process_count(const World& world, int pipeline_ranks, int replicas) {
   if (world.size() != pipeline_ranks * replicas)
-    throw UsageError("mpirun started " + std::to_string(world.size()) + " processes, but --pp " +
-                     std::to_string(pipeline_ranks) + " x --dp " + std::to_string(replicas) +
-                     " needs " + std::to_string(pipeline_ranks * replicas) +
+    throw UsageError(launch_environment().command + " started " + std::to_string(world.size()) +
+                     " processes, but --pp " + std::to_string(pipeline_ranks) + " x --dp " +
+                     std::to_string(replicas) + " needs " +
+                     std::to_string(pipeline_ranks * replicas) +
                      " (one process per pipeline rank of each replica)");
 }
 

@@ -581,6 +581,65 @@ class WithoutMpirun(unittest.TestCase):
         r = threads("run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "0", "-n", "4")
         one_line_refusal(self, r, "--dp")
 
+    def test_srun_without_pmi_is_refused_by_its_first_task(self):
+        # What srun without --mpi=pmix sets (Slurm 22.05): each task would otherwise run the
+        # whole job on its own. Task 0 says why; the others exit 2 quietly.
+        args = ["run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "-n", "4"]
+        for task in (0, 1):
+            env = dict(os.environ, SLURM_PROCID=str(task), SLURM_NTASKS="2",
+                       SLURM_STEP_NUM_TASKS="2")
+            r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60,
+                               env=env)
+            if task == 0:
+                one_line_refusal(self, r, "srun started 2 tasks without PMIx or PMI")
+                self.assertIn("srun --mpi=pmix -n P", r.stderr)
+            else:
+                self.assertEqual((r.returncode, r.stdout, r.stderr), (2, "", ""))
+        # A batch script's own environment (no step) is an ordinary run.
+        env = dict(os.environ, SLURM_PROCID="0", SLURM_NTASKS="4")
+        r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+@unittest.skipIf(shutil.which("srun") is None or shutil.which("sinfo") is None,
+                 "no Slurm here (scripts/slurm-local.sh starts a one-node cluster)")
+class UnderSrun(unittest.TestCase):
+    """srun --mpi=pmix as the launcher, where a Slurm cluster answers (not on CI)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if subprocess.run(["sinfo"], capture_output=True, timeout=30).returncode != 0:
+            raise unittest.SkipTest("sinfo finds no Slurm controller")
+
+    def srun(self, tasks, *args, pmix=True):
+        return subprocess.run(["srun", *(["--mpi=pmix"] if pmix else []), "-O", "-N", "1",
+                               "-n", str(tasks), PPBENCH, *args],
+                              capture_output=True, text=True, timeout=300)
+
+    def test_two_replicas_equal_one_device(self):
+        r = self.srun(4, "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "2",
+                      "-n", str(N), "--check", "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rec = json.loads(r.stdout)
+        self.assertTrue(rec["check"]["passed"], rec["check"])
+        self.assertLessEqual(rec["check"]["max_rel_error"], 1e-10)
+        self.assertEqual(rec["launch"]["transport"], "mpi")
+        self.assertEqual(rec["data_parallel"]["processes"], 4)
+
+    def test_bad_launches_say_srun(self):
+        r = self.srun(3, "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "2",
+                      "-n", str(N))
+        self.assertEqual(r.returncode, 2)
+        lines = ppbench_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("srun started 3 processes, but --pp 2 x --dp 2 needs 4", lines[0])
+        r = self.srun(2, "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "-n", str(N),
+                      pmix=False)
+        self.assertEqual(r.returncode, 2)
+        lines = ppbench_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("srun started 2 tasks without PMIx or PMI", lines[0])
+
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)

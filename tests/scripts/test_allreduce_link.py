@@ -1,6 +1,7 @@
-"""benchmarks/allreduce_link.py and scripts/emulated-nodes.sh: their refusals of bad arguments
-(one line, exit 2, before anything is made). tests/cli/test_mpi_cli.py runs the benchmark for
-real where network namespaces are allowed."""
+"""benchmarks/allreduce_link.py, scripts/emulated-nodes.sh and scripts/slurm-local.sh: their
+refusals of bad arguments (one line, exit 2, before anything is made or started).
+tests/cli/test_mpi_cli.py runs the benchmark for real where network namespaces are allowed, and
+srun where a Slurm cluster answers."""
 
 from __future__ import annotations
 
@@ -49,6 +50,19 @@ def test_the_benchmark_needs_a_ppbench(tmp_path):
 ])
 def test_emulated_nodes_refuse_bad_arguments_in_one_line(args, says):
     r = run(str(NODES), *args)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args,says", [
+    ([], "usage: slurm-local.sh up|down [DIR]"),
+    (["up", "/tmp/a", "extra"], "usage: slurm-local.sh"),
+    (["sideways"], "unknown action 'sideways' (allowed: up, down)"),
+    (["up", "relative/dir"], "DIR 'relative/dir' must be an absolute path"),
+])
+def test_the_local_slurm_refuses_bad_arguments_in_one_line(args, says):
+    r = run(str(ROOT / "scripts" / "slurm-local.sh"), *args)
     assert r.returncode == 2, r.stderr
     assert says in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
