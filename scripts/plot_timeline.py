@@ -5,7 +5,11 @@ One row per rank (rank 0 at the top); each compute action is a box coloured by i
 (F, B, I, W and overlapped F&B pairs) and labelled with its micro-batch, or stage.micro-batch
 when ranks hold several stages; later micro-batches get a lighter shade. The gray band behind
 each row is idle time. Communication events (pid 1), when their tid is a rank, are drawn as a
-thin strip under that rank's row.
+thin strip under that rank's row. A training step's other work on a rank is drawn too: its
+optimizer updates (pid 3, `run --optimizer`) as boxes in its row, and its data-parallel
+all-reduces (pid 2, `run --dp`), which may run beside its compute, as a strip along the top of
+its row. Across processes (`mpirun ... --dp R`) the rows are the job's processes, named by
+replica and pipeline rank.
 
 Trace format (written by `ppbench simulate --trace-out FILE` and `ppbench run --trace-out
 FILE`): {"traceEvents": [...], "otherData": {...}}; compute events have "ph": "X", "pid": 0,
@@ -47,6 +51,8 @@ OP_NAMES = {"F": "F forward", "B": "B backward", "I": "I input grad", "W": "W we
             "FB": "F&B overlapped"}
 COMM_COLOUR = "#444444"
 IDLE_COLOUR = "#D9D9D9"
+UPDATE_COLOUR = "#F0E442"     # yellow: the optimizer's update of a stage
+ALLREDUCE_COLOUR = "#56B4E9"  # sky blue: a data-parallel all-reduce
 
 ACTION_RE = re.compile(r"([FBIW])(\d+)\.(\d+)")
 
@@ -77,6 +83,20 @@ def compute_events(trace: dict) -> list[dict]:
 
 def comm_events(trace: dict) -> list[dict]:
     return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "comm"]
+
+
+def step_events(trace: dict, cat: str) -> list[dict]:
+    """A rank's work outside its actions: "update" (optimizer) or "allreduce" events."""
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat]
+
+
+def row_names(trace: dict, ranks: int) -> list[str]:
+    """"rank r", or across processes with replicas "replica d rank p" (process w = d D + p)."""
+    other = trace.get("otherData") or {}
+    replicas, d = int(other.get("replicas", 1) or 1), int(other.get("devices", 0) or 0)
+    if replicas > 1 and d > 0:
+        return [f"replica {w // d} rank {w % d}" for w in range(ranks)]
+    return [f"rank {r}" for r in range(ranks)]
 
 
 def parse_actions(event: dict) -> list[tuple[str, int, int]]:
@@ -145,8 +165,8 @@ def default_title(trace: dict, makespan: float, label: str | None = None) -> str
         parts = [label]
     else:
         parts = [str(other.get("schedule", "schedule"))]
-        for key, sym in (("devices", "D"), ("microbatches", "N")):
-            if key in other:
+        for key, sym in (("devices", "D"), ("microbatches", "N"), ("replicas", "R")):
+            if key in other and not (key == "replicas" and int(other[key] or 1) <= 1):
                 parts.append(f"{sym}={other[key]}")
         if int(other.get("chunks", 1) or 1) > 1:
             parts.append(f"v={other['chunks']}")
@@ -160,8 +180,13 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
     boxes, ranks = build_boxes(compute_events(trace))
     if not boxes:
         raise ValueError("trace has no compute events (ph 'X', pid 0)")
+    updates = step_events(trace, "update")
+    allreduces = step_events(trace, "allreduce")
+    # The step ends when its last action, update or all-reduce does.
     t0 = min(b.start for b in boxes)
-    makespan = max(b.start + b.dur for b in boxes) - t0
+    makespan = max([b.start + b.dur for b in boxes] +
+                   [(float(e["ts"]) + float(e.get("dur", 0))) / US_PER_UNIT
+                    for e in updates + allreduces]) - t0
     measured = is_measured(trace)
     if width is None:  # wide enough for one-unit boxes to hold a label, within reason
         width = 16.0 if measured else min(20.0, max(12.0, 0.3 * makespan))
@@ -177,11 +202,16 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
         [rect(b.start - t0, b.dur, b.rank, height) for b in boxes], facecolors=colours,
         edgecolors="white", linewidths=0.4 if len(boxes) < 2000 else 0.0, zorder=2))
     has_comm = draw_comm(ax, trace, t0, ranks, height)
+    has_updates = draw_spans(ax, updates, t0, ranks, lambda r: rect_of_row(r, height),
+                             UPDATE_COLOUR, zorder=2)
+    has_allreduces = draw_spans(ax, allreduces, t0, ranks,
+                                lambda r: rect_of_row(r - height / 2 + 0.06, 0.12),
+                                ALLREDUCE_COLOUR, zorder=3)
     draw_labels(ax, boxes, colours, t0, makespan, width)
 
     ax.set_xlim(0, makespan)
     ax.set_ylim(ranks - 0.5, -0.5)  # rank 0 at the top
-    ax.set_yticks(range(ranks), [f"rank {r}" for r in range(ranks)])
+    ax.set_yticks(range(ranks), row_names(trace, ranks))
     ax.set_xlabel("time (ms)" if measured else "time (cost units)")
     ax.set_title(title or default_title(trace, makespan, label))
     ops = [op for op in OP_COLOURS if any(b.op == op for b in boxes)]
@@ -189,6 +219,10 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
     handles.append(Patch(color=IDLE_COLOUR, label="idle"))
     if has_comm:
         handles.append(Patch(color=COMM_COLOUR, label="comm"))
+    if has_updates:
+        handles.append(Patch(color=UPDATE_COLOUR, label="optimizer update"))
+    if has_allreduces:
+        handles.append(Patch(color=ALLREDUCE_COLOUR, label="all-reduce"))
     fig_height = fig.get_size_inches()[1]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False, fontsize=8)
     for side in ("top", "right", "left"):
@@ -203,6 +237,26 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
 def rect(x: float, w: float, row: float, height: float) -> list[tuple[float, float]]:
     y0, y1 = row - height / 2, row + height / 2
     return [(x, y0), (x + w, y0), (x + w, y1), (x, y1)]
+
+
+def rect_of_row(centre: float, height: float):
+    """A function of (x, w) giving the rectangle of that span at `centre`, `height` high."""
+    return lambda x, w: rect(x, w, centre, height)
+
+
+def draw_spans(ax, events: list[dict], t0: float, ranks: int, place, colour: str,
+               zorder: int) -> bool:
+    """Each event as a rectangle on its rank's row (tid), where place(rank)(x, w) puts it;
+    returns whether any were drawn."""
+    shapes = []
+    for e in events:
+        rank, dur = e.get("tid"), float(e.get("dur", 0)) / US_PER_UNIT
+        if isinstance(rank, int) and 0 <= rank < ranks and dur > 0:
+            shapes.append(place(rank)(float(e["ts"]) / US_PER_UNIT - t0, dur))
+    if shapes:
+        ax.add_collection(PolyCollection(shapes, facecolors=colour, edgecolors="none",
+                                         zorder=zorder))
+    return bool(shapes)
 
 
 def draw_comm(ax, trace: dict, t0: float, ranks: int, height: float) -> bool:

@@ -315,6 +315,9 @@ class MultiProcessRun(unittest.TestCase):
                        "PPBENCH_AGENT_CLOCKS": f"emulated-node-b={ahead}"})
         job = rec["data_parallel"]
         procs = job["per_process"]
+        facts = trace["otherData"]
+        self.assertEqual((facts["schedule"], facts["devices"], facts["replicas"],
+                          facts["processes"], facts["nodes"]), ("1f1b", 2, 2, 4, 2))
         self.assertEqual([(p["host"], p["node"]) for p in procs],
                          [("emulated-node-a", 0), ("emulated-node-a", 0),
                           ("emulated-node-b", 1), ("emulated-node-b", 1)])

@@ -315,7 +315,14 @@ class Results(unittest.TestCase):
     def test_dash_streams_the_trace_or_the_record_to_stdout(self):
         r = run(*TINY, "--trace-out", "-")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("traceEvents", json.loads(r.stdout))
+        trace = json.loads(r.stdout)
+        self.assertIn("traceEvents", trace)
+        # The trace names what it shows (a viewer's or plot_timeline.py's title), and where.
+        facts = trace["otherData"]
+        self.assertEqual((facts["schedule"], facts["devices"], facts["microbatches"],
+                          facts["chunks"], facts["time_unit"]), ("1f1b", 2, 2, 1, "s"))
+        self.assertIn("git_commit", facts)
+        self.assertNotIn("replicas", facts)  # one process
         r = run(*TINY, "--results", "-")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["command"], "run")

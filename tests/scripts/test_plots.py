@@ -166,6 +166,50 @@ def test_measured_trace_is_drawn_in_ms_and_names_the_machine(tmp_path, monkeypat
     assert seen["xlabel"] == "time (cost units)" and "measured" not in seen["title"]
 
 
+def data_parallel_trace() -> dict:
+    """Two replicas of a 2-rank pipeline across 4 processes: each process's last action ends at
+    5 ms, then its all-reduce (the last one ends at 9 ms) and its update (to 9.5 ms)."""
+    trace = measured_trace()
+    trace["otherData"].update(schedule="1f1b", devices=2, microbatches=2, replicas=2,
+                              processes=4)
+    events = []
+    for w in range(4):
+        events.append(event(f"F{w % 2}.0", "F", w, 0.0 + w % 2, 2, w % 2, 0))
+        events.append(event(f"B{w % 2}.0", "B", w, 3.0 - w % 2, 2, w % 2, 0))
+        events.append({"name": "allreduce", "cat": "allreduce", "ph": "X", "pid": 2, "tid": w,
+                       "ts": 5000, "dur": 3000 + 1000 * (w == 3), "args": {"stage": -1}})
+        events.append({"name": f"update {w % 2}", "cat": "update", "ph": "X", "pid": 3,
+                       "tid": w, "ts": 9000, "dur": 500 * (w == 3), "args": {"stage": w % 2}})
+    trace["traceEvents"] = events
+    return trace
+
+
+def test_a_data_parallel_step_is_drawn_to_its_last_all_reduce_and_update(tmp_path, monkeypatch):
+    seen = {}
+    real_savefig = plot_timeline.plt.Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        ax = fig.axes[0]
+        seen["title"] = ax.get_title()
+        seen["rows"] = [t.get_text() for t in ax.get_yticklabels()]
+        seen["legend"] = [t.get_text() for t in fig.legends[0].get_texts()]
+        return real_savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(plot_timeline.plt.Figure, "savefig", spy)
+    out = tmp_path / "dp.png"
+    plot_timeline.plot_timeline(data_parallel_trace(), out)
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert seen["title"].startswith("1f1b D=2 N=2 R=2, measured on EPYC 9999")
+    assert "makespan 9.5 ms" in seen["title"]  # the last update's end, not the last action's
+    assert seen["rows"] == ["replica 0 rank 0", "replica 0 rank 1", "replica 1 rank 0",
+                            "replica 1 rank 1"]
+    assert "all-reduce" in seen["legend"] and "optimizer update" in seen["legend"]
+    # One replica: plain rank rows, no R in the title.
+    plot_timeline.plot_timeline(measured_trace(), tmp_path / "m.png")
+    assert seen["rows"] == ["rank 0", "rank 1"]
+    assert "all-reduce" not in seen["legend"]
+
+
 def memory_rows() -> list[dict]:
     rows = [run_row(s, 4, 8, 0.3 + 0.01 * i, 0.28, closed=0.27,
                     measured_bytes=[float(k + i) * 2**20 for k in range(4)])
