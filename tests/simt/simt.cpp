@@ -2,10 +2,13 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <vector>
 
 namespace ppbench::simt {
@@ -80,7 +83,7 @@ void fiber_entry() {
   // Returning ends the fiber: uc_link resumes the scheduler.
 }
 
-void run_block(BlockRun& b, unsigned threads) {
+void run_block(BlockRun& b, unsigned threads, const Interleaving& interleaving) {
   b.threads.resize(threads);
   b.live = static_cast<int>(threads);
   b.warps.assign(threads / kWarpSize, WarpState{});
@@ -94,16 +97,39 @@ void run_block(BlockRun& b, unsigned threads) {
     th.context.uc_link = &b.scheduler;
     makecontext(&th.context, fiber_entry, 0);
   }
-  // Round robin until every thread has returned; a pass in which nothing moved is a deadlock.
+  // Passes over the threads until every thread has returned, in the order `interleaving` gives;
+  // a pass over every thread in which nothing moved is a deadlock. Shuffled, each stretch between
+  // barriers also holds a random set of warps back until the others can go no further (to the
+  // barrier, or to their end): the held warps then run as late as a GPU could run them, and the
+  // others as early, which is where a missing barrier shows.
+  std::vector<unsigned> order(threads);
+  std::iota(order.begin(), order.end(), 0u);
+  if (interleaving.order == Order::kReversed) std::reverse(order.begin(), order.end());
+  const bool shuffled = interleaving.order == Order::kShuffled;
+  std::mt19937 shuffle(interleaving.seed * 7919u + b.block.x);
+  std::vector<char> held(threads / kWarpSize, 0);
+  std::uint64_t stretch = ~std::uint64_t{0};  // the barrier generation `held` was drawn for
   for (;;) {
     if (b.live == 0) return;
+    if (shuffled && b.barrier.generation != stretch) {
+      stretch = b.barrier.generation;
+      for (char& h : held) h = static_cast<char>(shuffle() % 2);
+      std::shuffle(order.begin(), order.end(), shuffle);
+    } else if (shuffled) {
+      std::shuffle(order.begin(), order.end(), shuffle);
+    }
     const std::uint64_t before = b.progress;
-    for (Thread& th : b.threads) {
-      if (th.done) continue;
+    for (unsigned t : order) {
+      Thread& th = b.threads[t];
+      if (th.done || held[t / kWarpSize]) continue;
       b.current = &th;
       swapcontext(&b.scheduler, &th.context);
       b.current = nullptr;
       if (b.failure) return;
+    }
+    if (b.progress == before && std::count(held.begin(), held.end(), 1) > 0) {
+      std::fill(held.begin(), held.end(), 0);  // the others wait on the held warps: release them
+      continue;
     }
     if (b.progress == before) {
       std::string where;
@@ -124,8 +150,20 @@ void run_block(BlockRun& b, unsigned threads) {
 
 }  // namespace
 
+std::string to_string(const Interleaving& i) {
+  switch (i.order) {
+    case Order::kInOrder:
+      return "in order";
+    case Order::kReversed:
+      return "reversed";
+    case Order::kShuffled:
+      return "shuffled (seed " + std::to_string(i.seed) + ")";
+  }
+  return "?";
+}
+
 void launch(unsigned blocks, unsigned threads, const std::function<void()>& kernel,
-            const std::function<void(unsigned)>& before_block) {
+            const std::function<void(unsigned)>& before_block, Interleaving interleaving) {
   if (threads == 0 || threads % kWarpSize != 0)
     throw SimtError("simt::launch: " + std::to_string(threads) +
                     " threads per block; a multiple of 32 is needed");
@@ -139,7 +177,7 @@ void launch(unsigned blocks, unsigned threads, const std::function<void()>& kern
     if (before_block) before_block(bx);
     g_block = &b;
     try {
-      run_block(b, threads);
+      run_block(b, threads, interleaving);
     } catch (...) {
       g_block = nullptr;
       throw;

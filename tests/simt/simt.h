@@ -31,12 +31,30 @@ class SimtError : public std::runtime_error {
 
 inline constexpr int kWarpSize = 32;
 
+// The order in which a pass of the emulation runs a block's threads, each until its next barrier
+// or warp-wide instruction. On a GPU the warps run at once, in no order a kernel may rely on;
+// here one order is chosen, so a race (a thread reading shared memory that another writes with
+// no barrier between) gives the answer of that order and may pass unseen. Run under several
+// orders, a race-free kernel gives the same bits each time (where it sums nothing with atomics)
+// and a racy one, in general, does not: racecheck's question, asked on the host.
+enum class Order {
+  kInOrder,   // thread 0, 1, 2, ... every pass
+  kReversed,  // the last thread first, every pass
+  kShuffled,  // a new random order every pass, from `seed`, and between barriers a random set
+              // of warps held back until the others can go no further
+};
+struct Interleaving {
+  Order order = Order::kInOrder;
+  unsigned seed = 0;
+};
+std::string to_string(const Interleaving& i);
+
 // Runs `kernel` for every thread of `blocks` one-dimensional blocks of `threads` threads (a
 // multiple of 32), calling `before_block(b)` before block b's threads start (where the caller
-// resets the shared memory its kernel declares). Rethrows the first exception a thread raised,
-// as SimtError.
+// resets the shared memory its kernel declares), its threads interleaved as `interleaving` says.
+// Rethrows the first exception a thread raised, as SimtError.
 void launch(unsigned blocks, unsigned threads, const std::function<void()>& kernel,
-            const std::function<void(unsigned)>& before_block = {});
+            const std::function<void(unsigned)>& before_block = {}, Interleaving interleaving = {});
 
 // Inside a kernel: the calling thread's indices and the block's shape.
 const Index& thread_idx();

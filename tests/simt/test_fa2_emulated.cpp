@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -120,9 +121,23 @@ void reset_block(unsigned) {
   reset_copies();
 }
 
+// What a check computed, to compare across interleavings.
+struct Outputs {
+  std::vector<bf16> o, dk, dv;
+  std::vector<float> lse, dq;
+};
+
+bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](bf16 x, bf16 y) { return x.bits == y.bits; });
+}
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 template <int D>
-void check(const Shape& s) {
-  SCOPED_TRACE(s.name());
+Outputs check(const Shape& s, simt::Interleaving interleaving = {}) {
+  SCOPED_TRACE(s.name() + ", threads " + simt::to_string(interleaving));
   std::mt19937 gen(20261127u + static_cast<unsigned>(s.seq * 131 + D));
   const std::size_t qn = std::size_t(s.batch) * s.heads * s.seq * D;
   const std::size_t kn = std::size_t(s.batch) * s.kv_heads * s.seq * D;
@@ -142,7 +157,7 @@ void check(const Shape& s) {
         fa2_forward_kernel<D>(q.bits.data(), k.bits.data(), v.bits.data(), o.data(), lse.data(),
                               dims, scale, scale * kLog2e);
       },
-      reset_block);
+      reset_block, interleaving);
   const std::vector<double> o_values = values_of(o);
   EXPECT_LT(relative_error(o_values, ref.o), 1e-2) << "O";
   double worst_lse = 0;
@@ -167,10 +182,31 @@ void check(const Shape& s) {
                                lse.data(), delta.data(), dq.data(), dk.data(), dv.data(), dims,
                                scale, scale * kLog2e);
       },
-      reset_block);
+      reset_block, interleaving);
   EXPECT_LT(relative_error(std::vector<double>(dq.begin(), dq.end()), ref.dq), 1e-2) << "dQ";
   EXPECT_LT(relative_error(values_of(dk), ref.dk), 1e-2) << "dK";
   EXPECT_LT(relative_error(values_of(dv), ref.dv), 1e-2) << "dV";
+  return {o, dk, dv, lse, dq};
+}
+
+// The same problem with the block's threads run in other orders between barriers and warp-wide
+// instructions (simt::Interleaving): a race-free kernel computes the same bits (dQ, which the
+// key blocks sum with atomics in whatever order they reach it, within the reference's
+// tolerance), where a read of shared memory that no barrier orders after its write would give
+// another answer.
+template <int D>
+void check_every_order(const Shape& s) {
+  const Outputs first = check<D>(s);
+  for (const simt::Interleaving& i : {simt::Interleaving{simt::Order::kReversed, 0},
+                                      simt::Interleaving{simt::Order::kShuffled, 1},
+                                      simt::Interleaving{simt::Order::kShuffled, 2}}) {
+    SCOPED_TRACE(s.name() + ", threads " + simt::to_string(i));
+    const Outputs other = check<D>(s, i);
+    EXPECT_TRUE(same_bits(other.o, first.o)) << "O";
+    EXPECT_TRUE(same_bits(other.lse, first.lse)) << "log-sum-exp";
+    EXPECT_TRUE(same_bits(other.dk, first.dk)) << "dK";
+    EXPECT_TRUE(same_bits(other.dv, first.dv)) << "dV";
+  }
 }
 
 // Two query tiles and a half in the forward, two key blocks in the backward, two heads on one
@@ -179,6 +215,12 @@ TEST(Flash2Emulated, HeadDim64MatchesCausalAttention) { check<64>({1, 2, 1, 160,
 
 // One tile that ends early, a kv head per query head, two sequences of the batch.
 TEST(Flash2Emulated, HeadDim128MatchesCausalAttention) { check<128>({2, 1, 1, 72, 128}); }
+
+// Both head dims again with the block's threads in four orders: no result depends on it.
+TEST(Flash2Emulated, NoResultDependsOnTheOrderOfTheThreads) {
+  check_every_order<64>({1, 2, 1, 160, 64});
+  check_every_order<128>({1, 2, 1, 72, 128});
+}
 
 // The edges of the tiling: a single query (one row of one tile), exactly one tile, one row past
 // two tiles (the backward's second key block holds a single key), and GQA groups of 4 and 8

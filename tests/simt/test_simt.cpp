@@ -81,6 +81,51 @@ TEST(Simt, AThreadsExceptionNamesTheThreadAndBlock) {
   }
 }
 
+const Interleaving kOrders[] = {
+    {Order::kInOrder, 0}, {Order::kReversed, 0}, {Order::kShuffled, 1}, {Order::kShuffled, 2}};
+
+// A race: thread 0 of each warp publishes a value that its warp's other lanes read after a
+// warp-wide exchange, which orders no shared memory (the race a GPU's racecheck found in the
+// fused attention forward). What the lanes read depends on the order the emulation runs them,
+// so the orders disagree, and the same kernel with a barrier does not.
+std::vector<int> publish(const Interleaving& interleaving, bool barrier) {
+  std::vector<int> shared(2, 0), seen(64, -1);
+  launch(
+      1, 64,
+      [&] {
+        const unsigned t = thread_idx().x, warp = t / kWarpSize;
+        warp_collective<int>("shfl", 0, [](const auto&, const auto& out) {
+          for (int l = 0; l < kWarpSize; ++l) *out[l] = 0;
+        });
+        if (lane_id() == 0) shared[warp] = 7;
+        if (barrier) sync_threads();
+        seen[t] = shared[warp];
+      },
+      {}, interleaving);
+  return seen;
+}
+
+TEST(Simt, TheOrderOfThreadsExposesARaceAndLeavesABarrierAlone) {
+  std::vector<std::vector<int>> racy;
+  for (const Interleaving& i : kOrders) {
+    racy.push_back(publish(i, false));
+    EXPECT_EQ(publish(i, true), std::vector<int>(64, 7)) << to_string(i);
+  }
+  // Lanes that run before lane 0 in a pass read 0; which lanes those are depends on the order.
+  EXPECT_NE(racy[0], racy[1]);
+  EXPECT_NE(racy[1], racy[2]);
+  EXPECT_NE(racy[2], racy[3]);
+}
+
+TEST(Simt, EveryOrderRunsEveryThreadOfEveryBlock) {
+  for (const Interleaving& i : kOrders) {
+    std::vector<int> ran(3 * 96, 0);
+    launch(
+        3, 96, [&] { ++ran[block_idx().x * 96 + thread_idx().x]; }, {}, i);
+    EXPECT_EQ(ran, std::vector<int>(3 * 96, 1)) << to_string(i);
+  }
+}
+
 TEST(Simt, ABlockMustBeWholeWarps) {
   EXPECT_THROW(launch(1, 48, [] {}), SimtError);
 }
