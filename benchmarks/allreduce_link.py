@@ -10,8 +10,9 @@ R emulated nodes (scripts/emulated-nodes.sh: a network namespace each, its egres
 ppbench run --pp 1 --dp R` (scripts/mpi-local-agent.sh with PPBENCH_AGENT_NETNS=1): an MLP of
 8 layers of the given width, f32, whose gradients are all-reduced across the nodes once a step.
 
-First the link is measured: bulk TCP both ways at once between two nodes (its goodput: what it
-really carries, as an all-reduce sends and receives at once) and a one-byte TCP ping-pong (half
+First the link is measured: bulk TCP both ways at once between two nodes (its goodput: the
+lower of the two rates received, what it really carries, as an all-reduce sends and receives at
+once) and a one-byte TCP ping-pong (half
 the shortest round trip: its latency). Then, for each R, width and all-reduce algorithm (OpenMPI's
 own choice, and its ring, coll_tuned algorithm 4), `repeats` runs: the all-reduce of the last
 step, taken as the shortest of the R processes' (the one that arrived last waited least for the
@@ -84,24 +85,33 @@ def measure_link(names: list[str], addresses: dict[str, str]) -> dict:
     """Goodput both ways at once between the first two nodes, and half the shortest TCP round
     trip."""
     a, b = names[0], names[1]
-    both = [subprocess.Popen(in_node(me, sys.executable, str(PROBE), "duplex", addresses[me],
-                                     addresses[peer], str(PROBE_MIB)),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for me, peer in ((a, b), (b, a))]
-    rates = []
-    for p in both:
-        out, err = p.communicate(timeout=RUN_TIMEOUT)
-        if p.returncode != 0:
-            raise Failure(f"the link probe failed: {err.strip().splitlines()[-1:]}")
-        rates += json.loads(out).values()
-    echo = subprocess.Popen(in_node(b, sys.executable, str(PROBE), "echo", addresses[b]),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    r = subprocess.run(in_node(a, sys.executable, str(PROBE), "ping", addresses[b],
-                               str(PING_ROUNDS)), capture_output=True, text=True,
-                       timeout=RUN_TIMEOUT)
-    echo.wait(timeout=60)
-    if r.returncode != 0:
-        raise Failure(f"the ping probe failed: {r.stderr.strip().splitlines()[-1:]}")
+    probes: list[subprocess.Popen] = []
+    try:
+        for me, peer in ((a, b), (b, a)):
+            probes.append(subprocess.Popen(
+                in_node(me, sys.executable, str(PROBE), "duplex", addresses[me], addresses[peer],
+                        str(PROBE_MIB)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True))
+        rates = []
+        for p in probes:
+            out, err = p.communicate(timeout=RUN_TIMEOUT)
+            if p.returncode != 0:
+                raise Failure(f"the link probe failed: {last_line(err)}")
+            rates.append(json.loads(out)["rx"])
+        echo = subprocess.Popen(in_node(b, sys.executable, str(PROBE), "echo", addresses[b]),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        probes.append(echo)
+        r = subprocess.run(in_node(a, sys.executable, str(PROBE), "ping", addresses[b],
+                                   str(PING_ROUNDS)), capture_output=True, text=True,
+                           timeout=RUN_TIMEOUT)
+        if r.returncode != 0:
+            raise Failure(f"the ping probe failed: {last_line(r.stderr)}")
+        echo.wait(timeout=60)
+    finally:
+        for p in probes:  # none outlives the measurement, whatever ended it
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     ping = json.loads(r.stdout)
     return {"goodput_bytes_per_s": min(rates), "rates_bytes_per_s": rates,
             "latency_s": ping["rtt_min"] / 2, "rtt_median_s": ping["rtt_median"]}

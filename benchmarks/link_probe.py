@@ -3,12 +3,13 @@
 (benchmarks/allreduce_link.py runs it with `ip netns exec NODE`); standard library only.
 
     link_probe.py duplex ME PEER MIB   serve on ME while sending MIB MiB to PEER, both nodes at
-                                       once: prints {"tx": bytes/s, "rx": bytes/s}
+                                       once: prints {"rx": bytes/s}, the rate it received at
     link_probe.py echo ME              answer one client's one-byte pings until it closes
     link_probe.py ping PEER ROUNDS     prints {"rtt_min": s, "rtt_median": s} over ROUNDS pings
 
 Both directions at once because an all-reduce sends and receives at once; the bulk rate is the
-link's goodput (what TCP delivers through the shaper), below its nominal rate by the headers.
+link's goodput (what TCP delivers through the shaper), below its nominal rate by the headers. A
+peer that never connects or answers ends the probe with an error after 60 s (exit 1).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import time
 
 BULK_PORT, PING_PORT = 5202, 5203
 CHUNK = 1 << 20
+TIMEOUT_S = 60  # a peer that never connects or never answers: give up, exit 1
 
 
 def listen(addr: str, port: int) -> socket.socket:
@@ -28,6 +30,7 @@ def listen(addr: str, port: int) -> socket.socket:
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port))
     s.listen(1)
+    s.settimeout(TIMEOUT_S)
     return s
 
 
@@ -50,6 +53,7 @@ def duplex(me: str, peer: str, mib: int) -> dict:
 
     def receive() -> None:
         c, _ = server.accept()
+        c.settimeout(TIMEOUT_S)
         n, start = 0, None
         while True:
             b = c.recv(CHUNK)
@@ -59,22 +63,25 @@ def duplex(me: str, peer: str, mib: int) -> dict:
             n += len(b)
         rx["rate"] = n / (time.monotonic() - start) if start else 0.0
 
-    t = threading.Thread(target=receive)
+    # A daemon: where the peer never connects, the process still ends with the main thread.
+    t = threading.Thread(target=receive, daemon=True)
     t.start()
     c = connect(peer, BULK_PORT)
     buf = b"\0" * CHUNK
-    start = time.monotonic()
     for _ in range(mib):
         c.sendall(buf)
     c.close()
-    tx = mib * CHUNK / (time.monotonic() - start)
-    t.join()
-    return {"tx": tx, "rx": rx["rate"]}
+    t.join(TIMEOUT_S)
+    if "rate" not in rx:
+        raise TimeoutError(f"nothing arrived from {peer} in {TIMEOUT_S} s")
+    # The receiver's rate: the sender's sendall returns with bytes still in socket buffers.
+    return {"rx": rx["rate"]}
 
 
 def echo(me: str) -> None:
     server = listen(me, PING_PORT)
     c, _ = server.accept()
+    c.settimeout(TIMEOUT_S)
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     while (b := c.recv(1)):
         c.sendall(b)
@@ -93,15 +100,19 @@ def ping(peer: str, rounds: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 4 and argv[0] == "duplex":
-        print(json.dumps(duplex(argv[1], argv[2], int(argv[3]))))
-    elif len(argv) == 2 and argv[0] == "echo":
-        echo(argv[1])
-    elif len(argv) == 3 and argv[0] == "ping":
-        print(json.dumps(ping(argv[1], int(argv[2]))))
-    else:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
+    try:
+        if len(argv) == 4 and argv[0] == "duplex":
+            print(json.dumps(duplex(argv[1], argv[2], int(argv[3]))))
+        elif len(argv) == 2 and argv[0] == "echo":
+            echo(argv[1])
+        elif len(argv) == 3 and argv[0] == "ping":
+            print(json.dumps(ping(argv[1], int(argv[2]))))
+        else:
+            print(__doc__.split("\n\n")[1], file=sys.stderr)
+            return 2
+    except (OSError, ValueError) as e:  # TimeoutError and refused connections are OSErrors
+        print(f"link_probe: {argv[0]}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

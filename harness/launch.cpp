@@ -17,20 +17,24 @@ LaunchEnvironment launch_environment_from(const std::function<const char*(const 
   // SLURM_NTASKS and SLURM_PROCID=0 but no step): then "srun" is what the user ran.
   const int step_tasks = env_int("SLURM_STEP_NUM_TASKS");
   const bool by_srun = step_tasks >= 0 && env_int("SLURM_PROCID") >= 0;
-  // Each launcher's own variables, most specific first.
+  // Each launcher's own variables, most specific first. PMIx and PMI are also what srun gives
+  // with --mpi=pmix or pmi2, and then srun is what the user ran.
   struct Source {
-    const char *rank, *size, *name, *command;
+    const char *rank, *size, *name;
+    bool srun_may_start;
   };
   static constexpr Source kSources[] = {
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI", "mpirun"},
-      {"PMIX_RANK", "SLURM_NTASKS", "PMIx", "the launcher"},
-      {"PMI_RANK", "PMI_SIZE", "PMI", "the launcher"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OpenMPI", false},
+      {"PMIX_RANK", "SLURM_NTASKS", "PMIx", true},
+      {"PMI_RANK", "PMI_SIZE", "PMI", true},
   };
   for (const Source& s : kSources) {
     const int rank = env_int(s.rank);
     if (rank < 0) continue;
-    const bool openmpi = s.command == std::string("mpirun");
-    return {true, rank, env_int(s.size), s.name, by_srun && !openmpi ? "srun" : s.command};
+    if (!s.srun_may_start) return {true, rank, env_int(s.size), s.name, "mpirun"};
+    // Under srun the step's own count; SLURM_NTASKS is the allocation's outside a step.
+    const int size = by_srun ? step_tasks : env_int(s.size);
+    return {true, rank, size, s.name, by_srun ? "srun" : "the launcher"};
   }
   // srun alone (no --mpi=pmix or pmi2) starts copies of a program, not an MPI job.
   if (by_srun && step_tasks > 1)

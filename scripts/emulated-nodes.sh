@@ -9,7 +9,8 @@
 #   scripts/emulated-nodes.sh up [--rate RATE] NODE...   # e.g. up --rate 1gbit node-0 node-1
 #   scripts/emulated-nodes.sh down NODE...
 #
-# RATE is tc's (e.g. 100mbit, 1gbit, 10gbit; default 1gbit). Node k gets 10.77.0.(k+2)/24 on its
+# RATE is a whole number and bit, kbit, mbit or gbit, as tc writes it (e.g. 100mbit, 1gbit,
+# 10gbit; default 1gbit). Node k gets 10.77.0.(k+2)/24 on its
 # eth0, the bridge (ppbench-br0) 10.77.0.1; `up` prints the addresses and the mpirun options that
 # keep OpenMPI's traffic on them. `up` first removes what a previous `up` of the same names left.
 # Needs root, iproute2 (ip, tc) and a kernel with network namespaces, veth, bridges and tbf.
@@ -39,16 +40,22 @@ if [ "${1:-}" = --rate ]; then
   shift 2
 fi
 case "$RATE" in
-  [0-9]*bit | [0-9]*kbit | [0-9]*mbit | [0-9]*gbit) ;;
+  *[!0-9]*[!0-9]*bit | *[!0-9kmg]bit | bit | [!0-9]*) die 2 "--rate '$RATE' is not a rate such as 100mbit, 1gbit or 10gbit" ;;
+  *bit) ;;
   *) die 2 "--rate '$RATE' is not a rate such as 100mbit, 1gbit or 10gbit" ;;
 esac
 [ $# -ge 1 ] || die 2 "no node named; $usage"
 [ $# -le 200 ] || die 2 "$# nodes: at most 200 (one /24 subnet)"
+seen=" "
 for node in "$@"; do
   case "$node" in
     *[!A-Za-z0-9_-]* | -*) die 2 "node name '$node': letters, digits, '-' and '_' only" ;;
   esac
   [ ${#node} -le 12 ] || die 2 "node name '$node': at most 12 characters (it names a veth)"
+  case "$seen" in
+    *" $node "*) die 2 "node '$node' named twice" ;;
+  esac
+  seen="$seen$node "
 done
 [ "$(id -u)" = 0 ] || die 3 "network namespaces need root"
 command -v ip > /dev/null || die 3 "no 'ip' on PATH (Debian: iproute2)"
@@ -76,6 +83,9 @@ fail() {
   remove "$@"
   die 3 "$failed"
 }
+# Interrupted half-way: what was made goes.
+trap 'remove "$@"; exit 130' INT
+trap 'remove "$@"; exit 143' TERM
 if ! ip link show "$BRIDGE" > /dev/null 2>&1; then
   failed="could not make the bridge $BRIDGE"
   { ip link add "$BRIDGE" type bridge && ip addr add "$SUBNET.1/24" dev "$BRIDGE" &&
@@ -97,5 +107,6 @@ for node in "$@"; do
   echo "$node $SUBNET.$host"
   host=$((host + 1))
 done
+trap - INT TERM
 echo "mpirun options: --mca btl tcp,self --mca oob_tcp_if_include $SUBNET.0/24" \
   "--mca btl_tcp_if_include $SUBNET.0/24 (with PPBENCH_AGENT_NETNS=1 and the local agent)"

@@ -30,7 +30,8 @@
 # OpenMPI calls an rsh/ssh agent as `AGENT [ssh options] HOST COMMAND...`: the options are
 # dropped and the command runs here, for HOST.
 if [ "$#" = 1 ] && [ "$1" = --namespaces-allowed ]; then
-  exec unshare --uts --time --monotonic 1 true > /dev/null 2>&1
+  unshare --uts --time --monotonic 1 true > /dev/null 2>&1 || exit 3
+  exit 0
 fi
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,15 +48,22 @@ host=$1
 shift
 
 ahead=0
+set -f # the entries are words, not file patterns
 for entry in ${PPBENCH_AGENT_CLOCKS:-}; do
   case "$entry" in
-    *=*[!0-9]* | *= | =*)
-      echo "mpi-local-agent.sh: PPBENCH_AGENT_CLOCKS entry '$entry' is not NAME=SECONDS (whole seconds, 0 or more)" >&2
+    *=*[!0-9]* | *= | =* | *=??????????*)
+      echo "mpi-local-agent.sh: PPBENCH_AGENT_CLOCKS entry '$entry' is not NAME=SECONDS (whole seconds, 0 to 999999999)" >&2
       exit 2
       ;;
     "$host="*) ahead=${entry#*=} ;;
+    *=*) ;;
+    *)
+      echo "mpi-local-agent.sh: PPBENCH_AGENT_CLOCKS entry '$entry' is not NAME=SECONDS (whole seconds, 0 to 999999999)" >&2
+      exit 2
+      ;;
   esac
 done
+set +f
 
 netns=""
 if [ "${PPBENCH_AGENT_NETNS:-0}" = 1 ]; then

@@ -182,11 +182,12 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
         raise ValueError("trace has no compute events (ph 'X', pid 0)")
     updates = step_events(trace, "update")
     allreduces = step_events(trace, "allreduce")
-    # The step ends when its last action, update or all-reduce does.
-    t0 = min(b.start for b in boxes)
-    makespan = max([b.start + b.dur for b in boxes] +
-                   [(float(e["ts"]) + float(e.get("dur", 0))) / US_PER_UNIT
-                    for e in updates + allreduces]) - t0
+    # The step runs from its first action, update or all-reduce to the last one's end.
+    spans = [(b.start, b.start + b.dur) for b in boxes] + [
+        (float(e["ts"]) / US_PER_UNIT, (float(e["ts"]) + float(e.get("dur", 0))) / US_PER_UNIT)
+        for e in updates + allreduces]
+    t0 = min(start for start, _ in spans)
+    makespan = max(end for _, end in spans) - t0
     measured = is_measured(trace)
     if width is None:  # wide enough for one-unit boxes to hold a label, within reason
         width = 16.0 if measured else min(20.0, max(12.0, 0.3 * makespan))

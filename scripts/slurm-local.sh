@@ -5,7 +5,7 @@
 #   scripts/slurm-local.sh up [DIR]     # config, state and logs in DIR (default /tmp/ppbench-slurm)
 #   export SLURM_CONF=DIR/slurm.conf    # as `up` prints
 #   srun --mpi=pmix -O -N 1 -n 4 build/ppbench run ... --pp 2 --dp 2
-#   scripts/slurm-local.sh down [DIR]
+#   scripts/slurm-local.sh down [DIR]    # and munged, where `up` started it
 #
 # Needs root and Debian's slurmctld, slurmd, slurm-client and munge (apt-get install slurmctld
 # slurmd slurm-client munge); it installs nothing. One node with this machine's CPUs, one
@@ -31,6 +31,7 @@ case "$dir" in
   *) die 2 "DIR '$dir' must be an absolute path (slurm.conf names it)" ;;
 esac
 
+# Stops the Slurm daemons, and munged where `up` started it (DIR/munged.ours).
 stop() {
   for daemon in slurmd slurmctld; do
     if [ -f "$dir/$daemon.pid" ]; then
@@ -38,6 +39,17 @@ stop() {
       rm -f "$dir/$daemon.pid"
     fi
   done
+  if [ -f "$dir/munged.ours" ]; then
+    [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2> /dev/null
+    rm -f "$dir/munged.ours"
+  fi
+  return 0
+}
+
+# A failed `up` leaves nothing running.
+fail() {
+  stop
+  die 3 "$1"
 }
 
 if [ "$action" = down ]; then
@@ -46,7 +58,7 @@ if [ "$action" = down ]; then
 fi
 
 [ "$(id -u)" = 0 ] || die 3 "the daemons run as root here"
-for program in slurmctld slurmd sinfo srun munged; do
+for program in slurmctld slurmd sinfo srun munged pgrep; do
   command -v "$program" > /dev/null ||
     die 3 "no $program on PATH (Debian: apt-get install slurmctld slurmd slurm-client munge)"
 done
@@ -80,16 +92,17 @@ EOF
 if ! pgrep -x munged > /dev/null; then
   mkdir -p /run/munge /var/log/munge /var/lib/munge
   chown -R munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge 2> /dev/null
-  runuser -u munge -- munged || die 3 "munged did not start (see /var/log/munge/munged.log)"
+  runuser -u munge -- munged || fail "munged did not start (see /var/log/munge/munged.log)"
+  touch "$dir/munged.ours"
 fi
 
 export SLURM_CONF="$dir/slurm.conf"
-slurmctld || die 3 "slurmctld did not start (see $dir/log/slurmctld.log)"
-slurmd || die 3 "slurmd did not start (see $dir/log/slurmd.log)"
+slurmctld || fail "slurmctld did not start (see $dir/log/slurmctld.log)"
+slurmd || fail "slurmd did not start (see $dir/log/slurmd.log)"
 tries=0
 until sinfo -h -o %t 2> /dev/null | grep -q '^idle'; do
   tries=$((tries + 1))
-  [ $tries -le 30 ] || die 3 "the node did not become idle in 30 s (see $dir/log/slurmd.log)"
+  [ $tries -le 30 ] || fail "the node did not become idle in 30 s (see $dir/log/slurmd.log)"
   sleep 1
 done
 echo "export SLURM_CONF=$dir/slurm.conf"

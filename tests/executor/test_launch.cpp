@@ -39,6 +39,13 @@ TEST(Launch, SrunWithPmixIsAnMpiJobStartedBySrun) {
   EXPECT_EQ(l.command, "srun");
   // PMIx from another launcher (no Slurm step) is named as a launcher, not as srun
   EXPECT_EQ(from({{"PMIX_RANK", "0"}}).command, "the launcher");
+  // A step of 2 tasks inside an allocation of 4: the step's count
+  EXPECT_EQ(from({{"PMIX_RANK", "0"},
+                  {"SLURM_PROCID", "0"},
+                  {"SLURM_NTASKS", "4"},
+                  {"SLURM_STEP_NUM_TASKS", "2"}})
+                .size,
+            2);
 }
 
 TEST(Launch, SrunWithoutPmiStartsCopiesNotAnMpiJob) {

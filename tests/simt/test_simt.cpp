@@ -112,9 +112,8 @@ TEST(Simt, TheOrderOfThreadsExposesARaceAndLeavesABarrierAlone) {
     EXPECT_EQ(publish(i, true), std::vector<int>(64, 7)) << to_string(i);
   }
   // Lanes that run before lane 0 in a pass read 0; which lanes those are depends on the order.
+  // (In order and reversed are fixed orders; the shuffled ones follow the library's shuffle.)
   EXPECT_NE(racy[0], racy[1]);
-  EXPECT_NE(racy[1], racy[2]);
-  EXPECT_NE(racy[2], racy[3]);
 }
 
 TEST(Simt, EveryOrderRunsEveryThreadOfEveryBlock) {

@@ -1,10 +1,12 @@
-"""benchmarks/allreduce_link.py, scripts/emulated-nodes.sh and scripts/slurm-local.sh: their
-refusals of bad arguments (one line, exit 2, before anything is made or started).
+"""The scripts that emulate several nodes on one machine, benchmarks/allreduce_link.py,
+scripts/emulated-nodes.sh, scripts/mpi-local-agent.sh and scripts/slurm-local.sh: their refusals
+of bad arguments (one line, exit 2, before anything is made or started).
 tests/cli/test_mpi_cli.py runs the benchmark for real where network namespaces are allowed, and
 srun where a Slurm cluster answers."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -47,6 +49,9 @@ def test_the_benchmark_needs_a_ppbench(tmp_path):
     (["up"], "no node named"),
     (["up", "a b"], "node name 'a b': letters, digits"),
     (["up", "a-name-too-long"], "at most 12 characters"),
+    (["up", "n0", "n1", "n0"], "node 'n0' named twice"),
+    (["up", "--rate", "1xbit", "n0"], "--rate '1xbit' is not a rate"),
+    (["up", "--rate", "gbit", "n0"], "--rate 'gbit' is not a rate"),
 ])
 def test_emulated_nodes_refuse_bad_arguments_in_one_line(args, says):
     r = run(str(NODES), *args)
@@ -66,3 +71,22 @@ def test_the_local_slurm_refuses_bad_arguments_in_one_line(args, says):
     assert r.returncode == 2, r.stderr
     assert says in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("clocks", ["node-b", "node-b=", "node-b=x", "node-b=1234567890", "=5"])
+def test_the_agent_refuses_a_bad_clock_entry_in_one_line(clocks):
+    r = subprocess.run([str(ROOT / "scripts" / "mpi-local-agent.sh"), "node-b", "true"],
+                       capture_output=True, text=True, timeout=60, check=False,
+                       env=dict(os.environ, PPBENCH_AGENT_CLOCKS=clocks))
+    assert r.returncode == 2, r.stderr
+    assert f"PPBENCH_AGENT_CLOCKS entry '{clocks}' is not NAME=SECONDS" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_agent_runs_the_command_it_is_given_for_its_host():
+    # As OpenMPI calls it: ssh options, the host, then the daemon's command line as words.
+    r = subprocess.run([str(ROOT / "scripts" / "mpi-local-agent.sh"), "-x", "-o", "Opt=1",
+                        "node-b", "echo", "ran;", "echo", "here"],
+                       capture_output=True, text=True, timeout=60, check=False,
+                       env=dict(os.environ, PPBENCH_AGENT_CLOCKS="node-a=5"))
+    assert (r.returncode, r.stdout) == (0, "ran\nhere\n"), r.stderr
