@@ -2,6 +2,7 @@
 // srun without it, whose tasks `run` refuses; a batch script's own environment is no launch.
 #include <map>
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -17,26 +18,23 @@ LaunchEnvironment from(std::map<std::string, std::string> vars) {
   });
 }
 
+// Everything a launch environment says, to compare in one expectation.
+std::tuple<bool, int, int, std::string, std::string> facts(const LaunchEnvironment& l) {
+  return {l.by_mpi, l.rank, l.size, l.launcher, l.command};
+}
+
 TEST(Launch, MpirunIsOpenMpisAndSaysItsSize) {
-  const LaunchEnvironment l = from({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
-  EXPECT_TRUE(l.by_mpi);
-  EXPECT_EQ(l.rank, 2);
-  EXPECT_EQ(l.size, 4);
-  EXPECT_EQ(l.launcher, "OpenMPI");
-  EXPECT_EQ(l.command, "mpirun");
+  EXPECT_EQ(facts(from({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}})),
+            std::make_tuple(true, 2, 4, "OpenMPI", "mpirun"));
 }
 
 // The variables srun --mpi=pmix set on the development VM (Slurm 22.05): PMIx's rank, the step's.
 TEST(Launch, SrunWithPmixIsAnMpiJobStartedBySrun) {
-  const LaunchEnvironment l = from({{"PMIX_RANK", "1"},
-                                    {"SLURM_PROCID", "1"},
-                                    {"SLURM_NTASKS", "2"},
-                                    {"SLURM_STEP_NUM_TASKS", "2"}});
-  EXPECT_TRUE(l.by_mpi);
-  EXPECT_EQ(l.rank, 1);
-  EXPECT_EQ(l.size, 2);
-  EXPECT_EQ(l.launcher, "PMIx");
-  EXPECT_EQ(l.command, "srun");
+  EXPECT_EQ(facts(from({{"PMIX_RANK", "1"},
+                        {"SLURM_PROCID", "1"},
+                        {"SLURM_NTASKS", "2"},
+                        {"SLURM_STEP_NUM_TASKS", "2"}})),
+            std::make_tuple(true, 1, 2, "PMIx", "srun"));
   // PMIx from another launcher (no Slurm step) is named as a launcher, not as srun
   EXPECT_EQ(from({{"PMIX_RANK", "0"}}).command, "the launcher");
   // A step of 2 tasks inside an allocation of 4: the step's count
@@ -49,13 +47,9 @@ TEST(Launch, SrunWithPmixIsAnMpiJobStartedBySrun) {
 }
 
 TEST(Launch, SrunWithoutPmiStartsCopiesNotAnMpiJob) {
-  const LaunchEnvironment l =
-      from({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_NUM_TASKS", "4"}});
-  EXPECT_FALSE(l.by_mpi);
-  EXPECT_EQ(l.rank, 3);
-  EXPECT_EQ(l.size, 4);
-  EXPECT_EQ(l.launcher, "Slurm");
-  EXPECT_EQ(l.command, "srun");
+  EXPECT_EQ(
+      facts(from({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_NUM_TASKS", "4"}})),
+      std::make_tuple(false, 3, 4, "Slurm", "srun"));
   // One task alone is an ordinary run.
   EXPECT_EQ(from({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}}).launcher, "");
 }
@@ -63,12 +57,9 @@ TEST(Launch, SrunWithoutPmiStartsCopiesNotAnMpiJob) {
 // `sbatch -n 4 script.sh` runs the script once with SLURM_NTASKS=4 and SLURM_PROCID=0, and no
 // step: a ppbench the script starts is an ordinary run (or mpirun's, inside it).
 TEST(Launch, ABatchScriptsOwnEnvironmentIsNoLaunch) {
-  const LaunchEnvironment l = from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}});
-  EXPECT_FALSE(l.by_mpi);
-  EXPECT_EQ(l.rank, 0);
-  EXPECT_EQ(l.size, 1);
-  EXPECT_EQ(l.launcher, "");
-  EXPECT_EQ(from({}).launcher, "");
+  EXPECT_EQ(facts(from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}})),
+            std::make_tuple(false, 0, 1, "", ""));
+  EXPECT_EQ(facts(from({})), std::make_tuple(false, 0, 1, "", ""));
 }
 
 TEST(Launch, MalformedVariablesCountAsUnset) {

@@ -146,16 +146,24 @@ def measured_trace() -> dict:
     return trace
 
 
-def test_measured_trace_is_drawn_in_ms_and_names_the_machine(tmp_path, monkeypatch):
-    seen = {}
+def spy_on_figures(monkeypatch) -> dict:
+    """What each figure plot_timeline saves shows: its axis label, title, row names, legend."""
+    seen: dict = {}
     real_savefig = plot_timeline.plt.Figure.savefig
 
     def spy(fig, *args, **kwargs):
         ax = fig.axes[0]
-        seen["xlabel"], seen["title"] = ax.get_xlabel(), ax.get_title()
+        seen.update(xlabel=ax.get_xlabel(), title=ax.get_title(),
+                    rows=[t.get_text() for t in ax.get_yticklabels()],
+                    legend=[t.get_text() for t in fig.legends[0].get_texts()])
         return real_savefig(fig, *args, **kwargs)
 
     monkeypatch.setattr(plot_timeline.plt.Figure, "savefig", spy)
+    return seen
+
+
+def test_measured_trace_is_drawn_in_ms_and_names_the_machine(tmp_path, monkeypatch):
+    seen = spy_on_figures(monkeypatch)
     out = tmp_path / "m.png"
     plot_timeline.plot_timeline(measured_trace(), out, label="transformer 1f1b D=2 N=2")
     assert out.read_bytes()[:8] == PNG_MAGIC
@@ -185,17 +193,7 @@ def data_parallel_trace() -> dict:
 
 
 def test_a_data_parallel_step_is_drawn_to_its_last_all_reduce_and_update(tmp_path, monkeypatch):
-    seen = {}
-    real_savefig = plot_timeline.plt.Figure.savefig
-
-    def spy(fig, *args, **kwargs):
-        ax = fig.axes[0]
-        seen["title"] = ax.get_title()
-        seen["rows"] = [t.get_text() for t in ax.get_yticklabels()]
-        seen["legend"] = [t.get_text() for t in fig.legends[0].get_texts()]
-        return real_savefig(fig, *args, **kwargs)
-
-    monkeypatch.setattr(plot_timeline.plt.Figure, "savefig", spy)
+    seen = spy_on_figures(monkeypatch)
     out = tmp_path / "dp.png"
     plot_timeline.plot_timeline(data_parallel_trace(), out)
     assert out.read_bytes()[:8] == PNG_MAGIC
