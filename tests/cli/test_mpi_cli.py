@@ -368,6 +368,8 @@ class MultiProcessRun(unittest.TestCase):
                 [sys.executable, BENCH_ALLREDUCE_LINK, "--ppbench", PPBENCH, "--replicas", "2",
                  "--widths", "64", "--repeats", "1", "--steps", "1", "--out", out],
                 capture_output=True, text=True, timeout=300, env=ENV)
+            if r.returncode == 3:  # the machine cannot (a kernel without tbf, say): its line
+                self.skipTest(r.stderr.strip().splitlines()[-1])
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(out) as f:
                 rec = json.load(f)
