@@ -12,14 +12,17 @@ ppbench run --pp 1 --dp R` (scripts/mpi-local-agent.sh with PPBENCH_AGENT_NETNS=
 
 First the link is measured: bulk TCP both ways at once between two nodes (its goodput: the
 lower of the two rates received, what it really carries, as an all-reduce sends and receives at
-once) and a one-byte TCP ping-pong (half
-the shortest round trip: its latency). Then, for each R, width and all-reduce algorithm (OpenMPI's
-own choice, and its ring, coll_tuned algorithm 4), `repeats` runs: the all-reduce of the last
-step, taken as the shortest of the R processes' (the one that arrived last waited least for the
-others, so its time is nearest the collective's own), median over the runs; beside it `ppbench
-simulate --dp R --dp-bandwidth <goodput> --dp-latency <latency>` on the same workload, whose
-all-reduce is the ring formula 2 (R - 1) / R x bytes / bandwidth + 2 (R - 1) x latency; and the
-bus bandwidth the measurement implies, 2 (R - 1) / R x bytes / time, as a share of the goodput.
+once), a one-byte TCP ping-pong (half the shortest round trip: its latency), and what OpenMPI
+itself carries over it one way and both ways at once (benchmarks/mpi_duplex.cpp, where it is
+built beside ppbench). Then, for each R, width and all-reduce algorithm (OpenMPI's own choice,
+and its ring, coll_tuned algorithm 4), `repeats` runs: the all-reduce of the last step, taken as
+the shortest of the R processes' (the one that arrived last waited least for the others, so its
+time is nearest the collective's own), median over the runs; beside it `ppbench simulate --dp R
+--dp-bandwidth <goodput> --dp-latency <latency>` on the same workload, whose all-reduce is the
+ring formula
+    2 (R - 1) / R x bytes / bandwidth + 2 (R - 1) x latency;
+and the bus bandwidth the measurement implies, 2 (R - 1) / R x bytes / time, as a share of the
+goodput.
 
 Writes one JSON record (atomically), default results/perf/allreduce-link/<commit>.json, with
 provenance (commit, host, CPU, cores, kernel, OpenMPI, load average, date, the rate and what the
@@ -56,6 +59,7 @@ ALGORITHMS = {"default": [],
               "ring": ["--mca", "coll_tuned_use_dynamic_rules", "1",
                        "--mca", "coll_tuned_allreduce_algorithm", "4"]}
 PROBE_MIB, PING_ROUNDS = 64, 200
+MPI_PROBE_BYTES = 16 << 20
 RUN_TIMEOUT = 300
 # The nodes have fixed names and addresses: two runs at once on one machine would take each
 # other's down, so a run holds this lock while its nodes exist (a second one waits).
@@ -121,24 +125,44 @@ def last_line(text: str) -> str:
     return next((l.strip() for l in reversed(text.splitlines()) if l.strip()), "no message")
 
 
-def run_allreduce(ppbench: str, mpirun: str, names: list[str], width: int, algorithm: str,
-                  steps: int, tmp: Path) -> dict:
-    """One `mpirun -np R ppbench run --pp 1 --dp R`, a process per node: the last step's
-    all-reduce bytes and the shortest of the processes' all-reduce times."""
+def on_nodes(mpirun: str, names: list[str], tmp: Path, *program: str,
+             mca: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`mpirun -np len(names)`, one process on each named node (its network namespace), over
+    the nodes' network only; Failure if it exits non-zero."""
     hosts = tmp / "hosts"
     hosts.write_text("".join(f"{n} slots=1\n" for n in names))
     cmd = [mpirun, "-np", str(len(names)), "--hostfile", str(hosts),
            "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
            "--mca", "btl", "tcp,self", "--mca", "rtc_hwloc_vmhole", "none",
            "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET,
-           *ALGORITHMS[algorithm],
-           ppbench, "run", *WORKLOAD, "--width", str(width), "--pp", "1",
-           "--dp", str(len(names)), "--optimizer", "none", "--steps", str(steps),
-           "--warmup", "1", "--format", "json"]
+           *mca, *program]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
-                       env=dict(os.environ, PPBENCH_AGENT_NETNS="1", PPBENCH_AGENT_HOSTNAMES="1", **MPI_ENV))
+                       env=dict(os.environ, PPBENCH_AGENT_NETNS="1", PPBENCH_AGENT_HOSTNAMES="1",
+                                **MPI_ENV))
     if r.returncode != 0:
         raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
+    return r
+
+
+def measure_mpi_link(ppbench: str, mpirun: str, names: list[str], tmp: Path) -> dict | None:
+    """What OpenMPI itself carries between the first two nodes, one way and both ways at once
+    (benchmarks/mpi_duplex.cpp, built beside ppbench); None where it is not built."""
+    program = Path(ppbench).resolve().parent / "benchmarks" / "mpi_duplex"
+    if not program.is_file():
+        print(f"  ({program} is not built: the MPI transport's own rates are left out)",
+              flush=True)
+        return None
+    r = on_nodes(mpirun, names[:2], tmp, str(program), str(MPI_PROBE_BYTES), "4")
+    return json.loads(r.stdout)
+
+
+def run_allreduce(ppbench: str, mpirun: str, names: list[str], width: int, algorithm: str,
+                  steps: int, tmp: Path) -> dict:
+    """One `mpirun -np R ppbench run --pp 1 --dp R`, a process per node: the last step's
+    all-reduce bytes and the shortest of the processes' all-reduce times."""
+    r = on_nodes(mpirun, names, tmp, ppbench, "run", *WORKLOAD, "--width", str(width), "--pp",
+                 "1", "--dp", str(len(names)), "--optimizer", "none", "--steps", str(steps),
+                 "--warmup", "1", "--format", "json", mca=tuple(ALGORITHMS[algorithm]))
     procs = json.loads(r.stdout)["data_parallel"]["per_process"]
     return {"bytes": procs[0]["allreduce_bytes"],
             "allreduce_s": min(p["allreduce_s"] for p in procs),
@@ -194,6 +218,9 @@ def print_table(result: dict) -> None:
     link = result["link"]
     print(f"\nlink {result['rate']}: goodput {link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both "
           f"ways at once, latency {link['latency_s'] * 1e6:.1f} us")
+    if link.get("mpi"):
+        print(f"OpenMPI over it: {link['mpi']['one_way_bytes_per_s'] / 1e6:.1f} MB/s one way, "
+              f"{link['mpi']['both_ways_bytes_per_s'] / 1e6:.1f} MB/s each way both at once")
     print(f"{'R':>2} {'width':>6} {'algorithm':<9} {'MB':>7} {'measured ms':>11} "
           f"{'ring ms':>9} {'meas/ring':>9} {'bus MB/s':>9} {'of link':>7}")
     for r in result["rows"]:
@@ -210,6 +237,7 @@ def run_on_nodes(a: argparse.Namespace, names: list[str], mpirun: str, result: d
         print(f"{len(names)} emulated nodes, each link {a.rate}; measuring the link", flush=True)
         result["link"] = measure_link(names, addresses)
         with tempfile.TemporaryDirectory(prefix="allreduce_link-") as tmp:
+            result["link"]["mpi"] = measure_mpi_link(a.ppbench, mpirun, names, Path(tmp))
             result["rows"] = measure(a.ppbench, mpirun, a.replicas, a.widths, a.steps,
                                      a.repeats, result["link"], Path(tmp))
     finally:

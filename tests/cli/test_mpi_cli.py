@@ -379,6 +379,14 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual(memory.returncode, 0, memory.stderr)
         grads = json.loads(memory.stdout)["ranks"][0]["bytes"]["grads"]
         self.assertGreater(rec["link"]["goodput_bytes_per_s"], 0)
+        # OpenMPI's own rates over the link, where benchmarks/mpi_duplex is built beside ppbench
+        mpi_duplex = os.path.join(os.path.dirname(os.path.abspath(PPBENCH)), "benchmarks",
+                                  "mpi_duplex")
+        if os.path.exists(mpi_duplex):
+            self.assertGreater(rec["link"]["mpi"]["one_way_bytes_per_s"], 0)
+            self.assertGreater(rec["link"]["mpi"]["both_ways_bytes_per_s"], 0)
+        else:
+            self.assertIsNone(rec["link"]["mpi"])
         self.assertEqual(len(rec["rows"]), 2)  # OpenMPI's own all-reduce and its ring
         for row in rec["rows"]:
             self.assertEqual(row["runs"][0]["hosts"], ["ppb-node-0", "ppb-node-1"])
