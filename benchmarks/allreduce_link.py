@@ -38,20 +38,21 @@ import argparse
 import fcntl
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+from emulated_nodes import mpirun_options, write_hostfile  # noqa: E402
 from mpi_bench import MPI_ENV, Failure, positive, record_benchmark  # noqa: E402
 
 NODES = ROOT / "scripts" / "emulated-nodes.sh"
-AGENT = ROOT / "scripts" / "mpi-local-agent.sh"
 PROBE = Path(__file__).resolve().parent / "link_probe.py"
-SUBNET = "10.77.0.0/24"  # emulated-nodes.sh's
 WORKLOAD = ["--workload", "mlp", "--layers", "8", "-b", "8", "--dtype", "f32",
             "--schedule", "gpipe", "-n", "2"]
 # OpenMPI's choice, and its ring (coll_tuned's allreduce algorithm 4), the simulator's model.
@@ -70,15 +71,26 @@ def node_names(count: int) -> list[str]:
     return [f"ppb-node-{k}" for k in range(count)]
 
 
-def nodes(action: str, names: list[str], rate: str | None = None) -> dict[str, str]:
-    """scripts/emulated-nodes.sh up|down: {node: address} for up."""
+@dataclass
+class Nodes:
+    """What scripts/emulated-nodes.sh up made: each node's address, and their network."""
+    addresses: dict[str, str]
+    network: str  # the subnet the mpirun options name
+
+
+def nodes(action: str, names: list[str], rate: str | None = None) -> Nodes:
+    """scripts/emulated-nodes.sh up|down, and for up what it printed."""
     cmd = [str(NODES), action, *(["--rate", rate] if rate else []), *names]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise Failure(r.stderr.strip() or f"'{' '.join(cmd)}' exited {r.returncode}",
                       r.returncode if r.returncode in (2, 3) else 1)
     pairs = (line.split() for line in r.stdout.splitlines())
-    return {p[0]: p[1] for p in pairs if len(p) == 2 and p[0] in names}
+    network = re.search(r"oob_tcp_if_include (\S+)", r.stdout)
+    if action == "up" and network is None:
+        raise Failure(f"'{' '.join(cmd)}' named no network for mpirun: {last_line(r.stdout)}")
+    return Nodes({p[0]: p[1] for p in pairs if len(p) == 2 and p[0] in names},
+                 network.group(1) if network else "")
 
 
 def in_node(node: str, *cmd: str) -> list[str]:
@@ -125,17 +137,12 @@ def last_line(text: str) -> str:
     return next((l.strip() for l in reversed(text.splitlines()) if l.strip()), "no message")
 
 
-def on_nodes(mpirun: str, names: list[str], tmp: Path, *program: str,
+def on_nodes(mpirun: str, names: list[str], network: str, tmp: Path, *program: str,
              mca: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """`mpirun -np len(names)`, one process on each named node (its network namespace), over
-    the nodes' network only; Failure if it exits non-zero."""
-    hosts = tmp / "hosts"
-    hosts.write_text("".join(f"{n} slots=1\n" for n in names))
-    cmd = [mpirun, "-np", str(len(names)), "--hostfile", str(hosts),
-           "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
-           "--mca", "btl", "tcp,self", "--mca", "rtc_hwloc_vmhole", "none",
-           "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET,
-           *mca, *program]
+    the nodes' `network` only; Failure if it exits non-zero."""
+    hosts = write_hostfile(str(tmp / "hosts"), {n: 1 for n in names})
+    cmd = [mpirun, "-np", str(len(names)), *mpirun_options(hosts, network), *mca, *program]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
                        env=dict(os.environ, PPBENCH_AGENT_NETNS="1", PPBENCH_AGENT_HOSTNAMES="1",
                                 **MPI_ENV))
@@ -144,7 +151,8 @@ def on_nodes(mpirun: str, names: list[str], tmp: Path, *program: str,
     return r
 
 
-def measure_mpi_link(ppbench: str, mpirun: str, names: list[str], tmp: Path) -> dict | None:
+def measure_mpi_link(ppbench: str, mpirun: str, names: list[str], network: str,
+                     tmp: Path) -> dict | None:
     """What OpenMPI itself carries between the first two nodes, one way and both ways at once
     (benchmarks/mpi_duplex.cpp, built beside ppbench); None where it is not built."""
     program = Path(ppbench).resolve().parent / "benchmarks" / "mpi_duplex"
@@ -152,15 +160,15 @@ def measure_mpi_link(ppbench: str, mpirun: str, names: list[str], tmp: Path) -> 
         print(f"  ({program} is not built: the MPI transport's own rates are left out)",
               flush=True)
         return None
-    r = on_nodes(mpirun, names[:2], tmp, str(program), str(MPI_PROBE_BYTES), "4")
+    r = on_nodes(mpirun, names[:2], network, tmp, str(program), str(MPI_PROBE_BYTES), "4")
     return json.loads(r.stdout)
 
 
-def run_allreduce(ppbench: str, mpirun: str, names: list[str], width: int, algorithm: str,
-                  steps: int, tmp: Path) -> dict:
+def run_allreduce(ppbench: str, mpirun: str, names: list[str], network: str, width: int,
+                  algorithm: str, steps: int, tmp: Path) -> dict:
     """One `mpirun -np R ppbench run --pp 1 --dp R`, a process per node: the last step's
     all-reduce bytes and the shortest of the processes' all-reduce times."""
-    r = on_nodes(mpirun, names, tmp, ppbench, "run", *WORKLOAD, "--width", str(width), "--pp",
+    r = on_nodes(mpirun, names, network, tmp, ppbench, "run", *WORKLOAD, "--width", str(width), "--pp",
                  "1", "--dp", str(len(names)), "--optimizer", "none", "--steps", str(steps),
                  "--warmup", "1", "--format", "json", mca=tuple(ALGORITHMS[algorithm]))
     procs = json.loads(r.stdout)["data_parallel"]["per_process"]
@@ -181,15 +189,16 @@ def simulate_allreduce(ppbench: str, replicas: int, width: int, link: dict) -> d
     return {"bytes": rec["allreduce_bytes"], "allreduce_s": rec["allreduce_time"]}
 
 
-def measure(ppbench: str, mpirun: str, replicas: list[int], widths: list[int], steps: int,
-            repeats: int, link: dict, tmp: Path) -> list[dict]:
+def measure(ppbench: str, mpirun: str, network: str, replicas: list[int], widths: list[int],
+            steps: int, repeats: int, link: dict, tmp: Path) -> list[dict]:
     rows = []
     for r in replicas:
         names = node_names(r)
         for width in widths:
             predicted = simulate_allreduce(ppbench, r, width, link)
             for algorithm in ALGORITHMS:
-                runs = [run_allreduce(ppbench, mpirun, names, width, algorithm, steps, tmp)
+                runs = [run_allreduce(ppbench, mpirun, names, network, width, algorithm, steps,
+                                      tmp)
                         for _ in range(repeats)]
                 if len(runs[0]["hosts"]) != r:
                     raise Failure(f"R = {r}: the processes ran on {runs[0]['hosts']}, not on "
@@ -233,13 +242,14 @@ def print_table(result: dict) -> None:
 def run_on_nodes(a: argparse.Namespace, names: list[str], mpirun: str, result: dict) -> None:
     """Makes the nodes, measures the link and the all-reduces into `result`, removes the nodes."""
     try:
-        addresses = nodes("up", names, a.rate)
+        made = nodes("up", names, a.rate)
         print(f"{len(names)} emulated nodes, each link {a.rate}; measuring the link", flush=True)
-        result["link"] = measure_link(names, addresses)
+        result["link"] = measure_link(names, made.addresses)
         with tempfile.TemporaryDirectory(prefix="allreduce_link-") as tmp:
-            result["link"]["mpi"] = measure_mpi_link(a.ppbench, mpirun, names, Path(tmp))
-            result["rows"] = measure(a.ppbench, mpirun, a.replicas, a.widths, a.steps,
-                                     a.repeats, result["link"], Path(tmp))
+            result["link"]["mpi"] = measure_mpi_link(a.ppbench, mpirun, names, made.network,
+                                                     Path(tmp))
+            result["rows"] = measure(a.ppbench, mpirun, made.network, a.replicas, a.widths,
+                                     a.steps, a.repeats, result["link"], Path(tmp))
     finally:
         try:
             nodes("down", names)

@@ -40,6 +40,7 @@ import sys
 import tempfile
 from types import SimpleNamespace
 
+from emulated_nodes import mpirun_options, namespaces_allowed, write_hostfile
 from fuzz_cli import case_parser, program_of
 
 FAMILIES = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "interleaved-zb",
@@ -50,11 +51,7 @@ MEASURED_AS_MODELLED = ("params", "grads", "optimizer", "activations")
 MPIRUN = ["mpirun", "--oversubscribe"]
 MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # Two emulated nodes (docs/multi-process.md, "Two nodes on one machine").
-AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi-local-agent.sh")
 NODES = ("explore-node-a", "explore-node-b")
-TWO_NODES = ["--mca", "plm_rsh_agent", AGENT, "--mca", "plm_rsh_no_tree_spawn", "1",
-             "--mca", "btl", "tcp,self", "--mca", "rtc_hwloc_vmhole", "none",
-             "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo"]
 AHEAD_S = 1000
 
 
@@ -129,11 +126,6 @@ def edit_order(rng: random.Random, text: str) -> str:
                 j = rng.choice(whole)
                 order[j:j + 1] = ["I" + order[j][1:], "W" + order[j][1:]]
     return "\n".join(header + [f"rank {r}: " + " ".join(a) for r, a in enumerate(ranks)]) + "\n"
-
-
-def namespaces_allowed() -> bool:
-    """Whether the agent may give a node its own hostname and clock (unshare, as root)."""
-    return subprocess.run([AGENT, "--namespaces-allowed"], timeout=30).returncode == 0
 
 
 def draw_case(rng: random.Random, edit: bool, mpirun: bool, nodes: bool = False) \
@@ -242,11 +234,8 @@ def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str,
         command = [*MPIRUN, "-np", str(case.processes), *command, "--trace-out", trace_path]
         env = {**os.environ, **MPIRUN_ENV}
     if case.processes and case.map_by:
-        hosts = os.path.join(tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("".join(f"{n} slots=2\n" for n in NODES))
-        command[len(MPIRUN):len(MPIRUN)] = ["--hostfile", hosts, "--map-by", case.map_by,
-                                            *TWO_NODES]
+        hosts = write_hostfile(os.path.join(tmp, "hosts"), {n: 2 for n in NODES})
+        command[len(MPIRUN):len(MPIRUN)] = ["--map-by", case.map_by, *mpirun_options(hosts)]
         if skew:
             env.update(PPBENCH_AGENT_HOSTNAMES="1", PPBENCH_AGENT_CLOCKS=f"{NODES[1]}={AHEAD_S}")
     try:

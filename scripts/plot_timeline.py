@@ -203,10 +203,9 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
         [rect(b.start - t0, b.dur, b.rank, height) for b in boxes], facecolors=colours,
         edgecolors="white", linewidths=0.4 if len(boxes) < 2000 else 0.0, zorder=2))
     has_comm = draw_comm(ax, trace, t0, ranks, height)
-    has_updates = draw_spans(ax, updates, t0, ranks, lambda r: rect_of_row(r, height),
-                             UPDATE_COLOUR, zorder=2)
-    has_allreduces = draw_spans(ax, allreduces, t0, ranks,
-                                lambda r: rect_of_row(r - height / 2 + 0.06, 0.12),
+    # Updates fill their row as the actions do; all-reduces, beside the actions, a strip on top.
+    has_updates = draw_spans(ax, updates, t0, ranks, 0.0, height, UPDATE_COLOUR, zorder=2)
+    has_allreduces = draw_spans(ax, allreduces, t0, ranks, -height / 2 + 0.06, 0.12,
                                 ALLREDUCE_COLOUR, zorder=3)
     draw_labels(ax, boxes, colours, t0, makespan, width)
 
@@ -240,20 +239,15 @@ def rect(x: float, w: float, row: float, height: float) -> list[tuple[float, flo
     return [(x, y0), (x + w, y0), (x + w, y1), (x, y1)]
 
 
-def rect_of_row(centre: float, height: float):
-    """A function of (x, w) giving the rectangle of that span at `centre`, `height` high."""
-    return lambda x, w: rect(x, w, centre, height)
-
-
-def draw_spans(ax, events: list[dict], t0: float, ranks: int, place, colour: str,
-               zorder: int) -> bool:
-    """Each event as a rectangle on its rank's row (tid), where place(rank)(x, w) puts it;
+def draw_spans(ax, events: list[dict], t0: float, ranks: int, offset: float, height: float,
+               colour: str, zorder: int) -> bool:
+    """Each event as a rectangle `height` high, centred `offset` below its rank's row (tid);
     returns whether any were drawn."""
     shapes = []
     for e in events:
         rank, dur = e.get("tid"), float(e.get("dur", 0)) / US_PER_UNIT
         if isinstance(rank, int) and 0 <= rank < ranks and dur > 0:
-            shapes.append(place(rank)(float(e["ts"]) / US_PER_UNIT - t0, dur))
+            shapes.append(rect(float(e["ts"]) / US_PER_UNIT - t0, dur, rank + offset, height))
     if shapes:
         ax.add_collection(PolyCollection(shapes, facecolors=colour, edgecolors="none",
                                          zorder=zorder))

@@ -31,6 +31,10 @@ import unittest
 
 from cli_checks import one_line_refusal  # the directory of this script is on sys.path
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
+from emulated_nodes import mpirun_options, namespaces_allowed, write_hostfile  # noqa: E402
+
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 MPIRUN = shutil.which("mpirun")
 # OpenMPI refuses root and more processes than cores unless told; CI runs as root on 2 cores.
@@ -52,13 +56,6 @@ def open_mpi():
 
 BENCH_ALLREDUCE_LINK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                    "benchmarks", "allreduce_link.py")
-LOCAL_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
-                           "mpi-local-agent.sh")
-
-
-def namespaces_allowed():
-    """Whether the local agent may give a node its own hostname and clock (unshare, as root)."""
-    return subprocess.run([LOCAL_AGENT, "--namespaces-allowed"], timeout=30).returncode == 0
 
 
 def network_namespaces_allowed():
@@ -263,15 +260,11 @@ class MultiProcessRun(unittest.TestCase):
         slots each, TCP between them; ppbench's JSON record, and with `trace` the job's trace.
         `agent_env` sets the agent's PPBENCH_AGENT_* options (own hostnames, a clock ahead)."""
         with tempfile.TemporaryDirectory() as tmp:
-            hosts = os.path.join(tmp, "hosts")
-            with open(hosts, "w") as f:
-                f.write("emulated-node-a slots=2\nemulated-node-b slots=2\n")
+            hosts = write_hostfile(os.path.join(tmp, "hosts"),
+                                   {"emulated-node-a": 2, "emulated-node-b": 2})
             trace_path = os.path.join(tmp, "trace.json")
             r = subprocess.run(
-                [MPIRUN, "-np", "4", "--hostfile", hosts, "--mca", "plm_rsh_agent", LOCAL_AGENT,
-                 "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self",
-                 "--mca", "rtc_hwloc_vmhole", "none",
-                 "--mca", "oob_tcp_if_include", "lo", "--mca", "btl_tcp_if_include", "lo",
+                [MPIRUN, "-np", "4", *mpirun_options(hosts),
                  PPBENCH, "run", *WORKLOAD, *args, "-n", str(N), "--check", "--format", "json",
                  *(["--trace-out", trace_path] if trace else [])],
                 capture_output=True, text=True, timeout=120, env=dict(ENV, **(agent_env or {})))
