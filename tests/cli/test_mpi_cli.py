@@ -376,11 +376,17 @@ class MultiProcessRun(unittest.TestCase):
         mpi_duplex = os.path.join(os.path.dirname(os.path.abspath(PPBENCH)), "benchmarks",
                                   "mpi_duplex")
         if os.path.exists(mpi_duplex):
-            self.assertGreater(rec["link"]["mpi"]["one_way_bytes_per_s"], 0)
-            self.assertGreater(rec["link"]["mpi"]["both_ways_bytes_per_s"], 0)
+            self.assertEqual(sorted(rec["link"]["mpi"]), ["put", "send"])  # by each protocol
+            for mpi in rec["link"]["mpi"].values():
+                self.assertGreater(mpi["one_way_bytes_per_s"], 0)
+                self.assertGreater(mpi["both_ways_bytes_per_s"], 0)
+                self.assertTrue(0 < mpi["both_ways_first_share"] <= 1, mpi)
         else:
             self.assertIsNone(rec["link"]["mpi"])
-        self.assertEqual(len(rec["rows"]), 2)  # OpenMPI's own all-reduce and its ring
+        # OpenMPI's own all-reduce and its ring, each by both of its TCP protocols
+        self.assertEqual(sorted((row["algorithm"], row["protocol"]) for row in rec["rows"]),
+                         [("default", "put"), ("default", "send"), ("ring", "put"),
+                          ("ring", "send")])
         for row in rec["rows"]:
             self.assertEqual(row["runs"][0]["hosts"], ["ppb-node-0", "ppb-node-1"])
             self.assertEqual(row["bytes"], grads)  # every gradient, once

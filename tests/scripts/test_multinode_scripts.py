@@ -27,6 +27,8 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
     (["--replicas", "2,x"], "is not a comma-separated list of integers"),
     (["--widths", "8"], "each width must be 16 to 4096"),
     (["--repeats", "0"], "must be a positive integer"),
+    (["--protocols", "rdma"], "each protocol once, of put, send"),
+    (["--protocols", "put,put"], "each protocol once, of put, send"),
 ])
 def test_the_benchmark_refuses_bad_options_in_one_line(args, says):
     r = run(sys.executable, str(BENCH), *args)
