@@ -170,7 +170,7 @@ bench-mpi: build  ## MPI transport vs in-process mailboxes: hand-over latency, b
 	$(PYTHON) benchmarks/mpi_transport.py --ppbench $(PPBENCH) --out $(MPI_BENCH_RESULTS) $(MPI_BENCH_FLAGS)
 
 # Data-parallel all-reduces between emulated nodes (a network namespace each, a shaped link),
-# measured beside the simulator's ring formula for that link (about a minute; root; exit 3
+# measured beside the simulator's ring formula for that link (about two minutes; root; exit 3
 # where network namespaces cannot be made).
 bench-link: build  ## all-reduce across emulated nodes on a 1 Gbit/s link vs the ring formula (results/latest/allreduce_link.json)
 	$(PYTHON) benchmarks/allreduce_link.py --ppbench $(PPBENCH) --out $(LINK_BENCH_RESULTS) $(LINK_BENCH_FLAGS)
