@@ -26,8 +26,8 @@ ring formula
 and the bus bandwidth the measurement implies, 2 (R - 1) / R x bytes / time, as a share of the
 goodput.
 
-The protocols are the two ways OpenMPI's TCP transport (btl tcp) carries a message past its
-eager limit: `put`, its default, emulating a remote write of the rest once the receiver has
+The protocols are the two ways OpenMPI's TCP transport (btl tcp) carries a message of 192 KiB or
+more: `put`, its default, emulating a remote write of the rest once the receiver has
 answered; and `send`, the rest in send/receive fragments (`--mca btl_tcp_flags send,inplace`).
 By `put` the two directions of an exchange with one peer take turns, by `send` they move at once
 (results/perf/README.md, "All-reduces across a link").
@@ -67,7 +67,7 @@ WORKLOAD = ["--workload", "mlp", "--layers", "8", "-b", "8", "--dtype", "f32",
 ALGORITHMS = {"default": [],
               "ring": ["--mca", "coll_tuned_use_dynamic_rules", "1",
                        "--mca", "coll_tuned_allreduce_algorithm", "4"]}
-# How OpenMPI's TCP transport carries a message past its eager limit: its default (an emulated
+# How OpenMPI's TCP transport carries a message of 192 KiB or more: its default (an emulated
 # remote write, the put flag on), or send/receive fragments only.
 PROTOCOLS = {"put": [], "send": ["--mca", "btl_tcp_flags", "send,inplace"]}
 PROBE_MIB, PING_ROUNDS = 64, 200
