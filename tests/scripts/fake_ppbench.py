@@ -136,31 +136,7 @@ def rank_orders(s: str, d: int, n: int) -> list[list[tuple[str, int]]]:
 
 def simulate(s: str, d: int, n: int, f: float, b: float) -> list[tuple[int, str, int, float, float]]:
     """(rank, op, mb, start, end) of every action, list-scheduled in rank order."""
-    orders = rank_orders(s, d, n)
-    done: dict[tuple[str, int, int], float] = {}
-    pos, clock, events = [0] * d, [0.0] * d, []
-    while any(pos[r] < len(orders[r]) for r in range(d)):
-        progressed = False
-        for r in range(d):
-            while pos[r] < len(orders[r]):
-                op, m = orders[r][pos[r]]
-                if op == "F":
-                    dep = ("F", r - 1, m) if r > 0 else (
-                        ("B", 0, m - 1) if s == "naive" and m > 0 else None)
-                else:
-                    dep = ("B", r + 1, m) if r < d - 1 else ("F", r, m)
-                if dep is not None and dep not in done:
-                    break
-                start = max(clock[r], done[dep] if dep else 0.0)
-                end = start + (f if op == "F" else b)
-                done[(op, r, m)] = end
-                clock[r] = end
-                events.append((r, op, m, start, end))
-                pos[r] += 1
-                progressed = True
-        if not progressed:
-            fail("deadlock in fake schedule", 1)
-    return events
+    return simulate_with(s, d, n, lambda _rank, op: f if op == "F" else b)
 
 
 def peak_alive(events: list, rank: int) -> int:
@@ -356,11 +332,13 @@ def run_main() -> None:
 
 
 def simulate_with(s: str, d: int, n: int, cost) -> list[tuple[int, str, int, float, float]]:
-    """simulate() with a per-(rank, op) cost function."""
+    """(rank, op, mb, start, end) of every action, list-scheduled in rank order, an action of
+    rank r taking cost(r, op)."""
     orders = rank_orders(s, d, n)
     done: dict[tuple[str, int, int], float] = {}
     pos, clock, events = [0] * d, [0.0] * d, []
     while any(pos[r] < len(orders[r]) for r in range(d)):
+        progressed = False
         for r in range(d):
             while pos[r] < len(orders[r]):
                 op, m = orders[r][pos[r]]
@@ -377,6 +355,9 @@ def simulate_with(s: str, d: int, n: int, cost) -> list[tuple[int, str, int, flo
                 clock[r] = end
                 events.append((r, op, m, start, end))
                 pos[r] += 1
+                progressed = True
+        if not progressed:
+            fail("deadlock in fake schedule", 1)
     return events
 
 
