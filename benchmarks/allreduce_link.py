@@ -43,24 +43,19 @@ no MPI in ppbench, not root, no namespaces or tbf); 1 a run failed (its command 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
-import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from emulated_nodes import mpirun_options, write_hostfile  # noqa: E402
-from mpi_bench import MPI_ENV, Failure, positive, record_benchmark  # noqa: E402
+from link_nodes import (RUN_TIMEOUT, emulated, last_line, measure_link, node_names,  # noqa: E402
+                        on_nodes)
+from mpi_bench import Failure, name_list, positive, record_benchmark  # noqa: E402
 
-NODES = ROOT / "scripts" / "emulated-nodes.sh"
-PROBE = Path(__file__).resolve().parent / "link_probe.py"
 WORKLOAD = ["--workload", "mlp", "--layers", "8", "-b", "8", "--dtype", "f32",
             "--schedule", "gpipe", "-n", "2"]
 # OpenMPI's choice, and its ring (coll_tuned's allreduce algorithm 4), the simulator's model.
@@ -70,96 +65,7 @@ ALGORITHMS = {"default": [],
 # How OpenMPI's TCP transport carries a message of 192 KiB or more: its default (an emulated
 # remote write, the put flag on), or send/receive fragments only.
 PROTOCOLS = {"put": [], "send": ["--mca", "btl_tcp_flags", "send,inplace"]}
-PROBE_MIB, PING_ROUNDS = 64, 200
 MPI_PROBE_BYTES = 16 << 20
-RUN_TIMEOUT = 300
-# The nodes have fixed names and addresses: two runs at once on one machine would take each
-# other's down, so a run holds this lock while its nodes exist (a second one waits).
-NODES_LOCK = Path(tempfile.gettempdir()) / "ppbench-emulated-nodes.lock"
-
-
-def node_names(count: int) -> list[str]:
-    return [f"ppb-node-{k}" for k in range(count)]
-
-
-@dataclass
-class Nodes:
-    """What scripts/emulated-nodes.sh up made: each node's address, and their network."""
-    addresses: dict[str, str]
-    network: str  # the subnet the mpirun options name
-
-
-def nodes(action: str, names: list[str], rate: str | None = None) -> Nodes:
-    """scripts/emulated-nodes.sh up|down, and for up what it printed."""
-    cmd = [str(NODES), action, *(["--rate", rate] if rate else []), *names]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        raise Failure(r.stderr.strip() or f"'{' '.join(cmd)}' exited {r.returncode}",
-                      r.returncode if r.returncode in (2, 3) else 1)
-    pairs = (line.split() for line in r.stdout.splitlines())
-    network = re.search(r"oob_tcp_if_include (\S+)", r.stdout)
-    if action == "up" and network is None:
-        raise Failure(f"'{' '.join(cmd)}' named no network for mpirun: {last_line(r.stdout)}")
-    return Nodes({p[0]: p[1] for p in pairs if len(p) == 2 and p[0] in names},
-                 network.group(1) if network else "")
-
-
-def in_node(node: str, *cmd: str) -> list[str]:
-    return ["ip", "netns", "exec", node, *cmd]
-
-
-def measure_link(names: list[str], addresses: dict[str, str]) -> dict:
-    """Goodput both ways at once between the first two nodes, and half the shortest TCP round
-    trip."""
-    a, b = names[0], names[1]
-    probes: list[subprocess.Popen] = []
-    try:
-        for me, peer in ((a, b), (b, a)):
-            probes.append(subprocess.Popen(
-                in_node(me, sys.executable, str(PROBE), "duplex", addresses[me], addresses[peer],
-                        str(PROBE_MIB)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True))
-        rates = []
-        for p in probes:
-            out, err = p.communicate(timeout=RUN_TIMEOUT)
-            if p.returncode != 0:
-                raise Failure(f"the link probe failed: {last_line(err)}")
-            rates.append(json.loads(out)["rx"])
-        echo = subprocess.Popen(in_node(b, sys.executable, str(PROBE), "echo", addresses[b]),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        probes.append(echo)
-        r = subprocess.run(in_node(a, sys.executable, str(PROBE), "ping", addresses[b],
-                                   str(PING_ROUNDS)), capture_output=True, text=True,
-                           timeout=RUN_TIMEOUT)
-        if r.returncode != 0:
-            raise Failure(f"the ping probe failed: {last_line(r.stderr)}")
-        echo.wait(timeout=60)
-    finally:
-        for p in probes:  # none outlives the measurement, whatever ended it
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    ping = json.loads(r.stdout)
-    return {"goodput_bytes_per_s": min(rates), "rates_bytes_per_s": rates,
-            "latency_s": ping["rtt_min"] / 2, "rtt_median_s": ping["rtt_median"]}
-
-
-def last_line(text: str) -> str:
-    return next((l.strip() for l in reversed(text.splitlines()) if l.strip()), "no message")
-
-
-def on_nodes(mpirun: str, names: list[str], network: str, tmp: Path, *program: str,
-             mca: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    """`mpirun -np len(names)`, one process on each named node (its network namespace), over
-    the nodes' `network` only; Failure if it exits non-zero."""
-    hosts = write_hostfile(str(tmp / "hosts"), {n: 1 for n in names})
-    cmd = [mpirun, "-np", str(len(names)), *mpirun_options(hosts, network), *mca, *program]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
-                       env=dict(os.environ, PPBENCH_AGENT_NETNS="1", PPBENCH_AGENT_HOSTNAMES="1",
-                                **MPI_ENV))
-    if r.returncode != 0:
-        raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
-    return r
 
 
 def measure_mpi_link(ppbench: str, mpirun: str, names: list[str], network: str,
@@ -259,20 +165,14 @@ def print_table(result: dict) -> None:
 
 def run_on_nodes(a: argparse.Namespace, names: list[str], mpirun: str, result: dict) -> None:
     """Makes the nodes, measures the link and the all-reduces into `result`, removes the nodes."""
-    try:
-        made = nodes("up", names, a.rate)
+    with emulated(names, a.rate) as made, \
+            tempfile.TemporaryDirectory(prefix="allreduce_link-") as tmp:
         print(f"{len(names)} emulated nodes, each link {a.rate}; measuring the link", flush=True)
         result["link"] = measure_link(names, made.addresses)
-        with tempfile.TemporaryDirectory(prefix="allreduce_link-") as tmp:
-            result["link"]["mpi"] = measure_mpi_link(a.ppbench, mpirun, names, made.network,
-                                                     a.protocols, Path(tmp))
-            result["rows"] = measure(a.ppbench, mpirun, made.network, a.replicas, a.widths,
-                                     a.protocols, a.steps, a.repeats, result["link"], Path(tmp))
-    finally:
-        try:
-            nodes("down", names)
-        except Failure:
-            pass  # what made `up` or a run fail is the message to give
+        result["link"]["mpi"] = measure_mpi_link(a.ppbench, mpirun, names, made.network,
+                                                 a.protocols, Path(tmp))
+        result["rows"] = measure(a.ppbench, mpirun, made.network, a.replicas, a.widths,
+                                 a.protocols, a.steps, a.repeats, result["link"], Path(tmp))
 
 
 def int_list(text: str) -> list[int]:
@@ -282,15 +182,6 @@ def int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of integers")
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"'{text}': every value must be a positive integer")
-    return values
-
-
-def protocol_list(text: str) -> list[str]:
-    values = text.split(",")
-    bad = [v for v in values if v not in PROTOCOLS]
-    if bad or len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(
-            f"'{text}': each protocol once, of {', '.join(PROTOCOLS)}")
     return values
 
 
@@ -305,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="R, one process per node (2 to 16, comma-separated; default 2,4)")
     ap.add_argument("--widths", type=int_list, default=[256, 1024],
                     help="MLP widths (8 layers; 16 to 4096; default 256,1024)")
-    ap.add_argument("--protocols", type=protocol_list, default=list(PROTOCOLS),
+    ap.add_argument("--protocols", type=name_list(PROTOCOLS, "protocol"), default=list(PROTOCOLS),
                     help="how OpenMPI's TCP transport carries large messages: put (its "
                          "default), send (btl_tcp_flags send,inplace); comma-separated; default "
                          "put,send")
@@ -320,17 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"benchmark": "allreduce_link", "rate": a.rate, "steps": a.steps,
                     "repeats": a.repeats, "workload": WORKLOAD,
                     "protocols": {p: PROTOCOLS[p] for p in a.protocols}}
-
-    def measure(mpirun: str, result: dict) -> None:
-        try:
-            lock = open(NODES_LOCK, "w")
-        except OSError as e:
-            raise Failure(f"cannot open the emulated nodes' lock {NODES_LOCK}: {e.strerror}", 3)
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            run_on_nodes(a, names, mpirun, result)
-
-    return record_benchmark("allreduce_link", "allreduce-link", a.ppbench, result, measure,
+    return record_benchmark("allreduce_link", "allreduce-link", a.ppbench, result,
+                            lambda mpirun, result: run_on_nodes(a, names, mpirun, result),
                             print_table, a.out)
 
 

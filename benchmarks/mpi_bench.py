@@ -91,6 +91,17 @@ def non_negative(text: str) -> int:
     return value
 
 
+def name_list(allowed, noun: str) -> Callable[[str], list[str]]:
+    """An argument type: a comma-separated list of names from `allowed`, each at most once."""
+    def parse(text: str) -> list[str]:
+        values = text.split(",")
+        if any(v not in allowed for v in values) or len(set(values)) != len(values):
+            raise argparse.ArgumentTypeError(
+                f"'{text}': each {noun} once, of {', '.join(allowed)}")
+        return values
+    return parse
+
+
 def provenance(mpirun: str) -> dict:
     return {"commit": git_commit(), "host": socket.gethostname(), "cpu": cpu_model(),
             "cpu_cores": os.cpu_count(), "kernel": platform.release(),

@@ -56,6 +56,7 @@ def open_mpi():
 
 BENCH_ALLREDUCE_LINK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                    "benchmarks", "allreduce_link.py")
+BENCH_PIPELINE_LINK = os.path.join(os.path.dirname(BENCH_ALLREDUCE_LINK), "pipeline_link.py")
 
 
 def network_namespaces_allowed():
@@ -392,6 +393,38 @@ class MultiProcessRun(unittest.TestCase):
             self.assertEqual(row["bytes"], grads)  # every gradient, once
             self.assertGreater(row["measured_s"], 0)
             self.assertGreater(row["predicted_s"], 0)
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        self.assertNotIn("ppb-node-", left)
+
+    @unittest.skipIf(MPIRUN is not None and not open_mpi(), "needs Open MPI's launch options")
+    @unittest.skipIf(not network_namespaces_allowed(),
+                     "needs network namespaces (root, iproute2's ip and tc)")
+    def test_a_pipeline_across_a_link_by_each_setting(self):
+        # benchmarks/pipeline_link.py end to end: one pipeline rank on each of two emulated
+        # nodes, by each of OpenMPI's ways to carry the hand-overs; the eager setting's limit
+        # lies above the hand-over, and nothing is left.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "pipeline.json")
+            r = subprocess.run(
+                [sys.executable, BENCH_PIPELINE_LINK, "--ppbench", PPBENCH, "--schedules",
+                 "1f1b", "--width", "64", "-b", "8", "--steps", "1", "--repeats", "1",
+                 "--out", out], capture_output=True, text=True, timeout=300, env=ENV)
+            if r.returncode == 3:
+                self.skipTest(r.stderr.strip().splitlines()[-1])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                rec = json.load(f)
+        self.assertEqual(rec["hand_over_bytes"], 8 * 64 * 4)
+        eager = rec["settings"]["eager"]
+        limits = [int(eager[i + 2]) for i in range(0, len(eager), 3)]
+        self.assertEqual(len(limits), 3)
+        self.assertTrue(all(limit > rec["hand_over_bytes"] for limit in limits), eager)
+        self.assertEqual([row["setting"] for row in rec["rows"]], ["default", "send", "eager"])
+        for row in rec["rows"]:
+            self.assertEqual(row["runs"][0]["hosts"], ["ppb-node-0", "ppb-node-1"])
+            self.assertGreater(row["step_s"], 0)
+            self.assertGreater(row["hand_over_max_s"], 0)
+            self.assertTrue(0 <= row["measured_bubble"] < 1, row)
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn("ppb-node-", left)
 

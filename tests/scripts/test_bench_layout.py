@@ -68,6 +68,8 @@ def test_make_bench_writes_only_git_ignored_files(tmp_path, target):
     if target == "bench-link":
         assert "benchmarks/allreduce_link.py" in text
         assert "results/latest/allreduce_link.json" in paths
+        assert "benchmarks/pipeline_link.py" in text
+        assert "results/latest/pipeline_link.json" in paths
     assert paths, text
     for path in paths:
         assert path.startswith(("results/latest/", "plots/latest")), path

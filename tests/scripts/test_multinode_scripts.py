@@ -1,8 +1,8 @@
 """The scripts that emulate several nodes on one machine, benchmarks/allreduce_link.py,
-scripts/emulated-nodes.sh, scripts/mpi-local-agent.sh and scripts/slurm-local.sh: their refusals
-of bad arguments (one line, exit 2, before anything is made or started).
-tests/cli/test_mpi_cli.py runs the benchmark for real where network namespaces are allowed, and
-srun where a Slurm cluster answers."""
+benchmarks/pipeline_link.py, scripts/emulated-nodes.sh, scripts/mpi-local-agent.sh and
+scripts/slurm-local.sh: their refusals of bad arguments (one line, exit 2, before anything is
+made or started). tests/cli/test_mpi_cli.py runs the benchmarks for real where network
+namespaces are allowed, and srun where a Slurm cluster answers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from conftest import ROOT
 
 BENCH = ROOT / "benchmarks" / "allreduce_link.py"
+PIPELINE_BENCH = ROOT / "benchmarks" / "pipeline_link.py"
 NODES = ROOT / "scripts" / "emulated-nodes.sh"
 
 
@@ -37,8 +38,24 @@ def test_the_benchmark_refuses_bad_options_in_one_line(args, says):
     assert r.stdout == ""
 
 
-def test_the_benchmark_needs_a_ppbench(tmp_path):
-    r = run(sys.executable, str(BENCH), "--ppbench", str(tmp_path / "missing"))
+@pytest.mark.parametrize("args,says", [
+    (["--schedules", "chimera"], "each schedule once, of 1f1b, zb-h1, gpipe"),
+    (["--schedules", "1f1b,1f1b"], "each schedule once, of"),
+    (["--settings", "fast"], "each setting once, of default, send, eager"),
+    (["--width", "8"], "--width 8: must be 16 to 4096"),
+    (["-b", "2000"], "-b 2000: must be 1 to 1024"),
+    (["--repeats", "0"], "must be a positive integer"),
+])
+def test_the_pipeline_benchmark_refuses_bad_options_in_one_line(args, says):
+    r = run(sys.executable, str(PIPELINE_BENCH), *args)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("bench", [BENCH, PIPELINE_BENCH])
+def test_the_benchmarks_need_a_ppbench(bench, tmp_path):
+    r = run(sys.executable, str(bench), "--ppbench", str(tmp_path / "missing"))
     assert r.returncode == 2
     assert "no executable ppbench there" in r.stderr
 

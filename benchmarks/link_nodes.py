@@ -1,0 +1,133 @@
+"""The emulated nodes that the link benchmarks (allreduce_link.py, pipeline_link.py) run on:
+R network namespaces behind one bridge, each node's egress shaped to a rate
+(scripts/emulated-nodes.sh), what the link between two of them carries, and `mpirun` with one
+process on each named node. scripts/emulated_nodes.py keeps the launch recipe itself."""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from emulated_nodes import mpirun_options, write_hostfile  # noqa: E402
+from mpi_bench import MPI_ENV, Failure  # noqa: E402
+
+NODES = ROOT / "scripts" / "emulated-nodes.sh"
+PROBE = Path(__file__).resolve().parent / "link_probe.py"
+PROBE_MIB, PING_ROUNDS = 64, 200
+RUN_TIMEOUT = 300
+# The nodes have fixed names and addresses: two runs at once on one machine would take each
+# other's down, so a run holds this lock while its nodes exist (a second one waits).
+NODES_LOCK = Path(tempfile.gettempdir()) / "ppbench-emulated-nodes.lock"
+
+
+def node_names(count: int) -> list[str]:
+    return [f"ppb-node-{k}" for k in range(count)]
+
+
+@dataclass
+class Nodes:
+    """What scripts/emulated-nodes.sh up made: each node's address, and their network."""
+    addresses: dict[str, str]
+    network: str  # the subnet the mpirun options name
+
+
+def last_line(text: str) -> str:
+    return next((l.strip() for l in reversed(text.splitlines()) if l.strip()), "no message")
+
+
+def nodes(action: str, names: list[str], rate: str | None = None) -> Nodes:
+    """scripts/emulated-nodes.sh up|down, and for up what it printed."""
+    cmd = [str(NODES), action, *(["--rate", rate] if rate else []), *names]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise Failure(r.stderr.strip() or f"'{' '.join(cmd)}' exited {r.returncode}",
+                      r.returncode if r.returncode in (2, 3) else 1)
+    pairs = (line.split() for line in r.stdout.splitlines())
+    network = re.search(r"oob_tcp_if_include (\S+)", r.stdout)
+    if action == "up" and network is None:
+        raise Failure(f"'{' '.join(cmd)}' named no network for mpirun: {last_line(r.stdout)}")
+    return Nodes({p[0]: p[1] for p in pairs if len(p) == 2 and p[0] in names},
+                 network.group(1) if network else "")
+
+
+@contextlib.contextmanager
+def emulated(names: list[str], rate: str) -> Iterator[Nodes]:
+    """The nodes `names`, each link `rate`, for the time of the block: made under the lock and
+    removed at its end, also after a failure."""
+    try:
+        lock = open(NODES_LOCK, "w")
+    except OSError as e:
+        raise Failure(f"cannot open the emulated nodes' lock {NODES_LOCK}: {e.strerror}", 3)
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield nodes("up", names, rate)
+        finally:
+            try:
+                nodes("down", names)
+            except Failure:
+                pass  # what made `up` or a run fail is the message to give
+
+
+def in_node(node: str, *cmd: str) -> list[str]:
+    return ["ip", "netns", "exec", node, *cmd]
+
+
+def measure_link(names: list[str], addresses: dict[str, str]) -> dict:
+    """Goodput both ways at once between the first two nodes, and half the shortest TCP round
+    trip."""
+    a, b = names[0], names[1]
+    probes: list[subprocess.Popen] = []
+    try:
+        for me, peer in ((a, b), (b, a)):
+            probes.append(subprocess.Popen(
+                in_node(me, sys.executable, str(PROBE), "duplex", addresses[me], addresses[peer],
+                        str(PROBE_MIB)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True))
+        rates = []
+        for p in probes:
+            out, err = p.communicate(timeout=RUN_TIMEOUT)
+            if p.returncode != 0:
+                raise Failure(f"the link probe failed: {last_line(err)}")
+            rates.append(json.loads(out)["rx"])
+        echo = subprocess.Popen(in_node(b, sys.executable, str(PROBE), "echo", addresses[b]),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        probes.append(echo)
+        r = subprocess.run(in_node(a, sys.executable, str(PROBE), "ping", addresses[b],
+                                   str(PING_ROUNDS)), capture_output=True, text=True,
+                           timeout=RUN_TIMEOUT)
+        if r.returncode != 0:
+            raise Failure(f"the ping probe failed: {last_line(r.stderr)}")
+        echo.wait(timeout=60)
+    finally:
+        for p in probes:  # none outlives the measurement, whatever ended it
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    ping = json.loads(r.stdout)
+    return {"goodput_bytes_per_s": min(rates), "rates_bytes_per_s": rates,
+            "latency_s": ping["rtt_min"] / 2, "rtt_median_s": ping["rtt_median"]}
+
+
+def on_nodes(mpirun: str, names: list[str], network: str, tmp: Path, *program: str,
+             mca: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`mpirun -np len(names)`, one process on each named node (its network namespace), over
+    the nodes' `network` only; Failure if it exits non-zero."""
+    hosts = write_hostfile(str(tmp / "hosts"), {n: 1 for n in names})
+    cmd = [mpirun, "-np", str(len(names)), *mpirun_options(hosts, network), *mca, *program]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                       env=dict(os.environ, PPBENCH_AGENT_NETNS="1", PPBENCH_AGENT_HOSTNAMES="1",
+                                **MPI_ENV))
+    if r.returncode != 0:
+        raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
+    return r

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""A pipeline's hand-overs across a link of known rate, under each way OpenMPI's TCP transport
+can carry them, with the step the simulator replays beside the measured one.
+
+    benchmarks/pipeline_link.py [--ppbench build/ppbench] [--rate 1gbit]
+                                [--schedules 1f1b,zb-h1,gpipe,interleaved-1f1b,dualpipev]
+                                [--settings default,send,eager] [--width 1024] [-b 64]
+                                [--steps 10] [--repeats 2] [--out FILE]
+
+Two emulated nodes (scripts/emulated-nodes.sh: a network namespace each, egress shaped to --rate,
+one bridge) each run one pipeline rank of `mpirun -np 2 ppbench run --pp 2`: an MLP of 4 layers
+of --width, f32, micro-batch -b, N = 8, `--optimizer none`. Every activation and gradient that
+crosses between the ranks (b x width x 4 bytes) crosses the link.
+
+The settings are what OpenMPI's TCP transport (btl tcp, OpenMPI 4.1) does with such a message:
+  default  its own choice: past 64 KiB a rendezvous (the receiver answers before the rest is
+           sent), from 192 KiB with an emulated remote write;
+  send     the rendezvous with send/receive fragments only (--mca btl_tcp_flags send,inplace);
+  eager    no rendezvous: the eager limit raised above the message (btl_tcp_eager_limit,
+           btl_tcp_rndv_eager_limit and btl_tcp_max_send_size), so the sender writes it at once
+           and the receiver finds it waiting.
+A rendezvous moves only while both processes are inside MPI; ppbench's ranks look between their
+actions, so a hand-over can wait for the busy side's action to end. The eager setting shows
+what that wait costs.
+
+For each schedule and setting, `repeats` runs: the median step time of each run (median over
+the runs), the hand-overs of the last step from its trace (each from when both sides were ready
+to when the tensor was in hand: median and largest), the measured bubble and the bubble of the
+simulator's replay of that step's own costs (the record's `predicted`). The link itself is
+measured first (goodput both ways at once, latency).
+
+Writes one JSON record (atomically), default results/perf/pipeline-link/<commit>.json, with
+provenance, and prints a table. Needs root (network namespaces) and iproute2; the nodes are
+removed at the end, also after a failure.
+
+Exit codes: 0 done; 2 a bad option or no ppbench at --ppbench; 3 the machine cannot (no mpirun,
+no MPI in ppbench, not root, no namespaces or tbf); 1 a run failed (its command and last line).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from link_nodes import emulated, measure_link, node_names, on_nodes
+from mpi_bench import Failure, name_list, positive, record_benchmark
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEDULES = ["1f1b", "zb-h1", "gpipe", "interleaved-1f1b", "dualpipev"]
+SETTINGS = ["default", "send", "eager"]
+MICROBATCHES = 8
+
+
+def hand_over_bytes(width: int, microbatch: int) -> int:
+    return microbatch * width * 4  # f32 activations (and their gradients) between the stages
+
+
+def setting_mca(setting: str, message_bytes: int) -> list[str]:
+    """mpirun's options for a setting; eager's limit is the next power of two above the message
+    and its header."""
+    if setting == "send":
+        return ["--mca", "btl_tcp_flags", "send,inplace"]
+    if setting == "eager":
+        limit = 1 << (message_bytes + 4096 - 1).bit_length()
+        return [opt for name in ("btl_tcp_eager_limit", "btl_tcp_rndv_eager_limit",
+                                 "btl_tcp_max_send_size")
+                for opt in ("--mca", name, str(limit))]
+    return []
+
+
+def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, mca: list[str],
+             tmp: Path) -> dict:
+    trace = tmp / "trace.json"
+    r = on_nodes(mpirun, node_names(2), network, tmp, a.ppbench, "run", "--workload", "mlp",
+                 "--layers", "4", "--width", str(a.width), "-b", str(a.microbatch_size),
+                 "--dtype", "f32", "--schedule", schedule, "--pp", "2", "-n", str(MICROBATCHES),
+                 "--steps", str(a.steps), "--warmup", "2", "--optimizer", "none",
+                 "--format", "json", "--trace-out", str(trace), mca=tuple(mca))
+    rec = json.loads(r.stdout)
+    events = json.loads(trace.read_text())["traceEvents"]
+    hand_overs = [e["dur"] * 1e-6 for e in events if e.get("ph") == "X" and e.get("cat") == "comm"]
+    if not hand_overs:
+        raise Failure(f"{schedule}: the trace holds no hand-over between the two ranks")
+    return {"step_s": statistics.median(rec["step_times_s"]),
+            "hand_over_median_s": statistics.median(hand_overs),
+            "hand_over_max_s": max(hand_overs),
+            "measured_bubble": rec["measured"]["bubble_fraction"],
+            "predicted_bubble": rec["predicted"]["bubble_fraction"],
+            "busy_s": [rank["busy"] for rank in rec["measured"]["ranks"]],
+            "hosts": sorted({p["host"] for p in rec["data_parallel"]["per_process"]})}
+
+
+def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
+    names = node_names(2)
+    message = hand_over_bytes(a.width, a.microbatch_size)
+    with emulated(names, a.rate) as made, \
+            tempfile.TemporaryDirectory(prefix="pipeline_link-") as tmp:
+        print(f"2 emulated nodes, each link {a.rate}; measuring the link", flush=True)
+        result["link"] = measure_link(names, made.addresses)
+        result["hand_over_bytes"] = message
+        result["settings"] = {s: setting_mca(s, message) for s in a.settings}
+        rows = []
+        for schedule in a.schedules:
+            for setting in a.settings:
+                runs = [run_once(a, mpirun, made.network, schedule, result["settings"][setting],
+                                 Path(tmp)) for _ in range(a.repeats)]
+                if runs[0]["hosts"] != names:
+                    raise Failure(f"{schedule}: the ranks ran on {runs[0]['hosts']}, not on "
+                                  f"the two nodes {names}")
+                row = {"schedule": schedule, "setting": setting, "runs": runs}
+                for key in ("step_s", "hand_over_median_s", "hand_over_max_s", "measured_bubble",
+                            "predicted_bubble"):
+                    row[key] = statistics.median(run[key] for run in runs)
+                rows.append(row)
+                print(f"  {schedule:17} {setting:8} step {row['step_s'] * 1e3:7.1f} ms  "
+                      f"hand-overs {row['hand_over_median_s'] * 1e3:5.2f} ms median", flush=True)
+        result["rows"] = rows
+
+
+def print_table(result: dict) -> None:
+    link = result["link"]
+    print(f"\nlink {result['rate']}: goodput {link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both "
+          f"ways at once, latency {link['latency_s'] * 1e6:.1f} us; each hand-over "
+          f"{result['hand_over_bytes'] / 1024:.0f} KiB")
+    print(f"{'schedule':<17} {'setting':<8} {'step ms':>8} {'vs default':>10} "
+          f"{'hand-over ms':>12} {'largest':>8} {'bubble':>7} {'replay':>7}")
+    default = {r["schedule"]: r["step_s"] for r in result["rows"] if r["setting"] == "default"}
+    for r in result["rows"]:
+        base = default.get(r["schedule"])
+        change = f"{r['step_s'] / base - 1:+.0%}" if base else ""
+        print(f"{r['schedule']:<17} {r['setting']:<8} {r['step_s'] * 1e3:8.1f} {change:>10} "
+              f"{r['hand_over_median_s'] * 1e3:12.2f} {r['hand_over_max_s'] * 1e3:8.2f} "
+              f"{r['measured_bubble']:7.3f} {r['predicted_bubble']:7.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ppbench", default=str(ROOT / "build" / "ppbench"))
+    ap.add_argument("--out", type=Path,
+                    help="the JSON record (default: results/perf/pipeline-link/<commit>.json)")
+    ap.add_argument("--rate", default="1gbit",
+                    help="each node's link, as tc writes it (e.g. 100mbit, 1gbit; default 1gbit)")
+    ap.add_argument("--schedules", type=name_list(SCHEDULES, "schedule"), default=SCHEDULES,
+                    help=f"comma-separated, of {', '.join(SCHEDULES)} (default all)")
+    ap.add_argument("--settings", type=name_list(SETTINGS, "setting"), default=SETTINGS,
+                    help="how OpenMPI carries the hand-overs: default, send (fragments), eager "
+                         "(no rendezvous); comma-separated; default all three")
+    ap.add_argument("--width", type=positive, default=1024,
+                    help="MLP width (16 to 4096; default 1024)")
+    ap.add_argument("-b", "--microbatch-size", type=positive, default=64,
+                    help="samples per micro-batch (1 to 1024; default 64)")
+    ap.add_argument("--steps", type=positive, default=10, help="measured steps per run")
+    ap.add_argument("--repeats", type=positive, default=2, help="runs of each point")
+    a = ap.parse_args(argv)
+    if not 16 <= a.width <= 4096:
+        ap.error(f"--width {a.width}: must be 16 to 4096")
+    if a.microbatch_size > 1024:
+        ap.error(f"-b {a.microbatch_size}: must be 1 to 1024")
+    result: dict = {"benchmark": "pipeline_link", "rate": a.rate, "width": a.width,
+                    "microbatch_size": a.microbatch_size, "microbatches": MICROBATCHES,
+                    "steps": a.steps, "repeats": a.repeats}
+    return record_benchmark("pipeline_link", "pipeline-link", a.ppbench, result,
+                            lambda mpirun, result: measure(a, mpirun, result), print_table, a.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
