@@ -50,10 +50,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-from link_nodes import (RUN_TIMEOUT, emulated, last_line, measure_link, node_names,  # noqa: E402
-                        on_nodes)
+from link_nodes import (RUN_TIMEOUT, emulated, last_line, link_parser,  # noqa: E402
+                        measure_link, node_names, on_nodes)
 from mpi_bench import Failure, name_list, positive, record_benchmark  # noqa: E402
 
 WORKLOAD = ["--workload", "mlp", "--layers", "8", "-b", "8", "--dtype", "f32",
@@ -186,12 +184,7 @@ def int_list(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ppbench", default=str(ROOT / "build" / "ppbench"))
-    ap.add_argument("--out", type=Path,
-                    help="the JSON record (default: results/perf/allreduce-link/<commit>.json)")
-    ap.add_argument("--rate", default="1gbit",
-                    help="each node's link, as tc writes it (e.g. 100mbit, 1gbit; default 1gbit)")
+    ap = link_parser(__doc__.splitlines()[0], "allreduce-link")
     ap.add_argument("--replicas", type=int_list, default=[2, 4],
                     help="R, one process per node (2 to 16, comma-separated; default 2,4)")
     ap.add_argument("--widths", type=int_list, default=[256, 1024],

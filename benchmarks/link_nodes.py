@@ -4,6 +4,7 @@ R network namespaces behind one bridge, each node's egress shaped to a rate
 process on each named node. scripts/emulated_nodes.py keeps the launch recipe itself."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -28,6 +29,18 @@ RUN_TIMEOUT = 300
 # The nodes have fixed names and addresses: two runs at once on one machine would take each
 # other's down, so a run holds this lock while its nodes exist (a second one waits).
 NODES_LOCK = Path(tempfile.gettempdir()) / "ppbench-emulated-nodes.lock"
+
+
+def link_parser(description: str, folder: str) -> argparse.ArgumentParser:
+    """The options every link benchmark takes: --ppbench, --out (default
+    results/perf/<folder>/<commit>.json) and --rate."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--ppbench", default=str(ROOT / "build" / "ppbench"))
+    ap.add_argument("--out", type=Path,
+                    help=f"the JSON record (default: results/perf/{folder}/<commit>.json)")
+    ap.add_argument("--rate", default="1gbit",
+                    help="each node's link, as tc writes it (e.g. 100mbit, 1gbit; default 1gbit)")
+    return ap
 
 
 def node_names(count: int) -> list[str]:

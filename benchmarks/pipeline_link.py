@@ -45,10 +45,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from link_nodes import emulated, measure_link, node_names, on_nodes
+from link_nodes import emulated, link_parser, measure_link, node_names, on_nodes
 from mpi_bench import Failure, name_list, positive, record_benchmark
 
-ROOT = Path(__file__).resolve().parent.parent
 SCHEDULES = ["1f1b", "zb-h1", "gpipe", "interleaved-1f1b", "dualpipev"]
 SETTINGS = ["default", "send", "eager"]
 MICROBATCHES = 8
@@ -137,12 +136,7 @@ def print_table(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ppbench", default=str(ROOT / "build" / "ppbench"))
-    ap.add_argument("--out", type=Path,
-                    help="the JSON record (default: results/perf/pipeline-link/<commit>.json)")
-    ap.add_argument("--rate", default="1gbit",
-                    help="each node's link, as tc writes it (e.g. 100mbit, 1gbit; default 1gbit)")
+    ap = link_parser(__doc__.splitlines()[0], "pipeline-link")
     ap.add_argument("--schedules", type=name_list(SCHEDULES, "schedule"), default=SCHEDULES,
                     help=f"comma-separated, of {', '.join(SCHEDULES)} (default all)")
     ap.add_argument("--settings", type=name_list(SETTINGS, "setting"), default=SETTINGS,

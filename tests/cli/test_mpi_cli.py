@@ -356,17 +356,8 @@ class MultiProcessRun(unittest.TestCase):
         # benchmarks/allreduce_link.py end to end on two emulated nodes, each in a network
         # namespace of its own behind a 1 Gbit/s link: the processes ran on two nodes, the
         # all-reduce moved the bytes the simulator's ring formula counts, and nothing is left.
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "link.json")
-            r = subprocess.run(
-                [sys.executable, BENCH_ALLREDUCE_LINK, "--ppbench", PPBENCH, "--replicas", "2",
-                 "--widths", "64", "--repeats", "1", "--steps", "1", "--out", out],
-                capture_output=True, text=True, timeout=300, env=ENV)
-            if r.returncode == 3:  # the machine cannot (a kernel without tbf, say): its line
-                self.skipTest(r.stderr.strip().splitlines()[-1])
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(out) as f:
-                rec = json.load(f)
+        rec = self.link_benchmark(BENCH_ALLREDUCE_LINK, "--replicas", "2", "--widths", "64",
+                                  "--repeats", "1", "--steps", "1")
         memory = threads("memory", "--workload", "mlp", "--layers", "8", "--width", "64",
                          "--dtype", "f32", "--schedule", "gpipe", "--devices", "1",
                          "--microbatches", "2", "--format", "json")
@@ -403,17 +394,8 @@ class MultiProcessRun(unittest.TestCase):
         # benchmarks/pipeline_link.py end to end: one pipeline rank on each of two emulated
         # nodes, by each of OpenMPI's ways to carry the hand-overs; the eager setting's limit
         # lies above the hand-over, and nothing is left.
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "pipeline.json")
-            r = subprocess.run(
-                [sys.executable, BENCH_PIPELINE_LINK, "--ppbench", PPBENCH, "--schedules",
-                 "1f1b", "--width", "64", "-b", "8", "--steps", "1", "--repeats", "1",
-                 "--out", out], capture_output=True, text=True, timeout=300, env=ENV)
-            if r.returncode == 3:
-                self.skipTest(r.stderr.strip().splitlines()[-1])
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(out) as f:
-                rec = json.load(f)
+        rec = self.link_benchmark(BENCH_PIPELINE_LINK, "--schedules", "1f1b", "--width", "64",
+                                  "-b", "8", "--steps", "1", "--repeats", "1")
         self.assertEqual(rec["hand_over_bytes"], 8 * 64 * 4)
         eager = rec["settings"]["eager"]
         limits = [int(eager[i + 2]) for i in range(0, len(eager), 3)]
@@ -427,6 +409,19 @@ class MultiProcessRun(unittest.TestCase):
             self.assertTrue(0 <= row["measured_bubble"] < 1, row)
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn("ppb-node-", left)
+
+    def link_benchmark(self, script, *args):
+        """The record of a link benchmark run with `args`; skips where the machine cannot (exit
+        3: a kernel without tbf, say), with its line."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "record.json")
+            r = subprocess.run([sys.executable, script, "--ppbench", PPBENCH, *args, "--out", out],
+                               capture_output=True, text=True, timeout=300, env=ENV)
+            if r.returncode == 3:
+                self.skipTest(r.stderr.strip().splitlines()[-1])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                return json.load(f)
 
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:
