@@ -177,7 +177,8 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
   r["launch"] = {{"transport", "nccl"},
                  {"processes", world.size()},
                  {"pipeline_ranks", d},
-                 {"replicas", dp.replicas}};
+                 {"replicas", dp.replicas},
+                 {"mpi", mpi::mpi_library_json(mpi::process_environment())}};
   r["gpu"] = {{"placement", "one GPU per process, by local rank"},
               {"gpu_names", devices->gpu_names.front()},
               {"transport", cuda::transport_name(*transport)},

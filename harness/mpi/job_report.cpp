@@ -1,5 +1,7 @@
 #include "harness/mpi/job_report.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -203,6 +205,41 @@ void summarize_replica0_gradients(const WorkloadSpec& spec,
         if (sum.empty()) sum.assign(h->grad.size(), 0.0);
         for (std::size_t i = 0; i < h->grad.size(); ++i) sum[i] += h->grad[i];
       });
+}
+
+nlohmann::json mpi_library_json(const std::vector<std::string>& environment) {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  check(MPI_Get_library_version(text, &len), "MPI_Get_library_version");
+  std::string library(text, static_cast<std::size_t>(len));
+  library = library.substr(0, library.find('\n'));
+  int version = 0, subversion = 0;
+  check(MPI_Get_version(&version, &subversion), "MPI_Get_version");
+  nlohmann::json settings = nlohmann::json::object();
+  const std::string prefix = "OMPI_MCA_";
+  for (const std::string& entry : environment) {
+    const std::size_t eq = entry.find('=');
+    if (eq == std::string::npos || entry.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string name = entry.substr(prefix.size(), eq - prefix.size());
+    // The frameworks that carry messages and collectives; mpirun's own bookkeeping (orte_*,
+    // ess_*, pmix) says nothing about them.
+    for (const char* framework : {"btl", "pml", "mtl", "coll"}) {
+      const std::string f = framework;
+      if (name == f || name.compare(0, f.size() + 1, f + "_") == 0) {
+        settings[name] = entry.substr(eq + 1);
+        break;
+      }
+    }
+  }
+  return {{"library", library},
+          {"standard", std::to_string(version) + "." + std::to_string(subversion)},
+          {"settings", settings}};
+}
+
+std::vector<std::string> process_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
 }
 
 void count_every_replica(nlohmann::json& record, int replicas) {

@@ -136,6 +136,17 @@ void summarize_replica0_gradients(const WorkloadSpec& spec,
 // A record's throughput counts every replica's samples: the step trains on R x N micro-batches.
 void count_every_replica(nlohmann::json& record, int replicas);
 
+// The MPI library this process runs on and how its transports were set, for the record's
+// `launch.mpi`: `library` (the first line of MPI_Get_library_version), `standard` (MPI_Get_version)
+// and `settings`, every Open MPI parameter of the point-to-point and collective frameworks (btl,
+// pml, mtl, coll) set in `environment` ("NAME=VALUE" strings; mpirun passes each `--mca NAME
+// VALUE` as OMPI_MCA_NAME), as {NAME: VALUE}. A run's hand-overs and all-reduces depend on
+// them as much as on the network (docs/multi-process.md).
+nlohmann::json mpi_library_json(const std::vector<std::string>& environment);
+
+// This process's environment as "NAME=VALUE" strings.
+std::vector<std::string> process_environment();
+
 // The whole job's metrics: every process's busy time against the job's makespan (first action
 // of any process to the last action or all-reduce of any), and each process's all-reduces.
 nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement& placement,

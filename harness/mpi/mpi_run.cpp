@@ -178,7 +178,8 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
                  {"replicas", dp.replicas},
                  // How long process 0's waits spin before they nap (0: its node is
                  // oversubscribed).
-                 {"spin_us", spin.count()}};
+                 {"spin_us", spin.count()},
+                 {"mpi", mpi::mpi_library_json(mpi::process_environment())}};
   r["data_parallel"] = mpi::job_json(procs, s.placement, n, samples, dp.overlap);
   mpi::count_every_replica(r, dp.replicas);
   if (o.check)

@@ -145,6 +145,22 @@ class MultiProcessRun(unittest.TestCase):
                 ran += self.run_family(family, 4, 1) is not None
         self.assertGreaterEqual(ran, 12)
 
+    def test_the_record_names_the_mpi_library_and_its_transport_settings(self):
+        # What the hand-overs and all-reduces depend on besides the network: the library, and
+        # the transport settings given to mpirun (each --mca reaches the processes as OMPI_MCA_).
+        r = subprocess.run(
+            [MPIRUN, "-np", "2", "--mca", "btl_tcp_eager_limit", "131072", PPBENCH, "run",
+             *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "-n", "2", "--format", "json"],
+            capture_output=True, text=True, timeout=300, env=ENV)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        launch = json.loads(r.stdout)["launch"]["mpi"]
+        if open_mpi():
+            self.assertIn("Open MPI", launch["library"])
+            self.assertEqual(launch["settings"]["btl_tcp_eager_limit"], "131072")
+            # mpirun's own bookkeeping is left out
+            self.assertFalse([k for k in launch["settings"] if k.startswith(("orte", "ess"))])
+        self.assertRegex(launch["standard"], r"^\d+\.\d+$")
+
     def test_processes_sharing_cores_are_replayed_on_them(self):
         # One replica of four processes: where they outnumber the cores they may run on, each
         # records its CPU time and the replay runs on those cores, as for rank threads; with a

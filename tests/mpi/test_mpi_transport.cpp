@@ -1,10 +1,12 @@
 // The MPI transport between two processes (run by ctest under mpirun -np 2): the bounded-channel
 // semantics the validator proves deadlock-free (a send waits while `capacity` of its messages
 // are unreceived), receives matched by name in any order, waits that give up at their deadline
-// or at abort(), and the CPU tensors' wire form.
+// or at abort(), the CPU tensors' wire form, and what a record says of the MPI library.
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 
 #include "harness/executor/rank_passes.h"
 #include "harness/mpi/cpu_codec.h"
+#include "harness/mpi/job_report.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/mpi_transport.h"
 #include "harness/mpi/nccl_bootstrap.h"
@@ -234,6 +237,25 @@ TEST(ClockOffset, TheTrueOffsetLiesWithinTheReportedUncertainty) {
 
 }  // namespace
 }  // namespace ppbench::mpi
+
+TEST(MpiLibrary, TheRecordNamesTheLibraryAndOnlyTheTransportSettings) {
+  const nlohmann::json j = ppbench::mpi::mpi_library_json(
+      {"OMPI_MCA_btl=tcp,self", "OMPI_MCA_btl_tcp_flags=send,inplace",
+       "OMPI_MCA_btl_tcp_eager_limit=524288", "OMPI_MCA_pml=ob1", "OMPI_MCA_coll_tuned_x=4",
+       "OMPI_MCA_orte_hnp_uri=1.0;tcp://10.0.0.1:5", "OMPI_MCA_btlish=1", "OMPI_MCA_mtl",
+       "PATH=/usr/bin", "OMPI_MCA_=x"});
+  EXPECT_EQ(j["settings"], (nlohmann::json{{"btl", "tcp,self"},
+                                           {"btl_tcp_flags", "send,inplace"},
+                                           {"btl_tcp_eager_limit", "524288"},
+                                           {"pml", "ob1"},
+                                           {"coll_tuned_x", "4"}}));
+  // The library's own words, one line; the standard as MAJOR.MINOR.
+  const std::string library = j["library"];
+  EXPECT_FALSE(library.empty());
+  EXPECT_EQ(library.find('\n'), std::string::npos);
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(j["standard"].get<std::string>()[0])));
+  EXPECT_EQ(j["standard"].get<std::string>()[1], '.');
+}
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
