@@ -50,9 +50,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from link_nodes import (RUN_TIMEOUT, emulated, last_line, link_parser,  # noqa: E402
-                        measure_link, node_names, on_nodes)
-from mpi_bench import Failure, name_list, positive, record_benchmark  # noqa: E402
+from link_nodes import (RUN_TIMEOUT, emulated, last_line, link_parser, measure_link,
+                        node_names, on_nodes, require_settings)
+from mpi_bench import Failure, name_list, positive, record_benchmark
 
 WORKLOAD = ["--workload", "mlp", "--layers", "8", "-b", "8", "--dtype", "f32",
             "--schedule", "gpipe", "-n", "2"]
@@ -86,10 +86,13 @@ def run_allreduce(ppbench: str, mpirun: str, names: list[str], network: str, wid
                   algorithm: str, protocol: str, steps: int, tmp: Path) -> dict:
     """One `mpirun -np R ppbench run --pp 1 --dp R`, a process per node: the last step's
     all-reduce bytes and the shortest of the processes' all-reduce times."""
-    r = on_nodes(mpirun, names, network, tmp, ppbench, "run", *WORKLOAD, "--width", str(width), "--pp",
-                 "1", "--dp", str(len(names)), "--optimizer", "none", "--steps", str(steps),
-                 "--warmup", "1", "--format", "json", mca=(*ALGORITHMS[algorithm], *PROTOCOLS[protocol]))
-    procs = json.loads(r.stdout)["data_parallel"]["per_process"]
+    mca = (*ALGORITHMS[algorithm], *PROTOCOLS[protocol])
+    r = on_nodes(mpirun, names, network, tmp, ppbench, "run", *WORKLOAD, "--width", str(width),
+                 "--pp", "1", "--dp", str(len(names)), "--optimizer", "none", "--steps",
+                 str(steps), "--warmup", "1", "--format", "json", mca=mca)
+    rec = json.loads(r.stdout)
+    require_settings(rec, mca, f"{algorithm} by {protocol}")
+    procs = rec["data_parallel"]["per_process"]
     return {"bytes": procs[0]["allreduce_bytes"],
             "allreduce_s": min(p["allreduce_s"] for p in procs),
             "per_process_s": [p["allreduce_s"] for p in procs],

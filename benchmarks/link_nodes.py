@@ -144,3 +144,12 @@ def on_nodes(mpirun: str, names: list[str], network: str, tmp: Path, *program: s
     if r.returncode != 0:
         raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
     return r
+
+
+def require_settings(record: dict, mca: list[str] | tuple[str, ...], what: str) -> None:
+    """Failure unless a ppbench record's processes ran with every `--mca NAME VALUE` in `mca`
+    (its launch.mpi.settings)."""
+    applied = record["launch"]["mpi"]["settings"]
+    given = dict(zip(mca[1::3], mca[2::3]))
+    if any(applied.get(name) != value for name, value in given.items()):
+        raise Failure(f"{what}: the processes ran with {applied}, not with {given}")

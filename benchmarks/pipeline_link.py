@@ -45,7 +45,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from link_nodes import emulated, link_parser, measure_link, node_names, on_nodes
+from link_nodes import (emulated, link_parser, measure_link, node_names, on_nodes,
+                        require_settings)
 from mpi_bench import Failure, name_list, positive, record_benchmark
 
 SCHEDULES = ["1f1b", "zb-h1", "gpipe", "interleaved-1f1b", "dualpipev"]
@@ -79,11 +80,7 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, mc
                  "--steps", str(a.steps), "--warmup", "2", "--optimizer", "none",
                  "--format", "json", "--trace-out", str(trace), mca=tuple(mca))
     rec = json.loads(r.stdout)
-    # The setting reached the processes: their record names each parameter given.
-    applied = rec["launch"]["mpi"]["settings"]
-    given = dict(zip(mca[1::3], mca[2::3]))
-    if any(applied.get(name) != value for name, value in given.items()):
-        raise Failure(f"{schedule}: the processes ran with {applied}, not with {given}")
+    require_settings(rec, mca, schedule)
     events = json.loads(trace.read_text())["traceEvents"]
     hand_overs = [e["dur"] * 1e-6 for e in events if e.get("ph") == "X" and e.get("cat") == "comm"]
     if not hand_overs:
