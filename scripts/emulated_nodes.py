@@ -1,8 +1,8 @@
 """How a job is launched over nodes emulated on this machine (docs/multi-process.md, "Two nodes
 on one machine"): the hostfile, and the mpirun options that start each node's daemon through
 scripts/mpi-local-agent.sh and keep the nodes apart. One home for the recipe that the multi-node
-tests, scripts/explore_runs.py and benchmarks/allreduce_link.py launch with. Standard library
-only."""
+tests, scripts/explore_runs.py and the link benchmarks (benchmarks/link_nodes.py) launch with.
+Standard library only."""
 from __future__ import annotations
 
 import os

@@ -81,12 +81,9 @@ def compute_events(trace: dict) -> list[dict]:
             if e.get("ph") == "X" and e.get("pid", 0) == 0 and e.get("cat") != "comm"]
 
 
-def comm_events(trace: dict) -> list[dict]:
-    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "comm"]
-
-
-def step_events(trace: dict, cat: str) -> list[dict]:
-    """A rank's work outside its actions: "update" (optimizer) or "allreduce" events."""
+def events_of(trace: dict, cat: str) -> list[dict]:
+    """The spans of one category outside the actions: "comm" (transfers), "update" (optimizer)
+    or "allreduce" events."""
     return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat]
 
 
@@ -180,8 +177,8 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
     boxes, ranks = build_boxes(compute_events(trace))
     if not boxes:
         raise ValueError("trace has no compute events (ph 'X', pid 0)")
-    updates = step_events(trace, "update")
-    allreduces = step_events(trace, "allreduce")
+    updates = events_of(trace, "update")
+    allreduces = events_of(trace, "allreduce")
     # The step runs from its first action, update or all-reduce to the last one's end.
     spans = [(b.start, b.start + b.dur) for b in boxes] + [
         (float(e["ts"]) / US_PER_UNIT, (float(e["ts"]) + float(e.get("dur", 0))) / US_PER_UNIT)
@@ -240,12 +237,13 @@ def rect(x: float, w: float, row: float, height: float) -> list[tuple[float, flo
 
 
 def draw_spans(ax, events: list[dict], t0: float, ranks: int, offset: float, height: float,
-               colour: str, zorder: int) -> bool:
-    """Each event as a rectangle `height` high, centred `offset` below its rank's row (tid);
-    returns whether any were drawn."""
+               colour: str, zorder: int, row=lambda e: e.get("tid")) -> bool:
+    """Each event as a rectangle `height` high, centred `offset` below the row of its rank
+    (`row(event)`: its tid unless told); returns whether any were drawn (zero-duration events
+    are not)."""
     shapes = []
     for e in events:
-        rank, dur = e.get("tid"), float(e.get("dur", 0)) / US_PER_UNIT
+        rank, dur = row(e), float(e.get("dur", 0)) / US_PER_UNIT
         if isinstance(rank, int) and 0 <= rank < ranks and dur > 0:
             shapes.append(rect(float(e["ts"]) / US_PER_UNIT - t0, dur, rank + offset, height))
     if shapes:
@@ -256,18 +254,10 @@ def draw_spans(ax, events: list[dict], t0: float, ranks: int, offset: float, hei
 
 def draw_comm(ax, trace: dict, t0: float, ranks: int, height: float) -> bool:
     """Thin dark strips along the bottom of the receiving rank's row while a transfer is in
-    flight; returns whether any were drawn (zero-duration transfers are not)."""
-    strips = []
-    for e in comm_events(trace):
-        dst = (e.get("args") or {}).get("dst", e.get("tid"))
-        dur = float(e.get("dur", 0)) / US_PER_UNIT
-        if isinstance(dst, int) and 0 <= dst < ranks and dur > 0:
-            start = float(e["ts"]) / US_PER_UNIT - t0
-            strips.append(rect(start, dur, dst + height / 2 - 0.05, 0.1))
-    if strips:
-        ax.add_collection(PolyCollection(strips, facecolors=COMM_COLOUR, edgecolors="none",
-                                         zorder=3))
-    return bool(strips)
+    flight; returns whether any were drawn."""
+    return draw_spans(ax, events_of(trace, "comm"), t0, ranks, height / 2 - 0.05, 0.1,
+                      COMM_COLOUR, zorder=3,
+                      row=lambda e: (e.get("args") or {}).get("dst", e.get("tid")))
 
 
 def draw_labels(ax, boxes: list[Box], colours, t0: float, makespan: float,

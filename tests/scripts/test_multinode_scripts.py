@@ -23,31 +23,22 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
     return subprocess.run(list(cmd), capture_output=True, text=True, timeout=60, check=False)
 
 
-@pytest.mark.parametrize("args,says", [
-    (["--replicas", "1"], "each R must be 2 to 16"),
-    (["--replicas", "2,x"], "is not a comma-separated list of integers"),
-    (["--widths", "8"], "each width must be 16 to 4096"),
-    (["--repeats", "0"], "must be a positive integer"),
-    (["--protocols", "rdma"], "each protocol once, of put, send"),
-    (["--protocols", "put,put"], "each protocol once, of put, send"),
+@pytest.mark.parametrize("bench,args,says", [
+    (BENCH, ["--replicas", "1"], "each R must be 2 to 16"),
+    (BENCH, ["--replicas", "2,x"], "is not a comma-separated list of integers"),
+    (BENCH, ["--widths", "8"], "each width must be 16 to 4096"),
+    (BENCH, ["--repeats", "0"], "must be a positive integer"),
+    (BENCH, ["--protocols", "rdma"], "each protocol once, of put, send"),
+    (BENCH, ["--protocols", "put,put"], "each protocol once, of put, send"),
+    (PIPELINE_BENCH, ["--schedules", "chimera"], "each schedule once, of 1f1b, zb-h1, gpipe"),
+    (PIPELINE_BENCH, ["--schedules", "1f1b,1f1b"], "each schedule once, of"),
+    (PIPELINE_BENCH, ["--settings", "fast"], "each setting once, of default, send, eager"),
+    (PIPELINE_BENCH, ["--width", "8"], "--width 8: must be 16 to 4096"),
+    (PIPELINE_BENCH, ["-b", "2000"], "-b 2000: must be 1 to 1024"),
+    (PIPELINE_BENCH, ["--repeats", "0"], "must be a positive integer"),
 ])
-def test_the_benchmark_refuses_bad_options_in_one_line(args, says):
-    r = run(sys.executable, str(BENCH), *args)
-    assert r.returncode == 2, r.stderr
-    assert says in r.stderr
-    assert r.stdout == ""
-
-
-@pytest.mark.parametrize("args,says", [
-    (["--schedules", "chimera"], "each schedule once, of 1f1b, zb-h1, gpipe"),
-    (["--schedules", "1f1b,1f1b"], "each schedule once, of"),
-    (["--settings", "fast"], "each setting once, of default, send, eager"),
-    (["--width", "8"], "--width 8: must be 16 to 4096"),
-    (["-b", "2000"], "-b 2000: must be 1 to 1024"),
-    (["--repeats", "0"], "must be a positive integer"),
-])
-def test_the_pipeline_benchmark_refuses_bad_options_in_one_line(args, says):
-    r = run(sys.executable, str(PIPELINE_BENCH), *args)
+def test_the_benchmarks_refuse_bad_options_in_one_line(bench, args, says):
+    r = run(sys.executable, str(bench), *args)
     assert r.returncode == 2, r.stderr
     assert says in r.stderr
     assert r.stdout == ""
