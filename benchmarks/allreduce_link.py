@@ -45,13 +45,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from link_nodes import (RUN_TIMEOUT, emulated, last_line, link_parser, measure_link,
-                        node_names, on_nodes, require_settings)
+from link_nodes import (emulated, link_parser, measure_link, node_names, on_nodes,
+                        require_settings, simulate)
 from mpi_bench import Failure, name_list, positive, record_benchmark
 
 WORKLOAD = ["--workload", "mlp", "--layers", "8", "-b", "8", "--dtype", "f32",
@@ -100,13 +99,9 @@ def run_allreduce(ppbench: str, mpirun: str, names: list[str], network: str, wid
 
 
 def simulate_allreduce(ppbench: str, replicas: int, width: int, link: dict) -> dict:
-    cmd = [ppbench, "simulate", *WORKLOAD, "--width", str(width), "-d", "1",
-           "--dp", str(replicas), "--dp-bandwidth", f"{link['goodput_bytes_per_s'] / 1e9:.9g}",
-           "--dp-latency", f"{link['latency_s'] * 1e6:.6g}", "--format", "json"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    if r.returncode != 0:
-        raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
-    rec = json.loads(r.stdout)
+    rec = simulate(ppbench, *WORKLOAD, "--width", str(width), "-d", "1", "--dp", str(replicas),
+                   "--dp-bandwidth", f"{link['goodput_bytes_per_s'] / 1e9:.9g}",
+                   "--dp-latency", f"{link['latency_s'] * 1e6:.6g}")
     return {"bytes": rec["allreduce_bytes"], "allreduce_s": rec["allreduce_time"]}
 
 

@@ -146,6 +146,15 @@ def on_nodes(mpirun: str, names: list[str], network: str, tmp: Path, *program: s
     return r
 
 
+def simulate(ppbench: str, *args: str) -> dict:
+    """`ppbench simulate ARGS --format json`'s record; Failure if it exits non-zero."""
+    cmd = [ppbench, "simulate", *args, "--format", "json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    if r.returncode != 0:
+        raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
+    return json.loads(r.stdout)
+
+
 def require_settings(record: dict, mca: list[str] | tuple[str, ...], what: str) -> None:
     """Failure unless a ppbench record's processes ran with every `--mca NAME VALUE` in `mca`
     (its launch.mpi.settings)."""

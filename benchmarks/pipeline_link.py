@@ -29,6 +29,12 @@ to when the tensor was in hand: median and largest), the measured bubble and the
 simulator's replay of that step's own costs (the record's `predicted`). The link itself is
 measured first (goodput both ways at once, latency).
 
+Beside them, the step the simulator models without any measured hand-over (`modelled_step_s`):
+`simulate --device-profile` with the run's own action times (`run --profile-out`), each
+hand-over the link's latency plus its bytes at the link's goodput, and, for the default and
+send settings, `--eager-limit 65536` (OpenMPI's TCP eager limit): past it a tensor leaves only
+once its receiver has reached the action that needs it and its sender is between actions.
+
 Writes one JSON record (atomically), default results/perf/pipeline-link/<commit>.json, with
 provenance, and prints a table. Needs root (network namespaces) and iproute2; the nodes are
 removed at the end, also after a failure.
@@ -46,11 +52,12 @@ import tempfile
 from pathlib import Path
 
 from link_nodes import (emulated, link_parser, measure_link, node_names, on_nodes,
-                        require_settings)
+                        require_settings, simulate)
 from mpi_bench import Failure, name_list, positive, record_benchmark
 
 SCHEDULES = ["1f1b", "zb-h1", "gpipe", "interleaved-1f1b", "dualpipev"]
 SETTINGS = ["default", "send", "eager"]
+OPENMPI_TCP_EAGER_LIMIT = 65536  # btl_tcp_eager_limit's default (OpenMPI 4.1)
 MICROBATCHES = 8
 
 
@@ -71,14 +78,38 @@ def setting_mca(setting: str, message_bytes: int) -> list[str]:
     return []
 
 
-def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, mca: list[str],
-             tmp: Path) -> dict:
-    trace = tmp / "trace.json"
-    r = on_nodes(mpirun, node_names(2), network, tmp, a.ppbench, "run", "--workload", "mlp",
-                 "--layers", "4", "--width", str(a.width), "-b", str(a.microbatch_size),
-                 "--dtype", "f32", "--schedule", schedule, "--pp", "2", "-n", str(MICROBATCHES),
+def step_args(a: argparse.Namespace, schedule: str) -> list[str]:
+    """The workload and schedule, for `run` and `simulate` alike."""
+    return ["--workload", "mlp", "--layers", "4", "--width", str(a.width),
+            "-b", str(a.microbatch_size), "--dtype", "f32", "--schedule", schedule, "--pp", "2",
+            "-n", str(MICROBATCHES)]
+
+
+def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: str,
+                  link: dict, message: int) -> float:
+    """The step `simulate` predicts from the run's own action times (its measured profile) and
+    the measured link: each hand-over its latency plus its bytes at the link's goodput, and past
+    OpenMPI's eager limit (all but the eager setting) by rendezvous, each control message taking
+    the link's latency."""
+    measured = json.loads(profile.read_text())
+    stages = measured["stages"]
+    for k, stage in enumerate(stages):
+        stage["comm"] = (link["latency_s"] + message / link["goodput_bytes_per_s"]
+                         if k + 1 < len(stages) else 0)
+    measured["link_latency"] = link["latency_s"]
+    profile.write_text(json.dumps(measured))
+    eager_limit = [] if setting == "eager" else ["--eager-limit", str(OPENMPI_TCP_EAGER_LIMIT)]
+    return simulate(a.ppbench, *step_args(a, schedule), "--device-profile", str(profile),
+                    *eager_limit)["makespan"]
+
+
+def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, setting: str,
+             mca: list[str], link: dict, tmp: Path) -> dict:
+    trace, profile = tmp / "trace.json", tmp / "profile.json"
+    r = on_nodes(mpirun, node_names(2), network, tmp, a.ppbench, "run", *step_args(a, schedule),
                  "--steps", str(a.steps), "--warmup", "2", "--optimizer", "none",
-                 "--format", "json", "--trace-out", str(trace), mca=tuple(mca))
+                 "--format", "json", "--trace-out", str(trace), "--profile-out", str(profile),
+                 mca=tuple(mca))
     rec = json.loads(r.stdout)
     require_settings(rec, mca, schedule)
     events = json.loads(trace.read_text())["traceEvents"]
@@ -90,6 +121,8 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, mc
             "hand_over_max_s": max(hand_overs),
             "measured_bubble": rec["measured"]["bubble_fraction"],
             "predicted_bubble": rec["predicted"]["bubble_fraction"],
+            "modelled_step_s": modelled_step(a, profile, schedule, setting, link,
+                                             hand_over_bytes(a.width, a.microbatch_size)),
             "busy_s": [rank["busy"] for rank in rec["measured"]["ranks"]],
             "hosts": sorted({p["host"] for p in rec["data_parallel"]["per_process"]})}
 
@@ -106,18 +139,20 @@ def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
         rows = []
         for schedule in a.schedules:
             for setting in a.settings:
-                runs = [run_once(a, mpirun, made.network, schedule, result["settings"][setting],
-                                 Path(tmp)) for _ in range(a.repeats)]
+                runs = [run_once(a, mpirun, made.network, schedule, setting,
+                                 result["settings"][setting], result["link"], Path(tmp))
+                        for _ in range(a.repeats)]
                 if runs[0]["hosts"] != names:
                     raise Failure(f"{schedule}: the ranks ran on {runs[0]['hosts']}, not on "
                                   f"the two nodes {names}")
                 row = {"schedule": schedule, "setting": setting, "runs": runs}
-                for key in ("step_s", "hand_over_median_s", "hand_over_max_s", "measured_bubble",
-                            "predicted_bubble"):
+                for key in ("step_s", "modelled_step_s", "hand_over_median_s", "hand_over_max_s",
+                            "measured_bubble", "predicted_bubble"):
                     row[key] = statistics.median(run[key] for run in runs)
                 rows.append(row)
-                print(f"  {schedule:17} {setting:8} step {row['step_s'] * 1e3:7.1f} ms  "
-                      f"hand-overs {row['hand_over_median_s'] * 1e3:5.2f} ms median", flush=True)
+                print(f"  {schedule:17} {setting:8} step {row['step_s'] * 1e3:7.1f} ms "
+                      f"(modelled {row['modelled_step_s'] * 1e3:7.1f})  hand-overs "
+                      f"{row['hand_over_median_s'] * 1e3:5.2f} ms median", flush=True)
         result["rows"] = rows
 
 
@@ -126,14 +161,14 @@ def print_table(result: dict) -> None:
     print(f"\nlink {result['rate']}: goodput {link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both "
           f"ways at once, latency {link['latency_s'] * 1e6:.1f} us; each hand-over "
           f"{result['hand_over_bytes'] / 1024:.0f} KiB")
-    print(f"{'schedule':<17} {'setting':<8} {'step ms':>8} {'vs default':>10} "
+    print(f"{'schedule':<17} {'setting':<8} {'step ms':>8} {'vs default':>10} {'model ms':>8} "
           f"{'hand-over ms':>12} {'largest':>8} {'bubble':>7} {'replay':>7}")
     default = {r["schedule"]: r["step_s"] for r in result["rows"] if r["setting"] == "default"}
     for r in result["rows"]:
         base = default.get(r["schedule"])
         change = f"{r['step_s'] / base - 1:+.0%}" if base else ""
         print(f"{r['schedule']:<17} {r['setting']:<8} {r['step_s'] * 1e3:8.1f} {change:>10} "
-              f"{r['hand_over_median_s'] * 1e3:12.2f} {r['hand_over_max_s'] * 1e3:8.2f} "
+              f"{r['modelled_step_s'] * 1e3:8.1f} {r['hand_over_median_s'] * 1e3:12.2f} {r['hand_over_max_s'] * 1e3:8.2f} "
               f"{r['measured_bubble']:7.3f} {r['predicted_bubble']:7.3f}")
 
 

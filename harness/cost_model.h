@@ -24,6 +24,14 @@ struct StageCost {
   // the input has arrived: it delays the action but is not busy time (a measured receive is
   // neither an action nor idle waiting; replay.h measures it, the CLI's costs leave it 0).
   double recv = 0;
+  // Whether the hand-overs on this stage's boundaries across ranks go by rendezvous, as an MPI
+  // library sends a message past its eager limit: the sender announces the tensor, the receiver
+  // answers once it is at the action that needs it, and the tensor leaves (taking `comm`) only
+  // when the sender's rank is next between actions, since a process moves a transfer only inside
+  // its MPI calls. `handshake` is the one-way time of each of the two control messages. Without
+  // it (eager), the tensor leaves as its producer ends.
+  bool rendezvous = false;
+  double handshake = 0;
 };
 
 // The flags of `--cost F=1,B=2,I=1,W=1,FB=3`, as given.
@@ -78,6 +86,12 @@ class CostModel {
   }
   // What the consumer of a cross-rank input on `to_stage` spends taking it in.
   double recv(int to_stage) const { return stages_[to_stage].recv; }
+  // The handshake of a rendezvous between adjacent stages on different ranks, or -1 where their
+  // hand-overs are eager.
+  double handshake(int from_stage, int to_stage) const {
+    const StageCost& c = stages_[from_stage < to_stage ? from_stage : to_stage];
+    return c.rendezvous ? c.handshake : -1;
+  }
   const std::vector<StageCost>& stages() const { return stages_; }
 
  private:

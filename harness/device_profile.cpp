@@ -83,6 +83,10 @@ DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& s
   }
   if (p.kind != "measured") bad(source, "kind", "must be \"rates\" or \"measured\"");
   if (text(j, "time_unit", source) != "s") bad(source, "time_unit", "must be \"s\"");
+  // Optional: the link's one-way latency, for the handshakes of hand-overs by rendezvous
+  // (simulate --eager-limit); the measured hand-overs themselves are each boundary's comm.
+  if (j.contains("link_latency"))
+    p.rates.link_latency = number(j, "link_latency", "", source, true);
   if (!j.contains("stages") || !j["stages"].is_array() || j["stages"].empty())
     bad(source, "stages", "must be a non-empty array of per-stage times");
   for (std::size_t s = 0; s < j["stages"].size(); ++s) {
@@ -140,13 +144,15 @@ DeviceProfile read_device_profile(const std::string& path) {
 
 nlohmann::json to_json(const DeviceProfile& p) {
   nlohmann::json j = {{"kind", p.kind}, {"name", p.name}, {"source", p.source}};
-  if (p.kind == "rates")
+  if (p.kind == "rates") {
     j["rates"] = {{"peak_flops", p.rates.peak_flops},
                   {"memory_bandwidth", p.rates.memory_bandwidth},
                   {"link_bandwidth", p.rates.link_bandwidth},
                   {"link_latency", p.rates.link_latency}};
-  else
+  } else {
     j["measured_for"] = p.measured_for;
+    j["link_latency"] = p.rates.link_latency;
+  }
   return j;
 }
 

@@ -36,7 +36,7 @@ struct DeviceProfile {
   std::string kind;    // "rates" or "measured"
   std::string name;    // what the profile says it describes
   std::string source;  // "built-in default" or the file's path
-  DeviceRates rates;   // kind "rates"
+  DeviceRates rates;   // kind "rates"; kind "measured": link_latency only (0 unless given)
   // kind "measured": per partition stage, seconds; comm is the hand-over to the next stage.
   std::vector<StageCost> stages;
   // kind "measured", where the run stepped an optimizer: per partition stage, the median time of

@@ -8,6 +8,7 @@
 #include <queue>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -30,7 +31,10 @@ struct NoTransfers {};
 // sent, arrived, task)` for every input that crosses ranks. `after(rank, position, end)` returns
 // when the rank is done with the action: later than `end` where it runs other work right after it
 // (an optimizer step), which delays both the rank and what the action sends.
-template <class OnAction, class OnTransfer, class After>
+//
+// With `kRendezvous`, an input on a boundary whose hand-overs go by rendezvous is ready when it
+// has arrived (arrive(), as walk_with_rendezvous times it), not a fixed delay after its producer.
+template <class OnAction, class OnTransfer, class After, bool kRendezvous = false>
 class ActionTiming {
  public:
   ActionTiming(const Schedule& s, const CostModel& costs, OnAction& on_action,
@@ -39,8 +43,10 @@ class ActionTiming {
         costs_(costs),
         index_(p_),
         end_(index_.rows() * 2, std::numeric_limits<double>::quiet_NaN()),
+        arrival_(kRendezvous ? index_.rows() * 2 : 0, std::numeric_limits<double>::quiet_NaN()),
         delay_(p_.stages(), {0.0, 0.0, 0.0}),
         receive_(p_.stages(), {0.0, 0.0, 0.0}),
+        handshake_(p_.stages(), {-1.0, -1.0, -1.0}),
         free_at_(p_.ranks, 0.0),
         on_action_(on_action),
         on_transfer_(on_transfer),
@@ -48,16 +54,18 @@ class ActionTiming {
     for (int st = 0; st < p_.stages(); ++st) {
       // A NaN end would read as "has not run": the walk would report a deadlock instead.
       const StageCost& c = costs.stages().at(st);
-      if (!std::isfinite(c.f + c.b + c.i + c.w + c.fb + c.comm + c.recv))
+      if (!std::isfinite(c.f + c.b + c.i + c.w + c.fb + c.comm + c.recv + c.handshake))
         throw std::invalid_argument("simulate: the costs of stage " + std::to_string(st) +
                                     " are not all finite");
       if (!index_.is_first(st) && p_.stage_rank[st - 1] != p_.stage_rank[st]) {
         delay_[st][0] = costs.comm(st - 1, st);
         receive_[st][0] = costs.recv(st);
+        handshake_[st][0] = costs.handshake(st - 1, st);
       }
       if (!index_.is_last(st) && p_.stage_rank[st + 1] != p_.stage_rank[st]) {
         delay_[st][2] = costs.comm(st, st + 1);
         receive_[st][2] = costs.recv(st);
+        handshake_[st][2] = costs.handshake(st, st + 1);
       }
     }
   }
@@ -74,7 +82,14 @@ class ActionTiming {
         const double ready = end_of(d.row, d.slot);
         if (std::isnan(ready)) return false;
         const int side = d.stage - t.stage + 1;
-        start = std::max(start, ready + delay_[t.stage][side]);
+        double arrived = ready + delay_[t.stage][side];
+        if constexpr (kRendezvous) {
+          if (handshake_[t.stage][side] >= 0) {
+            arrived = arrival_of(d.row, d.slot);
+            if (std::isnan(arrived)) return false;
+          }
+        }
+        start = std::max(start, arrived);
         taking_in += receive_[t.stage][side];
         return true;
       });
@@ -93,8 +108,12 @@ class ActionTiming {
         index_.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
           const int producer = p_.stage_rank[d.stage];
           const double sent = end_of(d.row, d.slot);
-          if (producer != r)
-            on_transfer_(producer, r, sent, sent + costs_.comm(d.stage, t.stage), d.task());
+          if (producer == r) return true;
+          double arrived = sent + costs_.comm(d.stage, t.stage);
+          if constexpr (kRendezvous)
+            if (handshake_[t.stage][d.stage - t.stage + 1] >= 0)
+              arrived = arrival_of(d.row, d.slot);
+          on_transfer_(producer, r, sent, arrived, d.task());
           return true;
         });
       }
@@ -112,15 +131,37 @@ class ActionTiming {
 
   bool ran(const TaskIndex::Dep& d) const { return !std::isnan(end_of(d.row, d.slot)); }
 
+  // Where output `slot` (0: F, 1: B or I) of (stage, row) goes to another rank: its consumer's
+  // stage, the side it arrives on there (as delay_ counts them) and whether by rendezvous.
+  struct Destination {
+    int stage = -1;  // -1: no consumer on another rank
+    int side = 0;
+    bool rendezvous = false;
+  };
+  Destination destination(int stage, int slot) const {
+    if (slot == 0 ? index_.is_last(stage) : index_.is_first(stage)) return {};
+    const int to = slot == 0 ? stage + 1 : stage - 1;
+    if (p_.stage_rank[to] == p_.stage_rank[stage]) return {};
+    const int side = slot == 0 ? 0 : 2;
+    return {to, side, handshake_[to][side] >= 0};
+  }
+  double handshake(const Destination& d) const { return handshake_[d.stage][d.side]; }
+  double delay(const Destination& d) const { return delay_[d.stage][d.side]; }
+  // A rendezvous hand-over's tensor arrived at its consumer's rank at `time`.
+  void arrive(std::size_t row, int slot, double time) { arrival_[row * 2 + slot] = time; }
+
  private:
   // When each task's output is ready, NaN until it has run: this is also the walk's record of
   // what has run. Only F and B or I have dependents, so two slots per (stage, micro-batch).
   double& end_of(std::size_t row, int slot) const { return end_[row * 2 + slot]; }
+  double arrival_of(std::size_t row, int slot) const { return arrival_[row * 2 + slot]; }
 
   const Placement& p_;
   const CostModel& costs_;
   const TaskIndex index_;
   const LargeBuffer<double> end_;
+  // With kRendezvous: when each output that crossed by rendezvous arrived, NaN until then.
+  LargeBuffer<double> arrival_;
   // The delay from a dependency's end to a task's start, by where the dependency lives: the
   // previous stage, the task's own stage, or the next stage. It is 0 for a producer on the task's
   // own rank: that producer ran earlier in the rank's order, so it ended before the rank became
@@ -129,6 +170,9 @@ class ActionTiming {
   // By the same sides, what the consumer spends taking in an input from another rank (0 on its
   // own rank): after the later of its rank being free and the input's arrival.
   std::vector<std::array<double, 3>> receive_;
+  // By the same sides, the handshake of a rendezvous hand-over, -1 where hand-overs are eager
+  // (and on the task's own rank).
+  std::vector<std::array<double, 3>> handshake_;
   std::vector<double> free_at_;
   OnAction& on_action_;
   OnTransfer& on_transfer_;
@@ -187,6 +231,129 @@ std::vector<Stall> walk_on_shared_cores(const Schedule& s, Timing& timing, int c
   return stalls_at(s, index, next, [&](const TaskIndex::Dep& d) { return timing.ran(d); });
 }
 
+// Hand-overs by rendezvous (StageCost::rendezvous): when a tensor leaves depends on what its
+// producer's rank is doing when the receiver's answer reaches it, so the walk follows the step in
+// time order, one event at a time:
+//   announce  the producer's action has ended (with any update after it): the announcement
+//             reaches the consumer's rank one handshake later;
+//   ask       once announced and the consumer's rank is free at the action that needs the tensor,
+//             it answers: the answer reaches the producer's rank one handshake later;
+//   ack       if that rank is inside an action (or an update) then, the tensor leaves when it
+//             ends, otherwise at once; it arrives `comm` later;
+//   arrive    the consumer's rank may start its action, as ActionTiming::inputs_ready says.
+// A rank starts its next action as soon as all its inputs have arrived (an eager input's arrival
+// is known as its producer ends), so it is busy from that start to its end; an answer that comes
+// earlier finds it waiting, inside MPI. O(A log A) for A actions.
+template <class Timing>
+std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
+  const TaskIndex& index = timing.index();
+  const int ranks = static_cast<int>(s.ranks.size());
+  // At one time: answers before announcements before arrivals before a rank's freeing, so that a
+  // rank that ends an action as an answer reaches it sends at once (it looks between actions),
+  // and every message due at a time is in before a rank that frees then picks its next action.
+  enum Kind : std::uint8_t { kAck, kAnnounce, kArrive, kFree };
+  struct Event {
+    double time;
+    Kind kind;
+    std::uint64_t seq;  // first scheduled, first served among equals: the walk is deterministic
+    int rank;           // whose event: the producer's (kAck), the consumer's, the freed one's
+    std::size_t row;
+    int slot;
+    int from_stage;
+    bool operator>(const Event& o) const {
+      return std::tie(time, kind, seq) > std::tie(o.time, o.kind, o.seq);
+    }
+  };
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+  std::uint64_t seq = 0;
+  auto schedule = [&](double time, Kind kind, int rank, std::size_t row = 0, int slot = 0,
+                      int from_stage = 0) {
+    events.push({time, kind, seq++, rank, row, slot, from_stage});
+  };
+  std::vector<std::size_t> next(ranks, 0);
+  std::vector<std::uint8_t> idle(ranks, 1);  // between actions
+  std::vector<double> busy_from(ranks, 0);
+  // Per rank, the answers that came while it was busy: (row, slot, producer stage).
+  std::vector<std::vector<std::tuple<std::size_t, int, int>>> answered(ranks);
+  // Per output crossing by rendezvous: 1 announced, 2 asked for.
+  LargeBuffer<std::uint8_t> state(index.rows() * 2, 0);
+
+  auto send = [&](std::size_t row, int slot, int from_stage, double time) {
+    const auto to = timing.destination(from_stage, slot);
+    schedule(time + timing.delay(to), kArrive, index.rank_of(to.stage), row, slot, from_stage);
+  };
+  // Rank r, free at `now`: asks for its next action's announced rendezvous inputs, and starts the
+  // action if every input is in.
+  auto look = [&](int r, double now) {
+    if (!idle[r] || next[r] >= s.ranks[r].size()) return;
+    const Action& a = s.ranks[r][next[r]];
+    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
+      const Task& t = half == 0 ? a.task : a.partner;
+      index.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
+        const auto to = timing.destination(d.stage, d.slot);
+        std::uint8_t& st = state[d.row * 2 + d.slot];
+        if (to.rendezvous && to.stage == t.stage && st == 1) {
+          st = 2;
+          schedule(now + timing.handshake(to), kAck, index.rank_of(d.stage), d.row, d.slot,
+                   d.stage);
+        }
+        return true;
+      });
+    }
+    double start;
+    if (!timing.inputs_ready(r, a, start)) return;
+    idle[r] = 0;
+    busy_from[r] = start;
+    const double done = timing.run(r, next[r], a, start);
+    ++next[r];
+    schedule(done, kFree, r);
+    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
+      const Task& t = half == 0 ? a.task : a.partner;
+      if (t.op == Op::W) continue;
+      const int slot = TaskIndex::slot(t.op);
+      const auto to = timing.destination(t.stage, slot);
+      if (to.stage < 0) continue;
+      const std::size_t row = index.row(t.stage, t.mb);
+      if (to.rendezvous)
+        schedule(done + timing.handshake(to), kAnnounce, index.rank_of(to.stage), row, slot,
+                 t.stage);
+      else
+        send(row, slot, t.stage, done);  // eager: the consumer's rank looks when it arrives
+    }
+  };
+
+  for (int r = 0; r < ranks; ++r) look(r, 0);
+  while (!events.empty()) {
+    const Event e = events.top();
+    events.pop();
+    switch (e.kind) {
+      case kAck:
+        if (!idle[e.rank] && busy_from[e.rank] <= e.time)
+          answered[e.rank].emplace_back(e.row, e.slot, e.from_stage);
+        else
+          send(e.row, e.slot, e.from_stage, e.time);
+        break;
+      case kAnnounce:
+        state[e.row * 2 + e.slot] = 1;
+        look(e.rank, e.time);
+        break;
+      case kArrive:
+        if (timing.destination(e.from_stage, e.slot).rendezvous)
+          timing.arrive(e.row, e.slot, e.time);
+        look(e.rank, e.time);
+        break;
+      case kFree:
+        idle[e.rank] = 1;
+        for (const auto& [row, slot, from_stage] : answered[e.rank])
+          send(row, slot, from_stage, e.time);
+        answered[e.rank].clear();
+        look(e.rank, e.time);
+        break;
+    }
+  }
+  return stalls_at(s, index, next, [&](const TaskIndex::Dep& d) { return timing.ran(d); });
+}
+
 // Times every action of the schedule (ActionTiming's callbacks), on a device per rank or, with
 // `cores` short of the ranks, on that many shared cores. Each walk times with its own
 // ActionTiming: one that no other code can reach lets the compiler keep the plain walk's state
@@ -197,8 +364,21 @@ void timed_walk(const Schedule& s, const CostModel& costs, int cores, OnAction&&
   using Timing = ActionTiming<std::remove_reference_t<OnAction>,
                               std::remove_reference_t<OnTransfer>, std::remove_reference_t<After>>;
   if (cores < 0) throw std::invalid_argument("simulate: a negative number of cores");
+  const bool shared = cores > 0 && cores < s.placement.ranks;
+  const Placement& p = s.placement;
+  bool rendezvous = false;
+  for (int st = 0; st + 1 < p.stages() && !rendezvous; ++st)
+    rendezvous = p.stage_rank[st] != p.stage_rank[st + 1] && costs.handshake(st, st + 1) >= 0;
   std::vector<Stall> stall;
-  if (cores == 0 || cores >= s.placement.ranks) {
+  if (rendezvous) {
+    if (shared)
+      throw std::invalid_argument(
+          "simulate: hand-overs by rendezvous are modelled with a device per rank only");
+    ActionTiming<std::remove_reference_t<OnAction>, std::remove_reference_t<OnTransfer>,
+                 std::remove_reference_t<After>, true>
+        timing(s, costs, on_action, on_transfer, after);
+    stall = walk_with_rendezvous(s, timing);
+  } else if (!shared) {
     Timing timing(s, costs, on_action, on_transfer, after);
     stall = walk_with_a_device_per_rank(s, timing);
   } else {

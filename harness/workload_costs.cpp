@@ -50,6 +50,15 @@ std::vector<StageCost> stage_costs(const WorkloadSpec& spec, const PartitionPlan
   return out;
 }
 
+void go_by_rendezvous(std::vector<StageCost>& parts, const PartitionPlan& plan, double eager_limit,
+                      double handshake) {
+  for (std::size_t s = 0; s + 1 < parts.size(); ++s)
+    if (static_cast<double>(plan.stages.at(s).boundary_bytes_out) > eager_limit) {
+      parts[s].rendezvous = true;
+      parts[s].handshake = handshake;
+    }
+}
+
 CostModel schedule_cost_model(const Placement& placement, const std::vector<StageCost>& parts) {
   std::vector<StageCost> stages;
   for (int s = 0; s < placement.stages(); ++s)

@@ -39,6 +39,12 @@ double roofline_time(double flops, double bytes, const DeviceRates& r);
 std::vector<StageCost> stage_costs(const WorkloadSpec& spec, const PartitionPlan& plan,
                                    const DeviceProfile& profile);
 
+// Marks the hand-overs of more than `eager_limit` bytes (a boundary's tensor, the same size down
+// and up) as going by rendezvous, each control message taking `handshake` seconds
+// (StageCost::rendezvous), as an MPI library sends messages past its eager limit.
+void go_by_rendezvous(std::vector<StageCost>& parts, const PartitionPlan& plan, double eager_limit,
+                      double handshake);
+
 // The simulator's model: every schedule stage costs what its position in its chain does.
 CostModel schedule_cost_model(const Placement& placement, const std::vector<StageCost>& parts);
 

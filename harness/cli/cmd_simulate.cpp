@@ -2,6 +2,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "core/error.h"
 #include "core/heap_prefault.h"
 #include "harness/chrome_trace.h"
 #include "harness/cli/commands.h"
@@ -124,6 +125,8 @@ Command add_simulate(CLI::App& parent) {
     WorkloadCostFlags workload;
     DataParallelFlags dp;
     int cores = 0;
+    std::string eager_limit;
+    CLI::Option* eager_option = nullptr;
   };
   auto st = std::make_shared<State>();
   st->schedule.add_to(*app);
@@ -142,6 +145,12 @@ Command add_simulate(CLI::App& parent) {
                   "cores do: an action waits for a free core as well as its inputs, first ready "
                   "first served (default: a device per rank)")
       ->check(CLI::Range(1, 1 << 20));
+  st->eager_option = app->add_option(
+      "--eager-limit", st->eager_limit,
+      "With --workload: hand-overs of more than BYTES (e.g. 64K, Open MPI's over TCP) go by "
+      "rendezvous, as MPI sends messages past its eager limit: a tensor leaves once its receiver "
+      "has reached the action that needs it and its sender is between actions, each control "
+      "message taking the profile's link_latency (default: every hand-over eager)");
   app->footer(
       "Metrics (docs/metrics.md): bubble_fraction = sum idle / (ranks x makespan); bubble_ratio = "
       "sum "
@@ -163,6 +172,10 @@ Command add_simulate(CLI::App& parent) {
     if (st->trace_option->count() > 0)
       trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
     const MemoryBudget budget = st->memory.budget();
+    const bool eager_limit = st->eager_option->count() > 0;
+    if (eager_limit && !with_workload)
+      throw UsageError("--eager-limit needs --workload (the hand-overs' bytes come from it)");
+    const double limit = eager_limit ? parse_byte_size(st->eager_limit, "--eager-limit") : 0;
     WorkloadCosts wl;
     if (with_workload) wl = load_workload(st->workload, budget);
     // A measured profile of a run that stepped an optimizer places each stage's update after its
@@ -188,6 +201,14 @@ Command add_simulate(CLI::App& parent) {
       }
     }
     if (!st->schedule.file) validate_structure(s);
+    const bool shared = st->cores > 0 && st->cores < s.placement.ranks;
+    if (eager_limit) {
+      if (shared)
+        throw UsageError("--eager-limit does not go with --cores " + std::to_string(st->cores) +
+                         " (fewer than the " + std::to_string(s.placement.ranks) +
+                         " ranks): hand-overs by rendezvous are modelled with a device per rank");
+      apply_eager_limit(wl, limit);
+    }
     const CostModel costs = with_workload ? schedule_cost_model(s.placement, wl.parts)
                                           : CostModel::uniform(s.stages(), cost);
     // The timeline is kept only where it is written or the all-reduces are placed on it (after
@@ -221,7 +242,6 @@ Command add_simulate(CLI::App& parent) {
     if (!with_workload) record["costs"] = to_json(cost);
     record.update(to_json(m));
     // The cores the ranks shared, where fewer than the ranks (null: a device per rank).
-    const bool shared = st->cores > 0 && st->cores < s.placement.ranks;
     record["cores"] = shared ? nlohmann::json(st->cores) : nlohmann::json(nullptr);
     if (with_workload) add_workload_report(record, wl, s, m);
     if (dp) record["data_parallel"] = data_parallel_json(replicas, s, m, with_workload);

@@ -103,6 +103,11 @@ void partition_workload(WorkloadCosts& w, const WorkloadCostFlags& flags, int st
   w.bounding = bounding_stage(w.parts);
 }
 
+void apply_eager_limit(WorkloadCosts& w, double limit) {
+  w.eager_limit = limit;
+  go_by_rendezvous(w.parts, w.plan, limit, w.profile.rates.link_latency);
+}
+
 PlanningCosts planning_costs(const WorkloadCosts& w) {
   const StageCost& c = w.parts.at(static_cast<std::size_t>(w.bounding));
   // The last stage hands nothing on: plan for the slowest hand-over of the pipeline.
@@ -137,6 +142,22 @@ void add_workload_report(nlohmann::json& r, const WorkloadCosts& w, const Schedu
   if (!w.profile.optimizer.empty())
     for (std::size_t k = 0; k < stages.size(); ++k)
       stages[k]["optimizer"] = w.profile.optimizer.at(k);
+  if (w.eager_limit > 0) {
+    nlohmann::json rendezvous = nlohmann::json::array();
+    for (std::size_t k = 0; k + 1 < w.parts.size(); ++k) {
+      stages[k]["handover_bytes"] = w.plan.stages[k].boundary_bytes_out;
+      stages[k]["rendezvous"] = w.parts[k].rendezvous;
+      if (w.parts[k].rendezvous) rendezvous.push_back(k);
+    }
+    r["hand_overs"] = {
+        {"eager_limit_bytes", w.eager_limit},
+        {"handshake_s", w.profile.rates.link_latency},
+        {"rendezvous_after_stages", std::move(rendezvous)},
+        {"model",
+         "past the eager limit a tensor leaves once its receiver has reached the action that "
+         "needs it and its sender is between actions; each of the two control messages takes "
+         "handshake_s"}};
+  }
   r["stage_costs"] = std::move(stages);
   const StageCost& b = w.parts[static_cast<std::size_t>(w.bounding)];
   r["bounding_stage"] = {{"stage", w.bounding},
@@ -194,6 +215,14 @@ void print_workload_costs(const nlohmann::json& r) {
                 c["layers"].get<int>(), c["F"].get<double>(), c["I"].get<double>(),
                 c["W"].get<double>(), c["B"].get<double>(), c["FB"].get<double>(),
                 c["comm"].get<double>());
+  if (r.contains("hand_overs")) {
+    const auto& h = r["hand_overs"];
+    std::printf(
+        "hand-overs past %.0f bytes go by rendezvous (handshake %.4g s): after stage(s) %s\n",
+        h["eager_limit_bytes"].get<double>(), h["handshake_s"].get<double>(),
+        h["rendezvous_after_stages"].empty() ? "none"
+                                             : h["rendezvous_after_stages"].dump().c_str());
+  }
   const auto& b = r["bounding_stage"];
   const auto& k = r["busiest_rank"];
   std::printf("bounding stage: %d (the largest F+B per micro-batch, %.4g s)\n",

@@ -44,6 +44,7 @@ struct WorkloadCosts {
   std::vector<StageCost> parts;  // per partition stage, seconds
   int bounding = 0;              // bounding_stage(parts)
   double memory_limit = 0;       // bytes per rank; 0: none given
+  double eager_limit = 0;        // bytes past which hand-overs go by rendezvous; 0: none given
 };
 
 // Reads the profile and the limit (refusing bad ones before any work) and builds the spec;
@@ -53,6 +54,10 @@ WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& 
 // Cuts the workload into `stages` stages (a measured profile's layer counts unless --partition is
 // given) and derives the per-stage costs.
 void partition_workload(WorkloadCosts& w, const WorkloadCostFlags& flags, int stages);
+
+// simulate --eager-limit: the hand-overs past `limit` bytes go by rendezvous, each control message
+// taking the profile's link latency (go_by_rendezvous).
+void apply_eager_limit(WorkloadCosts& w, double limit);
 
 // What a cost-aware family plans for: the bounding stage's F, I, W and the slowest hand-over, in
 // units of that F (planning compares sums, so the scale is free and the numbers stay near 1).

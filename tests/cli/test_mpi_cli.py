@@ -423,6 +423,8 @@ class MultiProcessRun(unittest.TestCase):
             self.assertGreater(row["step_s"], 0)
             self.assertGreater(row["hand_over_max_s"], 0)
             self.assertTrue(0 <= row["measured_bubble"] < 1, row)
+            # The simulator's step from the run's profile and the link, in the same unit (s).
+            self.assertTrue(row["step_s"] / 10 < row["modelled_step_s"] < row["step_s"] * 10, row)
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn("ppb-node-", left)
 

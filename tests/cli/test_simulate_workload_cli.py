@@ -144,6 +144,64 @@ class SimulateWorkload(unittest.TestCase):
                                    "--device-profile", "x.json"), "--device-profile needs --workload")
 
 
+class EagerLimit(unittest.TestCase):
+    """--eager-limit: hand-overs past it by rendezvous (the model itself is tested by hand and
+    against its rules in tests/schedules/test_rendezvous.cpp)."""
+
+    def simulate(self, *args):
+        r = run(*SIM, "--format", "json", *args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_hand_overs_past_the_limit_go_by_rendezvous(self):
+        with tempfile.TemporaryDirectory() as d:
+            profile = write(d, "rates.json", RATES)
+            eager = self.simulate("--device-profile", profile)
+            # Each hand-over is b x width x 4 = 1024 bytes.
+            below = self.simulate("--device-profile", profile, "--eager-limit", "1K")
+            past = self.simulate("--device-profile", profile, "--eager-limit", "1023")
+        self.assertNotIn("hand_overs", eager)
+        self.assertEqual(below["hand_overs"]["rendezvous_after_stages"], [])
+        self.assertEqual(below["makespan"], eager["makespan"])
+        h = past["hand_overs"]
+        self.assertEqual(h["eager_limit_bytes"], 1023)
+        self.assertEqual(h["handshake_s"], RATES["link_latency"])
+        self.assertEqual(h["rendezvous_after_stages"], [0, 1, 2])
+        self.assertEqual([c["handover_bytes"] for c in past["stage_costs"][:-1]], [1024] * 3)
+        self.assertTrue(all(c["rendezvous"] for c in past["stage_costs"][:-1]))
+        # 1F1B's forwards follow each other on the first rank, so its first hand-over waits.
+        self.assertGreater(past["makespan"], eager["makespan"])
+        text = run(*SIM, "--eager-limit", "1023").stdout
+        self.assertIn("hand-overs past 1023 bytes go by rendezvous", text)
+
+    def test_a_measured_profile_gives_its_link_latency(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.json")
+            r = run("run", "-s", "1f1b", "-d", "4", "-n", "8", *WL, "--dtype", "f32", "--steps",
+                    "1", "--warmup", "0", "--optimizer", "none", "--profile-out", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path) as f:
+                prof = json.load(f)
+            prof["link_latency"] = 3e-5
+            write(d, "p.json", prof)
+            j = self.simulate("--device-profile", path, "--eager-limit", "512")
+            self.assertEqual(j["hand_overs"]["handshake_s"], 3e-5)
+            self.assertEqual(j["device_profile"]["link_latency"], 3e-5)
+            prof["link_latency"] = -1
+            write(d, "p.json", prof)
+            one_line_refusal(self, run(*SIM, "--device-profile", path), "link_latency")
+
+    def test_bad_uses_are_one_line_exit_2(self):
+        one_line_refusal(self, run(*SIM, "--eager-limit", "lots"), "--eager-limit")
+        one_line_refusal(self, run(*SIM, "--eager-limit", "0"), "--eager-limit")
+        one_line_refusal(self, run(*SIM, "--eager-limit", "64K", "--cores", "2"),
+                         "--eager-limit does not go with --cores 2")
+        one_line_refusal(self, run("simulate", "-s", "1f1b", "-d", "2", "-n", "4",
+                                   "--eager-limit", "64K"), "--eager-limit needs --workload")
+        # As many cores as ranks is a device per rank: allowed.
+        self.assertEqual(run(*SIM, "--eager-limit", "64K", "--cores", "4").returncode, 0)
+
+
 class MeasuredProfile(unittest.TestCase):
     RUN = ["run", "--workload", "mlp", "--layers", "4", "--width", "256", "-b", "16",
            "-s", "1f1b", "-d", "2", "-n", "4", "--steps", "3", "--warmup", "1"]
