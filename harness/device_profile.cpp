@@ -107,6 +107,18 @@ DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& s
     c.fb = time("FB");
     c.comm = time("comm", true);
     p.stages.push_back(c);
+    PairedBackward with;
+    if (e.contains("FB_backward")) {
+      const auto& v = e["FB_backward"];
+      const long long stages = static_cast<long long>(j["stages"].size());
+      if (!v.is_object() || !v.contains("stage") || !v["stage"].is_number_integer() ||
+          v["stage"].get<long long>() < 0 || v["stage"].get<long long>() >= stages ||
+          !v.contains("op") || !(v["op"] == "B" || v["op"] == "I"))
+        bad(source, at + "FB_backward",
+            "must be {\"stage\": 0 to " + std::to_string(stages - 1) + ", \"op\": \"B\" or \"I\"}");
+      with = {v["stage"].get<int>(), v["op"] == "I" ? Op::I : Op::B};
+    }
+    p.fb_backward.push_back(with);
     // Every stage or none: a step either ran an optimizer or did not.
     const bool updated = e.contains("optimizer");
     if (s > 0 && updated == p.optimizer.empty())
@@ -167,10 +179,17 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
   std::vector<std::vector<double>> updates(static_cast<std::size_t>(parts));
   for (const UpdateEvent& u : trace.updates)
     updates[static_cast<std::size_t>(part(u.stage))].push_back(u.end - u.start);
+  // Per part, the backward half its overlapped pairs carried: part and op (-1: none; -2: several).
+  std::vector<std::pair<int, Op>> paired_with(static_cast<std::size_t>(parts), {-1, Op::B});
   for (const auto& e : trace.compute) {
     const auto k = static_cast<std::size_t>(part(e.action.task.stage));
     d[k][e.action.paired() ? 4 : static_cast<std::size_t>(e.action.task.op)].push_back(e.end -
                                                                                        e.start);
+    if (e.action.paired()) {
+      const std::pair<int, Op> with{part(e.action.partner.stage), e.action.partner.op};
+      auto& seen = paired_with[k];
+      seen = seen.first == -1 || seen == with ? with : std::pair<int, Op>{-2, Op::B};
+    }
   }
   for (const auto& c : trace.comm) {
     // An activation goes down from the producer's stage, a gradient up to the one before it.
@@ -194,6 +213,13 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     c.comm = k + 1 < d.size() ? median(comm[k]) : 0;
     stages.push_back(
         {{"F", c.f}, {"I", c.i}, {"W", c.w}, {"B", c.b}, {"FB", c.fb}, {"comm", c.comm}});
+    // The backward FB's pairs carried, where not this part's own B (a V shape's).
+    const auto [with, op] = paired_with[k];
+    if (with == -2)
+      throw std::logic_error("the overlapped pairs of stage " + std::to_string(k) +
+                             " carried backwards of several stages");
+    if (with >= 0 && (with != static_cast<int>(k) || op != Op::B))
+      stages.back()["FB_backward"] = {{"stage", with}, {"op", op == Op::I ? "I" : "B"}};
     if (!trace.updates.empty()) stages.back()["optimizer"] = median(updates[k]);
   }
   nlohmann::json j = {

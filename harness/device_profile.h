@@ -32,6 +32,12 @@ struct DeviceRates {
   double link_latency = 0;      // s per transfer
 };
 
+// The backward half of a stage's overlapped pairs: stage -1 where it is the stage's own B.
+struct PairedBackward {
+  int stage = -1;
+  Op op = Op::B;
+};
+
 struct DeviceProfile {
   std::string kind;    // "rates" or "measured"
   std::string name;    // what the profile says it describes
@@ -39,6 +45,10 @@ struct DeviceProfile {
   DeviceRates rates;   // kind "rates"; kind "measured": link_latency only (0 unless given)
   // kind "measured": per partition stage, seconds; comm is the hand-over to the next stage.
   std::vector<StageCost> stages;
+  // kind "measured": per partition stage, the backward half its overlapped pairs carried where
+  // not its own B (a V shape pairs a forward of one stage with a backward of another); FB is the
+  // pairs' time either way, which stage_costs turns into the cost model's terms.
+  std::vector<PairedBackward> fb_backward;
   // kind "measured", where the run stepped an optimizer: per partition stage, the median time of
   // its update (s), which `simulate` places after the stage's last backward. Empty: none.
   std::vector<double> optimizer;

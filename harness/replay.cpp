@@ -56,30 +56,37 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
   const bool shared = trace.shared_cores > 0;
   const std::vector<double> executor =
       shared ? executor_cpu_per_action(trace) : std::vector<double>(placement.ranks, 0.0);
-  // Per stage: F, B, I, W, and overlapped pairs keyed by their forward stage.
-  std::vector<std::array<Mean, 5>> m(placement.stages());
-  for (const auto& e : trace.compute) {
-    const double d =
-        shared && e.cpu >= 0 ? e.cpu + executor[static_cast<std::size_t>(e.rank)] : e.end - e.start;
-    if (e.action.paired())
-      m[e.action.task.stage][4].add(d);
-    else
-      m[e.action.task.stage][static_cast<int>(e.action.task.op)].add(d);
-  }
+  // An action's time on its core where ranks shared cores, else its span.
+  auto duration = [&](const ComputeEvent& e) {
+    return shared && e.cpu >= 0 ? e.cpu + executor[static_cast<std::size_t>(e.rank)]
+                                : e.end - e.start;
+  };
+  // Per stage: F, B, I, W (overlapped pairs below, against these).
+  std::vector<std::array<Mean, 4>> m(placement.stages());
+  for (const auto& e : trace.compute)
+    if (!e.action.paired())
+      m[e.action.task.stage][static_cast<int>(e.action.task.op)].add(duration(e));
   const HandOver hand_over = hand_over_from_trace(trace);
 
   std::vector<StageCost> stages(placement.stages());
   for (int s = 0; s < placement.stages(); ++s) {
-    auto& [f, b, i, w, fb] = m[s];
+    auto& [f, b, i, w] = m[s];
     StageCost& c = stages[s];
     c.f = f.value();
     c.i = i.any() ? i.value() : b.value() / 2;
     c.w = w.any() ? w.value() : b.value() / 2;
     c.b = b.any() ? b.value() : c.i + c.w;
-    c.fb = fb.any() ? fb.value() : c.f + c.b;
+    c.fb = c.f + c.b;
     c.comm = hand_over.delay;
     c.recv = hand_over.receive;
   }
+  // What overlapping saved, per forward stage: a pair's halves may be two stages of different
+  // costs (a V shape's first and last), so each pair is compared with its own halves.
+  std::vector<Mean> saved(placement.stages());
+  const CostModel halves(stages);
+  for (const auto& e : trace.compute)
+    if (e.action.paired()) saved[e.action.task.stage].add(halves.time(e.action) - duration(e));
+  for (int s = 0; s < placement.stages(); ++s) stages[s].fb -= saved[s].value();
   return CostModel(std::move(stages));
 }
 

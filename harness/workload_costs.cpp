@@ -25,7 +25,17 @@ std::vector<StageCost> stage_costs(const WorkloadSpec& spec, const PartitionPlan
     if (profile.stages.size() != plan.stages.size())
       throw std::invalid_argument("measured profile has " + std::to_string(profile.stages.size()) +
                                   " stages, the partition " + std::to_string(plan.stages.size()));
-    return profile.stages;
+    std::vector<StageCost> out = profile.stages;
+    // The cost model charges a pair F of its forward stage + B of its backward stage, less the
+    // forward stage's F + B - FB: where the pairs carried another stage's backward, FB is moved
+    // by the two backwards' difference, so that the pair costs what it was measured to.
+    for (std::size_t s = 0; s < out.size() && s < profile.fb_backward.size(); ++s)
+      if (const PairedBackward& with = profile.fb_backward[s]; with.stage >= 0) {
+        const StageCost& other = profile.stages.at(static_cast<std::size_t>(with.stage));
+        out[s].fb =
+            profile.stages[s].fb + profile.stages[s].b - (with.op == Op::I ? other.i : other.b);
+      }
+    return out;
   }
   std::vector<StageCost> out;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {

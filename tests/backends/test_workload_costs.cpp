@@ -139,6 +139,35 @@ TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
   EXPECT_EQ(p.measured_for["layer_counts"], nlohmann::json({2, 2, 2}));
 }
 
+// A V shape's overlapped pairs carry the backward of another stage: the profile says which, and
+// the simulation of the profile gives each pair the time it took.
+TEST(DeviceProfile, AVShapesPairsKeepTheirMeasuredTime) {
+  const Schedule s = generate({"dualpipev", 2, 8});
+  std::vector<StageCost> parts;
+  for (double scale : {1.0, 1.5, 0.7, 0.1}) {  // the last, the loss head, cheapest
+    StageCost c;
+    c.f = scale, c.i = c.w = scale, c.b = 2 * scale, c.fb = 3 * scale - 0.4 * scale;
+    parts.push_back(c);
+  }
+  const Trace t = simulate(s, schedule_cost_model(s.placement, parts));
+  const nlohmann::json written = profile_json(t, s.placement, "2,2,1,1");
+  // Rank 0 pairs a forward of stage 0 with a backward of stage 3, and the reverse.
+  EXPECT_EQ(written["stages"][0]["FB_backward"], nlohmann::json({{"stage", 3}, {"op", "B"}}));
+  EXPECT_EQ(written["stages"][3]["FB_backward"], nlohmann::json({{"stage", 0}, {"op", "B"}}));
+  const DeviceProfile p = parse_device_profile(written, "v.json");
+  const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
+  const PartitionPlan plan = partition(spec, 4, "2,2,1,1");
+  const Trace again = simulate(s, schedule_cost_model(s.placement, stage_costs(spec, plan, p)));
+  ASSERT_EQ(again.compute.size(), t.compute.size());
+  for (std::size_t k = 0; k < t.compute.size(); ++k) {
+    EXPECT_NEAR(again.compute[k].start, t.compute[k].start, 1e-9) << to_string(t.compute[k].action);
+    EXPECT_NEAR(again.compute[k].end, t.compute[k].end, 1e-9) << to_string(t.compute[k].action);
+  }
+  nlohmann::json bad = written;
+  bad["stages"][0]["FB_backward"] = {{"stage", 4}, {"op", "B"}};
+  EXPECT_THROW(parse_device_profile(bad, "v.json"), UsageError);
+}
+
 // The optimizer steps a run took travel through its measured profile: simulated after each
 // stage's last backward, written as each stage's median, read back, and placed by the simulation
 // of the profile where the executors run them, so that the replay's busy time returns.
