@@ -147,6 +147,13 @@ class ActionTiming {
   }
   double handshake(const Destination& d) const { return handshake_[d.stage][d.side]; }
   double delay(const Destination& d) const { return delay_[d.stage][d.side]; }
+  // When input `d` of task `t`, from another rank, is (or will be) at t's rank; NaN while not
+  // known (its producer has not run, or its rendezvous has not delivered it).
+  double arrival(const Task& t, const TaskIndex::Dep& d) const {
+    const int side = d.stage - t.stage + 1;
+    if (kRendezvous && handshake_[t.stage][side] >= 0) return arrival_of(d.row, d.slot);
+    return end_of(d.row, d.slot) + delay_[t.stage][side];
+  }
   // A rendezvous hand-over's tensor arrived at its consumer's rank at `time`.
   void arrive(std::size_t row, int slot, double time) { arrival_[row * 2 + slot] = time; }
 
@@ -236,8 +243,10 @@ std::vector<Stall> walk_on_shared_cores(const Schedule& s, Timing& timing, int c
 // time order, one event at a time:
 //   announce  the producer's action has ended (with any update after it): the announcement
 //             reaches the consumer's rank one handshake later;
-//   ask       once announced and the consumer's rank is free at the action that needs the tensor,
-//             it answers: the answer reaches the producer's rank one handshake later;
+//   ask       once announced, the consumer's rank free at the action that needs the tensor and
+//             that action's earlier inputs from other ranks in hand (the executor receives them
+//             one after another), it answers: the answer reaches the producer's rank one
+//             handshake later;
 //   ack       if that rank is inside an action (or an update) then, the tensor leaves when it
 //             ends, otherwise at once; it arrives `comm` later;
 //   arrive    the consumer's rank may start its action, as ActionTiming::inputs_ready says.
@@ -282,22 +291,29 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
     const auto to = timing.destination(from_stage, slot);
     schedule(time + timing.delay(to), kArrive, index.rank_of(to.stage), row, slot, from_stage);
   };
-  // Rank r, free at `now`: asks for its next action's announced rendezvous inputs, and starts the
-  // action if every input is in.
+  // Rank r, free at `now`: asks for the first input of its next action that is not in hand yet,
+  // where that one goes by rendezvous and has been announced, and starts the action once every
+  // input is in.
   auto look = [&](int r, double now) {
     if (!idle[r] || next[r] >= s.ranks[r].size()) return;
     const Action& a = s.ranks[r][next[r]];
-    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
+    // The executor takes an action's inputs from other ranks one after another, in this order
+    // (its lowered receives): it asks for one only once those before it are in hand.
+    bool in_hand = true;
+    for (int half = 0; half < (a.paired() ? 2 : 1) && in_hand; ++half) {
       const Task& t = half == 0 ? a.task : a.partner;
       index.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
-        const auto to = timing.destination(d.stage, d.slot);
+        if (index.rank_of(d.stage) == r) return true;
+        const double arrived = timing.arrival(t, d);
+        if (arrived <= now) return true;  // false while unknown (NaN)
         std::uint8_t& st = state[d.row * 2 + d.slot];
-        if (to.rendezvous && to.stage == t.stage && st == 1) {
+        const auto to = timing.destination(d.stage, d.slot);
+        if (to.rendezvous && st == 1) {
           st = 2;
           schedule(now + timing.handshake(to), kAck, index.rank_of(d.stage), d.row, d.slot,
                    d.stage);
         }
-        return true;
+        return in_hand = false;
       });
     }
     double start;

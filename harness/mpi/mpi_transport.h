@@ -7,7 +7,7 @@
 //   - Sends are synchronous-mode and non-blocking (MPI_Issend): one completes only when the
 //     receiver has matched it, so "at most `capacity` unreceived messages per destination" is
 //     exactly the bounded channel the validator proves deadlock-free.
-//   - Receives probe for their tag (MPI_Improbe, then MPI_Mrecv), so the receiver learns the
+//   - Receives probe for their tag (MPI_Improbe, then MPI_Imrecv), so the receiver learns the
 //     size from the message and allocates nothing before it arrives.
 //   - Every wait polls until its deadline, so a peer that never sends (or died) becomes the
 //     watchdog's error; polling spins briefly, then sleeps, so that ranks oversubscribing the
@@ -105,7 +105,19 @@ class MpiTransport final : public Transport<Message> {
     int count = 0;
     check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
     buffer_.resize(static_cast<std::size_t>(count));
-    check(MPI_Mrecv(buffer_.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    // Not a blocking MPI_Mrecv: past the eager limit the rest of the message follows only now,
+    // and Open MPI's blocking receive polls without a pause for as long as it takes. Across TCP
+    // on a machine with few cores, two processes polling so kept the kernel from moving their
+    // bytes: 256 KiB exchanges took 8 ms instead of 2.2 (docs/multi-process.md). This wait
+    // spins briefly, then naps, as every other wait here.
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Imrecv(buffer_.data(), count, MPI_BYTE, &msg, &request), "MPI_Imrecv");
+    const WaitResult got = wait_until(deadline, [&] {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      return done != 0;
+    });
+    if (got != WaitResult::kDone) return got;
     Codec::decode(buffer_.data(), buffer_.size(), out);
     return WaitResult::kDone;
   }

@@ -101,10 +101,11 @@ TEST(Rendezvous, RanksThatShareCoresAreRefused) {
 
 // Every random schedule's timeline, by rendezvous on random boundaries, against the model's
 // rules re-derived from the timeline itself: each transfer leaves when its producer's rank is
-// first between actions after the answer comes (answer = the later of the announcement and the
-// consumer's rank being free for the action, plus a handshake each way) and arrives `comm` later;
-// each action starts at the latest of its rank's previous end and its inputs' arrivals. Since
-// these rules fix every time in turn, a timeline that keeps them is the model's.
+// first between actions after the answer comes (answer = the latest of the announcement, the
+// consumer's rank being free for the action and the action's earlier inputs from other ranks
+// being in hand, plus a handshake each way) and arrives `comm` later; each action starts at the
+// latest of its rank's previous end and its inputs' arrivals. Since these rules fix every time in
+// turn, a timeline that keeps them is the model's.
 TEST(Rendezvous, EveryTimelineKeepsTheRulesOfTheModel) {
   std::mt19937 rng(20261127);
   std::uniform_real_distribution<double> cost(0.1, 3.0), comm(0.0, 0.7), handshake(0.0, 0.4);
@@ -134,21 +135,29 @@ TEST(Rendezvous, EveryTimelineKeepsTheRulesOfTheModel) {
         // Per output: its producer's end, and where it was taken in on another rank.
         std::vector<double> end_of(index.rows() * 2, -1);
         std::map<std::size_t, std::tuple<int, std::size_t, int>> consumer;  // rank, pos, stage
+        // Per output from another rank: the outputs its consumer takes in before it.
+        std::map<std::size_t, std::vector<std::size_t>> taken_before;
         for (int r = 0; r < p.ranks; ++r)
           for (std::size_t pos = 0; pos < s.ranks[r].size(); ++pos) {
             const ComputeEvent& e = t.compute[first[r] + pos];
+            std::vector<std::size_t> inputs;  // from other ranks, in the order they are taken
             for (int half = 0; half < (e.action.paired() ? 2 : 1); ++half) {
               const Task& task = half == 0 ? e.action.task : e.action.partner;
               if (task.op != Op::W)
                 end_of[index.row(task.stage, task.mb) * 2 + TaskIndex::slot(task.op)] = e.end;
               index.for_each_dependency(task, [&](const TaskIndex::Dep& d) {
-                if (p.stage_rank[d.stage] != r) consumer[d.row * 2 + d.slot] = {r, pos, task.stage};
+                if (p.stage_rank[d.stage] == r) return true;
+                consumer[d.row * 2 + d.slot] = {r, pos, task.stage};
+                taken_before[d.row * 2 + d.slot] = inputs;
+                inputs.push_back(d.row * 2 + d.slot);
                 return true;
               });
             }
           }
         std::map<std::size_t, double> arrival;
         ASSERT_EQ(t.comm.size(), consumer.size()) << where;
+        for (const CommEvent& c : t.comm)
+          arrival[index.row(c.task.stage, c.task.mb) * 2 + TaskIndex::slot(c.task.op)] = c.end;
         for (const CommEvent& c : t.comm) {
           const std::size_t out =
               index.row(c.task.stage, c.task.mb) * 2 + TaskIndex::slot(c.task.op);
@@ -157,7 +166,9 @@ TEST(Rendezvous, EveryTimelineKeepsTheRulesOfTheModel) {
           const double h = m.handshake(c.task.stage, to_stage);
           double leaves = c.start;
           if (h >= 0) {
-            const double free_for_it = pos > 0 ? t.compute[first[r] + pos - 1].end : 0;
+            double free_for_it = pos > 0 ? t.compute[first[r] + pos - 1].end : 0;
+            for (std::size_t before : taken_before.at(out))
+              free_for_it = std::max(free_for_it, arrival.at(before));
             leaves = std::max(c.start + h, free_for_it) + h;
             const int producer = p.stage_rank[c.task.stage];
             for (std::size_t k = first[producer]; k < first[producer + 1]; ++k)
@@ -169,7 +180,6 @@ TEST(Rendezvous, EveryTimelineKeepsTheRulesOfTheModel) {
           }
           EXPECT_NEAR(c.end, leaves + m.comm(c.task.stage, to_stage), 1e-9)
               << where << ": " << to_string(c.task) << (h >= 0 ? " by rendezvous" : " eager");
-          arrival[out] = c.end;
         }
         for (int r = 0; r < p.ranks; ++r)
           for (std::size_t pos = 0; pos < s.ranks[r].size(); ++pos) {
