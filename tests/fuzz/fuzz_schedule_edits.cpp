@@ -173,13 +173,18 @@ void check(const Schedule& s, int capacity, int cores) {
     return;
   }
   if (!unbounded_ok) {
-    bool simulator_refused = false;
-    try {
-      (void)simulate(s, unequal_costs(s.stages()), {.record_comm = false, .cores = cores});
-    } catch (const InvalidSchedule&) {
-      simulator_refused = true;
-    }
-    fuzz_check(simulator_refused, "the simulator ran a schedule validate() calls a deadlock");
+    auto refused = [&](const CostModel& costs, int on_cores) {
+      try {
+        (void)simulate(s, costs, {.record_comm = false, .cores = on_cores});
+      } catch (const InvalidSchedule&) {
+        return true;
+      }
+      return false;
+    };
+    fuzz_check(refused(unequal_costs(s.stages()), cores),
+               "the simulator ran a schedule validate() calls a deadlock");
+    fuzz_check(refused(rendezvous_costs(s.stages()), 0),
+               "the simulator's rendezvous walk ran a schedule validate() calls a deadlock");
     return;
   }
   check_simulation(s, cores);
