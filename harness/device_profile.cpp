@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -179,8 +180,9 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
   std::vector<std::vector<double>> updates(static_cast<std::size_t>(parts));
   for (const UpdateEvent& u : trace.updates)
     updates[static_cast<std::size_t>(part(u.stage))].push_back(u.end - u.start);
-  // Per part, the backward half its overlapped pairs carried: part and op (-1: none; -2: several).
+  // Per part, the backward half its overlapped pairs carried: part and op (-1: none or several).
   std::vector<std::pair<int, Op>> paired_with(static_cast<std::size_t>(parts), {-1, Op::B});
+  std::vector<std::uint8_t> several(static_cast<std::size_t>(parts), 0);
   for (const auto& e : trace.compute) {
     const auto k = static_cast<std::size_t>(part(e.action.task.stage));
     d[k][e.action.paired() ? 4 : static_cast<std::size_t>(e.action.task.op)].push_back(e.end -
@@ -188,7 +190,10 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     if (e.action.paired()) {
       const std::pair<int, Op> with{part(e.action.partner.stage), e.action.partner.op};
       auto& seen = paired_with[k];
-      seen = seen.first == -1 || seen == with ? with : std::pair<int, Op>{-2, Op::B};
+      if (!several[k]) {
+        several[k] = seen.first >= 0 && seen != with;
+        seen = several[k] ? std::pair<int, Op>{-1, Op::B} : with;
+      }
     }
   }
   for (const auto& c : trace.comm) {
@@ -213,11 +218,9 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     c.comm = k + 1 < d.size() ? median(comm[k]) : 0;
     stages.push_back(
         {{"F", c.f}, {"I", c.i}, {"W", c.w}, {"B", c.b}, {"FB", c.fb}, {"comm", c.comm}});
-    // The backward FB's pairs carried, where not this part's own B (a V shape's).
+    // The backward FB's pairs carried, where not this part's own B (a V shape's). Pairs of one
+    // part with backwards of several (an order of one's own) keep FB as their median alone.
     const auto [with, op] = paired_with[k];
-    if (with == -2)
-      throw std::logic_error("the overlapped pairs of stage " + std::to_string(k) +
-                             " carried backwards of several stages");
     if (with >= 0 && (with != static_cast<int>(k) || op != Op::B))
       stages.back()["FB_backward"] = {{"stage", with}, {"op", op == Op::I ? "I" : "B"}};
     if (!trace.updates.empty()) stages.back()["optimizer"] = median(updates[k]);

@@ -166,6 +166,17 @@ TEST(DeviceProfile, AVShapesPairsKeepTheirMeasuredTime) {
   nlohmann::json bad = written;
   bad["stages"][0]["FB_backward"] = {{"stage", 4}, {"op", "B"}};
   EXPECT_THROW(parse_device_profile(bad, "v.json"), UsageError);
+  // An order of one's own may pair a stage's forwards with backwards of several stages: the
+  // profile then keeps FB as the pairs' median alone, and still writes.
+  Trace mixed = t;
+  for (ComputeEvent& e : mixed.compute)
+    if (e.action.paired() && e.action.task.stage == 0) {
+      e.action.partner.stage = 1;
+      break;
+    }
+  const nlohmann::json kept = profile_json(mixed, s.placement, "2,2,1,1");
+  EXPECT_FALSE(kept["stages"][0].contains("FB_backward"));
+  EXPECT_TRUE(kept["stages"][3].contains("FB_backward"));
 }
 
 // The optimizer steps a run took travel through its measured profile: simulated after each
