@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -180,9 +179,8 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
   std::vector<std::vector<double>> updates(static_cast<std::size_t>(parts));
   for (const UpdateEvent& u : trace.updates)
     updates[static_cast<std::size_t>(part(u.stage))].push_back(u.end - u.start);
-  // Per part, the backward half its overlapped pairs carried: part and op (-1: none or several).
+  // Per part, the backward half its overlapped pairs carried: part and op (-1: none; -2: several).
   std::vector<std::pair<int, Op>> paired_with(static_cast<std::size_t>(parts), {-1, Op::B});
-  std::vector<std::uint8_t> several(static_cast<std::size_t>(parts), 0);
   for (const auto& e : trace.compute) {
     const auto k = static_cast<std::size_t>(part(e.action.task.stage));
     d[k][e.action.paired() ? 4 : static_cast<std::size_t>(e.action.task.op)].push_back(e.end -
@@ -190,10 +188,8 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     if (e.action.paired()) {
       const std::pair<int, Op> with{part(e.action.partner.stage), e.action.partner.op};
       auto& seen = paired_with[k];
-      if (!several[k]) {
-        several[k] = seen.first >= 0 && seen != with;
-        seen = several[k] ? std::pair<int, Op>{-1, Op::B} : with;
-      }
+      if (seen.first == -1) seen = with;
+      if (seen != with) seen.first = -2;
     }
   }
   for (const auto& c : trace.comm) {

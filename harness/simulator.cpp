@@ -384,7 +384,8 @@ void timed_walk(const Schedule& s, const CostModel& costs, int cores, OnAction&&
   const Placement& p = s.placement;
   bool rendezvous = false;
   for (int st = 0; st + 1 < p.stages() && !rendezvous; ++st)
-    rendezvous = p.stage_rank[st] != p.stage_rank[st + 1] && costs.handshake(st, st + 1) >= 0;
+    rendezvous = !p.is_last(st) && p.stage_rank[st] != p.stage_rank[st + 1] &&
+                 costs.handshake(st, st + 1) >= 0;
   std::vector<Stall> stall;
   if (rendezvous) {
     if (shared)
