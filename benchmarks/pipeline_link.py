@@ -124,6 +124,9 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
             "modelled_step_s": modelled_step(a, profile, schedule, setting, link,
                                              hand_over_bytes(a.width, a.microbatch_size)),
             "busy_s": [rank["busy"] for rank in rec["measured"]["ranks"]],
+            # How well the two processes' clocks were aligned for the merged trace.
+            "clock_offset_uncertainty_s": max(p["clock_offset_uncertainty_s"]
+                                              for p in rec["data_parallel"]["per_process"]),
             "hosts": sorted({p["host"] for p in rec["data_parallel"]["per_process"]})}
 
 
@@ -147,7 +150,7 @@ def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
                                   f"the two nodes {names}")
                 row = {"schedule": schedule, "setting": setting, "runs": runs}
                 for key in ("step_s", "modelled_step_s", "hand_over_median_s", "hand_over_max_s",
-                            "measured_bubble", "predicted_bubble"):
+                            "measured_bubble", "predicted_bubble", "clock_offset_uncertainty_s"):
                     row[key] = statistics.median(run[key] for run in runs)
                 rows.append(row)
                 print(f"  {schedule:17} {setting:8} step {row['step_s'] * 1e3:7.1f} ms "

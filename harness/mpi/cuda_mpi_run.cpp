@@ -101,20 +101,21 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
 
   cuda::CudaStepRecord last;
   RunOutput out;
+  double step_start = 0;
   out.report = world.rank() == 0;
   const RunTimings timings =
       run_steps(o.run.warmup, o.run.steps, o.run.progress && out.report, [&](int, bool) {
         rank.zero_grad();
         CUDA_CHECK(cudaStreamSynchronize(dev.compute));
         // One clock for the step: process 0's, read after a barrier (as mpi_run.cpp).
-        check(MPI_Barrier(world.comm()), "MPI_Barrier (step start)");
-        double root_origin = mpi::steady_seconds();
-        check(MPI_Bcast(&root_origin, 1, MPI_DOUBLE, 0, world.comm()), "MPI_Bcast (step clock)");
+        const double root_origin =
+            mpi::start_step_together(world.comm(), o.run.executor.spin(/*own_cores=*/true));
         const auto clock = [&] { return mpi::steady_seconds() + offset - root_origin; };
         if (overlap) reduce->begin_step(dev.compute, clock);
         last = executor.run_rank_step(me);
         // The rank's events, measured from its start on this host's clock, onto process 0's.
         const double shift = last.host_start_s + offset - root_origin;
+        step_start = shift;
         for (auto& e : last.trace.compute) e.start += shift, e.end += shift;
         for (auto& e : last.trace.comm) e.start += shift, e.end += shift;
         for (auto& e : last.trace.memory) e.time += shift;
@@ -141,6 +142,7 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
                           .held = held,
                           .clock_offset = offset,
                           .clock_offset_uncertainty = to_root.uncertainty,
+                          .step_start = step_start,
                           .host = world.host(),
                           .node_leader = world.node_leader(),
                           .local_rank = world.local_rank()};

@@ -89,6 +89,7 @@ nlohmann::json job_json(const std::vector<ProcessReport>& procs, const Placement
                    {"local_rank", procs[w].local_rank},
                    {"clock_offset_s", procs[w].clock_offset},
                    {"clock_offset_uncertainty_s", procs[w].clock_offset_uncertainty},
+                   {"step_start_s", procs[w].step_start},
                    {"busy_s", m.busy},
                    {"allreduce_s", m.allreduce_time},
                    {"allreduce_bytes", m.allreduce_bytes},

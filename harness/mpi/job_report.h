@@ -38,6 +38,9 @@ struct ProcessReport {
   HeldMemory held;  // activations: the arena's peak
   double clock_offset = 0;
   double clock_offset_uncertainty = 0;  // half the shortest round trip it was measured with
+  // When its last step began, on process 0's clock, from process 0's reading as it left the
+  // step's barrier: how far apart the processes started.
+  double step_start = 0;
   std::string host;
   std::int32_t node_leader = 0;  // World::node_leader()
   std::int32_t local_rank = 0;   // World::local_rank()
@@ -53,6 +56,7 @@ struct ProcessReport {
     w.put(held);
     w.put(clock_offset);
     w.put(clock_offset_uncertainty);
+    w.put(step_start);
     w.put_string(host);
     w.put(node_leader);
     w.put(local_rank);
@@ -70,6 +74,7 @@ struct ProcessReport {
     p.held = r.get<HeldMemory>();
     p.clock_offset = r.get<double>();
     p.clock_offset_uncertainty = r.get<double>();
+    p.step_start = r.get<double>();
     p.host = r.get_string();
     p.node_leader = r.get<std::int32_t>();
     p.local_rank = r.get<std::int32_t>();

@@ -95,16 +95,16 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   RunOutput out;
   out.report = world.rank() == 0;
   using Clock = std::chrono::steady_clock;
+  double step_start = 0;
   const RunTimings timings = run_steps(o.warmup, o.steps, o.progress && out.report, [&](int, bool) {
     rank.zero_grad();
     // One clock for the step: process 0's, read after a barrier, each process's origin
     // shifted onto it by the offset measured at start-up.
-    check(MPI_Barrier(world.comm()), "MPI_Barrier (step start)");
+    const double root_origin = mpi::start_step_together(world.comm(), spin);
     const Clock::time_point origin = Clock::now();
-    double root_origin = mpi::steady_seconds();
-    check(MPI_Bcast(&root_origin, 1, MPI_DOUBLE, 0, world.comm()), "MPI_Bcast (step clock)");
     const double shift =
         std::chrono::duration<double>(origin.time_since_epoch()).count() + offset - root_origin;
+    step_start = shift;
     const auto clock = [origin, shift] {
       return std::chrono::duration<double>(Clock::now() - origin).count() + shift;
     };
@@ -137,6 +137,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
       .held = held,
       .clock_offset = offset,
       .clock_offset_uncertainty = to_root.uncertainty,
+      .step_start = step_start,
       .host = world.host(),
       .node_leader = world.node_leader(),
       .local_rank = world.local_rank(),

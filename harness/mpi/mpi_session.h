@@ -8,6 +8,7 @@
 // where they fit), the replicas of a stage are D apart.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include <mpi.h>
@@ -95,5 +96,16 @@ CoreSharing core_sharing(const World& world);
 
 // This process's steady clock in seconds.
 double steady_seconds();
+
+// Waits for a request to complete: spins for `spin` (0 where processes share cores), then naps
+// between looks, as the transport's waits do. Not a blocking MPI wait, which polls without a
+// pause: across TCP on a machine with few cores, processes polling so kept the kernel from
+// moving their bytes, and each message took about one scheduler tick (docs/multi-process.md,
+// "One clock, one record").
+void wait_request(MPI_Request& request, std::chrono::microseconds spin, const char* what);
+
+// The step's start, the same on every process: a barrier, then process 0's steady clock
+// (steady_seconds) as it left it, waited for as wait_request does.
+double start_step_together(MPI_Comm comm, std::chrono::microseconds spin);
 
 }  // namespace ppbench::mpi

@@ -340,6 +340,9 @@ class MultiProcessRun(unittest.TestCase):
             expected = -ahead if p["host"] == "emulated-node-b" else 0
             self.assertAlmostEqual(p["clock_offset_s"], expected,
                                    delta=p["clock_offset_uncertainty_s"] + 1e-6, msg=p)
+            # When the process began the last step, on process 0's clock: beside process 0's
+            # start, not 1000 s away.
+            self.assertLess(abs(p["step_start_s"]), 60, p)
         # The step: from the first action of any process to the last action, all-reduce or
         # update of any, each on its own clock shifted onto process 0's (the trace's zero is
         # process 0's start of the step).
@@ -420,6 +423,7 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual([row["setting"] for row in rec["rows"]], ["default", "send", "eager"])
         for row in rec["rows"]:
             self.assertEqual(row["runs"][0]["hosts"], ["ppb-node-0", "ppb-node-1"])
+            self.assertGreater(row["clock_offset_uncertainty_s"], 0)
             self.assertGreater(row["step_s"], 0)
             self.assertGreater(row["hand_over_max_s"], 0)
             self.assertTrue(0 <= row["measured_bubble"] < 1, row)
