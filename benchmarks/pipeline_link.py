@@ -26,8 +26,9 @@ what that wait costs.
 For each schedule and setting, `repeats` runs: the median step time of each run (median over
 the runs), the hand-overs of the last step from its trace (each from when both sides were ready
 to when the tensor was in hand: median and largest), the measured bubble and the bubble of the
-simulator's replay of that step's own costs (the record's `predicted`). The link itself is
-measured first (goodput both ways at once, latency).
+simulator's replay of that step's own costs (the record's `predicted`), the larger of the two
+processes' clock-offset uncertainties and how far apart they began the last step. The link
+itself is measured first (goodput both ways at once, latency).
 
 Beside them, the step the simulator models without any measured hand-over (`modelled_step_s`):
 `simulate --device-profile` with the run's own action times (`run --profile-out`), each
@@ -112,6 +113,7 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
                  mca=tuple(mca))
     rec = json.loads(r.stdout)
     require_settings(rec, mca, schedule)
+    procs = rec["data_parallel"]["per_process"]
     events = json.loads(trace.read_text())["traceEvents"]
     hand_overs = [e["dur"] * 1e-6 for e in events if e.get("ph") == "X" and e.get("cat") == "comm"]
     if not hand_overs:
@@ -124,10 +126,12 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
             "modelled_step_s": modelled_step(a, profile, schedule, setting, link,
                                              hand_over_bytes(a.width, a.microbatch_size)),
             "busy_s": [rank["busy"] for rank in rec["measured"]["ranks"]],
-            # How well the two processes' clocks were aligned for the merged trace.
-            "clock_offset_uncertainty_s": max(p["clock_offset_uncertainty_s"]
-                                              for p in rec["data_parallel"]["per_process"]),
-            "hosts": sorted({p["host"] for p in rec["data_parallel"]["per_process"]})}
+            # How well the two processes' clocks were aligned for the merged trace, and how far
+            # apart they began the last step.
+            "clock_offset_uncertainty_s": max(p["clock_offset_uncertainty_s"] for p in procs),
+            "step_start_spread_s": (max(p["step_start_s"] for p in procs)
+                                    - min(p["step_start_s"] for p in procs)),
+            "hosts": sorted({p["host"] for p in procs})}
 
 
 def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
@@ -150,7 +154,8 @@ def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
                                   f"the two nodes {names}")
                 row = {"schedule": schedule, "setting": setting, "runs": runs}
                 for key in ("step_s", "modelled_step_s", "hand_over_median_s", "hand_over_max_s",
-                            "measured_bubble", "predicted_bubble", "clock_offset_uncertainty_s"):
+                            "measured_bubble", "predicted_bubble", "clock_offset_uncertainty_s",
+                            "step_start_spread_s"):
                     row[key] = statistics.median(run[key] for run in runs)
                 rows.append(row)
                 print(f"  {schedule:17} {setting:8} step {row['step_s'] * 1e3:7.1f} ms "

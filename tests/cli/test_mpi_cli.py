@@ -424,6 +424,7 @@ class MultiProcessRun(unittest.TestCase):
         for row in rec["rows"]:
             self.assertEqual(row["runs"][0]["hosts"], ["ppb-node-0", "ppb-node-1"])
             self.assertGreater(row["clock_offset_uncertainty_s"], 0)
+            self.assertGreaterEqual(row["step_start_spread_s"], 0)
             self.assertGreater(row["step_s"], 0)
             self.assertGreater(row["hand_over_max_s"], 0)
             self.assertTrue(0 <= row["measured_bubble"] < 1, row)
