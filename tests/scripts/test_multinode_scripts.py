@@ -62,6 +62,8 @@ def test_the_benchmarks_need_a_ppbench(bench, tmp_path):
     (["up", "n0", "n1", "n0"], "node 'n0' named twice"),
     (["up", "--rate", "1xbit", "n0"], "--rate '1xbit' is not a rate"),
     (["up", "--rate", "gbit", "n0"], "--rate 'gbit' is not a rate"),
+    (["up", "--rate", "000mbit", "n0"], "--rate '000mbit': must be above 0"),
+    (["up", "--rate", "1000000gbit", "n0"], "at most 6 digits before the unit"),
 ])
 def test_emulated_nodes_refuse_bad_arguments_in_one_line(args, says):
     r = run(str(NODES), *args)
