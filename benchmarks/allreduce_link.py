@@ -2,9 +2,9 @@
 """Data-parallel all-reduces across emulated nodes joined by a link of known rate, measured
 beside what the simulator's ring formula predicts for that link.
 
-    benchmarks/allreduce_link.py [--ppbench build/ppbench] [--rate 1gbit] [--replicas 2,4]
-                                 [--widths 256,1024] [--protocols put,send] [--steps 4]
-                                 [--repeats 3] [--out FILE]
+    benchmarks/allreduce_link.py [--ppbench build/ppbench] [--rate 1gbit] [--burst BYTES]
+                                 [--replicas 2,4] [--widths 256,1024] [--protocols put,send]
+                                 [--steps 4] [--repeats 3] [--out FILE]
 
 R emulated nodes (scripts/emulated-nodes.sh: a network namespace each, its egress shaped to
 --rate by a token bucket, all joined by one bridge) each run one process of `mpirun -np R
@@ -143,8 +143,9 @@ def measure(ppbench: str, mpirun: str, network: str, replicas: list[int], widths
 
 def print_table(result: dict) -> None:
     link = result["link"]
-    print(f"\nlink {result['rate']}: goodput {link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both "
-          f"ways at once, latency {link['latency_s'] * 1e6:.1f} us")
+    print(f"\nlink {result['rate']} (bucket {link['burst_bytes']} bytes): goodput "
+          f"{link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both ways at once, latency "
+          f"{link['latency_s'] * 1e6:.1f} us")
     for protocol, mpi in (link.get("mpi") or {}).items():
         print(f"OpenMPI over it by {protocol}: {mpi['one_way_bytes_per_s'] / 1e6:.1f} MB/s one "
               f"way, {mpi['both_ways_bytes_per_s'] / 1e6:.1f} MB/s each way both at once (the "
@@ -161,10 +162,10 @@ def print_table(result: dict) -> None:
 
 def run_on_nodes(a: argparse.Namespace, names: list[str], mpirun: str, result: dict) -> None:
     """Makes the nodes, measures the link and the all-reduces into `result`, removes the nodes."""
-    with emulated(names, a.rate) as made, \
+    with emulated(names, a.rate, a.burst) as made, \
             tempfile.TemporaryDirectory(prefix="allreduce_link-") as tmp:
         print(f"{len(names)} emulated nodes, each link {a.rate}; measuring the link", flush=True)
-        result["link"] = measure_link(names, made.addresses)
+        result["link"] = measure_link(made, names)
         result["link"]["mpi"] = measure_mpi_link(a.ppbench, mpirun, names, made.network,
                                                  a.protocols, Path(tmp))
         result["rows"] = measure(a.ppbench, mpirun, made.network, a.replicas, a.widths,

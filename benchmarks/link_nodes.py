@@ -24,7 +24,8 @@ from mpi_bench import MPI_ENV, Failure  # noqa: E402
 
 NODES = ROOT / "scripts" / "emulated-nodes.sh"
 PROBE = Path(__file__).resolve().parent / "link_probe.py"
-PROBE_MIB, PING_ROUNDS = 64, 200
+PROBE_MIB, PING_ROUNDS, MESSAGE_ROUNDS = 64, 200, 50
+BURST_RANGE = (2048, 1 << 30)  # scripts/emulated-nodes.sh's --burst
 RUN_TIMEOUT = 300
 # The nodes have fixed names and addresses: two runs at once on one machine would take each
 # other's down, so a run holds this lock while its nodes exist (a second one waits).
@@ -40,7 +41,19 @@ def link_parser(description: str, folder: str) -> argparse.ArgumentParser:
                     help=f"the JSON record (default: results/perf/{folder}/<commit>.json)")
     ap.add_argument("--rate", default="1gbit",
                     help="each node's link, as tc writes it (e.g. 100mbit, 1gbit; default 1gbit)")
+    ap.add_argument("--burst", type=burst_bytes,
+                    help="bytes the link's shaper lets through at once after an idle moment "
+                         f"({BURST_RANGE[0]} to {BURST_RANGE[1]}; default 250 us of --rate, at "
+                         "least 16384: scripts/emulated-nodes.sh)")
     return ap
+
+
+def burst_bytes(text: str) -> int:
+    """argparse type of --burst."""
+    low, high = BURST_RANGE
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise argparse.ArgumentTypeError(f"'{text}': a whole number of bytes, {low} to {high}")
+    return int(text)
 
 
 def node_names(count: int) -> list[str]:
@@ -49,34 +62,41 @@ def node_names(count: int) -> list[str]:
 
 @dataclass
 class Nodes:
-    """What scripts/emulated-nodes.sh up made: each node's address, and their network."""
+    """What scripts/emulated-nodes.sh up made: each node's address, their network and how each
+    node's egress is shaped."""
     addresses: dict[str, str]
     network: str  # the subnet the mpirun options name
+    burst_bytes: int = 0  # the shaper's bucket (0 for `down`)
 
 
 def last_line(text: str) -> str:
     return next((l.strip() for l in reversed(text.splitlines()) if l.strip()), "no message")
 
 
-def nodes(action: str, names: list[str], rate: str | None = None) -> Nodes:
+def nodes(action: str, names: list[str], rate: str | None = None,
+          burst: int | None = None) -> Nodes:
     """scripts/emulated-nodes.sh up|down, and for up what it printed."""
-    cmd = [str(NODES), action, *(["--rate", rate] if rate else []), *names]
+    cmd = [str(NODES), action, *(["--rate", rate] if rate else []),
+           *(["--burst", str(burst)] if burst else []), *names]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise Failure(r.stderr.strip() or f"'{' '.join(cmd)}' exited {r.returncode}",
                       r.returncode if r.returncode in (2, 3) else 1)
     pairs = (line.split() for line in r.stdout.splitlines())
     network = re.search(r"oob_tcp_if_include (\S+)", r.stdout)
-    if action == "up" and network is None:
-        raise Failure(f"'{' '.join(cmd)}' named no network for mpirun: {last_line(r.stdout)}")
+    shaping = re.search(r"^shaping: rate \S+, burst (\d+) bytes$", r.stdout, re.MULTILINE)
+    if action == "up" and (network is None or shaping is None):
+        raise Failure(f"'{' '.join(cmd)}' named no network for mpirun or no shaping: "
+                      f"{last_line(r.stdout)}")
     return Nodes({p[0]: p[1] for p in pairs if len(p) == 2 and p[0] in names},
-                 network.group(1) if network else "")
+                 network.group(1) if network else "", int(shaping.group(1)) if shaping else 0)
 
 
 @contextlib.contextmanager
-def emulated(names: list[str], rate: str) -> Iterator[Nodes]:
-    """The nodes `names`, each link `rate`, for the time of the block: made under the lock and
-    removed at its end, also after a failure."""
+def emulated(names: list[str], rate: str, burst: int | None = None) -> Iterator[Nodes]:
+    """The nodes `names`, each link `rate` with a bucket of `burst` bytes (None: the script's
+    default), for the time of the block: made under the lock and removed at its end, also after
+    a failure."""
     try:
         lock = open(NODES_LOCK, "w")
     except OSError as e:
@@ -84,7 +104,7 @@ def emulated(names: list[str], rate: str) -> Iterator[Nodes]:
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            yield nodes("up", names, rate)
+            yield nodes("up", names, rate, burst)
         finally:
             try:
                 nodes("down", names)
@@ -96,11 +116,28 @@ def in_node(node: str, *cmd: str) -> list[str]:
     return ["ip", "netns", "exec", node, *cmd]
 
 
-def measure_link(names: list[str], addresses: dict[str, str]) -> dict:
-    """Goodput both ways at once between the first two nodes, and half the shortest TCP round
-    trip."""
+def measure_link(made: Nodes, names: list[str], message_bytes: int | None = None) -> dict:
+    """Goodput both ways at once between the first two nodes, half the shortest TCP round trip,
+    the shaper's bucket, and, given `message_bytes`, one message of that size after an idle
+    moment: when it was all there (half the 1-byte round trip taken off its own round trip) and
+    how long its sender's sendall took."""
     a, b = names[0], names[1]
+    addresses = made.addresses
     probes: list[subprocess.Popen] = []
+
+    def ping(size: int, rounds: int) -> dict:
+        echo = subprocess.Popen(in_node(b, sys.executable, str(PROBE), "echo", addresses[b],
+                                        str(size)),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        probes.append(echo)
+        r = subprocess.run(in_node(a, sys.executable, str(PROBE), "ping", addresses[b],
+                                   str(rounds), str(size)), capture_output=True, text=True,
+                           timeout=RUN_TIMEOUT)
+        if r.returncode != 0:
+            raise Failure(f"the ping probe failed: {last_line(r.stderr)}")
+        echo.wait(timeout=60)
+        return json.loads(r.stdout)
+
     try:
         for me, peer in ((a, b), (b, a)):
             probes.append(subprocess.Popen(
@@ -113,23 +150,22 @@ def measure_link(names: list[str], addresses: dict[str, str]) -> dict:
             if p.returncode != 0:
                 raise Failure(f"the link probe failed: {last_line(err)}")
             rates.append(json.loads(out)["rx"])
-        echo = subprocess.Popen(in_node(b, sys.executable, str(PROBE), "echo", addresses[b]),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        probes.append(echo)
-        r = subprocess.run(in_node(a, sys.executable, str(PROBE), "ping", addresses[b],
-                                   str(PING_ROUNDS)), capture_output=True, text=True,
-                           timeout=RUN_TIMEOUT)
-        if r.returncode != 0:
-            raise Failure(f"the ping probe failed: {last_line(r.stderr)}")
-        echo.wait(timeout=60)
+        small = ping(1, PING_ROUNDS)
+        large = ping(message_bytes, MESSAGE_ROUNDS) if message_bytes else None
     finally:
         for p in probes:  # none outlives the measurement, whatever ended it
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    ping = json.loads(r.stdout)
-    return {"goodput_bytes_per_s": min(rates), "rates_bytes_per_s": rates,
-            "latency_s": ping["rtt_min"] / 2, "rtt_median_s": ping["rtt_median"]}
+    link = {"goodput_bytes_per_s": min(rates), "rates_bytes_per_s": rates,
+            "latency_s": small["rtt_min"] / 2, "rtt_median_s": small["rtt_median"],
+            "burst_bytes": made.burst_bytes}
+    if large:
+        link["message"] = {"bytes": message_bytes,
+                           "arrived_s": large["rtt_median"] - small["rtt_min"] / 2,
+                           "send_call_s": large["send_call_median"],
+                           "at_goodput_s": link["latency_s"] + message_bytes / min(rates)}
+    return link
 
 
 def on_nodes(mpirun: str, names: list[str], network: str, tmp: Path, *program: str,

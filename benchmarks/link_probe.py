@@ -4,12 +4,18 @@
 
     link_probe.py duplex ME PEER MIB   serve on ME while sending MIB MiB to PEER, both nodes at
                                        once: prints {"rx": bytes/s}, the rate it received at
-    link_probe.py echo ME              answer one client's one-byte pings until it closes
-    link_probe.py ping PEER ROUNDS     prints {"rtt_min": s, "rtt_median": s} over ROUNDS pings
+    link_probe.py echo ME [BYTES]      answer each ping of BYTES (default 1) with one byte, until
+                                       the client closes
+    link_probe.py ping PEER ROUNDS [BYTES]
+                                       prints {"rtt_min": s, "rtt_median": s, "send_call_median":
+                                       s} over ROUNDS pings of BYTES (default 1)
 
 Both directions at once because an all-reduce sends and receives at once; the bulk rate is the
-link's goodput (what TCP delivers through the shaper), below its nominal rate by the headers. A
-peer that never connects or answers ends the probe with an error after 60 s (exit 1).
+link's goodput (what TCP delivers through the shaper), below its nominal rate by the headers.
+Pings of more than one byte are one message each, as a pipeline's hand-over is, sent after a
+pause of 20 ms (the shaper's bucket fills again, as between a pipeline's actions):
+send_call_median is how long the sender's sendall took to hand it to the kernel. A peer that
+never connects or answers ends the probe with an error after 60 s (exit 1).
 """
 from __future__ import annotations
 
@@ -78,35 +84,47 @@ def duplex(me: str, peer: str, mib: int) -> dict:
     return {"rx": rx["rate"]}
 
 
-def echo(me: str) -> None:
+def echo(me: str, size: int) -> None:
     server = listen(me, PING_PORT)
     c, _ = server.accept()
     c.settimeout(TIMEOUT_S)
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    while (b := c.recv(1)):
-        c.sendall(b)
+    while True:
+        got = 0
+        while got < size:
+            b = c.recv(min(CHUNK, size - got))
+            if not b:
+                return
+            got += len(b)
+        c.sendall(b"k")
 
 
-def ping(peer: str, rounds: int) -> dict:
+def ping(peer: str, rounds: int, size: int) -> dict:
     c = connect(peer, PING_PORT)
-    rtts = []
+    message = b"x" * size
+    rtts, calls = [], []
     for _ in range(rounds):
+        if size > 1:
+            time.sleep(0.02)
         start = time.monotonic()
-        c.sendall(b"x")
-        c.recv(1)
+        c.sendall(message)
+        calls.append(time.monotonic() - start)
+        if not c.recv(1):
+            raise ConnectionError(f"{peer} closed before answering")
         rtts.append(time.monotonic() - start)
     c.close()
-    return {"rtt_min": min(rtts), "rtt_median": statistics.median(rtts)}
+    return {"rtt_min": min(rtts), "rtt_median": statistics.median(rtts),
+            "send_call_median": statistics.median(calls)}
 
 
 def main(argv: list[str]) -> int:
     try:
         if len(argv) == 4 and argv[0] == "duplex":
             print(json.dumps(duplex(argv[1], argv[2], int(argv[3]))))
-        elif len(argv) == 2 and argv[0] == "echo":
-            echo(argv[1])
-        elif len(argv) == 3 and argv[0] == "ping":
-            print(json.dumps(ping(argv[1], int(argv[2]))))
+        elif len(argv) in (2, 3) and argv[0] == "echo":
+            echo(argv[1], int(argv[2]) if len(argv) == 3 else 1)
+        elif len(argv) in (3, 4) and argv[0] == "ping":
+            print(json.dumps(ping(argv[1], int(argv[2]), int(argv[3]) if len(argv) == 4 else 1)))
         else:
             print(__doc__.split("\n\n")[1], file=sys.stderr)
             return 2

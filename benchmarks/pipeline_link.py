@@ -2,7 +2,7 @@
 """A pipeline's hand-overs across a link of known rate, under each way OpenMPI's TCP transport
 can carry them, with the step the simulator replays beside the measured one.
 
-    benchmarks/pipeline_link.py [--ppbench build/ppbench] [--rate 1gbit]
+    benchmarks/pipeline_link.py [--ppbench build/ppbench] [--rate 1gbit] [--burst BYTES]
                                 [--schedules 1f1b,zb-h1,gpipe,interleaved-1f1b,dualpipev]
                                 [--settings default,send,eager] [--width 1024] [-b 64]
                                 [--steps 10] [--repeats 2] [--out FILE]
@@ -28,11 +28,13 @@ the runs), the hand-overs of the last step from its trace (each from when both s
 to when the tensor was in hand: median and largest), the measured bubble and the bubble of the
 simulator's replay of that step's own costs (the record's `predicted`), the larger of the two
 processes' clock-offset uncertainties and how far apart they began the last step. The link
-itself is measured first (goodput both ways at once, latency).
+itself is measured first, outside MPI: goodput both ways at once, latency, and one message of a
+hand-over's size after an idle moment (when it was all there, and how long its sender's send
+call took), with the shaper's bucket (--burst; the record's `link`).
 
-Beside them, the step the simulator models without any measured hand-over (`modelled_step_s`):
-`simulate --device-profile` with the run's own action times (`run --profile-out`), each
-hand-over the link's latency plus its bytes at the link's goodput, and, for the default and
+Beside them, the step the simulator models without any hand-over measured in a run
+(`modelled_step_s`): `simulate --device-profile` with the run's own action times (`run
+--profile-out`), each hand-over the link's measured message time, and, for the default and
 send settings, `--eager-limit 65536` (OpenMPI's TCP eager limit): past it a tensor leaves only
 once its receiver has reached the action that needs it and its sender is between actions.
 
@@ -89,14 +91,13 @@ def step_args(a: argparse.Namespace, schedule: str) -> list[str]:
 def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: str,
                   link: dict, message: int) -> float:
     """The step `simulate` predicts from the run's own action times (its measured profile) and
-    the measured link: each hand-over its latency plus its bytes at the link's goodput, and past
-    OpenMPI's eager limit (all but the eager setting) by rendezvous, each control message taking
-    the link's latency."""
+    the measured link: each hand-over the time one message of its size took to cross it, and
+    past OpenMPI's eager limit (all but the eager setting) by rendezvous, each control message
+    taking the link's latency."""
     measured = json.loads(profile.read_text())
     stages = measured["stages"]
     for k, stage in enumerate(stages):
-        stage["comm"] = (link["latency_s"] + message / link["goodput_bytes_per_s"]
-                         if k + 1 < len(stages) else 0)
+        stage["comm"] = link["message"]["arrived_s"] if k + 1 < len(stages) else 0
     measured["link_latency"] = link["latency_s"]
     profile.write_text(json.dumps(measured))
     eager_limit = [] if setting == "eager" else ["--eager-limit", str(OPENMPI_TCP_EAGER_LIMIT)]
@@ -137,10 +138,10 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
 def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
     names = node_names(2)
     message = hand_over_bytes(a.width, a.microbatch_size)
-    with emulated(names, a.rate) as made, \
+    with emulated(names, a.rate, a.burst) as made, \
             tempfile.TemporaryDirectory(prefix="pipeline_link-") as tmp:
         print(f"2 emulated nodes, each link {a.rate}; measuring the link", flush=True)
-        result["link"] = measure_link(names, made.addresses)
+        result["link"] = measure_link(made, names, message)
         result["hand_over_bytes"] = message
         result["settings"] = {s: setting_mca(s, message) for s in a.settings}
         rows = []
@@ -166,9 +167,12 @@ def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
 
 def print_table(result: dict) -> None:
     link = result["link"]
-    print(f"\nlink {result['rate']}: goodput {link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both "
-          f"ways at once, latency {link['latency_s'] * 1e6:.1f} us; each hand-over "
-          f"{result['hand_over_bytes'] / 1024:.0f} KiB")
+    message = link["message"]
+    print(f"\nlink {result['rate']} (bucket {link['burst_bytes']} bytes): goodput "
+          f"{link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both ways at once, latency "
+          f"{link['latency_s'] * 1e6:.1f} us; each hand-over {result['hand_over_bytes'] / 1024:.0f} "
+          f"KiB, alone on the link {message['arrived_s'] * 1e3:.2f} ms (at the goodput "
+          f"{message['at_goodput_s'] * 1e3:.2f}), its send call {message['send_call_s'] * 1e3:.2f} ms")
     print(f"{'schedule':<17} {'setting':<8} {'step ms':>8} {'vs default':>10} {'model ms':>8} "
           f"{'hand-over ms':>12} {'largest':>8} {'bubble':>7} {'replay':>7}")
     default = {r["schedule"]: r["step_s"] for r in result["rows"] if r["setting"] == "default"}

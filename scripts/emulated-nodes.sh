@@ -6,13 +6,15 @@
 # the traffic between nodes crosses a link of known rate while a node's own processes talk
 # without it (docs/multi-process.md, "Two nodes on one machine").
 #
-#   scripts/emulated-nodes.sh up [--rate RATE] NODE...   # e.g. up --rate 1gbit node-0 node-1
+#   scripts/emulated-nodes.sh up [--rate RATE] [--burst BYTES] NODE...   # e.g. up node-0 node-1
 #   scripts/emulated-nodes.sh down NODE...
 #
 # RATE is a whole number and bit, kbit, mbit or gbit, as tc writes it (e.g. 100mbit, 1gbit,
-# 10gbit; default 1gbit). Node k gets 10.77.0.(k+2)/24 on its
-# eth0, the bridge (ppbench-br0) 10.77.0.1; `up` prints the addresses and the mpirun options that
-# keep OpenMPI's traffic on them. `up` first removes what a previous `up` of the same names left.
+# 10gbit; default 1gbit). BYTES is the token bucket's depth: what may leave at once, faster than
+# RATE, after an idle moment (default 250 us of RATE, at least 16 KiB; 2048 to 1073741824).
+# Node k gets 10.77.0.(k+2)/24 on its eth0, the bridge (ppbench-br0) 10.77.0.1; `up` prints the
+# addresses, the shaping, and the mpirun options that keep OpenMPI's traffic on them. `up` first
+# removes what a previous `up` of the same names left.
 # Needs root, iproute2 (ip, tc) and a kernel with network namespaces, veth, bridges and tbf.
 # Exit codes: 0 done; 2 a bad argument; 3 the machine cannot (not root, no ip or tc, refused).
 set -u
@@ -26,7 +28,7 @@ die() {
   exit "$1"
 }
 
-usage="usage: emulated-nodes.sh up [--rate RATE] NODE... | down NODE..."
+usage="usage: emulated-nodes.sh up [--rate RATE] [--burst BYTES] NODE... | down NODE..."
 [ $# -ge 1 ] || die 2 "$usage"
 action=$1
 shift
@@ -34,11 +36,22 @@ case "$action" in
   up | down) ;;
   *) die 2 "unknown action '$action' (allowed: up, down); $usage" ;;
 esac
-if [ "${1:-}" = --rate ]; then
-  [ $# -ge 2 ] || die 2 "--rate needs a value such as 1gbit"
-  RATE=$2
-  shift 2
-fi
+BURST=
+while [ $# -ge 1 ]; do
+  case "$1" in
+    --rate)
+      [ $# -ge 2 ] || die 2 "--rate needs a value such as 1gbit"
+      RATE=$2
+      shift 2
+      ;;
+    --burst)
+      [ $# -ge 2 ] || die 2 "--burst needs a number of bytes such as 32768"
+      BURST=$2
+      shift 2
+      ;;
+    *) break ;;
+  esac
+done
 case "$RATE" in
   *[!0-9]*[!0-9]*bit | *[!0-9kmg]bit | bit | [!0-9]*) die 2 "--rate '$RATE' is not a rate such as 100mbit, 1gbit or 10gbit" ;;
   *bit) ;;
@@ -55,12 +68,21 @@ case "${RATE%bit}" in
   *g) scale=1000000000 ;;
   *) scale=1 ;;
 esac
-# The bucket's depth in bytes: 250 us of RATE, at least 16 KiB. A deeper bucket lets a message
-# through faster than the link: with 256 KiB at 1gbit, after an idle moment a 256 KiB hand-over
-# arrived in 0.34 ms where the wire takes 2.2 (with 32 KiB, 2.16 ms); a shallower one lowers the
-# link's goodput (16 KiB: 100 MB/s both ways at once, 8 KiB: 88, against 104-110 at 32 KiB).
+# The bucket's depth in bytes, unless --burst says: 250 us of RATE, at least 16 KiB. A deeper
+# bucket lets a message through faster than the link: with 256 KiB at 1gbit, after an idle moment
+# a 256 KiB message arrived in 0.34 ms where the wire takes 2.2 (with 32 KiB, 2.16 ms); a
+# shallower one lowers the link's goodput (16 KiB: 100 MB/s both ways at once, 8 KiB: 88, against
+# 104-110 at 32 KiB). docs/multi-process.md, "Two nodes on one machine", has what either costs.
 burst=$((digits * scale / 32000))
 [ "$burst" -ge 16384 ] || burst=16384
+if [ -n "$BURST" ]; then
+  case "$BURST" in
+    *[!0-9]* | 0*) die 2 "--burst '$BURST': a whole number of bytes, 2048 to 1073741824" ;;
+  esac
+  { [ ${#BURST} -le 10 ] && [ "$BURST" -ge 2048 ] && [ "$BURST" -le 1073741824 ]; } ||
+    die 2 "--burst '$BURST': a whole number of bytes, 2048 to 1073741824"
+  burst=$BURST
+fi
 [ $# -ge 1 ] || die 2 "no node named; $usage"
 [ $# -le 200 ] || die 2 "$# nodes: at most 200 (one /24 subnet)"
 seen=" "
@@ -125,5 +147,6 @@ for node in "$@"; do
   host=$((host + 1))
 done
 trap - INT TERM
+echo "shaping: rate $RATE, burst $burst bytes"
 echo "mpirun options: --mca btl tcp,self --mca oob_tcp_if_include $SUBNET.0/24" \
   "--mca btl_tcp_if_include $SUBNET.0/24 (with PPBENCH_AGENT_NETNS=1 and the local agent)"
