@@ -383,6 +383,7 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual(memory.returncode, 0, memory.stderr)
         grads = json.loads(memory.stdout)["ranks"][0]["bytes"]["grads"]
         self.assertGreater(rec["link"]["goodput_bytes_per_s"], 0)
+        self.assertEqual(rec["link"]["burst_bytes"], 31250)  # the default: 250 us of 1 Gbit/s
         # OpenMPI's own rates over the link, where benchmarks/mpi_duplex is built beside ppbench
         mpi_duplex = os.path.join(os.path.dirname(os.path.abspath(PPBENCH)), "benchmarks",
                                   "mpi_duplex")
@@ -414,8 +415,14 @@ class MultiProcessRun(unittest.TestCase):
         # nodes, by each of OpenMPI's ways to carry the hand-overs; the eager setting's limit
         # lies above the hand-over, and nothing is left.
         rec = self.link_benchmark(BENCH_PIPELINE_LINK, "--schedules", "1f1b", "--width", "64",
-                                  "-b", "8", "--steps", "1", "--repeats", "1")
+                                  "-b", "8", "--steps", "1", "--repeats", "1", "--burst", "20000")
         self.assertEqual(rec["hand_over_bytes"], 8 * 64 * 4)
+        # The link as measured outside MPI: the bucket it was given, and one hand-over's message.
+        self.assertEqual(rec["link"]["burst_bytes"], 20000)
+        message = rec["link"]["message"]
+        self.assertEqual(message["bytes"], rec["hand_over_bytes"])
+        self.assertGreater(message["arrived_s"], 0)
+        self.assertGreater(message["send_call_s"], 0)
         eager = rec["settings"]["eager"]
         limits = [int(eager[i + 2]) for i in range(0, len(eager), 3)]
         self.assertEqual(len(limits), 3)

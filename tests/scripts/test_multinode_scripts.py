@@ -36,6 +36,8 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
     (PIPELINE_BENCH, ["--width", "8"], "--width 8: must be 16 to 4096"),
     (PIPELINE_BENCH, ["-b", "2000"], "-b 2000: must be 1 to 1024"),
     (PIPELINE_BENCH, ["--repeats", "0"], "must be a positive integer"),
+    (PIPELINE_BENCH, ["--burst", "100"], "'100': a whole number of bytes, 2048 to 1073741824"),
+    (BENCH, ["--burst", "32k"], "'32k': a whole number of bytes, 2048 to"),
 ])
 def test_the_benchmarks_refuse_bad_options_in_one_line(bench, args, says):
     r = run(sys.executable, str(bench), *args)
@@ -64,6 +66,8 @@ def test_the_benchmarks_need_a_ppbench(bench, tmp_path):
     (["up", "--rate", "gbit", "n0"], "--rate 'gbit' is not a rate"),
     (["up", "--rate", "000mbit", "n0"], "--rate '000mbit': must be above 0"),
     (["up", "--rate", "1000000gbit", "n0"], "at most 6 digits before the unit"),
+    (["up", "--burst", "1024", "n0"], "--burst '1024': a whole number of bytes, 2048 to"),
+    (["up", "--burst", "08192", "n0"], "--burst '08192': a whole number of bytes"),
 ])
 def test_emulated_nodes_refuse_bad_arguments_in_one_line(args, says):
     r = run(str(NODES), *args)
