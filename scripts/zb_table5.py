@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from results_io import table_script_main
 

@@ -6,9 +6,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
-
-import pytest
 
 import plot_bubble
 import plot_timeline
