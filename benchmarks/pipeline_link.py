@@ -32,11 +32,15 @@ itself is measured first, outside MPI: goodput both ways at once, latency, and o
 hand-over's size after an idle moment (when it was all there, and how long its sender's send
 call took), with the shaper's bucket (--burst; the record's `link`).
 
-Beside them, the step the simulator models without any hand-over measured in a run
+Beside them, the step the simulator models without any hand-over of the run itself
 (`modelled_step_s`): `simulate --device-profile` with the run's own action times (`run
---profile-out`), each hand-over the link's measured message time, and, for the default and
-send settings, `--eager-limit 65536` (OpenMPI's TCP eager limit): past it a tensor leaves only
-once its receiver has reached the action that needs it and its sender is between actions.
+--profile-out`), each hand-over as long as one through the transport by that setting with both
+ranks inside MPI (the record's `transport`: 1F1B on an MLP of two layers of width 8, whose
+actions take microseconds, with hand-overs of the same size; the median of its last step's), and
+`modelled_step_socket_s` the same with each hand-over the socket's one message instead; for the
+default and send settings, `--eager-limit 65536` (OpenMPI's TCP eager limit): past it a tensor
+leaves only once its receiver has reached the action that needs it and its sender is between
+actions.
 
 Writes one JSON record (atomically), default results/perf/pipeline-link/<commit>.json, with
 provenance, and prints a table. Needs root (network namespaces) and iproute2; the nodes are
@@ -62,6 +66,7 @@ SCHEDULES = ["1f1b", "zb-h1", "gpipe", "interleaved-1f1b", "dualpipev"]
 SETTINGS = ["default", "send", "eager"]
 OPENMPI_TCP_EAGER_LIMIT = 65536  # btl_tcp_eager_limit's default (OpenMPI 4.1)
 MICROBATCHES = 8
+PROBE_WIDTH = 8  # the transport probe's MLP: actions of microseconds, hand-overs of any size
 
 
 def hand_over_bytes(width: int, microbatch: int) -> int:
@@ -89,15 +94,14 @@ def step_args(a: argparse.Namespace, schedule: str) -> list[str]:
 
 
 def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: str,
-                  link: dict, message: int) -> float:
-    """The step `simulate` predicts from the run's own action times (its measured profile) and
-    the measured link: each hand-over the time one message of its size took to cross it, and
-    past OpenMPI's eager limit (all but the eager setting) by rendezvous, each control message
-    taking the link's latency."""
+                  link: dict, hand_over_s: float) -> float:
+    """The step `simulate` predicts from the run's own action times (its measured profile), each
+    hand-over `hand_over_s`, and past OpenMPI's eager limit (all but the eager setting) by
+    rendezvous, each control message taking the link's latency."""
     measured = json.loads(profile.read_text())
     stages = measured["stages"]
     for k, stage in enumerate(stages):
-        stage["comm"] = link["message"]["arrived_s"] if k + 1 < len(stages) else 0
+        stage["comm"] = hand_over_s if k + 1 < len(stages) else 0
     measured["link_latency"] = link["latency_s"]
     profile.write_text(json.dumps(measured))
     eager_limit = [] if setting == "eager" else ["--eager-limit", str(OPENMPI_TCP_EAGER_LIMIT)]
@@ -105,8 +109,30 @@ def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: 
                     *eager_limit)["makespan"]
 
 
+def transport_probe(a: argparse.Namespace, mpirun: str, network: str, mca: list[str],
+                    tmp: Path) -> dict:
+    """One hand-over through ppbench's MPI transport by a setting, with both ranks inside MPI
+    nearly all the time: 1F1B on an MLP of 2 layers of width 8 (actions of microseconds) whose
+    micro-batch makes each hand-over the benchmark's size (rounded up to 32 bytes), N = 16; the
+    median of the last step's hand-overs."""
+    microbatch = -(-hand_over_bytes(a.width, a.microbatch_size) // (PROBE_WIDTH * 4))
+    trace = tmp / "probe.json"
+    r = on_nodes(mpirun, node_names(2), network, tmp, a.ppbench, "run", "--workload", "mlp",
+                 "--layers", "2", "--width", str(PROBE_WIDTH), "-b", str(microbatch),
+                 "--dtype", "f32", "--schedule", "1f1b", "--pp", "2", "-n", "16", "--steps", "5",
+                 "--warmup", "2", "--optimizer", "none", "--format", "json", "--trace-out",
+                 str(trace), mca=tuple(mca))
+    require_settings(json.loads(r.stdout), mca, "the transport probe")
+    events = json.loads(trace.read_text())["traceEvents"]
+    hand_overs = [e["dur"] * 1e-6 for e in events if e.get("ph") == "X" and e.get("cat") == "comm"]
+    if not hand_overs:
+        raise Failure("the transport probe's trace holds no hand-over between the two ranks")
+    return {"bytes": microbatch * PROBE_WIDTH * 4, "hand_over_s": statistics.median(hand_overs),
+            "hand_overs": len(hand_overs)}
+
+
 def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, setting: str,
-             mca: list[str], link: dict, tmp: Path) -> dict:
+             mca: list[str], link: dict, probe: dict, tmp: Path) -> dict:
     trace, profile = tmp / "trace.json", tmp / "profile.json"
     r = on_nodes(mpirun, node_names(2), network, tmp, a.ppbench, "run", *step_args(a, schedule),
                  "--steps", str(a.steps), "--warmup", "2", "--optimizer", "none",
@@ -125,7 +151,9 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
             "measured_bubble": rec["measured"]["bubble_fraction"],
             "predicted_bubble": rec["predicted"]["bubble_fraction"],
             "modelled_step_s": modelled_step(a, profile, schedule, setting, link,
-                                             hand_over_bytes(a.width, a.microbatch_size)),
+                                             probe["hand_over_s"]),
+            "modelled_step_socket_s": modelled_step(a, profile, schedule, setting, link,
+                                                    link["message"]["arrived_s"]),
             "busy_s": [rank["busy"] for rank in rec["measured"]["ranks"]],
             # How well the two processes' clocks were aligned for the merged trace, and how far
             # apart they began the last step.
@@ -144,17 +172,22 @@ def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
         result["link"] = measure_link(made, names, message)
         result["hand_over_bytes"] = message
         result["settings"] = {s: setting_mca(s, message) for s in a.settings}
+        print("  one hand-over through the transport, by each setting", flush=True)
+        result["transport"] = {s: transport_probe(a, mpirun, made.network, result["settings"][s],
+                                                  Path(tmp)) for s in a.settings}
         rows = []
         for schedule in a.schedules:
             for setting in a.settings:
                 runs = [run_once(a, mpirun, made.network, schedule, setting,
-                                 result["settings"][setting], result["link"], Path(tmp))
+                                 result["settings"][setting], result["link"],
+                                 result["transport"][setting], Path(tmp))
                         for _ in range(a.repeats)]
                 if runs[0]["hosts"] != names:
                     raise Failure(f"{schedule}: the ranks ran on {runs[0]['hosts']}, not on "
                                   f"the two nodes {names}")
                 row = {"schedule": schedule, "setting": setting, "runs": runs}
-                for key in ("step_s", "modelled_step_s", "hand_over_median_s", "hand_over_max_s",
+                for key in ("step_s", "modelled_step_s", "modelled_step_socket_s",
+                            "hand_over_median_s", "hand_over_max_s",
                             "measured_bubble", "predicted_bubble", "clock_offset_uncertainty_s",
                             "step_start_spread_s"):
                     row[key] = statistics.median(run[key] for run in runs)
@@ -170,17 +203,21 @@ def print_table(result: dict) -> None:
     message = link["message"]
     print(f"\nlink {result['rate']} (bucket {link['burst_bytes']} bytes): goodput "
           f"{link['goodput_bytes_per_s'] / 1e6:.1f} MB/s both ways at once, latency "
-          f"{link['latency_s'] * 1e6:.1f} us; each hand-over {result['hand_over_bytes'] / 1024:.0f} "
-          f"KiB, alone on the link {message['arrived_s'] * 1e3:.2f} ms (at the goodput "
-          f"{message['at_goodput_s'] * 1e3:.2f}), its send call {message['send_call_s'] * 1e3:.2f} ms")
+          f"{link['latency_s'] * 1e6:.1f} us; each hand-over {result['hand_over_bytes'] / 1024:.0f}"
+          f" KiB: through a socket alone {message['arrived_s'] * 1e3:.2f} ms (its bytes at the "
+          f"goodput {message['at_goodput_s'] * 1e3:.2f}; the send call "
+          f"{message['send_call_s'] * 1e3:.2f}), through the transport "
+          + ", ".join(f"{s} {p['hand_over_s'] * 1e3:.2f}" for s, p in result["transport"].items())
+          + " ms")
     print(f"{'schedule':<17} {'setting':<8} {'step ms':>8} {'vs default':>10} {'model ms':>8} "
-          f"{'hand-over ms':>12} {'largest':>8} {'bubble':>7} {'replay':>7}")
+          f"{'by socket':>9} {'hand-over ms':>12} {'largest':>8} {'bubble':>7} {'replay':>7}")
     default = {r["schedule"]: r["step_s"] for r in result["rows"] if r["setting"] == "default"}
     for r in result["rows"]:
         base = default.get(r["schedule"])
         change = f"{r['step_s'] / base - 1:+.0%}" if base else ""
         print(f"{r['schedule']:<17} {r['setting']:<8} {r['step_s'] * 1e3:8.1f} {change:>10} "
-              f"{r['modelled_step_s'] * 1e3:8.1f} {r['hand_over_median_s'] * 1e3:12.2f} {r['hand_over_max_s'] * 1e3:8.2f} "
+              f"{r['modelled_step_s'] * 1e3:8.1f} {r['modelled_step_socket_s'] * 1e3:9.1f} "
+              f"{r['hand_over_median_s'] * 1e3:12.2f} {r['hand_over_max_s'] * 1e3:8.2f} "
               f"{r['measured_bubble']:7.3f} {r['predicted_bubble']:7.3f}")
 
 

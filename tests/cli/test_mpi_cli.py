@@ -423,6 +423,11 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual(message["bytes"], rec["hand_over_bytes"])
         self.assertGreater(message["arrived_s"], 0)
         self.assertGreater(message["send_call_s"], 0)
+        # One hand-over of the same size through the transport, by each setting.
+        self.assertEqual(sorted(rec["transport"]), ["default", "eager", "send"])
+        for probe in rec["transport"].values():
+            self.assertEqual(probe["bytes"], rec["hand_over_bytes"])  # 8 x 64 x 4 = 64 x 8 x 4
+            self.assertGreater(probe["hand_over_s"], 0)
         eager = rec["settings"]["eager"]
         limits = [int(eager[i + 2]) for i in range(0, len(eager), 3)]
         self.assertEqual(len(limits), 3)
@@ -437,6 +442,8 @@ class MultiProcessRun(unittest.TestCase):
             self.assertTrue(0 <= row["measured_bubble"] < 1, row)
             # The simulator's step from the run's profile and the link, in the same unit (s).
             self.assertTrue(row["step_s"] / 10 < row["modelled_step_s"] < row["step_s"] * 10, row)
+            self.assertTrue(
+                row["step_s"] / 10 < row["modelled_step_socket_s"] < row["step_s"] * 10, row)
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn("ppb-node-", left)
 
