@@ -133,6 +133,8 @@ double start_step_together(MPI_Comm comm, std::chrono::microseconds spin) {
   double root_origin = steady_seconds();
   check(MPI_Ibcast(&root_origin, 1, MPI_DOUBLE, 0, comm, &request), "MPI_Ibcast (step clock)");
   wait_request(request, spin, "MPI_Test (step clock)");
+  check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier (step clock taken)");
+  wait_request(request, spin, "MPI_Test (step clock taken)");
   return root_origin;
 }
 
