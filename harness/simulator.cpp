@@ -79,18 +79,10 @@ class ActionTiming {
     double taking_in = 0;
     auto wait_for = [&](const Task& t) {
       return index_.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
-        const double ready = end_of(d.row, d.slot);
-        if (std::isnan(ready)) return false;
-        const int side = d.stage - t.stage + 1;
-        double arrived = ready + delay_[t.stage][side];
-        if constexpr (kRendezvous) {
-          if (handshake_[t.stage][side] >= 0) {
-            arrived = arrival_of(d.row, d.slot);
-            if (std::isnan(arrived)) return false;
-          }
-        }
+        const double arrived = arrival(t, d);  // NaN until its producer has run and sent it
+        if (std::isnan(arrived)) return false;
         start = std::max(start, arrived);
-        taking_in += receive_[t.stage][side];
+        taking_in += receive_[t.stage][d.stage - t.stage + 1];
         return true;
       });
     };
@@ -107,13 +99,8 @@ class ActionTiming {
         const Task& t = half == 0 ? a.task : a.partner;
         index_.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
           const int producer = p_.stage_rank[d.stage];
-          const double sent = end_of(d.row, d.slot);
           if (producer == r) return true;
-          double arrived = sent + costs_.comm(d.stage, t.stage);
-          if constexpr (kRendezvous)
-            if (handshake_[t.stage][d.stage - t.stage + 1] >= 0)
-              arrived = arrival_of(d.row, d.slot);
-          on_transfer_(producer, r, sent, arrived, d.task());
+          on_transfer_(producer, r, end_of(d.row, d.slot), arrival(t, d), d.task());
           return true;
         });
       }
@@ -147,8 +134,9 @@ class ActionTiming {
   }
   double handshake(const Destination& d) const { return handshake_[d.stage][d.side]; }
   double delay(const Destination& d) const { return delay_[d.stage][d.side]; }
-  // When input `d` of task `t`, from another rank, is (or will be) at t's rank; NaN while not
-  // known (its producer has not run, or its rendezvous has not delivered it).
+  // When input `d` of task `t` is (or will be) at t's rank, its producer's end where that is
+  // t's own rank; NaN while not known (its producer has not run, or its rendezvous has not
+  // delivered it).
   double arrival(const Task& t, const TaskIndex::Dep& d) const {
     const int side = d.stage - t.stage + 1;
     if (kRendezvous && handshake_[t.stage][side] >= 0) return arrival_of(d.row, d.slot);

@@ -30,4 +30,24 @@ class Naps {
   std::chrono::microseconds longest_;
 };
 
+// A poller's pause between looks: none while its spin lasts, then Naps, short ones after a spin
+// (the poller has a core of its own) and longer ones without (it shares cores).
+class SpinThenNap {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit SpinThenNap(std::chrono::microseconds spin)
+      : spin_until_(Clock::now() + spin),
+        naps_(spin.count() > 0 ? Naps::kOwnCore : Naps::kSharedCores) {}
+
+  // After a look that found nothing, at `now`.
+  void pause(Clock::time_point now) {
+    if (now >= spin_until_) naps_.take();
+  }
+
+ private:
+  Clock::time_point spin_until_;
+  Naps naps_;
+};
+
 }  // namespace ppbench

@@ -116,13 +116,12 @@ CoreSharing core_sharing(const World& world) {
 }
 
 void wait_request(MPI_Request& request, std::chrono::microseconds spin, const char* what) {
-  const auto spin_until = std::chrono::steady_clock::now() + spin;
-  Naps naps(spin.count() > 0 ? Naps::kOwnCore : Naps::kSharedCores);
+  SpinThenNap pause(spin);
   for (;;) {
     int done = 0;
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
     if (done != 0) return;
-    if (std::chrono::steady_clock::now() >= spin_until) naps.take();
+    pause.pause(SpinThenNap::Clock::now());
   }
 }
 

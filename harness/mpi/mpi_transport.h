@@ -108,8 +108,8 @@ class MpiTransport final : public Transport<Message> {
     // Not a blocking MPI_Mrecv: past the eager limit the rest of the message follows only now,
     // and Open MPI's blocking receive polls without a pause for as long as it takes. Across TCP
     // on a machine with few cores, two processes polling so kept the kernel from moving their
-    // bytes: 256 KiB exchanges took 8 ms instead of 2.2 (docs/multi-process.md). This wait
-    // spins briefly, then naps, as every other wait here.
+    // bytes: 256 KiB hand-overs took 8 ms where the same bytes alone crossed the link in 0.3
+    // (docs/multi-process.md). This wait spins briefly, then naps, as every other wait here.
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPI_Imrecv(buffer_.data(), count, MPI_BYTE, &msg, &request), "MPI_Imrecv");
     const WaitResult got = wait_until(deadline, [&] {
@@ -182,15 +182,13 @@ class MpiTransport final : public Transport<Message> {
 
   template <class Ready>
   WaitResult wait_until(Clock::time_point deadline, Ready ready) {
-    const auto spin_until = Clock::now() + spin_;
-    Naps naps(spin_.count() > 0 ? Naps::kOwnCore : Naps::kSharedCores);
+    SpinThenNap pause(spin_);
     for (;;) {
       if (aborted_) return WaitResult::kAborted;
       if (ready()) return WaitResult::kDone;
       const auto now = Clock::now();
       if (now >= deadline) return WaitResult::kTimedOut;
-      if (now < spin_until) continue;
-      naps.take();
+      pause.pause(now);
     }
   }
 
