@@ -109,6 +109,15 @@ def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: 
                     *eager_limit)["makespan"]
 
 
+def trace_hand_overs(trace: Path, what: str) -> list[float]:
+    """The hand-overs (s) of a run's `--trace-out`; Failure naming `what` if there are none."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    hand_overs = [e["dur"] * 1e-6 for e in events if e.get("ph") == "X" and e.get("cat") == "comm"]
+    if not hand_overs:
+        raise Failure(f"{what}: the trace holds no hand-over between the two ranks")
+    return hand_overs
+
+
 def transport_probe(a: argparse.Namespace, mpirun: str, network: str, mca: list[str],
                     tmp: Path) -> dict:
     """One hand-over through ppbench's MPI transport by a setting, with both ranks inside MPI
@@ -123,10 +132,7 @@ def transport_probe(a: argparse.Namespace, mpirun: str, network: str, mca: list[
                  "--warmup", "2", "--optimizer", "none", "--format", "json", "--trace-out",
                  str(trace), mca=tuple(mca))
     require_settings(json.loads(r.stdout), mca, "the transport probe")
-    events = json.loads(trace.read_text())["traceEvents"]
-    hand_overs = [e["dur"] * 1e-6 for e in events if e.get("ph") == "X" and e.get("cat") == "comm"]
-    if not hand_overs:
-        raise Failure("the transport probe's trace holds no hand-over between the two ranks")
+    hand_overs = trace_hand_overs(trace, "the transport probe")
     return {"bytes": microbatch * PROBE_WIDTH * 4, "hand_over_s": statistics.median(hand_overs),
             "hand_overs": len(hand_overs)}
 
@@ -141,10 +147,7 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
     rec = json.loads(r.stdout)
     require_settings(rec, mca, schedule)
     procs = rec["data_parallel"]["per_process"]
-    events = json.loads(trace.read_text())["traceEvents"]
-    hand_overs = [e["dur"] * 1e-6 for e in events if e.get("ph") == "X" and e.get("cat") == "comm"]
-    if not hand_overs:
-        raise Failure(f"{schedule}: the trace holds no hand-over between the two ranks")
+    hand_overs = trace_hand_overs(trace, schedule)
     return {"step_s": statistics.median(rec["step_times_s"]),
             "hand_over_median_s": statistics.median(hand_overs),
             "hand_over_max_s": max(hand_overs),
