@@ -25,7 +25,9 @@ what that wait costs.
 
 For each schedule and setting, `repeats` runs: the median step time of each run (median over
 the runs), the hand-overs of the last step from its trace (each from when both sides were ready
-to when the tensor was in hand: median and largest), the measured bubble and the bubble of the
+to when the tensor was in hand: median and largest), the median send call (what a sender spent
+in the call that handed a tensor to MPI; across a shaped link the kernel moves an eager
+message's bytes inside it, on the sender's core), the measured bubble and the bubble of the
 simulator's replay of that step's own costs (the record's `predicted`), the larger of the two
 processes' clock-offset uncertainties and how far apart they began the last step. The link
 itself is measured first, outside MPI: goodput both ways at once, latency, and one message of a
@@ -35,9 +37,12 @@ call took), with the shaper's bucket (--burst; the record's `link`).
 Beside them, the step the simulator models without any hand-over of the run itself
 (`modelled_step_s`): `simulate --device-profile` with the run's own action times (`run
 --profile-out`), each hand-over as long as one through the transport by that setting with both
-ranks inside MPI (the record's `transport`: 1F1B on an MLP of two layers of width 8, whose
-actions take microseconds, with hand-overs of the same size; the median of its last step's), and
-`modelled_step_socket_s` the same with each hand-over the socket's one message instead; for the
+ranks inside MPI and each send call holding its sender as long as the transport's did there (the
+record's `transport`: 1F1B on an MLP of two layers of width 8, whose actions take microseconds,
+with hand-overs of the same size; the medians of its last step's);
+`modelled_step_without_send_s` the same with send calls that cost nothing (the model before
+send calls were timed); and `modelled_step_socket_s` with each hand-over and send call the
+socket's one message instead; for the
 default and send settings, `--eager-limit 65536` (OpenMPI's TCP eager limit): past it a tensor
 leaves only once its receiver has reached the action that needs it and its sender is between
 actions.
@@ -94,14 +99,16 @@ def step_args(a: argparse.Namespace, schedule: str) -> list[str]:
 
 
 def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: str,
-                  link: dict, hand_over_s: float) -> float:
+                  link: dict, hand_over_s: float, send_s: float) -> float:
     """The step `simulate` predicts from the run's own action times (its measured profile), each
-    hand-over `hand_over_s`, and past OpenMPI's eager limit (all but the eager setting) by
-    rendezvous, each control message taking the link's latency."""
+    hand-over `hand_over_s`, each send call holding its sender `send_s`, and past OpenMPI's eager
+    limit (all but the eager setting) by rendezvous, each control message taking the link's
+    latency."""
     measured = json.loads(profile.read_text())
     stages = measured["stages"]
     for k, stage in enumerate(stages):
         stage["comm"] = hand_over_s if k + 1 < len(stages) else 0
+        stage["send"] = send_s if k + 1 < len(stages) else 0
     measured["link_latency"] = link["latency_s"]
     profile.write_text(json.dumps(measured))
     eager_limit = [] if setting == "eager" else ["--eager-limit", str(OPENMPI_TCP_EAGER_LIMIT)]
@@ -109,13 +116,16 @@ def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: 
                     *eager_limit)["makespan"]
 
 
-def trace_hand_overs(trace: Path, what: str) -> list[float]:
-    """The hand-overs (s) of a run's `--trace-out`; Failure naming `what` if there are none."""
-    events = json.loads(trace.read_text())["traceEvents"]
-    hand_overs = [e["dur"] * 1e-6 for e in events if e.get("ph") == "X" and e.get("cat") == "comm"]
+def trace_hand_overs(trace: Path, what: str) -> tuple[list[float], list[float]]:
+    """The hand-overs (s) of a run's `--trace-out`, and the mean span (s) of each action's timed
+    send calls; Failure naming `what` if there is no hand-over."""
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X"]
+    hand_overs = [e["dur"] * 1e-6 for e in events if e.get("cat") == "comm"]
     if not hand_overs:
         raise Failure(f"{what}: the trace holds no hand-over between the two ranks")
-    return hand_overs
+    sends = [e["args"]["send_us"] * 1e-6 / e["args"]["sends"] for e in events
+             if e.get("args", {}).get("sends")]
+    return hand_overs, sends
 
 
 def transport_probe(a: argparse.Namespace, mpirun: str, network: str, mca: list[str],
@@ -132,9 +142,10 @@ def transport_probe(a: argparse.Namespace, mpirun: str, network: str, mca: list[
                  "--warmup", "2", "--optimizer", "none", "--format", "json", "--trace-out",
                  str(trace), mca=tuple(mca))
     require_settings(json.loads(r.stdout), mca, "the transport probe")
-    hand_overs = trace_hand_overs(trace, "the transport probe")
+    hand_overs, sends = trace_hand_overs(trace, "the transport probe")
     return {"bytes": microbatch * PROBE_WIDTH * 4, "hand_over_s": statistics.median(hand_overs),
-            "hand_overs": len(hand_overs)}
+            "hand_overs": len(hand_overs),
+            "send_call_s": statistics.median(sends) if sends else 0.0}
 
 
 def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, setting: str,
@@ -147,16 +158,20 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
     rec = json.loads(r.stdout)
     require_settings(rec, mca, schedule)
     procs = rec["data_parallel"]["per_process"]
-    hand_overs = trace_hand_overs(trace, schedule)
+    hand_overs, sends = trace_hand_overs(trace, schedule)
     return {"step_s": statistics.median(rec["step_times_s"]),
             "hand_over_median_s": statistics.median(hand_overs),
             "hand_over_max_s": max(hand_overs),
+            "send_call_median_s": statistics.median(sends) if sends else 0.0,
             "measured_bubble": rec["measured"]["bubble_fraction"],
             "predicted_bubble": rec["predicted"]["bubble_fraction"],
             "modelled_step_s": modelled_step(a, profile, schedule, setting, link,
-                                             probe["hand_over_s"]),
+                                             probe["hand_over_s"], probe["send_call_s"]),
+            "modelled_step_without_send_s": modelled_step(a, profile, schedule, setting, link,
+                                                          probe["hand_over_s"], 0.0),
             "modelled_step_socket_s": modelled_step(a, profile, schedule, setting, link,
-                                                    link["message"]["arrived_s"]),
+                                                    link["message"]["arrived_s"],
+                                                    link["message"]["send_call_s"]),
             "busy_s": [rank["busy"] for rank in rec["measured"]["ranks"]],
             # How well the two processes' clocks were aligned for the merged trace, and how far
             # apart they began the last step.
@@ -189,8 +204,9 @@ def measure(a: argparse.Namespace, mpirun: str, result: dict) -> None:
                     raise Failure(f"{schedule}: the ranks ran on {runs[0]['hosts']}, not on "
                                   f"the two nodes {names}")
                 row = {"schedule": schedule, "setting": setting, "runs": runs}
-                for key in ("step_s", "modelled_step_s", "modelled_step_socket_s",
-                            "hand_over_median_s", "hand_over_max_s",
+                for key in ("step_s", "modelled_step_s", "modelled_step_without_send_s",
+                            "modelled_step_socket_s", "hand_over_median_s", "hand_over_max_s",
+                            "send_call_median_s",
                             "measured_bubble", "predicted_bubble", "clock_offset_uncertainty_s",
                             "step_start_spread_s"):
                     row[key] = statistics.median(run[key] for run in runs)
@@ -210,17 +226,20 @@ def print_table(result: dict) -> None:
           f" KiB: through a socket alone {message['arrived_s'] * 1e3:.2f} ms (its bytes at the "
           f"goodput {message['at_goodput_s'] * 1e3:.2f}; the send call "
           f"{message['send_call_s'] * 1e3:.2f}), through the transport "
-          + ", ".join(f"{s} {p['hand_over_s'] * 1e3:.2f}" for s, p in result["transport"].items())
+          + ", ".join(f"{s} {p['hand_over_s'] * 1e3:.2f} (send call {p['send_call_s'] * 1e3:.2f})"
+                      for s, p in result["transport"].items())
           + " ms")
     print(f"{'schedule':<17} {'setting':<8} {'step ms':>8} {'vs default':>10} {'model ms':>8} "
-          f"{'by socket':>9} {'hand-over ms':>12} {'largest':>8} {'bubble':>7} {'replay':>7}")
+          f"{'no send':>8} {'by socket':>9} {'hand-over ms':>12} {'largest':>8} {'send ms':>7} "
+          f"{'bubble':>7} {'replay':>7}")
     default = {r["schedule"]: r["step_s"] for r in result["rows"] if r["setting"] == "default"}
     for r in result["rows"]:
         base = default.get(r["schedule"])
         change = f"{r['step_s'] / base - 1:+.0%}" if base else ""
         print(f"{r['schedule']:<17} {r['setting']:<8} {r['step_s'] * 1e3:8.1f} {change:>10} "
-              f"{r['modelled_step_s'] * 1e3:8.1f} {r['modelled_step_socket_s'] * 1e3:9.1f} "
-              f"{r['hand_over_median_s'] * 1e3:12.2f} {r['hand_over_max_s'] * 1e3:8.2f} "
+              f"{r['modelled_step_s'] * 1e3:8.1f} {r['modelled_step_without_send_s'] * 1e3:8.1f} "
+              f"{r['modelled_step_socket_s'] * 1e3:9.1f} {r['hand_over_median_s'] * 1e3:12.2f} "
+              f"{r['hand_over_max_s'] * 1e3:8.2f} {r['send_call_median_s'] * 1e3:7.2f} "
               f"{r['measured_bubble']:7.3f} {r['predicted_bubble']:7.3f}")
 
 

@@ -50,6 +50,8 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
     nlohmann::json args = {{"stage", e.action.task.stage}, {"mb", e.action.task.mb}};
     if (e.action.paired()) args["overlapped"] = to_string(e.action.partner);
     if (e.cpu >= 0) args["cpu_us"] = e.cpu * to_us;  // ranks that shared cores: the thread's time
+    // Its outputs' send calls after it, timed (ComputeEvent::send): not part of the span.
+    if (e.sends > 0) args["sends"] = e.sends, args["send_us"] = e.send * to_us;
     events.push_back(span(to_string(e.action), category(e.action), 0, e.rank, e.start, e.end, to_us,
                           std::move(args)));
   }

@@ -32,6 +32,11 @@ struct StageCost {
   // it (eager), the tensor leaves as its producer ends.
   bool rendezvous = false;
   double handshake = 0;
+  // The producer's own time handing one output to another rank across this stage's boundaries,
+  // after the action (and any optimizer step after it): its rank is not free again until then,
+  // though the tensor is on its way from the action's end (LogP's sender overhead; 0 unless a
+  // measured step's replay or profile sets it).
+  double send = 0;
 };
 
 // The flags of `--cost F=1,B=2,I=1,W=1,FB=3`, as given.
@@ -86,6 +91,10 @@ class CostModel {
   }
   // What the consumer of a cross-rank input on `to_stage` spends taking it in.
   double recv(int to_stage) const { return stages_[to_stage].recv; }
+  // What the producer of an output for another rank spends sending it, between adjacent stages.
+  double send(int from_stage, int to_stage) const {
+    return stages_[from_stage < to_stage ? from_stage : to_stage].send;
+  }
   // The handshake of a rendezvous between adjacent stages on different ranks, or -1 where their
   // hand-overs are eager.
   double handshake(int from_stage, int to_stage) const {

@@ -106,6 +106,8 @@ DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& s
     c.b = time("B");
     c.fb = time("FB");
     c.comm = time("comm", true);
+    // Optional (profiles before it had none): the producer's time in each send call.
+    if (e.contains("send")) c.send = time("send", true);
     p.stages.push_back(c);
     PairedBackward with;
     if (e.contains("FB_backward")) {
@@ -176,6 +178,7 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
   // Per part: F, B, I, W, overlapped pairs (by their forward stage); hand-overs per boundary.
   std::vector<std::array<std::vector<double>, 5>> d(static_cast<std::size_t>(parts));
   std::vector<std::vector<double>> comm(static_cast<std::size_t>(parts));
+  std::vector<std::vector<double>> sends(static_cast<std::size_t>(parts));  // per send call
   std::vector<std::vector<double>> updates(static_cast<std::size_t>(parts));
   for (const UpdateEvent& u : trace.updates)
     updates[static_cast<std::size_t>(part(u.stage))].push_back(u.end - u.start);
@@ -190,6 +193,16 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
       auto& seen = paired_with[k];
       if (seen.first == -1) seen = with;
       if (seen != with) seen.first = -2;
+    }
+    // Each send call's mean span, on the boundary of each output that left the rank.
+    for (int half = 0; half < (e.action.paired() ? 2 : 1) && e.sends > 0; ++half) {
+      const Task& t = half == 0 ? e.action.task : e.action.partner;
+      if (t.op == Op::W || (t.op == Op::F ? placement.is_last(t.stage) : placement.is_first(t.stage)))
+        continue;
+      const int to = t.op == Op::F ? t.stage + 1 : t.stage - 1;
+      if (placement.stage_rank[to] == placement.stage_rank[t.stage]) continue;
+      const int boundary = t.op == Op::F ? part(t.stage) : part(t.stage) - 1;
+      sends[static_cast<std::size_t>(boundary)].push_back(e.send / e.sends);
     }
   }
   for (const auto& c : trace.comm) {
@@ -214,6 +227,7 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     c.comm = k + 1 < d.size() ? median(comm[k]) : 0;
     stages.push_back(
         {{"F", c.f}, {"I", c.i}, {"W", c.w}, {"B", c.b}, {"FB", c.fb}, {"comm", c.comm}});
+    if (k + 1 < d.size() && !sends[k].empty()) stages.back()["send"] = median(sends[k]);
     // The backward FB's pairs carried, where not this part's own B (a V shape's). Pairs of one
     // part with backwards of several (an order of one's own) keep FB as their median alone.
     const auto [with, op] = paired_with[k];

@@ -4,8 +4,8 @@
 //   rates     a device's peak FLOP/s, memory bandwidth (bytes/s), link bandwidth (bytes/s) and
 //             link latency (s); a layer's pass takes max(FLOPs / peak, bytes / bandwidth) (a
 //             roofline), a stage boundary bytes / link bandwidth + latency.
-//   measured  per-stage medians of F, I, W, B, FB and of the hand-over at each boundary, in
-//             seconds, as `run --profile-out FILE` writes them from a measured step, with the
+//   measured  per-stage medians of F, I, W, B, FB and of the hand-over and the sender's send
+//             call at each boundary, in seconds, as `run --profile-out FILE` writes them from a measured step, with the
 //             workload, partition and provenance they were measured for.
 //
 // The file is one JSON object with "format": "ppbench-device-profile", "version": 1 and "kind"
@@ -43,7 +43,8 @@ struct DeviceProfile {
   std::string name;    // what the profile says it describes
   std::string source;  // "built-in default" or the file's path
   DeviceRates rates;   // kind "rates"; kind "measured": link_latency only (0 unless given)
-  // kind "measured": per partition stage, seconds; comm is the hand-over to the next stage.
+  // kind "measured": per partition stage, seconds; comm is the hand-over to the next stage and
+  // send each send call's span across that boundary (0 where the profile has none).
   std::vector<StageCost> stages;
   // kind "measured": per partition stage, the backward half its overlapped pairs carried where
   // not its own B (a V shape pairs a forward of one stage with a backward of another); FB is the

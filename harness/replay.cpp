@@ -49,6 +49,10 @@ HandOver hand_over_from_trace(const Trace& trace) {
   HandOver h;
   h.receive = queued.value();
   h.delay = waited.any() ? std::max(waited.value() - h.receive, 0.0) : 0.0;
+  double sending = 0;
+  long sends = 0;
+  for (const auto& e : trace.compute) sending += e.send, sends += e.sends;
+  h.send = sends > 0 ? sending / static_cast<double>(sends) : 0.0;
   return h;
 }
 
@@ -79,6 +83,7 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
     c.fb = c.f + c.b;
     c.comm = hand_over.delay;
     c.recv = hand_over.receive;
+    c.send = hand_over.send;
   }
   // What overlapping saved, per forward stage: a pair's halves may be two stages of different
   // costs (a V shape's first and last), so each pair is compared with its own halves.

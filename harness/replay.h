@@ -1,7 +1,7 @@
 // Replays a measured step through the simulator: per-stage costs are the
 // mean measured durations of each op on that stage, the comm delay the mean
-// measured hand-over latency and the receive cost what a consumer spent taking in a tensor
-// that was already there. The gap between the measured and the
+// measured hand-over latency, the receive cost what a consumer spent taking in a tensor
+// that was already there and the send cost what a producer spent in a send call. The gap between the measured and the
 // replayed bubble is the simulator's fidelity, reported with every run. The optimizer steps
 // are replayed where they ran, with their measured durations.
 #pragma once
@@ -15,14 +15,16 @@
 
 namespace ppbench {
 
-// A measured step's cross-rank hand-overs as the replay charges them (StageCost::comm, ::recv):
-// `receive` is the mean span of the receives that found their tensor already sent (the
+// A measured step's cross-rank hand-overs as the replay charges them (StageCost::comm, ::recv,
+// ::send): `receive` is the mean span of the receives that found their tensor already sent (the
 // consumer's own work: a rendezvous copy, a mailbox take); `delay` is the mean span of the
 // receives that waited, less that work (the latency). With every receive waiting, `receive` is 0
-// and `delay` the plain mean, as before receives were told apart.
+// and `delay` the plain mean, as before receives were told apart. `send` is the mean span of the
+// send calls that found room in their channel (ComputeEvent::send): the producer's own work.
 struct HandOver {
   double delay = 0;    // seconds
   double receive = 0;  // seconds
+  double send = 0;     // seconds
 };
 HandOver hand_over_from_trace(const Trace& trace);
 

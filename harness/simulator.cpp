@@ -26,11 +26,13 @@ namespace {
 struct NoTransfers {};
 
 // The timing of single actions, which both walks below share: when an action's inputs let it
-// start, and what running it records. `on_action(rank, position, action, start, end)` is called
-// for every action and, unless it is NoTransfers, `on_transfer(producer rank, consumer rank,
-// sent, arrived, task)` for every input that crosses ranks. `after(rank, position, end)` returns
-// when the rank is done with the action: later than `end` where it runs other work right after it
-// (an optimizer step), which delays both the rank and what the action sends.
+// start, and what running it records. `on_action(rank, position, action, start, end, send,
+// sends)` is called for every action (`sends` of its outputs cross ranks, costing its rank `send`
+// in all) and, unless it is NoTransfers, `on_transfer(producer rank, consumer rank, sent, arrived,
+// task)` for every input that crosses ranks. `after(rank, position, end)` returns when the rank
+// is done with the action: later than `end` where it runs other work right after it (an
+// optimizer step), which delays both the rank and what the action sends. The rank is free again
+// once it has also sent the action's outputs (StageCost::send).
 //
 // With `kRendezvous`, an input on a boundary whose hand-overs go by rendezvous is ready when it
 // has arrived (arrive(), as walk_with_rendezvous times it), not a fixed delay after its producer.
@@ -47,6 +49,7 @@ class ActionTiming {
         delay_(p_.stages(), {0.0, 0.0, 0.0}),
         receive_(p_.stages(), {0.0, 0.0, 0.0}),
         handshake_(p_.stages(), {-1.0, -1.0, -1.0}),
+        send_(p_.stages(), {-1.0, -1.0}),
         free_at_(p_.ranks, 0.0),
         on_action_(on_action),
         on_transfer_(on_transfer),
@@ -54,18 +57,20 @@ class ActionTiming {
     for (int st = 0; st < p_.stages(); ++st) {
       // A NaN end would read as "has not run": the walk would report a deadlock instead.
       const StageCost& c = costs.stages().at(st);
-      if (!std::isfinite(c.f + c.b + c.i + c.w + c.fb + c.comm + c.recv + c.handshake))
+      if (!std::isfinite(c.f + c.b + c.i + c.w + c.fb + c.comm + c.recv + c.handshake + c.send))
         throw std::invalid_argument("simulate: the costs of stage " + std::to_string(st) +
                                     " are not all finite");
       if (!index_.is_first(st) && p_.stage_rank[st - 1] != p_.stage_rank[st]) {
         delay_[st][0] = costs.comm(st - 1, st);
         receive_[st][0] = costs.recv(st);
         handshake_[st][0] = costs.handshake(st - 1, st);
+        send_[st][1] = costs.send(st, st - 1);
       }
       if (!index_.is_last(st) && p_.stage_rank[st + 1] != p_.stage_rank[st]) {
         delay_[st][2] = costs.comm(st, st + 1);
         receive_[st][2] = costs.recv(st);
         handshake_[st][2] = costs.handshake(st, st + 1);
+        send_[st][0] = costs.send(st, st + 1);
       }
     }
   }
@@ -91,9 +96,14 @@ class ActionTiming {
     return ready;
   }
 
-  // Runs rank r's action `a` (at `pos` in its order) from `start`; returns when the rank is done
-  // with it.
-  double run(int r, std::size_t pos, const Action& a, double start) {
+  // When a run action's outputs leave its rank, and when the rank is free again.
+  struct Ran {
+    double done;
+    double free;
+  };
+
+  // Runs rank r's action `a` (at `pos` in its order) from `start`.
+  Ran run(int r, std::size_t pos, const Action& a, double start) {
     if constexpr (!std::is_same_v<OnTransfer, NoTransfers>) {
       for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
         const Task& t = half == 0 ? a.task : a.partner;
@@ -106,14 +116,22 @@ class ActionTiming {
       }
     }
     const double finish = start + costs_.time(a);
-    on_action_(r, pos, a, start, finish);
+    double sending = 0;
+    int sends = 0;
+    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
+      const Task& t = half == 0 ? a.task : a.partner;
+      if (t.op == Op::W) continue;
+      const double cost = send_[t.stage][TaskIndex::slot(t.op)];
+      if (cost >= 0) sending += cost, ++sends;
+    }
+    on_action_(r, pos, a, start, finish, sending, sends);
     const double done = after_(r, pos, finish);
     for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
       const Task& t = half == 0 ? a.task : a.partner;
       if (t.op != Op::W) end_of(index_.row(t.stage, t.mb), TaskIndex::slot(t.op)) = done;
     }
-    free_at_[r] = done;
-    return done;
+    free_at_[r] = done + sending;
+    return {done, done + sending};
   }
 
   bool ran(const TaskIndex::Dep& d) const { return !std::isnan(end_of(d.row, d.slot)); }
@@ -168,6 +186,9 @@ class ActionTiming {
   // By the same sides, the handshake of a rendezvous hand-over, -1 where hand-overs are eager
   // (and on the task's own rank).
   std::vector<std::array<double, 3>> handshake_;
+  // What the producer spends sending each output (by slot: 0 an activation, 1 a gradient) to
+  // another rank; -1 where the consumer is on its own rank (or there is none).
+  std::vector<std::array<double, 2>> send_;
   std::vector<double> free_at_;
   OnAction& on_action_;
   OnTransfer& on_transfer_;
@@ -215,7 +236,7 @@ std::vector<Stall> walk_on_shared_cores(const Schedule& s, Timing& timing, int c
     const double core = core_free.top();
     core_free.pop();
     const Action& a = s.ranks[r][next[r]];
-    core_free.push(timing.run(r, next[r], a, std::max(ready, core)));
+    core_free.push(timing.run(r, next[r], a, std::max(ready, core)).free);
     ++next[r];
     offer(r);
     wake_dependents(index, a, [&](int stage) {
@@ -236,7 +257,8 @@ std::vector<Stall> walk_on_shared_cores(const Schedule& s, Timing& timing, int c
 //             one after another), it answers: the answer reaches the producer's rank one
 //             handshake later;
 //   ack       if that rank is inside an action (or an update) then, the tensor leaves when it
-//             ends, otherwise at once; it arrives `comm` later;
+//             ends, otherwise at once (sending an action's outputs, StageCost::send, the rank is
+//             inside MPI); it arrives `comm` later;
 //   arrive    the consumer's rank may start its action, as ActionTiming::inputs_ready says.
 // A rank starts its next action as soon as all its inputs have arrived (an eager input's arrival
 // is known as its producer ends), so it is busy from that start to its end; an answer that comes
@@ -269,9 +291,9 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
   };
   std::vector<std::size_t> next(ranks, 0);
   std::vector<std::uint8_t> idle(ranks, 1);  // between actions
-  std::vector<double> busy_from(ranks, 0);
-  // Per rank, the answers that came while it was busy: (row, slot, producer stage).
-  std::vector<std::vector<std::tuple<std::size_t, int, int>>> answered(ranks);
+  // Per rank, its current action's span with any update after it: an answer that comes then
+  // waits for its end. Its sends after it are MPI calls, so an answer then is served at once.
+  std::vector<double> busy_from(ranks, 0), busy_until(ranks, 0);
   // Per output crossing by rendezvous: 1 announced, 2 asked for.
   LargeBuffer<std::uint8_t> state(index.rows() * 2, 0);
 
@@ -308,9 +330,10 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
     if (!timing.inputs_ready(r, a, start)) return;
     idle[r] = 0;
     busy_from[r] = start;
-    const double done = timing.run(r, next[r], a, start);
+    const auto [done, free] = timing.run(r, next[r], a, start);
+    busy_until[r] = done;
     ++next[r];
-    schedule(done, kFree, r);
+    schedule(free, kFree, r);
     for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
       const Task& t = half == 0 ? a.task : a.partner;
       if (t.op == Op::W) continue;
@@ -332,10 +355,9 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
     events.pop();
     switch (e.kind) {
       case kAck:
-        if (!idle[e.rank] && busy_from[e.rank] <= e.time)
-          answered[e.rank].emplace_back(e.row, e.slot, e.from_stage);
-        else
-          send(e.row, e.slot, e.from_stage, e.time);
+        send(e.row, e.slot, e.from_stage,
+             !idle[e.rank] && busy_from[e.rank] <= e.time ? std::max(e.time, busy_until[e.rank])
+                                                          : e.time);
         break;
       case kAnnounce:
         state[e.row * 2 + e.slot] = 1;
@@ -348,9 +370,6 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
         break;
       case kFree:
         idle[e.rank] = 1;
-        for (const auto& [row, slot, from_stage] : answered[e.rank])
-          send(row, slot, from_stage, e.time);
-        answered[e.rank].clear();
         look(e.rank, e.time);
         break;
     }
@@ -418,8 +437,9 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
     std::stable_sort(list.begin(), list.end(),
                      [](const auto& a, const auto& b) { return a.position < b.position; });
   std::vector<std::size_t> cursor(p.ranks, 0);
-  auto record_action = [&](int r, std::size_t pos, const Action& a, double start, double finish) {
-    trace.compute[offset[r] + pos] = {r, start, finish, a};
+  auto record_action = [&](int r, std::size_t pos, const Action& a, double start, double finish,
+                           double send, int sends) {
+    trace.compute[offset[r] + pos] = {r, start, finish, a, -1, send, sends};
   };
   auto record_transfer = [&](int from, int to, double sent, double arrived, const Task& t) {
     trace.comm.push_back({from, to, sent, arrived, t});
@@ -443,7 +463,7 @@ Metrics simulate_metrics(const Schedule& s, const CostModel& costs, int cores) {
   MetricsStream stream(s.placement, s.placement.ranks);
   timed_walk(
       s, costs, cores,
-      [&](int r, std::size_t, const Action& a, double start, double finish) {
+      [&](int r, std::size_t, const Action& a, double start, double finish, double, int) {
         stream.add(r, start, finish, a);
       },
       NoTransfers{}, [](int, std::size_t, double end) { return end; });

@@ -17,6 +17,13 @@ struct ComputeEvent {
   // The CPU time the rank's thread spent on the action, where rank threads shared fewer cores
   // than there were ranks (Trace::shared_cores); -1 elsewhere.
   double cpu = -1;
+  // The rank's own time handing this action's outputs to other ranks right after it: the spans
+  // of `sends` send calls (LogP's sender overhead o). Across TCP the kernel moves an eager
+  // message's bytes inside its send call, on the sender's core, so the rank is not free again
+  // until the call returns. Only calls that found room in their channel count: one that waited
+  // for the receiver to take a message measures that receiver, not the send.
+  double send = 0;
+  std::int32_t sends = 0;
 };
 
 // A tensor crossing ranks: the output of `task` (activation after F,

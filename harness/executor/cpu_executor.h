@@ -210,9 +210,16 @@ class CpuExecutor {
       const bool sending = in.kind == Instr::Kind::Send;
       WaitResult result;
       if (sending) {
+        const bool room = transport.has_room(r, in.peer);
         Message e{passes.take(name), now()};
         e.bytes = message_bytes(e.payload);
+        const double begin = e.sent_at;
         result = transport.send(r, in.peer, name, std::move(e), watchdog_.deadline());
+        // Sends follow the action whose outputs they carry (lower.h): the rank's last event.
+        if (result == WaitResult::kDone && room && !compute.empty()) {
+          compute.back().send += now() - begin;
+          ++compute.back().sends;
+        }
       } else {
         Message e;
         const double posted = now();

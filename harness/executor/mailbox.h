@@ -56,6 +56,11 @@ class Mailbox {
     return WaitResult::kDone;
   }
 
+  bool has_room() {
+    std::lock_guard lock(mutex_);
+    return capacity_ <= 0 || static_cast<int>(queue_.size()) < capacity_;
+  }
+
   // `on_take(message)` runs under the mailbox's lock as the message leaves it.
   template <class OnTake = void (*)(const Payload&)>
   WaitResult receive(
@@ -152,6 +157,7 @@ class InProcessTransport final : public Transport<Payload> {
     if (r != WaitResult::kDone) mine.fetch_sub(bytes, std::memory_order_relaxed);
     return r;
   }
+  bool has_room(int src, int dst) override { return mailbox(src, dst).has_room(); }
   WaitResult receive(int src, int dst, std::uint64_t name, Payload& out,
                      Clock::time_point deadline) override {
     auto& theirs = in_flight_[static_cast<std::size_t>(src)];

@@ -40,6 +40,9 @@ class Transport {
   // src's message `name` to dst; waits (until `deadline`) while the channel is full.
   virtual WaitResult send(int src, int dst, std::uint64_t name, Message message,
                           Clock::time_point deadline) = 0;
+  // Whether a send from src to dst would find room in its channel now (so that the send's span
+  // is the sender's own work, not a wait for the receiver).
+  virtual bool has_room(int /*src*/, int /*dst*/) { return true; }
   // dst takes message `name` from src, waiting until it arrives or `deadline`.
   virtual WaitResult receive(int src, int dst, std::uint64_t name, Message& out,
                              Clock::time_point deadline) = 0;

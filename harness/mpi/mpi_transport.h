@@ -91,6 +91,10 @@ class MpiTransport final : public Transport<Message> {
     return WaitResult::kDone;
   }
 
+  bool has_room(int /*src*/, int dst) override {
+    return reap(out_.at(static_cast<std::size_t>(dst))) < capacity_;
+  }
+
   WaitResult receive(int src, int /*dst*/, std::uint64_t name, Message& out,
                      Clock::time_point deadline) override {
     const int t = tag(in_.at(static_cast<std::size_t>(src)), name, src);

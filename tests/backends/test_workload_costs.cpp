@@ -124,6 +124,7 @@ TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
     StageCost& c = parts[static_cast<std::size_t>(k)];
     c.f = 1 + k, c.i = c.w = 0.5 * (1 + k), c.b = 1 + k, c.fb = c.f + c.b;
     c.comm = k < 2 ? 0.25 * (k + 1) : 0;
+    c.send = k < 2 ? 0.125 * (k + 1) : 0;
   }
   const Trace t = simulate(s, schedule_cost_model(s.placement, parts));
   const DeviceProfile p = parse_device_profile(profile_json(t, s.placement, "2,2,2"), "test.json");
@@ -135,7 +136,14 @@ TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
     EXPECT_DOUBLE_EQ(p.stages[k].i, parts[k].b / 2);
     EXPECT_DOUBLE_EQ(p.stages[k].fb, parts[k].f + parts[k].b);
     EXPECT_DOUBLE_EQ(p.stages[k].comm, parts[k].comm);
+    EXPECT_DOUBLE_EQ(p.stages[k].send, parts[k].send);
   }
+  // And the simulation of the profile takes the same time.
+  const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
+  const Trace again = simulate(
+      s, schedule_cost_model(s.placement, stage_costs(spec, partition(spec, 3, "2,2,2"), p)));
+  EXPECT_DOUBLE_EQ(compute_metrics(again, s.placement).makespan,
+                   compute_metrics(t, s.placement).makespan);
   EXPECT_EQ(p.measured_for["layer_counts"], nlohmann::json({2, 2, 2}));
 }
 

@@ -428,6 +428,7 @@ class MultiProcessRun(unittest.TestCase):
         for probe in rec["transport"].values():
             self.assertEqual(probe["bytes"], rec["hand_over_bytes"])  # 8 x 64 x 4 = 64 x 8 x 4
             self.assertGreater(probe["hand_over_s"], 0)
+            self.assertGreater(probe["send_call_s"], 0)
         eager = rec["settings"]["eager"]
         limits = [int(eager[i + 2]) for i in range(0, len(eager), 3)]
         self.assertEqual(len(limits), 3)
@@ -444,6 +445,9 @@ class MultiProcessRun(unittest.TestCase):
             self.assertTrue(row["step_s"] / 10 < row["modelled_step_s"] < row["step_s"] * 10, row)
             self.assertTrue(
                 row["step_s"] / 10 < row["modelled_step_socket_s"] < row["step_s"] * 10, row)
+            self.assertGreater(row["send_call_median_s"], 0)
+            self.assertTrue(
+                row["step_s"] / 10 < row["modelled_step_without_send_s"] < row["step_s"] * 10, row)
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn("ppb-node-", left)
 

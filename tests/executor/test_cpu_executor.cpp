@@ -264,6 +264,23 @@ TEST(CpuExecutor, TraceKeepsEachRanksOrderAndRecordsTransfers) {
   EXPECT_EQ(run.record.arenas[0].peak(), 4.0 * 24);
 }
 
+// Each action's trace event holds the sends of its outputs to other ranks (what the replay
+// charges the sender): an activation after a forward, a gradient after a backward, none where
+// the consumer is the loss or no stage at all.
+TEST(CpuExecutor, EachActionRecordsTheSendsOfItsOutputs) {
+  const Schedule s = generate({"1f1b", 4, 8});
+  const ToyRun run = run_toy(s, ToyModel::make(4, 8), {.channel_capacity = 64});
+  int sends = 0;
+  for (const ComputeEvent& e : run.record.trace.compute) {
+    const Task& t = e.action.task;
+    const int crossing = t.op == Op::F ? t.stage < 3 : t.stage > 0;
+    EXPECT_EQ(e.sends, crossing) << to_string(e.action);
+    EXPECT_EQ(e.send > 0, crossing == 1) << to_string(e.action);
+    sends += e.sends;
+  }
+  EXPECT_EQ(sends, 48);  // every message, as TraceKeepsEachRanksOrderAndRecordsTransfers counts
+}
+
 TEST(CpuExecutor, WatchdogTurnsAStuckRankIntoAnError) {
   // Rank 1 takes GPipe's forwards in reverse: with one-message mailboxes rank
   // 0 cannot send its second activation while rank 1 waits for the fourth.

@@ -70,6 +70,23 @@ TEST_P(MailboxWaits, AFullMailboxHoldsItsSenderUntilAMessageIsTaken) {
   EXPECT_EQ(got, 20);
 }
 
+// What the executor asks before it times a send: a send to a full mailbox would wait for its
+// receiver, which is not the sender's own work.
+TEST_P(MailboxWaits, HasRoomUntilCapacityMessagesAreUntaken) {
+  Mailbox<int> box(2, spin());
+  EXPECT_TRUE(box.has_room());
+  ASSERT_EQ(box.send(1, 10, far()), WaitResult::kDone);
+  EXPECT_TRUE(box.has_room());
+  ASSERT_EQ(box.send(2, 20, far()), WaitResult::kDone);
+  EXPECT_FALSE(box.has_room());
+  int got = 0;
+  ASSERT_EQ(box.receive(1, got, far()), WaitResult::kDone);
+  EXPECT_TRUE(box.has_room());
+  Mailbox<int> unbounded(0, spin());
+  for (int k = 0; k < 8; ++k) ASSERT_EQ(unbounded.send(k, k, far()), WaitResult::kDone);
+  EXPECT_TRUE(unbounded.has_room());
+}
+
 TEST_P(MailboxWaits, EveryWaitEndsAtItsDeadline) {
   Mailbox<int> box(1, spin());
   int got = 0;

@@ -68,9 +68,12 @@ class MpiTransportTest : public ::testing::Test {
 TEST_F(MpiTransportTest, ASendWaitsWhileCapacityMessagesAreUnreceived) {
   auto t = make(2);
   if (me == 0) {
+    EXPECT_TRUE(t.has_room(0, 1));
     EXPECT_EQ(t.send(0, 1, forward(0), {{0.5}, 1}, in(5000)), WaitResult::kDone);
+    EXPECT_TRUE(t.has_room(0, 1));
     EXPECT_EQ(t.send(0, 1, forward(1), {{1.5}, 2}, in(5000)), WaitResult::kDone);
     // Rank 1 takes nothing until the barrier: the third send finds the channel full.
+    EXPECT_FALSE(t.has_room(0, 1));
     EXPECT_EQ(t.send(0, 1, forward(2), {{2.5}, 3}, in(200)), WaitResult::kTimedOut);
   }
   barrier();
@@ -85,6 +88,11 @@ TEST_F(MpiTransportTest, ASendWaitsWhileCapacityMessagesAreUnreceived) {
   }
   barrier();
   if (me == 0) {
+    // Both taken (a synchronous send completes once matched): room again.
+    const auto until = in(5000);
+    while (!t.has_room(0, 1) && std::chrono::steady_clock::now() < until) {
+    }
+    EXPECT_TRUE(t.has_room(0, 1));
     EXPECT_EQ(t.send(0, 1, forward(2), {{2.5, 3.5}, 4}, in(5000)), WaitResult::kDone);
     EXPECT_EQ(t.drain(0, in(5000)), WaitResult::kDone);  // once rank 1 has taken it
   } else {

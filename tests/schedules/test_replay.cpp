@@ -159,5 +159,34 @@ TEST(Replay, AVShapesPairsTakeTheirMeasuredTime) {
   EXPECT_GT(pairs, 4);
 }
 
+// A producer's time in its send calls (ComputeEvent::send) is what the replay charges each
+// output that leaves its rank: with it a step whose senders lost time so is reproduced; without
+// it (the replay before it) the ranks come out free too early.
+TEST(Replay, ASendersTimeInItsSendCallsHoldsItsRank) {
+  for (const char* family : {"1f1b", "interleaved-1f1b", "dualpipev"}) {
+    const Schedule s = generate({family, 2, 8, family == std::string("interleaved-1f1b") ? 2 : 0});
+    StageCost c = stage_cost(1, 1, 1, 0.1);
+    c.send = 0.3;
+    const Trace measured = simulate(s, CostModel::uniform(s.stages(), c));
+    EXPECT_NEAR(hand_over_from_trace(measured).send, 0.3, 1e-12) << family;
+    const CostModel costs = costs_from_trace(measured, s.placement);
+    const Trace replayed = simulate(s, costs);
+    ASSERT_EQ(replayed.compute.size(), measured.compute.size());
+    for (std::size_t k = 0; k < measured.compute.size(); ++k)
+      EXPECT_NEAR(replayed.compute[k].start, measured.compute[k].start, 1e-9)
+          << family << " " << to_string(measured.compute[k].action);
+    std::vector<StageCost> unsent = costs.stages();
+    for (StageCost& st : unsent) st.send = 0;
+    EXPECT_LT(compute_metrics(simulate(s, CostModel(unsent)), s.placement).makespan,
+              compute_metrics(measured, s.placement).makespan - 0.5)
+        << family;
+  }
+  // Sends that found no room were not timed: the mean is over the timed ones alone.
+  Trace t = measured_1f1b();
+  t.compute[0].send = 0.5, t.compute[0].sends = 1;
+  t.compute[5].send = 0.3, t.compute[5].sends = 2;
+  EXPECT_DOUBLE_EQ(hand_over_from_trace(t).send, 0.8 / 3);
+}
+
 }  // namespace
 }  // namespace ppbench

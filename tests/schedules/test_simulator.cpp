@@ -68,6 +68,36 @@ TEST(Simulator, ARankTakesInEachCrossRankInputAfterItIsFreeAndTheInputHasArrived
   EXPECT_DOUBLE_EQ(one.metrics.makespan, 6.0);
 }
 
+TEST(Simulator, ASenderIsFreeOnlyAfterItsSendCallsButItsTensorsLeaveAtOnce) {
+  // The first case with a send cost of 0.25 per output that crosses ranks:
+  // rank 0: F0.0 [0,1] sends -> free 1.25, F0.1 [1.25,2.25] sends -> free 2.5
+  // rank 1: F1.0 [1.5,2.5] (the last stage's F sends nothing) B1.0 [2.5,4.5] sends -> free 4.75
+  //         F1.1 arrived at 2.75, rank free at 4.75 -> [4.75,5.75] B1.1 [5.75,7.75]
+  // rank 0: B0.0: B1.0 ended 4.5, + 0.5 -> [5,7] (its send took its rank, not the tensor)
+  //         B0.1: 7.75 + 0.5 -> [8.25,10.25]; the first stage's B sends nothing.
+  StageCost c = stage_cost(1, 1, 1, 0.5);
+  c.send = 0.25;
+  auto r = simulate_uniform({"1f1b", 2, 2}, c);
+  const auto& e = r.trace.compute;
+  EXPECT_DOUBLE_EQ(e[1].start, 1.25);  // F0.1
+  EXPECT_DOUBLE_EQ(e[4].start, 1.5);   // F1.0: F0.0's activation left as F0.0 ended
+  EXPECT_DOUBLE_EQ(e[6].start, 4.75);  // F1.1
+  EXPECT_DOUBLE_EQ(e[2].start, 5.0);   // B0.0
+  EXPECT_DOUBLE_EQ(e[3].start, 8.25);  // B0.1
+  EXPECT_DOUBLE_EQ(r.metrics.makespan, 10.25);
+  // The trace says which actions sent, and for how long.
+  const int sends[] = {1, 1, 0, 0, 0, 1, 0, 1};
+  for (std::size_t k = 0; k < e.size(); ++k) {
+    EXPECT_EQ(e[k].sends, sends[k]) << to_string(e[k].action);
+    EXPECT_DOUBLE_EQ(e[k].send, 0.25 * sends[k]) << to_string(e[k].action);
+  }
+  // Sending is neither an action nor a transfer.
+  EXPECT_DOUBLE_EQ(r.metrics.ranks[0].busy, 6.0);
+  for (const auto& t : r.trace.comm) EXPECT_DOUBLE_EQ(t.end - t.start, 0.5);
+  // One rank sends nothing.
+  EXPECT_DOUBLE_EQ(simulate_uniform({"1f1b", 1, 2}, c).metrics.makespan, 6.0);
+}
+
 TEST(Simulator, AnOptimizerStepDelaysItsRankAndWhatTheActionSends) {
   // The case above with a step of 1 on rank 1 right after B1.0 (position 1), [4.5, 5.5]:
   // rank 1: F1.0 [1.5,2.5] B1.0 [2.5,4.5] update [4.5,5.5] F1.1 [5.5,6.5] B1.1 [6.5,8.5]
@@ -187,6 +217,7 @@ TEST(SimulateMetrics, EqualsTheTracesMetrics) {
         for (int k = 0; k < s.stages(); ++k) {
           StageCost c = stage_cost(cost(rng), cost(rng), cost(rng), comm(rng));
           c.fb = c.f + c.b - 0.3 * std::min(c.f, c.b);
+          c.send = comm(rng) / 2;
           stages.push_back(c);
         }
         const CostModel model(stages);
