@@ -197,7 +197,8 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     // Each send call's mean span, on the boundary of each output that left the rank.
     for (int half = 0; half < (e.action.paired() ? 2 : 1) && e.sends > 0; ++half) {
       const Task& t = half == 0 ? e.action.task : e.action.partner;
-      if (t.op == Op::W || (t.op == Op::F ? placement.is_last(t.stage) : placement.is_first(t.stage)))
+      if (t.op == Op::W ||
+          (t.op == Op::F ? placement.is_last(t.stage) : placement.is_first(t.stage)))
         continue;
       const int to = t.op == Op::F ? t.stage + 1 : t.stage - 1;
       if (placement.stage_rank[to] == placement.stage_rank[t.stage]) continue;

@@ -5,8 +5,8 @@
 //             link latency (s); a layer's pass takes max(FLOPs / peak, bytes / bandwidth) (a
 //             roofline), a stage boundary bytes / link bandwidth + latency.
 //   measured  per-stage medians of F, I, W, B, FB and of the hand-over and the sender's send
-//             call at each boundary, in seconds, as `run --profile-out FILE` writes them from a measured step, with the
-//             workload, partition and provenance they were measured for.
+//             call at each boundary, in seconds, as `run --profile-out FILE` writes them from a
+//             measured step, with the workload, partition and provenance they were measured for.
 //
 // The file is one JSON object with "format": "ppbench-device-profile", "version": 1 and "kind"
 // (docs/metrics.md lists every key). Without a file the built-in default_profile() is used.

@@ -1,9 +1,9 @@
 // Replays a measured step through the simulator: per-stage costs are the
 // mean measured durations of each op on that stage, the comm delay the mean
 // measured hand-over latency, the receive cost what a consumer spent taking in a tensor
-// that was already there and the send cost what a producer spent in a send call. The gap between the measured and the
-// replayed bubble is the simulator's fidelity, reported with every run. The optimizer steps
-// are replayed where they ran, with their measured durations.
+// that was already there and the send cost what a producer spent in a send call. The gap between
+// the measured and the replayed bubble is the simulator's fidelity, reported with every run. The
+// optimizer steps are replayed where they ran, with their measured durations.
 #pragma once
 
 #include "harness/allreduce_cost.h"

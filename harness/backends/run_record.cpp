@@ -138,9 +138,8 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
   r["predicted"]["note"] = replay_note(cores);
   r["predicted"]["cores"] = cores > 0 ? nlohmann::json(cores) : nlohmann::json(nullptr);
   const HandOver hand_over = hand_over_from_trace(*in.trace);
-  r["predicted"]["hand_over"] = {{"delay_s", hand_over.delay},
-                                 {"receive_s", hand_over.receive},
-                                 {"send_s", hand_over.send}};
+  r["predicted"]["hand_over"] = {
+      {"delay_s", hand_over.delay}, {"receive_s", hand_over.receive}, {"send_s", hand_over.send}};
   if (dp)
     r["predicted"]["allreduce_link"] = {
         {"bandwidth_bytes_per_s", dp->link.bandwidth},
