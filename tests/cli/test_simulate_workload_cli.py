@@ -239,6 +239,10 @@ class MeasuredProfile(unittest.TestCase):
             self.assertTrue(all(c["optimizer"] > 0 for c in prof["stages"]), prof["stages"])
             self.assertEqual([c["optimizer"] for c in j["stage_costs"]],
                              [c["optimizer"] for c in prof["stages"]])
+            # The rank threads' send calls across the one boundary, timed, and simulated.
+            self.assertGreater(prof["stages"][0]["send"], 0)
+            self.assertNotIn("send", prof["stages"][1])
+            self.assertEqual(j["stage_costs"][0]["send"], prof["stages"][0]["send"])
             none = os.path.join(d, "none.json")
             r = run(*self.RUN, "--optimizer", "none", "--profile-out", none)
             self.assertEqual(r.returncode, 0, r.stderr)
