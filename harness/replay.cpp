@@ -83,7 +83,9 @@ CostModel costs_from_trace(const Trace& trace, const Placement& placement) {
     c.fb = c.f + c.b;
     c.comm = hand_over.delay;
     c.recv = hand_over.receive;
-    c.send = hand_over.send;
+    // Where ranks shared cores a send call's CPU time is already in the executor's work spread
+    // over the actions above, and its span holds other ranks' slices.
+    c.send = shared ? 0.0 : hand_over.send;
   }
   // What overlapping saved, per forward stage: a pair's halves may be two stages of different
   // costs (a V shape's first and last), so each pair is compared with its own halves.

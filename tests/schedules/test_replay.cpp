@@ -108,6 +108,7 @@ TEST(Replay, SharedCoresCostEachOpByItsCpuTimeAndTheExecutorsWork) {
   Trace t = measured_1f1b();
   t.shared_cores = 1;
   for (ComputeEvent& e : t.compute) e.cpu = (e.end - e.start) / 2;  // the spans held waits
+  t.compute[0].send = 0.1, t.compute[0].sends = 1;  // its CPU time is in rank_cpu already
   t.updates = {{0, 6.0, 7.0, 0, 0.25}};
   // Rank 0: actions 0.5 + 0.5 + 1 + 1 = 3, its update 0.25, so 0.75 of executor work over 4
   // actions; rank 1: 3 on actions and 0.4 besides.
@@ -117,6 +118,7 @@ TEST(Replay, SharedCoresCostEachOpByItsCpuTimeAndTheExecutorsWork) {
   EXPECT_DOUBLE_EQ(c.stages()[0].b, 1.0 + 0.75 / 4);
   EXPECT_DOUBLE_EQ(c.stages()[1].f, 0.5 + 0.1);
   EXPECT_DOUBLE_EQ(c.stages()[1].b, 1.0 + 0.1);
+  EXPECT_DOUBLE_EQ(c.stages()[0].send, 0.0);
   const auto steps = optimizer_steps_from_trace(t, Placement::linear(2, 2));
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_DOUBLE_EQ(steps[0].duration, 0.25);  // its CPU time, not its span
@@ -126,6 +128,7 @@ TEST(Replay, SharedCoresCostEachOpByItsCpuTimeAndTheExecutorsWork) {
   const CostModel spans = costs_from_trace(t, Placement::linear(2, 2));
   EXPECT_DOUBLE_EQ(spans.stages()[0].f, 1.0);
   EXPECT_DOUBLE_EQ(spans.stages()[1].b, 2.0);
+  EXPECT_DOUBLE_EQ(spans.stages()[0].send, 0.1);
 }
 
 // Per-stage costs of a DualPipeV step at D = 2 whose stages differ, the last (the loss head, on
