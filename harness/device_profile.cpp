@@ -106,8 +106,10 @@ DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& s
     c.b = time("B");
     c.fb = time("FB");
     c.comm = time("comm", true);
-    // Optional (profiles before it had none): the producer's time in each send call.
+    // Optional (profiles before them had neither): the producer's time in each send call, and
+    // the consumer's in taking in each input from another rank.
     if (e.contains("send")) c.send = time("send", true);
+    if (e.contains("recv")) c.recv = time("recv", true);
     p.stages.push_back(c);
     PairedBackward with;
     if (e.contains("FB_backward")) {
@@ -177,7 +179,12 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
   auto part = [&](int stage) { return placement.part(stage); };
   // Per part: F, B, I, W, overlapped pairs (by their forward stage); hand-overs per boundary.
   std::vector<std::array<std::vector<double>, 5>> d(static_cast<std::size_t>(parts));
-  std::vector<std::vector<double>> comm(static_cast<std::size_t>(parts));
+  // Per boundary, the receives that waited for their tensor and those that found it sent
+  // (queued); per part, the queued receives it made (their span is its own work, as the replay
+  // tells them apart: hand_over_from_trace).
+  std::vector<std::vector<double>> waited(static_cast<std::size_t>(parts));
+  std::vector<std::vector<double>> queued(static_cast<std::size_t>(parts));
+  std::vector<std::vector<double>> taken_in(static_cast<std::size_t>(parts));
   std::vector<std::vector<double>> sends(static_cast<std::size_t>(parts));  // per send call
   std::vector<std::vector<double>> updates(static_cast<std::size_t>(parts));
   for (const UpdateEvent& u : trace.updates)
@@ -210,8 +217,11 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     // An activation goes down from the producer's stage, a gradient up to the one before it.
     const int from = part(c.task.stage);
     const int boundary = c.task.op == Op::F ? from : from - 1;
-    if (boundary >= 0 && boundary < parts)
-      comm[static_cast<std::size_t>(boundary)].push_back(c.end - c.start);
+    if (boundary < 0 || boundary >= parts) continue;
+    const auto b = static_cast<std::size_t>(boundary);
+    (c.queued ? queued[b] : waited[b]).push_back(c.end - c.start);
+    const std::size_t consumer = c.task.op == Op::F ? b + 1 : b;
+    if (c.queued && consumer < taken_in.size()) taken_in[consumer].push_back(c.end - c.start);
   }
   nlohmann::json stages = nlohmann::json::array();
   for (std::size_t k = 0; k < d.size(); ++k) {
@@ -225,10 +235,13 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     c.w = !w.empty() ? median(w) : median(b) / 2;
     c.b = !b.empty() ? median(b) : c.i + c.w;
     c.fb = !fb.empty() ? median(fb) : c.f + c.b;
-    c.comm = k + 1 < d.size() ? median(comm[k]) : 0;
+    // The latency: what the receives that waited took beyond a receive's own work.
+    const double work = queued[k].empty() ? 0 : median(queued[k]);
+    c.comm = k + 1 < d.size() && !waited[k].empty() ? std::max(median(waited[k]) - work, 0.0) : 0;
     stages.push_back(
         {{"F", c.f}, {"I", c.i}, {"W", c.w}, {"B", c.b}, {"FB", c.fb}, {"comm", c.comm}});
     if (k + 1 < d.size() && !sends[k].empty()) stages.back()["send"] = median(sends[k]);
+    if (!taken_in[k].empty()) stages.back()["recv"] = median(taken_in[k]);
     // The backward FB's pairs carried, where not this part's own B (a V shape's). Pairs of one
     // part with backwards of several (an order of one's own) keep FB as their median alone.
     const auto [with, op] = paired_with[k];

@@ -147,6 +147,32 @@ TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
   EXPECT_EQ(p.measured_for["layer_counts"], nlohmann::json({2, 2, 2}));
 }
 
+// The receives that found their tensor already sent measured the consumer's own work (`recv`,
+// per consuming stage); the boundary's latency is what the waiting ones took beyond it, as the
+// replay splits them (hand_over_from_trace).
+TEST(DeviceProfile, QueuedReceivesBecomeTheConsumersWorkAndTheRestTheLatency) {
+  const Schedule s = generate({"1f1b", 2, 4});
+  std::vector<StageCost> parts(2);
+  parts[0].comm = 0.25;
+  Trace t = simulate(s, schedule_cost_model(s.placement, parts));
+  int queued = 0;
+  for (CommEvent& c : t.comm)
+    if (c.task.op == Op::F) c.queued = true, c.end = c.start + 0.1, ++queued;
+  ASSERT_EQ(queued, 4);
+  nlohmann::json j = profile_json(t, s.placement, "3,3");
+  const DeviceProfile p = parse_device_profile(j, "t.json");
+  EXPECT_NEAR(p.stages[1].recv, 0.1, 1e-12);  // stage 1 took the activations in
+  EXPECT_DOUBLE_EQ(p.stages[0].recv, 0.0);    // every gradient waited
+  EXPECT_FALSE(j["stages"][0].contains("recv"));
+  EXPECT_NEAR(p.stages[0].comm, 0.25 - 0.1, 1e-12);
+  // Every receive waited (as the GPU executors record them): the plain median, as before.
+  for (CommEvent& c : t.comm) c.queued = false;
+  EXPECT_NEAR(parse_device_profile(profile_json(t, s.placement, "3,3"), "t.json").stages[0].comm,
+              (0.1 + 0.25) / 2, 1e-12);
+  j["stages"][1]["recv"] = -1;
+  EXPECT_THROW(parse_device_profile(j, "t.json"), UsageError);
+}
+
 // A V shape's overlapped pairs carry the backward of another stage: the profile says which, and
 // the simulation of the profile gives each pair the time it took.
 TEST(DeviceProfile, AVShapesPairsKeepTheirMeasuredTime) {

@@ -446,6 +446,7 @@ class MultiProcessRun(unittest.TestCase):
             self.assertTrue(
                 row["step_s"] / 10 < row["modelled_step_socket_s"] < row["step_s"] * 10, row)
             self.assertGreater(row["send_call_median_s"], 0)
+            self.assertTrue(row["step_s"] / 10 < row["profile_step_s"] < row["step_s"] * 10, row)
             self.assertTrue(
                 row["step_s"] / 10 < row["modelled_step_without_send_s"] < row["step_s"] * 10, row)
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
