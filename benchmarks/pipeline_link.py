@@ -35,7 +35,8 @@ hand-over's size after an idle moment (when it was all there, and how long its s
 call took), with the shaper's bucket (--burst; the record's `link`).
 
 Beside them, the step `simulate --device-profile` gives from the run's own profile as `run
---profile-out` wrote it (`profile_step_s`: every cost of the run, medians), and the step the
+--profile-out` wrote it (`profile_step_s`: every cost of the run, medians; its hand-overs as
+measured, rendezvous and all, so without `--eager-limit`, as the replay), and the step the
 simulator models without any hand-over, send call or receive of the run itself
 (`modelled_step_s`): `simulate --device-profile` with the run's own action times (`run
 --profile-out`), each hand-over as long as one through the transport by that setting with both
@@ -117,14 +118,8 @@ def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: 
     measured["link_latency"] = link["latency_s"]
     model = profile.with_name("model.json")
     model.write_text(json.dumps(measured))
-    return simulate_profile(a, model, schedule, setting)
-
-
-def simulate_profile(a: argparse.Namespace, profile: Path, schedule: str, setting: str) -> float:
-    """The step `simulate --device-profile` gives, by rendezvous past OpenMPI's eager limit for
-    all but the eager setting."""
     eager_limit = [] if setting == "eager" else ["--eager-limit", str(OPENMPI_TCP_EAGER_LIMIT)]
-    return simulate(a.ppbench, *step_args(a, schedule), "--device-profile", str(profile),
+    return simulate(a.ppbench, *step_args(a, schedule), "--device-profile", str(model),
                     *eager_limit)["makespan"]
 
 
@@ -177,7 +172,9 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
             "send_call_median_s": statistics.median(sends) if sends else 0.0,
             "measured_bubble": rec["measured"]["bubble_fraction"],
             "predicted_bubble": rec["predicted"]["bubble_fraction"],
-            "profile_step_s": simulate_profile(a, profile, schedule, setting),
+            # As the replay: the hand-overs as measured, rendezvous and all, so no --eager-limit.
+            "profile_step_s": simulate(a.ppbench, *step_args(a, schedule), "--device-profile",
+                                       str(profile))["makespan"],
             "modelled_step_s": modelled_step(a, profile, schedule, setting, link,
                                              probe["hand_over_s"], probe["send_call_s"]),
             "modelled_step_without_send_s": modelled_step(a, profile, schedule, setting, link,
