@@ -142,9 +142,11 @@ void add_workload_report(nlohmann::json& r, const WorkloadCosts& w, const Schedu
   if (!w.profile.optimizer.empty())
     for (std::size_t k = 0; k < stages.size(); ++k)
       stages[k]["optimizer"] = w.profile.optimizer.at(k);
-  // A measured profile's send calls, where it has them (rates profiles have none).
-  for (std::size_t k = 0; k < stages.size(); ++k)
+  // A measured profile's send calls and receives, where it has them (rates profiles have none).
+  for (std::size_t k = 0; k < stages.size(); ++k) {
     if (w.parts[k].send > 0) stages[k]["send"] = w.parts[k].send;
+    if (w.parts[k].recv > 0) stages[k]["recv"] = w.parts[k].recv;
+  }
   if (w.eager_limit > 0) {
     nlohmann::json rendezvous = nlohmann::json::array();
     for (std::size_t k = 0; k + 1 < w.parts.size(); ++k) {
@@ -218,10 +220,14 @@ void print_workload_costs(const nlohmann::json& r) {
                 c["layers"].get<int>(), c["F"].get<double>(), c["I"].get<double>(),
                 c["W"].get<double>(), c["B"].get<double>(), c["FB"].get<double>(),
                 c["comm"].get<double>());
-  for (const auto& c : r["stage_costs"])
+  for (const auto& c : r["stage_costs"]) {
     if (c.contains("send"))
       std::printf("stage %d: each send call across its boundary holds its rank %.4g s\n",
                   c["stage"].get<int>(), c["send"].get<double>());
+    if (c.contains("recv"))
+      std::printf("stage %d: taking in each input from another rank holds its rank %.4g s\n",
+                  c["stage"].get<int>(), c["recv"].get<double>());
+  }
   if (r.contains("hand_overs")) {
     const auto& h = r["hand_overs"];
     std::printf(

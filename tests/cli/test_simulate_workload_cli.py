@@ -243,6 +243,8 @@ class MeasuredProfile(unittest.TestCase):
             self.assertGreater(prof["stages"][0]["send"], 0)
             self.assertNotIn("send", prof["stages"][1])
             self.assertEqual(j["stage_costs"][0]["send"], prof["stages"][0]["send"])
+            for got, given in zip(j["stage_costs"], prof["stages"]):
+                self.assertEqual(got.get("recv"), given.get("recv"))
             none = os.path.join(d, "none.json")
             r = run(*self.RUN, "--optimizer", "none", "--profile-out", none)
             self.assertEqual(r.returncode, 0, r.stderr)
