@@ -169,8 +169,20 @@ TEST(DeviceProfile, QueuedReceivesBecomeTheConsumersWorkAndTheRestTheLatency) {
   for (CommEvent& c : t.comm) c.queued = false;
   EXPECT_NEAR(parse_device_profile(profile_json(t, s.placement, "3,3"), "t.json").stages[0].comm,
               (0.1 + 0.25) / 2, 1e-12);
+  // Bad values are refused naming the key.
+  auto refused = [](const nlohmann::json& bad) -> std::string {
+    try {
+      parse_device_profile(bad, "t.json");
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
   j["stages"][1]["recv"] = -1;
-  EXPECT_THROW(parse_device_profile(j, "t.json"), UsageError);
+  EXPECT_NE(refused(j).find("stages[1].recv"), std::string::npos) << refused(j);
+  j["stages"][1].erase("recv");
+  j["stages"][0]["send"] = "slow";
+  EXPECT_NE(refused(j).find("stages[0].send"), std::string::npos) << refused(j);
 }
 
 // A V shape's overlapped pairs carry the backward of another stage: the profile says which, and
