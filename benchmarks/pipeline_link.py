@@ -102,19 +102,16 @@ def step_args(a: argparse.Namespace, schedule: str) -> list[str]:
 
 
 def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: str,
-                  link: dict, hand_over_s: float, send_s: float) -> float:
-    """The step `simulate` predicts from the run's own action times (its measured profile), each
-    hand-over `hand_over_s`, each send call holding its sender `send_s`, no receive costing its
-    receiver anything beyond the hand-over, and past OpenMPI's eager limit (all but the eager
-    setting) by rendezvous, each control message taking the link's latency."""
+                  link: dict, costs: dict) -> float:
+    """The step `simulate` predicts from the run's own action times (its measured profile), the
+    hand-overs costing what `costs` says (a profile's `comm`, `recv` and `send`: probe_costs),
+    and past OpenMPI's eager limit (all but the eager setting) by rendezvous, each control message
+    taking the link's latency."""
     measured = json.loads(profile.read_text())
     stages = measured["stages"]
     for k, stage in enumerate(stages):
-        stage["comm"] = hand_over_s if k + 1 < len(stages) else 0
-        stage["send"] = send_s if k + 1 < len(stages) else 0
-        # A receive that found its tensor sent, across this link, was mostly still taking in
-        # bytes on the wire: the hand-over's time already holds them.
-        stage.pop("recv", None)
+        for key in ("comm", "recv", "send"):
+            stage[key] = costs[key] if k + 1 < len(stages) or key == "recv" else 0
     measured["link_latency"] = link["latency_s"]
     model = profile.with_name("model.json")
     model.write_text(json.dumps(measured))
@@ -123,16 +120,33 @@ def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: 
                     *eager_limit)["makespan"]
 
 
-def trace_hand_overs(trace: Path, what: str) -> tuple[list[float], list[float]]:
-    """The hand-overs (s) of a run's `--trace-out`, and the mean span (s) of each action's timed
-    send calls; Failure naming `what` if there is no hand-over."""
+def trace_hand_overs(trace: Path, what: str) -> tuple[list[dict], list[float]]:
+    """The hand-overs of a run's `--trace-out` (their events: `dur` in us, `args.queued` where
+    the tensor had been sent before its receive was posted), and the mean span (s) of each
+    action's timed send calls; Failure naming `what` if there is no hand-over."""
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X"]
-    hand_overs = [e["dur"] * 1e-6 for e in events if e.get("cat") == "comm"]
+    hand_overs = [e for e in events if e.get("cat") == "comm"]
     if not hand_overs:
         raise Failure(f"{what}: the trace holds no hand-over between the two ranks")
     sends = [e["args"]["send_us"] * 1e-6 / e["args"]["sends"] for e in events
              if e.get("args", {}).get("sends")]
     return hand_overs, sends
+
+
+def seconds(events: list[dict]) -> list[float]:
+    return [e["dur"] * 1e-6 for e in events]
+
+
+def median_or_zero(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def probe_costs(probe: dict, send: bool = True) -> dict:
+    """A hand-over's costs as the transport probe measured them, split as the replay splits
+    them: a receive that found its tensor sent took the receiver's own work (`recv`), one that
+    waited that and the latency (`comm` is the rest); each send call holds its sender `send`."""
+    return {"comm": max(probe["waited_s"] - probe["queued_s"], 0.0), "recv": probe["queued_s"],
+            "send": probe["send_call_s"] if send else 0.0}
 
 
 def transport_probe(a: argparse.Namespace, mpirun: str, network: str, mca: list[str],
@@ -150,9 +164,15 @@ def transport_probe(a: argparse.Namespace, mpirun: str, network: str, mca: list[
                  str(trace), mca=tuple(mca))
     require_settings(json.loads(r.stdout), mca, "the transport probe")
     hand_overs, sends = trace_hand_overs(trace, "the transport probe")
-    return {"bytes": microbatch * PROBE_WIDTH * 4, "hand_over_s": statistics.median(hand_overs),
-            "hand_overs": len(hand_overs),
-            "send_call_s": statistics.median(sends) if sends else 0.0}
+    queued = [e for e in hand_overs if e["args"].get("queued")]
+    waited = [e for e in hand_overs if not e["args"].get("queued")]
+    return {"bytes": microbatch * PROBE_WIDTH * 4,
+            "hand_over_s": statistics.median(seconds(hand_overs)), "hand_overs": len(hand_overs),
+            # A hand-over whose receiver waited spans it whole; one whose tensor was sent before
+            # its receive was posted spans only what the receiver still had to take in.
+            "waited_s": median_or_zero(seconds(waited)), "waited": len(waited),
+            "queued_s": median_or_zero(seconds(queued)), "queued": len(queued),
+            "send_call_s": median_or_zero(sends)}
 
 
 def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, setting: str,
@@ -167,21 +187,22 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
     procs = rec["data_parallel"]["per_process"]
     hand_overs, sends = trace_hand_overs(trace, schedule)
     return {"step_s": statistics.median(rec["step_times_s"]),
-            "hand_over_median_s": statistics.median(hand_overs),
-            "hand_over_max_s": max(hand_overs),
-            "send_call_median_s": statistics.median(sends) if sends else 0.0,
+            "hand_over_median_s": statistics.median(seconds(hand_overs)),
+            "hand_over_max_s": max(seconds(hand_overs)),
+            "send_call_median_s": median_or_zero(sends),
             "measured_bubble": rec["measured"]["bubble_fraction"],
             "predicted_bubble": rec["predicted"]["bubble_fraction"],
             # As the replay: the hand-overs as measured, rendezvous and all, so no --eager-limit.
             "profile_step_s": simulate(a.ppbench, *step_args(a, schedule), "--device-profile",
                                        str(profile))["makespan"],
             "modelled_step_s": modelled_step(a, profile, schedule, setting, link,
-                                             probe["hand_over_s"], probe["send_call_s"]),
+                                             probe_costs(probe)),
             "modelled_step_without_send_s": modelled_step(a, profile, schedule, setting, link,
-                                                          probe["hand_over_s"], 0.0),
-            "modelled_step_socket_s": modelled_step(a, profile, schedule, setting, link,
-                                                    link["message"]["arrived_s"],
-                                                    link["message"]["send_call_s"]),
+                                                          probe_costs(probe, send=False)),
+            "modelled_step_socket_s": modelled_step(
+                a, profile, schedule, setting, link,
+                {"comm": link["message"]["arrived_s"], "recv": 0.0,
+                 "send": link["message"]["send_call_s"]}),
             "busy_s": [rank["busy"] for rank in rec["measured"]["ranks"]],
             # How well the two processes' clocks were aligned for the merged trace, and how far
             # apart they began the last step.

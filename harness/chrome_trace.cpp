@@ -55,11 +55,15 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
     events.push_back(span(to_string(e.action), category(e.action), 0, e.rank, e.start, e.end, to_us,
                           std::move(args)));
   }
-  for (const auto& c : trace.comm)
+  for (const auto& c : trace.comm) {
+    nlohmann::json args = {{"src", c.src_rank}, {"dst", c.dst_rank}};
+    // The tensor had been sent before its receive was posted: the span is the receiver's own
+    // taking in (CommEvent::queued), not a whole hand-over.
+    if (c.queued) args["queued"] = true;
     events.push_back(span(
         to_string(c.task) + " " + std::to_string(c.src_rank) + "->" + std::to_string(c.dst_rank),
-        "comm", 1, c.src_rank * trace.ranks + c.dst_rank, c.start, c.end, to_us,
-        {{"src", c.src_rank}, {"dst", c.dst_rank}}));
+        "comm", 1, c.src_rank * trace.ranks + c.dst_rank, c.start, c.end, to_us, std::move(args)));
+  }
   // Data-parallel all-reduces run beside a rank's compute (overlapped with it under
   // --dp-overlap), so they get a track of their own per rank, under a process named "allreduce".
   if (!trace.collectives.empty()) name_process(events, 2, "allreduce", trace.ranks);

@@ -429,6 +429,9 @@ class MultiProcessRun(unittest.TestCase):
             self.assertEqual(probe["bytes"], rec["hand_over_bytes"])  # 8 x 64 x 4 = 64 x 8 x 4
             self.assertGreater(probe["hand_over_s"], 0)
             self.assertGreater(probe["send_call_s"], 0)
+            # Its hand-overs, told apart as the replay tells them apart.
+            self.assertEqual(probe["waited"] + probe["queued"], probe["hand_overs"])
+            self.assertGreater(probe["waited"], 0)
         eager = rec["settings"]["eager"]
         limits = [int(eager[i + 2]) for i in range(0, len(eager), 3)]
         self.assertEqual(len(limits), 3)

@@ -399,10 +399,19 @@ class GoodRun(unittest.TestCase):
         # before rank 1, busy with the one before, posts its receive. Those receives are the
         # consumer's own work; the backwards' gradients, which rank 0 waits for, also carry the
         # latency.
-        rec = self.record("-s", "gpipe", "-d", "2", "--partition", "1,3")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "trace.json")
+            rec = self.record("-s", "gpipe", "-d", "2", "--partition", "1,3", "--trace-out", path)
+            with open(path) as f:
+                events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
         hand_over = rec["predicted"]["hand_over"]
         self.assertGreater(hand_over["receive_s"], 0)
         self.assertGreaterEqual(hand_over["delay_s"], 0)
+        self.assertGreater(hand_over["send_s"], 0)
+        # The trace says which receives those were, and what each action's sends took.
+        hand_overs = [e for e in events if e["cat"] == "comm"]
+        self.assertTrue(any(e["args"].get("queued") for e in hand_overs), hand_overs)
+        self.assertTrue(any(e["args"].get("sends") for e in events if e["cat"] != "comm"))
 
     def test_text_summary_names_the_backend(self):
         r = run(*MLP, "-s", "1f1b", "-d", "2", "-n", "4")
