@@ -42,10 +42,13 @@ simulator models without any hand-over, send call or receive of the run itself
 --profile-out`), each hand-over as long as one through the transport by that setting with both
 ranks inside MPI and each send call holding its sender as long as the transport's did there (the
 record's `transport`: 1F1B on an MLP of two layers of width 8, whose actions take microseconds,
-with hand-overs of the same size; the medians of its last step's);
+with hand-overs of the same size; the medians of its last step's, its hand-overs told apart as
+the replay does: those whose receiver waited span the whole hand-over, those whose tensor had
+been sent before its receive was posted only the receiver's taking in, charged as `recv`, the
+rest as the latency);
 `modelled_step_without_send_s` the same with send calls that cost nothing (the model before
 send calls were timed); and `modelled_step_socket_s` with each hand-over and send call the
-socket's one message instead; for the
+socket's one message instead (and no receive cost); for the
 default and send settings, `--eager-limit 65536` (OpenMPI's TCP eager limit): past it a tensor
 leaves only once its receiver has reached the action that needs it and its sender is between
 actions.
