@@ -113,8 +113,11 @@ def modelled_step(a: argparse.Namespace, profile: Path, schedule: str, setting: 
     measured = json.loads(profile.read_text())
     stages = measured["stages"]
     for k, stage in enumerate(stages):
-        for key in ("comm", "recv", "send"):
-            stage[key] = costs[key] if k + 1 < len(stages) or key == "recv" else 0
+        # Every stage takes inputs in from another rank; only those before the last hand any on.
+        last = k + 1 == len(stages)
+        stage["recv"] = costs["recv"]
+        stage["comm"] = 0 if last else costs["comm"]
+        stage["send"] = 0 if last else costs["send"]
     measured["link_latency"] = link["latency_s"]
     model = profile.with_name("model.json")
     model.write_text(json.dumps(measured))
@@ -156,8 +159,9 @@ def transport_probe(a: argparse.Namespace, mpirun: str, network: str, mca: list[
                     tmp: Path) -> dict:
     """One hand-over through ppbench's MPI transport by a setting, with both ranks inside MPI
     nearly all the time: 1F1B on an MLP of 2 layers of width 8 (actions of microseconds) whose
-    micro-batch makes each hand-over the benchmark's size (rounded up to 32 bytes), N = 16; the
-    median of the last step's hand-overs."""
+    micro-batch makes each hand-over the benchmark's size (rounded up to 32 bytes), N = 16: the
+    medians of the last step's hand-overs (all of them; those whose receiver waited; those whose
+    tensor was sent before its receive was posted) and of its send calls."""
     microbatch = -(-hand_over_bytes(a.width, a.microbatch_size) // (PROBE_WIDTH * 4))
     trace = tmp / "probe.json"
     r = on_nodes(mpirun, node_names(2), network, tmp, a.ppbench, "run", "--workload", "mlp",
