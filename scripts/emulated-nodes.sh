@@ -72,7 +72,7 @@ esac
 # bucket lets a message through faster than the link: with 256 KiB at 1gbit, after an idle moment
 # a 256 KiB message arrived in 0.34 ms where the wire takes 2.2 (with 32 KiB, 2.16 ms); a
 # shallower one lowers the link's goodput (16 KiB: 100 MB/s both ways at once, 8 KiB: 88, against
-# 104-110 at 32 KiB). docs/multi-process.md, "Two nodes on one machine", has what either costs.
+# 104-110 at 32 KiB). docs/over-tcp.md, "The emulated link's bucket", has what either costs.
 burst=$((digits * scale / 32000))
 [ "$burst" -ge 16384 ] || burst=16384
 if [ -n "$BURST" ]; then
