@@ -33,8 +33,7 @@ void add_allreduces(Trace& trace, const Schedule& s, const DataParallel& dp) {
     const std::size_t r = static_cast<std::size_t>(e.rank);
     rank_end[r] = rank_busy[r] ? std::max(rank_end[r], e.end) : e.end;
     rank_busy[r] = true;
-    for (int half = 0; half < (e.action.paired() ? 2 : 1); ++half) {
-      const Task& t = half == 0 ? e.action.task : e.action.partner;
+    for (const Task& t : e.action.tasks()) {
       double& ready = stage_ready[static_cast<std::size_t>(t.stage)];
       if (makes_weight_grad(t)) ready = std::max(ready, e.end);
     }

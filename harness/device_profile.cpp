@@ -202,9 +202,8 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
       if (seen != with) seen.first = -2;
     }
     // Each send call's mean span, on the boundary of each output that left the rank.
-    for (int half = 0; half < (e.action.paired() ? 2 : 1) && e.sends > 0; ++half) {
-      const Task& t = half == 0 ? e.action.task : e.action.partner;
-      if (t.op == Op::W ||
+    for (const Task& t : e.action.tasks()) {
+      if (e.sends == 0 || t.op == Op::W ||
           (t.op == Op::F ? placement.is_last(t.stage) : placement.is_first(t.stage)))
         continue;
       const int to = t.op == Op::F ? t.stage + 1 : t.stage - 1;

@@ -25,8 +25,7 @@ int peak_by_edges(const std::vector<const ComputeEvent*>& events) {
   };
   std::vector<Edge> edges;
   for (const ComputeEvent* e : events)
-    for (int half = 0; half < (e->action.paired() ? 2 : 1); ++half) {
-      const Task& t = half == 0 ? e->action.task : e->action.partner;
+    for (const Task& t : e->action.tasks()) {
       if (t.op == Op::F) edges.push_back({e->start, +1});
       if (frees_activation(t)) edges.push_back({e->end, -1});
     }

@@ -80,10 +80,10 @@ class MetricsStream {
     r.last_end = std::max(r.last_end, end);
     // The acquisition at this action's start comes after every earlier release (they ended at or
     // before it) and before this action's own release at its end.
-    for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
-      if ((half == 0 ? a.task : a.partner).op == Op::F) r.peak = std::max(r.peak, ++r.alive);
-    for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
-      if (frees_activation(half == 0 ? a.task : a.partner)) --r.alive;
+    for (const Task& t : a.tasks())
+      if (t.op == Op::F) r.peak = std::max(r.peak, ++r.alive);
+    for (const Task& t : a.tasks())
+      if (frees_activation(t)) --r.alive;
   }
   // A collective on `rank`, in any order relative to the compute actions.
   void add_collective(int rank, double start, double end, double bytes);

@@ -105,8 +105,7 @@ class ActionTiming {
   // Runs rank r's action `a` (at `pos` in its order) from `start`.
   Ran run(int r, std::size_t pos, const Action& a, double start) {
     if constexpr (!std::is_same_v<OnTransfer, NoTransfers>) {
-      for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-        const Task& t = half == 0 ? a.task : a.partner;
+      for (const Task& t : a.tasks()) {
         index_.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
           const int producer = p_.stage_rank[d.stage];
           if (producer == r) return true;
@@ -118,16 +117,14 @@ class ActionTiming {
     const double finish = start + costs_.time(a);
     double sending = 0;
     int sends = 0;
-    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-      const Task& t = half == 0 ? a.task : a.partner;
+    for (const Task& t : a.tasks()) {
       if (t.op == Op::W) continue;
       const double cost = send_[t.stage][TaskIndex::slot(t.op)];
       if (cost >= 0) sending += cost, ++sends;
     }
     on_action_(r, pos, a, start, finish, sending, sends);
     const double done = after_(r, pos, finish);
-    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-      const Task& t = half == 0 ? a.task : a.partner;
+    for (const Task& t : a.tasks()) {
       if (t.op != Op::W) end_of(index_.row(t.stage, t.mb), TaskIndex::slot(t.op)) = done;
     }
     free_at_[r] = done + sending;
@@ -310,8 +307,8 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
     // The executor takes an action's inputs from other ranks one after another, in this order
     // (its lowered receives): it asks for one only once those before it are in hand.
     bool in_hand = true;
-    for (int half = 0; half < (a.paired() ? 2 : 1) && in_hand; ++half) {
-      const Task& t = half == 0 ? a.task : a.partner;
+    for (const Task& t : a.tasks()) {
+      if (!in_hand) break;
       index.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
         if (index.rank_of(d.stage) == r) return true;
         const double arrived = timing.arrival(t, d);
@@ -334,8 +331,7 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
     busy_until[r] = done;
     ++next[r];
     schedule(free, kFree, r);
-    for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-      const Task& t = half == 0 ? a.task : a.partner;
+    for (const Task& t : a.tasks()) {
       if (t.op == Op::W) continue;
       const int slot = TaskIndex::slot(t.op);
       const auto to = timing.destination(t.stage, slot);

@@ -58,11 +58,44 @@ struct Action {
 
   bool paired() const { return partner.mb != kNoPartner; }
 
+  // Its tasks in order, for `for (const Task& t : a.tasks())`: the one task, or the pair's
+  // forward half, then its backward half. Not of a temporary, which a loop would outlive.
+  class Tasks;
+  Tasks tasks() const&;
+  Tasks tasks() && = delete;
+
   friend bool operator==(const Action& a, const Action& b) {
     return a.paired() == b.paired() && a.task == b.task && (!a.paired() || a.partner == b.partner);
   }
 };
 static_assert(sizeof(Action) == 16);
+
+class Action::Tasks {
+ public:
+  class Iterator {
+   public:
+    Iterator(const Action& a, int at) : a_(&a), at_(at) {}
+    const Task& operator*() const { return at_ == 0 ? a_->task : a_->partner; }
+    Iterator& operator++() {
+      ++at_;
+      return *this;
+    }
+    bool operator==(const Iterator& o) const { return at_ == o.at_; }
+
+   private:
+    const Action* a_;
+    int at_;  // 0: the task, 1: the partner
+  };
+
+  explicit Tasks(const Action& a) : a_(a) {}
+  Iterator begin() const { return {a_, 0}; }
+  Iterator end() const { return {a_, a_.paired() ? 2 : 1}; }
+
+ private:
+  const Action& a_;
+};
+
+inline Action::Tasks Action::tasks() const& { return Tasks(*this); }
 
 std::string to_string(const Task& t);
 std::string to_string(const Action& a);

@@ -110,13 +110,12 @@ std::vector<Stall> stalls_at(const Schedule& s, const TaskIndex& index,
     if (next[r] < s.ranks[r].size()) {
       const Action& a = s.ranks[r][next[r]];
       Task missing;
-      for (int half = 0; half < (a.paired() ? 2 : 1); ++half)
-        if (!index.for_each_dependency(half == 0 ? a.task : a.partner,
-                                       [&](const TaskIndex::Dep& d) {
-                                         if (done(d)) return true;
-                                         missing = d.task();
-                                         return false;
-                                       }))
+      for (const Task& t : a.tasks())
+        if (!index.for_each_dependency(t, [&](const TaskIndex::Dep& d) {
+              if (done(d)) return true;
+              missing = d.task();
+              return false;
+            }))
           break;
       stalls.push_back({r, next[r], a, missing});
     }
@@ -128,8 +127,7 @@ std::vector<Stall> stalls_at(const Schedule& s, const TaskIndex& index,
 // has run, the rank holding that stage may be able to continue.
 template <class Wake>
 void wake_dependents(const TaskIndex& index, const Action& a, Wake&& wake) {
-  for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-    const Task& t = half == 0 ? a.task : a.partner;
+  for (const Task& t : a.tasks()) {
     if (t.op == Op::F) {
       if (!index.is_last(t.stage)) wake(t.stage + 1);
     } else if (t.op != Op::W && !index.is_first(t.stage)) {

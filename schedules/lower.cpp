@@ -17,8 +17,8 @@ Program lower(const Schedule& s) {
   std::array<TaskIndex::Dep, 2> deps;
   for (int r = 0; r < p.ranks; ++r)
     for (const Action& a : s.ranks[r])
-      for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-        const int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
+      for (const Task& t : a.tasks()) {
+        const int n = index.dependencies(t, deps);
         for (int k = 0; k < n; ++k)
           if (p.stage_rank[deps[k].stage] != r) consumer_rank[deps[k].id()] = r;
       }
@@ -29,16 +29,15 @@ Program lower(const Schedule& s) {
     auto& prog = out.ranks[r];
     prog.reserve(3 * s.ranks[r].size());
     for (const Action& a : s.ranks[r]) {
-      for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-        const int n = index.dependencies(half == 0 ? a.task : a.partner, deps);
+      for (const Task& t : a.tasks()) {
+        const int n = index.dependencies(t, deps);
         for (int k = 0; k < n; ++k) {
           const int producer = p.stage_rank[deps[k].stage];
           if (producer != r) prog.push_back({Instr::Kind::Recv, {}, deps[k].task(), producer});
         }
       }
       prog.push_back({Instr::Kind::Compute, a, {}, -1});
-      for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-        const Task& t = half == 0 ? a.task : a.partner;
+      for (const Task& t : a.tasks()) {
         const int to = consumer_rank[index.id(t)];
         if (to >= 0) prog.push_back({Instr::Kind::Send, {}, t, to});
       }

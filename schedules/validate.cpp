@@ -88,8 +88,7 @@ void validate_structure(const Schedule& s) {
   const LargeBuffer<std::uint8_t> seen(index.size(), 0);
   for (int r = 0; r < p.ranks; ++r) {
     for (const Action& a : s.ranks[r]) {
-      for (int half = 0; half < (a.paired() ? 2 : 1); ++half) {
-        const Task& t = half == 0 ? a.task : a.partner;
+      for (const Task& t : a.tasks()) {
         check_task(index, r, a, t);
         const std::size_t id = index.id(t);
         if (seen[id])

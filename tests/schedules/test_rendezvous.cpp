@@ -141,8 +141,7 @@ TEST(Rendezvous, EveryTimelineKeepsTheRulesOfTheModel) {
           for (std::size_t pos = 0; pos < s.ranks[r].size(); ++pos) {
             const ComputeEvent& e = t.compute[first[r] + pos];
             std::vector<std::size_t> inputs;  // from other ranks, in the order they are taken
-            for (int half = 0; half < (e.action.paired() ? 2 : 1); ++half) {
-              const Task& task = half == 0 ? e.action.task : e.action.partner;
+            for (const Task& task : e.action.tasks()) {
               if (task.op != Op::W)
                 end_of[index.row(task.stage, task.mb) * 2 + TaskIndex::slot(task.op)] = e.end;
               index.for_each_dependency(task, [&](const TaskIndex::Dep& d) {
@@ -185,14 +184,12 @@ TEST(Rendezvous, EveryTimelineKeepsTheRulesOfTheModel) {
           for (std::size_t pos = 0; pos < s.ranks[r].size(); ++pos) {
             const ComputeEvent& e = t.compute[first[r] + pos];
             double start = pos > 0 ? t.compute[first[r] + pos - 1].end : 0;
-            for (int half = 0; half < (e.action.paired() ? 2 : 1); ++half)
-              index.for_each_dependency(
-                  half == 0 ? e.action.task : e.action.partner, [&](const TaskIndex::Dep& d) {
-                    const std::size_t out = d.row * 2 + d.slot;
-                    start =
-                        std::max(start, p.stage_rank[d.stage] == r ? end_of[out] : arrival.at(out));
-                    return true;
-                  });
+            for (const Task& task : e.action.tasks())
+              index.for_each_dependency(task, [&](const TaskIndex::Dep& d) {
+                const std::size_t out = d.row * 2 + d.slot;
+                start = std::max(start, p.stage_rank[d.stage] == r ? end_of[out] : arrival.at(out));
+                return true;
+              });
             EXPECT_NEAR(e.start, start, 1e-9) << where << ": " << to_string(e.action);
           }
       });

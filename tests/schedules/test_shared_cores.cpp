@@ -101,8 +101,7 @@ TEST(SharedCores, EveryTimingRespectsOrdersInputsAndTheCoreCount) {
           work += e.end - e.start;
           edges.push_back({e.start, +1});
           edges.push_back({e.end, -1});
-          for (int half = 0; half < (e.action.paired() ? 2 : 1); ++half) {
-            const Task& task = half == 0 ? e.action.task : e.action.partner;
+          for (const Task& task : e.action.tasks()) {
             if (task.op != Op::W)
               end_of[index.row(task.stage, task.mb) * 2 + TaskIndex::slot(task.op)] = e.end;
           }
@@ -114,8 +113,7 @@ TEST(SharedCores, EveryTimingRespectsOrdersInputsAndTheCoreCount) {
             if (pos > 0) {
               EXPECT_GE(e.start, t.compute[k - 1].end) << where << " rank " << r;
             }
-            for (int half = 0; half < (e.action.paired() ? 2 : 1); ++half) {
-              const Task& task = half == 0 ? e.action.task : e.action.partner;
+            for (const Task& task : e.action.tasks()) {
               index.for_each_dependency(task, [&](const TaskIndex::Dep& d) {
                 const double delay = p.stage_rank[d.stage] == r ? 0 : m.comm(d.stage, task.stage);
                 EXPECT_GE(e.start, end_of[d.row * 2 + d.slot] + delay - 1e-9)

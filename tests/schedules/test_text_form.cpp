@@ -1,3 +1,5 @@
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -16,6 +18,16 @@ TEST(TextForm, RejectsMalformedActions) {
   for (const char* text : {"", "X1.2", "F1", "F.1", "F1.", "F-1.2", "F1.2x", "(F0.1+F1.2)",
                            "(B0.1+F1.2)", "(F0.1+B1.2", "(F0.1B1.2)"})
     EXPECT_THROW(parse_action(text), UsageError) << text;
+}
+
+TEST(Action, TasksListsASingleTaskOrThePairsForwardThenBackward) {
+  std::vector<Task> seen;
+  const Action single = parse_action("I2.5"), pair = parse_action("(F0.7+B15.3)");
+  for (const Task& t : single.tasks()) seen.push_back(t);
+  EXPECT_EQ(seen, (std::vector<Task>{{Op::I, 2, 5}}));
+  seen.clear();
+  for (const Task& t : pair.tasks()) seen.push_back(t);
+  EXPECT_EQ(seen, (std::vector<Task>{{Op::F, 0, 7}, {Op::B, 15, 3}}));
 }
 
 TEST(TextForm, ScheduleRoundTrips) {
