@@ -202,8 +202,9 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
       if (seen != with) seen.first = -2;
     }
     // Each send call's mean span, on the boundary of each output that left the rank.
+    if (e.sends == 0) continue;
     for (const Task& t : e.action.tasks()) {
-      if (e.sends == 0 || t.op == Op::W ||
+      if (t.op == Op::W ||
           (t.op == Op::F ? placement.is_last(t.stage) : placement.is_first(t.stage)))
         continue;
       const int to = t.op == Op::F ? t.stage + 1 : t.stage - 1;
