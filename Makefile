@@ -103,8 +103,8 @@ MAKEFLAGS += --no-print-directory
 
 .DEFAULT_GOAL := build
 .PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-cuda bench-mpi sweep plots \
-        timelines measured-timelines bubble-plots memory-plots report perf format format-check clean distclean help \
-        gpu-bundle fuzz
+        timelines measured-timelines bubble-plots memory-plots report report-gpu perf format format-check clean \
+        distclean help gpu-bundle fuzz
 
 help:  ## list the targets
 	@echo "ppbench make targets (BUILD_DIR=$(BUILD_DIR), BUILD_TYPE=$(BUILD_TYPE), JOBS=$(JOBS)):"
@@ -247,6 +247,21 @@ report: deps  ## results/latest/REPORT.md and REPORT.html (by paper, figures inl
 	    --figures $(PLOTS_DIR)/cuda --figures $(PLOTS_DIR) --figures $(REFERENCE_PLOTS) \
 	    --html $(CUDA_REPORT:.md=.html); \
 	fi
+
+# The GPU sweep's records, brought home from GPU machines (scripts/gpu-check.sh's sweep part,
+# docs/gpu-check.md): every results/gpu/<gpu>-<date>/sweep/cuda.jsonl, oldest call first (a point
+# run again later replaces the earlier row), beside the committed theory; GPU_SWEEPS names others.
+GPU_REPORT  := $(RESULTS_DIR)/REPORT-gpu.md
+GPU_PLOTS   := plots/gpu
+GPU_SWEEPS  ?= $(shell ls $(RESULTS_DIR)/gpu/*/sweep/cuda.jsonl 2>/dev/null \
+                 | sed -E 's|.*-([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{6}Z)/sweep/cuda.jsonl$$|\1 &|' \
+                 | sort | cut -d' ' -f2)
+report-gpu: deps  ## results/REPORT-gpu.md and plots/gpu/ from the GPU sweeps under results/gpu/*/sweep/ (docs/gpu-check.md)
+	@[ -n "$(strip $(GPU_SWEEPS))" ] || { echo "report-gpu: no $(RESULTS_DIR)/gpu/*/sweep/cuda.jsonl yet: run scripts/gpu-check.sh --only sweep on a GPU machine (docs/gpu-check.md)" >&2; exit 2; }
+	$(PYTHON) scripts/plot_memory.py $(GPU_SWEEPS) --out-dir $(GPU_PLOTS) --workload transformer \
+	  --devices $(MEASURED_DEVICES) --microbatches 32 $(PPBENCH_LIST)
+	$(PYTHON) scripts/report.py $(REFERENCE_DIR)/theory.jsonl --out $(GPU_REPORT) $(PPBENCH_LIST) \
+	  --title "ppbench results on a GPU" $(foreach f,$(GPU_SWEEPS),--measured $(f)) --figures $(GPU_PLOTS) --figures $(REFERENCE_PLOTS)
 
 # Single runs on a shared 2-core machine vary by up to ~30% (results/perf/README.md), so a
 # regression is flagged past PERF_THRESHOLD; tighten it on a quiet, dedicated machine.

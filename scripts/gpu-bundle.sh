@@ -7,6 +7,9 @@
 #   gpu-bundle/lib/                    the shared libraries they need that the target lacks
 #                                      (Google Benchmark and its C++ runtime)
 #   gpu-bundle/gpu-check.sh, scripts/  the GPU check and the helpers it runs
+#   gpu-bundle/benchmarks/sweeps/      the GPU sweep's spec and the schema it is checked against
+#   gpu-bundle/wheels/                 jsonschema and what it needs, for sweep.py on a GPU
+#                                      machine whose Python lacks it (fetched with pip here)
 #   gpu-bundle/bundle.json, bundle.env the manifest: commit, tools, architectures, every file's
 #                                      size and sha256, the sonames the launcher must find
 #
@@ -29,7 +32,13 @@ LIMIT_MIB=64
 TARGETS=(ppbench ppbench-cuda cuda_kernel_tests cuda_exec_tests cuda_gemm_bench cuda_layer_bench cuda_pipeline_bench)
 # What gpu-check.sh needs at run time besides the programs (read them: these are their imports).
 HELPERS=(gtest_summary.py gpu_equivalence.py gpu_tables.py gpu_runs.py gpipe_tables.py
-         gpipe_tables_data.py torch_reference.py compare_torch.py compare_perf.py results_io.py)
+         gpipe_tables_data.py torch_reference.py compare_torch.py compare_perf.py results_io.py
+         sweep.py sweep_point.py sweep_process.py sweep_records.py sweep_spec.py)
+SWEEP_FILES=(benchmarks/sweeps/cuda.json benchmarks/sweeps/sweep.schema.json)
+# sweep.py checks its spec with jsonschema, which GPU images often lack (the lent H100s' do): its
+# wheels and their needs travel along, for each CPython a target may run (rpds-py is compiled per
+# version). The version is the one the tests here ran with, where the .venv has it.
+WHEEL_PYTHONS=(3.11 3.12 3.13)
 # Libraries the target has or the launcher finds there: never copied into lib/.
 # Not copied: the C library, the C++ runtime (a newer one on the target is backward compatible;
 # an older copy first on LD_LIBRARY_PATH would shadow it for cuBLAS and NCCL too), and what the
@@ -138,6 +147,18 @@ GLIBC_NEEDED="$("$ROOT/scripts/glibc-needed.sh" "${ELF_FILES[@]}")"
 cp "$ROOT/scripts/gpu-bundle-run.sh" "$STAGE/run"
 cp "$ROOT/scripts/gpu-check.sh" "$STAGE/gpu-check.sh"
 for h in "${HELPERS[@]}"; do cp "$ROOT/scripts/$h" "$STAGE/scripts/$h"; done
+for f in "${SWEEP_FILES[@]}"; do mkdir -p "$STAGE/$(dirname "$f")"; cp "$ROOT/$f" "$STAGE/$f"; done
+JSONSCHEMA="jsonschema"
+V="$("$ROOT/.venv/bin/python" -c 'import importlib.metadata as m; print(m.version("jsonschema"))' 2>/dev/null)" \
+  && JSONSCHEMA="jsonschema==$V"
+mkdir -p "$STAGE/wheels"
+for py in "${WHEEL_PYTHONS[@]}"; do
+  if ! python3 -m pip download -q --only-binary=:all: --python-version "$py" --implementation cp \
+       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+       --platform manylinux2014_x86_64 -d "$STAGE/wheels" "$JSONSCHEMA" >"$BUILD/gpu-bundle-wheels.log" 2>&1; then
+    echo "gpu-bundle: warning: pip could not fetch $JSONSCHEMA for Python $py (log: $BUILD/gpu-bundle-wheels.log); the sweep part needs jsonschema on the target then" >&2
+  fi
+done
 chmod 755 "$STAGE/run" "$STAGE/gpu-check.sh"
 
 DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"

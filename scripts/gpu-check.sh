@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for a GPU machine: the CUDA kernel tests, the GPU executor tests, the same tests under
 # compute-sanitizer (memcheck, racecheck, synccheck), the GPU benchmarks, the PyTorch reference, an
-# NVTX check under Nsight Compute, the pipelined-vs-reference equivalence of every schedule and
-# the GPU columns of GPipe's tables and the 1F1B scaling figure, each recorded with provenance.
+# NVTX check under Nsight Compute, the pipelined-vs-reference equivalence of every schedule,
+# the GPU columns of GPipe's tables and the 1F1B scaling figure and a first GPU sweep, each
+# recorded with provenance.
 # Made for machines lent minutes at a time: the check runs in pieces (--only), every step has a
 # time limit and the call a deadline, and each piece's record is packed the moment the piece ends
 # (--out), so a lease that runs out loses at most the piece in progress.
@@ -12,6 +13,7 @@
 #                             [--gtest-filter PATTERN]
 #                             [--bench REGEX]
 #                             [--bench-filter REGEX] [--equiv-filter REGEX] [--nvtx-filter EXPR]
+#                             [--sweep-spec FILE] [--sweep-only KEY=V1,V2]...
 #                             [--no-sanitizer] [--no-torch]
 #   --bundle DIR           run the prebuilt binaries of DIR (`make gpu-bundle` on any machine with
 #                          nvcc) through DIR/run: nothing is configured or built here. The copy of
@@ -44,6 +46,10 @@
 #                                                 D = 1, 2, 4, 8 on virtual devices of a fixed
 #                                                 size (--sms-per-device 16), the shapes of
 #                                                 scripts/gpipe_tables.py (scripts/gpu_tables.py)
+#                            sweep                a first GPU sweep: scripts/sweep.py over
+#                                                 benchmarks/sweeps/cuda.json, by default only
+#                                                 N = 1, 4, 32 (--sweep-only), into sweep/cuda.jsonl
+#                                                 (`make report-gpu` reads it back home)
 #   --results DIR          where the unpacked records go (default results/gpu beside the scripts:
 #                          the repository's, or the bundle's parent folder's for DIR/gpu-check.sh)
 #   --out DIR              after each piece, pack its record into
@@ -73,11 +79,17 @@
 #                          e.g. 'mlp-f32/' or '/D8$' (to split that part across calls)
 #   --nvtx-filter EXPR     the ncu --nvtx-include expression to use (default: try
 #                          'regex:ppbench@.*/', 'ppbench@*/' and 'ppbench@*' in turn)
+#   --sweep-spec FILE      the sweep part's spec (default benchmarks/sweeps/cuda.json, the bundle's
+#                          copy with --bundle)
+#   --sweep-only KEY=V1,V2 the sweep part's subset, as sweep.py's --only (again for another key;
+#                          default microbatches=1,4,32); 'all' runs the whole spec
 #   --no-sanitizer, --no-torch   leave those parts out of the default set
 # What fails: a step's non-zero exit; a failed test; a SKIPPED test (the GPU is visible, so a skip
 # means the GPU code did not run), except a skip whose message says it "needs two GPUs"
 # (listed as skipped_allowed); a benchmark that saw no GPU or reported an error (Google
-# Benchmark's error_occurred); an equivalence case with passed=false.
+# Benchmark's error_occurred); an equivalence case with passed=false; a sweep point that ended
+# as an error row (a crash, a time-out; a point the schedule does not allow is "invalid", not a
+# failure).
 # A part whose tool is missing (compute-sanitizer, ncu, PyTorch with CUDA), or cannot work on
 # this machine (compute-sanitizer and ncu in a gVisor sandbox, whose kernel reports 4.4.0), is
 # "unavailable": a failure when --only named it, a note otherwise.
@@ -106,8 +118,8 @@ else
   ROOT="$(dirname "$SCRIPT_DIR")"
 fi
 
-ALL_PARTS="kernel-tests,exec-tests,sanitizer-memcheck,sanitizer-racecheck,sanitizer-synccheck,benchmarks,torch,nvtx,equivalence,tables"
-KNOWN_PARTS="kernel-tests, exec-tests, sanitizer, sanitizer-memcheck, sanitizer-racecheck, sanitizer-synccheck, benchmarks, torch, nvtx, equivalence, tables"
+ALL_PARTS="kernel-tests,exec-tests,sanitizer-memcheck,sanitizer-racecheck,sanitizer-synccheck,benchmarks,torch,nvtx,equivalence,tables,sweep"
+KNOWN_PARTS="kernel-tests, exec-tests, sanitizer, sanitizer-memcheck, sanitizer-racecheck, sanitizer-synccheck, benchmarks, torch, nvtx, equivalence, tables, sweep"
 BUILD=""
 BUNDLE=""
 ONLY=""
@@ -122,13 +134,15 @@ BENCH_RE='.*'
 BENCH_FILTER=''
 EQUIV_FILTER=''
 NVTX_FILTERS=('regex:ppbench@.*/' 'ppbench@*/' 'ppbench@*')
+SWEEP_SPEC=""
+SWEEP_ONLY=()
 NO_SANITIZER=0
 NO_TORCH=0
 
 usage_error() { echo "gpu-check: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--deadline|--gtest-shard|--gtest-filter|--bench|--bench-filter|--equiv-filter|--nvtx-filter)
+    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--deadline|--gtest-shard|--gtest-filter|--bench|--bench-filter|--equiv-filter|--nvtx-filter|--sweep-spec|--sweep-only)
       [ $# -ge 2 ] || usage_error "$1 needs a value (see --help)"
       case "$1" in
         --build-dir) BUILD="$2" ;;
@@ -144,6 +158,8 @@ while [ $# -gt 0 ]; do
         --bench-filter) BENCH_FILTER="$2" ;;
         --equiv-filter) EQUIV_FILTER="$2" ;;
         --nvtx-filter) NVTX_FILTERS=("$2") ;;
+        --sweep-spec) SWEEP_SPEC="$2" ;;
+        --sweep-only) SWEEP_ONLY+=("$2") ;;
       esac
       shift 2 ;;
     --no-sanitizer) NO_SANITIZER=1; shift ;;
@@ -162,7 +178,7 @@ IFS=',' read -r -a REQUESTED <<<"${ONLY:-$ALL_PARTS}"
 [ ${#REQUESTED[@]} -gt 0 ] || usage_error "--only: no part named (allowed: $KNOWN_PARTS)"
 for part in "${REQUESTED[@]}"; do
   case "$part" in
-    kernel-tests|exec-tests|sanitizer-memcheck|sanitizer-racecheck|sanitizer-synccheck|benchmarks|torch|nvtx|equivalence|tables)
+    kernel-tests|exec-tests|sanitizer-memcheck|sanitizer-racecheck|sanitizer-synccheck|benchmarks|torch|nvtx|equivalence|tables|sweep)
       add_part "$part" ;;
     sanitizer) add_part sanitizer-memcheck; add_part sanitizer-racecheck; add_part sanitizer-synccheck ;;
     *) usage_error "--only: unknown part '$part' (allowed: $KNOWN_PARTS)" ;;
@@ -206,6 +222,13 @@ if [ -n "$EQUIV_FILTER" ]; then
   python3 -c 'import re, sys; re.compile(sys.argv[1])' "$EQUIV_FILTER" 2>/dev/null \
     || usage_error "--equiv-filter: '$EQUIV_FILTER' is not a valid regular expression"
 fi
+for o in "${SWEEP_ONLY[@]}"; do
+  [ "$o" = all ] || [[ "$o" =~ ^[a-z_]+=[^=]+$ ]] \
+    || usage_error "--sweep-only: '$o' is not KEY=V1,V2,... or 'all' (keys as scripts/sweep.py --only)"
+done
+[ ${#SWEEP_ONLY[@]} -gt 0 ] || SWEEP_ONLY=("microbatches=1,4,32")
+[ -z "$SWEEP_SPEC" ] || [ -f "$SWEEP_SPEC" ] || usage_error "--sweep-spec: '$SWEEP_SPEC' is not a file"
+[ -z "$SWEEP_SPEC" ] || SWEEP_SPEC="$(cd "$(dirname "$SWEEP_SPEC")" && pwd)/$(basename "$SWEEP_SPEC")"
 [ -n "$BUNDLE" ] && [ -n "$BUILD" ] && usage_error "--bundle and --build-dir exclude each other"
 [ -z "$BUNDLE" ] && [ -z "$BUILD" ] && [ -n "$SELF_BUNDLE" ] && BUNDLE="$SELF_BUNDLE"
 if [ -n "$BUNDLE" ]; then
@@ -289,7 +312,8 @@ if [ -n "$OUT" ]; then
 fi
 COMMON="$(mktemp -d "$RESULTS/.common-$RUN_NAME-XXXXXX")"
 PDIR=""
-cleanup() { rm -rf "$COMMON"; [ -n "$PDIR" ] && rm -rf "$PDIR"; }
+WHEEL_SITE=""
+cleanup() { rm -rf "$COMMON"; [ -n "$PDIR" ] && rm -rf "$PDIR"; [ -n "$WHEEL_SITE" ] && rm -rf "$WHEEL_SITE"; }
 trap cleanup EXIT
 # A signal (the lease's own limit, Ctrl-C) stops the step in progress, records it and packs its
 # piece: steps run in the background and are waited for, so the trap runs at once, not when the
@@ -711,6 +735,70 @@ part_tables() {
   [ -f "$PDIR/gpu_tables.txt" ] && sed 's/^/    /' "$PDIR/gpu_tables.txt"
 }
 
+# sweep_python: sets SWEEP_PY to a Python that imports jsonschema (sweep.py checks its spec with
+# it): the project's .venv, python3, or python3 with the bundle's wheels unpacked beside it (GPU
+# images often lack jsonschema; scripts/gpu-bundle.sh carries it and its needs, rpds-py for each
+# CPython it may meet). Fails where none does.
+SWEEP_PY=()
+sweep_python() {
+  local py
+  for py in "$ROOT/.venv/bin/python" python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import jsonschema' 2>/dev/null; then
+      SWEEP_PY=("$py"); return 0
+    fi
+  done
+  [ -n "$BUNDLE" ] && compgen -G "$BUNDLE/wheels/*.whl" >/dev/null || return 1
+  [ -n "$WHEEL_SITE" ] || WHEEL_SITE="$(mktemp -d)" || return 1
+  # A wheel is a zip of what an install puts in site-packages: the pure ones and those built for
+  # this CPython (its cpXY tag, or abi3) are unpacked; pip is not needed.
+  python3 - "$BUNDLE/wheels" "$WHEEL_SITE" <<'PYEOF' || return 1
+import sys, zipfile
+from pathlib import Path
+here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
+    python_tag, abi_tag = wheel.name[:-len(".whl")].split("-")[-3:-1]
+    if python_tag.startswith("py3") or python_tag == here or abi_tag == "abi3":
+        zipfile.ZipFile(wheel).extractall(sys.argv[2])
+PYEOF
+  PYTHONPATH="$WHEEL_SITE" python3 -c 'import jsonschema' 2>/dev/null || return 1
+  SWEEP_PY=(env "PYTHONPATH=$WHEEL_SITE" python3)
+}
+
+part_sweep() {
+  local spec="${SWEEP_SPEC:-$(dirname "$HELPERS")/benchmarks/sweeps/cuda.json}" ppbench envs=() only=() o
+  if ! sweep_python; then
+    unavailable "no Python here imports jsonschema, which scripts/sweep.py checks its spec with (a bundle carries it in wheels/): sweep not run"
+    return
+  fi
+  if [ -n "$BUNDLE" ]; then
+    # sweep.py runs one program: the bundle's ppbench with the launcher's environment (cuBLAS
+    # found, the commit); ppbench hands each CUDA run to ppbench-cuda beside it.
+    ppbench="$BUNDLE/bin/ppbench"
+    mapfile -t envs < <(PPBENCH_BUNDLE_QUIET=1 "$BUNDLE/run" --env)
+  else
+    ppbench="$BUILD/ppbench"
+  fi
+  for o in "${SWEEP_ONLY[@]}"; do [ "$o" = all ] || only+=(--only "$o"); done
+  note "spec $spec${only[*]:+, ${only[*]}}"
+  # The records also live on in an ignored folder beside the records (results/gpu/.sweep): a
+  # call that the deadline cut is resumed by the next call on the same machine (sweep.py skips
+  # what this ppbench recorded here), and that call's piece holds both calls' points.
+  local keep="$RESULTS/.sweep" f
+  mkdir -p "$keep"
+  for f in "$keep"/cuda.jsonl "$keep"/cuda.csv "$keep"/cuda-run.csv; do [ -f "$f" ] && cp "$f" "$PDIR/"; done
+  # A point gets at most the piece's limit; one that hangs is an error row and the sweep goes on.
+  step sweep env "${envs[@]}" PYTHONUNBUFFERED=1 "${SWEEP_PY[@]}" "$HELPERS/sweep.py" "$spec" \
+    --ppbench "$ppbench" --out "$PDIR/cuda" --timeout "$PIECE_TIMEOUT" --fail-on-error "${only[@]}" \
+    && tail -n 1 "$PDIR/sweep.log" | sed 's/^/    /'
+  for f in "$PDIR"/cuda.jsonl "$PDIR"/cuda.csv "$PDIR"/cuda-run.csv; do [ -f "$f" ] && cp "$f" "$keep/"; done
+  [ -f "$PDIR/cuda.summary.json" ] && python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+keep = ("sweep", "points", "ok", "invalid", "error", "skipped", "interrupted")
+json.dump({"sweep": {k: s.get(k) for k in keep}}, open(sys.argv[2], "w"))' \
+    "$PDIR/cuda.summary.json" "$PDIR/piece-extra.json"
+}
+
 piece_tag() {  # the test parts' pieces are named by their shard
   case "$1" in kernel-tests|exec-tests|sanitizer-*) echo "$SHARD_TAG" ;; *) echo "" ;; esac
 }
@@ -736,6 +824,7 @@ for part in "${PARTS[@]}"; do
     nvtx) part_nvtx ;;
     equivalence) part_equivalence ;;
     tables) part_tables ;;
+    sweep) part_sweep ;;
   esac
   piece_end "$(piece_tag "$part")"
 done

@@ -173,7 +173,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Per-rank activation memory (measured beside modelled) and measured-vs-"
                     "predicted bubble figures from `ppbench run` sweep rows.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", type=Path, help="JSON Lines from scripts/sweep.py (run rows)")
+    parser.add_argument("results", type=Path, nargs="+",
+                        help="JSON Lines from scripts/sweep.py (run rows); several are read in "
+                             "the order given (a later row of a point replaces an earlier one)")
     parser.add_argument("--out-dir", type=Path, default=Path("plots/latest"),
                         help="output folder (default: %(default)s)")
     parser.add_argument("--workload", default="transformer",
@@ -193,7 +195,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rows = load_records(args.results)
+        rows = load_records(*args.results)
     except OSError as e:
         print(f"plot_memory: {e}", file=sys.stderr)
         return 1

@@ -76,9 +76,10 @@ def latest_rows(rows: Iterable[dict],
     return [r for r in out if r is not None]
 
 
-def load_records(path: Path) -> list[dict]:
-    """load_rows, then latest_rows: what the sweep recorded for each point, last word kept."""
-    return latest_rows(load_rows(path))
+def load_records(*paths: Path) -> list[dict]:
+    """load_rows, then latest_rows: what the sweep recorded for each point, last word kept (over
+    several files, in the order given: a later file's row of a point replaces an earlier one's)."""
+    return latest_rows(row for path in paths for row in load_rows(path))
 
 
 def file_mode(path: Path) -> int:

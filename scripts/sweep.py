@@ -54,6 +54,12 @@ that made it (git commit as ppbench reports it, "-dirty" included, and the sha25
 with the programs beside it that run CUDA and mpirun points) and the machine (host, CPU model and
 cores, GPU model).
 
+--only KEY=V1,V2 runs a subset: the spec's points whose KEY takes one of the values (given
+again for another key, a point must match each; keys schedule, devices, microbatches, chunks,
+workload, dtype, microbatch_size, backend), e.g. `--only microbatches=1,4,32`. They are the same
+points the whole spec has, so a later whole sweep skips them. A value no point of the spec has is
+a bad option (exit 2, one line naming it and the values the spec has).
+
 Resume: a point is skipped when PREFIX.jsonl holds an ok or invalid row of it whose
 "recorded_by" equals this sweep's: the same machine and the same ppbench (commit and binary).
 Rows of another machine, commit or build are never taken for this one: at the start they are
@@ -104,8 +110,8 @@ from sweep_point import MPIRUN, Point
 from sweep_process import (MPI_VERSION_LINE, STOP, Stopped, probe, run_point, stop_signals,
                            visible_gpu_count)
 from sweep_records import Records, describe, machine_text, who_text
-from sweep_spec import (MachineError, SpecError, as_list, expand_spec, group_text, load_spec,
-                        positive_finite)
+from sweep_spec import (ONLY_KEYS, MachineError, SpecError, as_list, expand_spec, group_text,
+                        load_spec, matches, only_text, parse_only, positive_finite, select_points)
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -178,14 +184,19 @@ def prefix_lock(prefix: Path) -> Iterator[None]:
 
 
 def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
-              timeout: float | None = None) -> dict[str, int]:
+              timeout: float | None = None,
+              only: dict[str, set] | None = None) -> dict[str, int]:
     """Check the spec and ppbench, run the points not yet recorded, return the counts.
+    With `only` (parse_only's), just the points it selects.
 
     Raises SpecError (2), PpbenchError (its code), MachineError (3) before any point runs, and
     Interrupted after a stop signal (every record written is whole, PREFIX.csv matches).
     """
     with stop_signals():
         spec, points = load_spec(spec_path)
+        whole = len(points)
+        if only:
+            points = select_points(points, only, str(spec_path))
         name = spec.get("name") or spec_path.stem
         if timeout is None:
             timeout = positive_finite(spec.get("timeout", DEFAULT_TIMEOUT),
@@ -201,6 +212,9 @@ def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
         if skip:
             kept = [g for i, g in enumerate(spec["runs"]) if i not in skip]
             points = expand_spec({**spec, "runs": kept}) if kept else []
+            points = [p for p in points if matches(p, only or {})]
+        if only:
+            notes.append(f"--only {only_text(only)}: {len(points)} of the spec's {whole} points")
         with prefix_lock(prefix):
             return sweep_points(spec_path, name, points, ppbench, prefix, force, timeout,
                                 recorded_by, notes)
@@ -331,6 +345,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path,
                         help="output prefix: writes PREFIX.jsonl and PREFIX.csv")
     parser.add_argument("--force", action="store_true", help="re-run points already recorded")
+    parser.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",
+                        help="run only the spec's points whose KEY is one of the values (again "
+                             f"for another key; keys: {', '.join(ONLY_KEYS)}), e.g. "
+                             "--only microbatches=1,4,32")
     parser.add_argument("--timeout", type=timeout_arg, default=None,
                         help="seconds allowed per point, positive and finite (default: the "
                              f"spec's 'timeout', else {DEFAULT_TIMEOUT:g})")
@@ -344,6 +362,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.summarize is None and (args.spec is None or args.out is None):
         parser.error("a SPEC and --out PREFIX are needed (or --summarize PREFIX...)")
+    try:
+        args.only = parse_only(args.only)
+    except SpecError as e:
+        parser.error(str(e))
     return args
 
 
@@ -353,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(summarize(args.summarize, args.report, args.figures)))
         return 0
     try:
-        counts = run_sweep(args.spec, args.ppbench, args.out, args.force, args.timeout)
+        counts = run_sweep(args.spec, args.ppbench, args.out, args.force, args.timeout,
+                           args.only)
     except SpecError as e:
         print(f"sweep: {e}", file=sys.stderr)
         return EXIT_INVALID

@@ -215,3 +215,65 @@ def positive_finite(value: Any, what: str) -> float:
     if not math.isfinite(number) or number <= 0:
         raise SpecError(f"{what} must be a positive, finite number of seconds, got {value!r}")
     return number
+
+
+# --- a subset of a spec (--only) -------------------------------------------------------------
+
+# The keys --only can select on: a point's own values, so that a subset's records are the same
+# records a whole sweep makes (and a later whole sweep skips them).
+ONLY_KEYS = ("schedule", "devices", "microbatches", "chunks", "workload", "dtype",
+             "microbatch_size", "backend")
+ONLY_INT_KEYS = ("devices", "microbatches", "chunks", "microbatch_size")
+
+
+def parse_only(texts: list[str]) -> dict[str, set]:
+    """--only KEY=V1,V2,... (each may be given again: a point must match every one); SpecError
+    naming the bad text. Values of a whole-number key must be whole numbers."""
+    wanted: dict[str, set] = {}
+    for text in texts:
+        key, sep, values = text.partition("=")
+        if not sep or not values:
+            raise SpecError(f"--only '{text}': expected KEY=V1,V2,... (keys: "
+                            f"{', '.join(ONLY_KEYS)})")
+        if key not in ONLY_KEYS:
+            raise SpecError(f"--only '{text}': unknown key '{key}' (keys: {', '.join(ONLY_KEYS)})")
+        parsed = set()
+        for v in values.split(","):
+            if key in ONLY_INT_KEYS:
+                try:
+                    parsed.add(int(v))
+                except ValueError:
+                    raise SpecError(f"--only '{text}': '{v}' is not a whole number") from None
+            elif v:
+                parsed.add(v)
+            else:
+                raise SpecError(f"--only '{text}': an empty value")
+        wanted[key] = wanted[key] & parsed if key in wanted else parsed
+    return wanted
+
+
+def select_points(points: list[Point], wanted: dict[str, set], where: str) -> list[Point]:
+    """The points whose every selected key takes one of the wanted values, in the spec's order.
+    A wanted value that no point of the spec has is a SpecError naming it and the values the
+    spec has (a typo would otherwise select nothing, silently)."""
+    for key, values in wanted.items():
+        have = {getattr(p, key) for p in points}
+        missing = sorted(values - have)
+        if missing:
+            listed = ", ".join(str(v) for v in sorted(have - {None})) or "none"
+            raise SpecError(f"--only {key}={','.join(map(str, missing))}: no point of {where} "
+                            f"has it ({key} there: {listed})")
+    kept = [p for p in points if matches(p, wanted)]
+    if not kept:
+        raise SpecError(f"--only selects no point of {where} (every key must match: "
+                        f"{only_text(wanted)})")
+    return kept
+
+
+def matches(point: Point, wanted: dict[str, set]) -> bool:
+    return all(getattr(point, k) in values for k, values in wanted.items())
+
+
+def only_text(wanted: dict[str, set]) -> str:
+    """The selection as --only's own words: devices=1,2 microbatches=4."""
+    return " ".join(f"{k}={','.join(str(v) for v in sorted(vs))}" for k, vs in wanted.items())

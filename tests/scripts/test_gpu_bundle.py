@@ -206,6 +206,12 @@ def test_the_bundle_lists_its_programs_once_and_carries_the_check():
         for mod in re.findall(r"^from (\w+) import", (SCRIPTS / h).read_text(), re.M):
             if (SCRIPTS / f"{mod}.py").exists():
                 assert f"{mod}.py" in helpers, (h, mod)
+    # The sweep part's default spec and the schema sweep.py checks it with travel too, where
+    # the bundle's own scripts/ look for them (beside it, as in the repository).
+    files = re.search(r"^SWEEP_FILES=\(([^)]*)\)", text, re.M).group(1).split()
+    assert "benchmarks/sweeps/cuda.json" in files and "benchmarks/sweeps/cuda.json" in check
+    import sweep_spec
+    assert str(sweep_spec.SCHEMA_PATH.relative_to(SCRIPTS.parent)) in files
 
 
 def test_make_target_gitignore_and_cmake_option():

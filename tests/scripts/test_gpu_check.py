@@ -697,3 +697,150 @@ def test_a_bundle_whose_programs_do_not_start_exits_3_and_writes_nothing(gpu_wor
     assert len(lines) == 1 and "does not start on this machine" in lines[0]
     assert "GLIBC_2.36" in lines[0]
     assert not w["results"].exists() and not w["out"].exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# The sweep part: scripts/sweep.py over a GPU spec, with the full fake ppbench of tests/scripts.
+
+FULL_FAKE = SCRIPTS.parent / "tests" / "scripts" / "fake_ppbench.py"
+SWEEP_SPEC = {"name": "cuda", "runs": [{
+    "name": "mlp", "command": "run", "backend": "cuda", "virtual_devices": True,
+    "workload": "mlp", "workload_flags": "--layers 8 --width 64", "microbatch_size": 4,
+    "schedule": ["gpipe", "1f1b"], "devices": [1, 2, 4], "microbatches": [1, 4, 8, 32],
+    "steps": 2, "warmup": 1, "dtype": "bf16"}]}
+
+
+def sweep_world(w: dict) -> Path:
+    """The bundle's ppbench and ppbench-cuda become the full fake; returns a small GPU spec."""
+    for program in ("ppbench", "ppbench-cuda"):
+        write_exe(w["bundle"] / "bin" / program,
+                  f"#!/bin/sh\nexec '{sys.executable}' '{FULL_FAKE}' \"$@\"\n")
+    w["env"]["FAKE_PPBENCH_GPU"] = "1"
+    spec = w["tmp"] / "cuda.json"
+    spec.write_text(json.dumps(SWEEP_SPEC))
+    return spec
+
+
+def sweep_rows(files: dict[str, str]) -> list[dict]:
+    return [json.loads(line) for line in
+            next(v for k, v in files.items() if k.endswith("/sweep/cuda.jsonl")).splitlines()]
+
+
+def test_sweep_runs_the_subset_on_the_bundles_ppbench_and_records_it(gpu_world):
+    w = gpu_world
+    spec = sweep_world(w)
+    r = check(w, "--only", "sweep", "--sweep-spec", spec)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s, files = piece_summary(tarballs(w)["sweep"])
+    assert s["status"] == "passed"
+    rows = sweep_rows(files)
+    # the default subset, N = 1, 4, 32: the spec's N = 8 is left out
+    assert {(r["schedule"], r["devices"], r["microbatches"]) for r in rows} == {
+        (sch, d, n) for sch in ("gpipe", "1f1b") for d in (1, 2, 4) for n in (1, 4, 32)}
+    assert {r["status"] for r in rows if r["schedule"] == "1f1b" and r["microbatches"] < r["devices"]} \
+        == {"invalid"}
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert ok and all(len(r["gpu"]["sms_per_rank"]) == r["devices"] for r in ok)
+    assert all(r["recorded_by"]["ppbench"].endswith("/bin/ppbench") for r in rows)
+    assert s["sweep"]["ok"] == len(ok) and s["sweep"]["interrupted"] is False
+    assert any(k.endswith("/sweep/cuda.csv") for k in files)
+
+
+def test_sweep_only_all_runs_the_whole_spec_and_an_error_row_fails_the_piece(gpu_world):
+    w = gpu_world
+    spec = sweep_world(w)
+    bad = dict(SWEEP_SPEC["runs"][0], schedule=["gpipe", "crash"], devices=[2], microbatches=[8])
+    spec.write_text(json.dumps({"name": "cuda", "runs": [bad]}))
+    r = check(w, "--only", "sweep", "--sweep-spec", spec, "--sweep-only", "all")
+    assert r.returncode == 1, r.stdout + r.stderr
+    s, files = piece_summary(tarballs(w)["sweep"])
+    assert s["status"] == "failed"
+    assert {r["schedule"]: r["status"] for r in sweep_rows(files)} == {"gpipe": "ok",
+                                                                      "crash": "error"}
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--sweep-only", "microbatches"], "microbatches"),
+    (["--sweep-spec", "/no/such/spec.json"], "/no/such/spec.json"),
+])
+def test_sweep_bad_arguments_exit_2_naming_the_value(args, word):
+    r = run([GPU_CHECK, *args])
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and word in lines[0], r.stderr
+
+
+def zip_packages(path: Path, names: list[str]) -> None:
+    """A wheel-shaped zip of the running Python's own copies of the packages `names`."""
+    import importlib
+    import zipfile
+    with zipfile.ZipFile(path, "w") as z:
+        for name in names:
+            mod = importlib.import_module(name)
+            src = Path(mod.__file__)
+            if src.name == "__init__.py":
+                for f in src.parent.rglob("*"):
+                    if f.is_file() and "__pycache__" not in f.parts:
+                        z.write(f, f.relative_to(src.parent.parent))
+            else:
+                z.write(src, src.name)
+
+
+def test_sweep_in_a_bundle_unpacks_its_jsonschema_wheels_for_this_python(gpu_world):
+    # The bundle's own gpu-check.sh (no .venv beside it) and a python3 that lacks jsonschema (-S:
+    # no site-packages): the sweep imports it from the wheels this CPython can use, not the others.
+    w = gpu_world
+    spec = sweep_world(w)
+    b = w["bundle"]
+    shutil.copy(GPU_CHECK, b / "gpu-check.sh")
+    (b / "scripts").mkdir()
+    for h in ("gtest_summary.py", "results_io.py", "sweep.py", "sweep_point.py", "sweep_process.py",
+              "sweep_records.py", "sweep_spec.py"):
+        shutil.copy(SCRIPTS / h, b / "scripts" / h)
+    (b / "benchmarks" / "sweeps").mkdir(parents=True)
+    shutil.copy(SCRIPTS.parent / "benchmarks" / "sweeps" / "sweep.schema.json",
+                b / "benchmarks" / "sweeps")
+    shutil.copy(spec, b / "benchmarks" / "sweeps" / "cuda.json")
+    write_exe(w["fakebin"] / "python3", f"#!/bin/sh\nexec '{sys.executable}' -S \"$@\"\n")
+    r = subprocess.run(["bash", str(b / "gpu-check.sh"), "--only", "sweep", "--out", str(w["out"])],
+                       capture_output=True, text=True, timeout=120, env=w["env"])
+    assert r.returncode == 1 and "jsonschema" in r.stdout, r.stdout + r.stderr  # no wheels yet
+    wheels = b / "wheels"
+    wheels.mkdir()
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    zip_packages(wheels / "deps-0-py3-none-any.whl",
+                 ["jsonschema", "jsonschema_specifications", "referencing", "attr", "attrs",
+                  "typing_extensions"])
+    zip_packages(wheels / f"rpds_py-0-{tag}-{tag}-linux_x86_64.whl", ["rpds"])
+    # another CPython's build, sorted after this one's: unpacked, it would break the import
+    import zipfile
+    with zipfile.ZipFile(wheels / "rpds_py-9-cp27-cp27mu-linux_x86_64.whl", "w") as z:
+        z.writestr("rpds/__init__.py", "raise ImportError('the cp27 wheel was unpacked')\n")
+    shutil.rmtree(w["out"])
+    r = subprocess.run(["bash", str(b / "gpu-check.sh"), "--only", "sweep", "--out", str(w["out"])],
+                       capture_output=True, text=True, timeout=120, env=w["env"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    s, files = piece_summary(tarballs(w)["sweep"])
+    assert s["status"] == "passed" and s["sweep"]["ok"] > 0
+
+
+def test_a_later_call_on_the_same_machine_resumes_the_sweep_and_packs_both_calls(gpu_world):
+    w = gpu_world
+    spec = sweep_world(w)
+    log = w["tmp"] / "calls.jsonl"
+    w["env"]["FAKE_PPBENCH_LOG"] = str(log)
+    r = check(w, "--only", "sweep", "--sweep-spec", spec, "--sweep-only", "schedule=gpipe")
+    assert r.returncode == 0, r.stdout + r.stderr
+    first_runs = sum(1 for line in log.read_text().splitlines() if json.loads(line)[0] == "run")
+    shutil.rmtree(w["out"])
+    log.unlink()
+    time.sleep(1.1)  # a new call: another date, another folder
+    r = check(w, "--only", "sweep", "--sweep-spec", spec)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ran = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {c[c.index("--schedule") + 1] for c in ran if c[0] == "run"} == {"1f1b"}
+    _, files = piece_summary(tarballs(w)["sweep"])
+    rows = sweep_rows(files)
+    assert {r["schedule"] for r in rows} == {"gpipe", "1f1b"} and first_runs > 0
+    # gpipe at every N of the spec (--sweep-only replaced the default subset), then 1f1b at 1, 4, 32
+    assert len(rows) == 3 * 4 + 3 * 3

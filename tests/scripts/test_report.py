@@ -261,6 +261,24 @@ def test_cli_measured_option(tmp_path):
                         "--out", str(out)]) == 1
 
 
+def test_cli_measured_files_are_read_in_order_and_a_later_row_of_a_point_wins(tmp_path):
+    # Two GPU calls' sweeps: the second re-ran 1f1b D=4 N=8 and added gpipe.
+    theory = write_jsonl(tmp_path / "t.jsonl", rows())
+    first = write_jsonl(tmp_path / "a.jsonl", [run_row("1f1b", 4, 8, 0.40, 0.385)])
+    second = write_jsonl(tmp_path / "b.jsonl", [run_row("1f1b", 4, 8, 0.32, 0.3, closed=3 / 11),
+                                                run_row("gpipe", 4, 8, 0.35, 0.33)])
+    out = tmp_path / "REPORT.md"
+    assert report.main([str(theory), "--measured", str(first), "--measured", str(second),
+                        "--out", str(out), "--title", "ppbench results on a GPU"]) == 0
+    text = out.read_text()
+    assert text.startswith("# ppbench results on a GPU\n")
+    assert f"`{first}, {second}`" in text
+    one_f_one_b = section(text, "2. PipeDream-Flush / 1F1B (DAPPLE)")
+    assert "| 1f1b | 4 | 8 | 0.2727 | " in one_f_one_b and "| 0.3000 | 0.3200 | +2.0 |" in one_f_one_b
+    assert "0.3850" not in one_f_one_b
+    assert "| gpipe | 4 | 8 | " in section(text, "1. GPipe")
+
+
 # --- schedule order from `ppbench list --format json` ------------------------------------------
 
 from conftest import calls  # noqa: E402

@@ -707,3 +707,46 @@ def test_the_gpus_of_separate_programs_are_asked_of_ppbench_cuda(tmp_path):
                             "HBM3, 132 SMs, 79.1 GiB\nGPU 1: NVIDIA H100 80GB HBM3, 132 SMs\n"
                             "MPI: not compiled in (runs stay in one process)")
     assert sweep_process.version_facts(ppbench) == (["NVIDIA H100 80GB HBM3"] * 2, True)
+
+
+ONLY_SPEC = [{"schedule": ["gpipe", "1f1b"], "devices": [2, 4], "microbatches": [4, 8]}]
+
+
+def test_only_runs_the_selected_points_which_a_whole_sweep_then_skips(tmp_path, fake_ppbench,
+                                                                      capsys):
+    binary, log = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", ONLY_SPEC)
+    only = sweep_spec.parse_only(["schedule=1f1b", "microbatches=8"])
+    counts = sweep.run_sweep(spec, binary, tmp_path / "res", only=only)
+    assert counts == {"ok": 2, "invalid": 0, "error": 0, "skipped": 0}
+    simulated = [c for c in calls(log) if c[0] == "simulate"]
+    assert [(c[c.index("--schedule") + 1], c[c.index("--devices") + 1],
+             c[c.index("--microbatches") + 1]) for c in simulated] == [("1f1b", "2", "8"),
+                                                                      ("1f1b", "4", "8")]
+    assert "note: --only schedule=1f1b microbatches=8: 2 of the spec's 8 points" in \
+        capsys.readouterr().out
+    # The subset's records are the whole sweep's: it runs only the other six.
+    counts = sweep.run_sweep(spec, binary, tmp_path / "res")
+    assert counts["skipped"] == 2 and counts["ok"] + counts["invalid"] == 6
+    assert len(read_jsonl(tmp_path / "res.jsonl")) == 8
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--only", "devices=x"], ["'x'", "whole number"]),
+    (["--only", "stage=1"], ["'stage'", "microbatches"]),
+    (["--only", "devices"], ["KEY=V1,V2"]),
+    (["--only", "schedule=1f1b,"], ["empty value"]),
+    (["--only", "microbatches=3,4"], ["microbatches=3", "4, 8"]),
+    (["--only", "schedule=zb-h1"], ["schedule=zb-h1", "1f1b, gpipe"]),
+    (["--only", "devices=2", "--only", "devices=4"], ["selects no point"]),
+])
+def test_only_bad_values_exit_2_with_one_line_naming_them(tmp_path, fake_ppbench, args, words):
+    binary, log = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", ONLY_SPEC)
+    r = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
+                        binary, "--out", str(tmp_path / "res"), *args], capture_output=True,
+                       text=True)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), r.stderr
+    assert not calls(log) and not (tmp_path / "res.jsonl").exists()
