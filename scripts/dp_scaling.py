@@ -18,11 +18,10 @@ Writes results/reference/dp_scaling.json (atomically) and prints a markdown tabl
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from results_io import table_script_main
+from results_io import PpbenchError, ppbench_json, table_script_main
 
 PROFILE = "results/reference/h100_sxm_profile.json"
 D, N = 8, 32  # N = 4 D micro-batches per replica: 1F1B's (D-1)/(N+D-1) bubble is 7/39
@@ -33,15 +32,6 @@ CASES = [  # (label, R, overlapped)
     ("D=8, R=2, all-reduce at the end of the step", 2, False),
     ("D=8, R=2, all-reduce overlapped with the backward", 2, True),
 ]
-
-
-def simulate(ppbench: str, args: list[str]) -> dict:
-    done = subprocess.run([ppbench, "simulate", *args], capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"ppbench simulate {' '.join(args)}: exit {done.returncode}: "
-                           f"{done.stderr.strip()}")
-    return json.loads(done.stdout)
 
 
 def case_args(replicas: int, overlap: bool) -> list[str]:
@@ -70,7 +60,7 @@ def build(ppbench: str) -> dict:
     rows = []
     for label, replicas, overlap in CASES:
         args = case_args(replicas, overlap)
-        j = simulate(ppbench, args)
+        j = ppbench_json(ppbench, ["simulate", *args])
         tokens = j["workload"]["microbatch_size"] * j["workload"]["config"]["seq"]
         processes = D * replicas
         throughput = replicas * N / j["makespan"]  # micro-batches per second, all replicas
@@ -118,7 +108,7 @@ def build(ppbench: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     return table_script_main(__doc__, "dp_scaling", "results/reference/dp_scaling.json", build,
-                             (OSError, RuntimeError, KeyError), argv)
+                             (OSError, PpbenchError, KeyError), argv)
 
 
 if __name__ == "__main__":

@@ -50,11 +50,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from results_io import atomic_write
+from results_io import PpbenchError, atomic_write, ppbench_json
 
 SOURCE = ("DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437), section 3.2.1, Table 2; "
           "deepseek-ai/DualPipe README (the DualPipeV row)")
@@ -256,22 +255,6 @@ def comparison_points(name: str) -> tuple[str, list[tuple[str, str, int]]]:
 
 # --- running ppbench -------------------------------------------------------------------------
 
-class PpbenchFailed(RuntimeError):
-    """ppbench exited non-zero; .code is its exit status (2: it refused the input)."""
-
-    def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.code = code
-
-
-def ppbench_json(ppbench: str, args: list[str]) -> dict:
-    done = subprocess.run([ppbench, *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise PpbenchFailed(f"ppbench {' '.join(args)}: exit {done.returncode}: "
-                            f"{done.stderr.strip()}", done.returncode)
-    return json.loads(done.stdout)
-
-
 def measure(ppbench: str, workload: list[str], schedule: str, devices: int, n: int, steps: int,
             warmup: int) -> tuple[dict, dict]:
     """One `ppbench run`: its record and its measured profile."""
@@ -393,11 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         table = build(args.ppbench, args.workload.split(), args.microbatches, args.steps,
                       args.warmup, args.repeats, comparisons)
-    except PpbenchFailed as e:
+    except PpbenchError as e:
         # ppbench's own refusal of a point (N < 2D for DualPipe, a bad workload flag) is the
-        # user's input: pass its exit status 2 on.
+        # user's input: pass its exit status 2 (3: the machine) on.
         print(f"dualpipe_measured: {e}", file=sys.stderr)
-        return 2 if e.code == 2 else 1
+        return e.code
     except (OSError, RuntimeError, ValueError, KeyError) as e:
         print(f"dualpipe_measured: {e}", file=sys.stderr)
         return 1

@@ -44,14 +44,13 @@ import argparse
 import glob
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from gpipe_tables_data import KS, MS, PAPER, TABLE2, TABLE3, TPU_VS_CPU, balanced_partition, \
     expand_layers, normalise, scaling_series, stage_sums, table2_rows, table3_row, trends
-from results_io import atomic_write
+from results_io import PpbenchError, atomic_write, ppbench_json
 
 IMAGE = ["--image-size", "224", "--classes", "1000"]
 # Full shapes (GPipe section 3 / REFERENCE.md) and the shorter models whose layers are timed.
@@ -81,14 +80,6 @@ SCALING_N = 8
 SCALING_MEASURED_D = (1, 2)
 SCALING_PREDICTED_D = (1, 2, 4, 8)
 RUN_STEPS, RUN_WARMUP = 2, 1
-
-
-def ppbench_json(ppbench: str, args: list[str]) -> dict:
-    done = subprocess.run([ppbench, *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"ppbench {' '.join(args)}: exit {done.returncode}: "
-                           f"{done.stderr.strip()}")
-    return json.loads(done.stdout)
 
 
 def with_flag(flags: list[str], name: str, value: str) -> list[str]:
@@ -407,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             # Kept before the simulation, so a failure there can be redone with --reuse.
             atomic_write(args.out, json.dumps({"data": data}, indent=1) + "\n")
         table = build(args.ppbench, data, gpu_rows(args.gpu_rows))
-    except (OSError, RuntimeError, KeyError, ValueError) as e:
+    except (OSError, PpbenchError, RuntimeError, KeyError, ValueError) as e:
         print(f"gpipe_tables: {e}", file=sys.stderr)
         return 1
     atomic_write(args.out, json.dumps(table, indent=1) + "\n")

@@ -20,8 +20,6 @@ Usage: scripts/plot_memory_step.py [--ppbench build/ppbench] [--out-dir plots/re
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +27,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from results_io import PpbenchError, ppbench_json  # noqa: E402
 
 GIB = 1024.0**3
 PARTS = [
@@ -42,11 +42,9 @@ BASE = ["--workload", "transformer", "--preset", "llama3-8b", "--dtype", "bf16",
         "--optimizer", "adamw", "--microbatch-size", "1"]
 
 
-def ppbench_json(ppbench: str, *args: str) -> dict:
-    r = subprocess.run([ppbench, *args, "--format", "json"], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"{ppbench} {' '.join(args)}: {r.stderr.strip()}")
-    return json.loads(r.stdout)
+def record(ppbench: str, *args: str) -> dict:
+    """`ppbench ARGS --format json`'s record (PpbenchError where ppbench fails)."""
+    return ppbench_json(ppbench, [*args, "--format", "json"])
 
 
 def stacked(ax, x, ranks_bytes: list[dict], width: float) -> None:
@@ -64,7 +62,7 @@ def pp_seq_figure(ppbench: str, out: Path) -> None:
     for ax, seq in zip(axes, seqs):
         worst = []
         for d in degrees:
-            j = ppbench_json(ppbench, "memory", *BASE, "--seq", str(seq), "--schedule", "1f1b",
+            j = record(ppbench, "memory", *BASE, "--seq", str(seq), "--schedule", "1f1b",
                              "--devices", str(d), "--microbatches", str(2 * d))
             worst.append(max((r["bytes"] for r in j["ranks"]), key=lambda b: b["total"]))
         stacked(ax, range(len(degrees)), worst, 0.7)
@@ -83,13 +81,13 @@ def pp_seq_figure(ppbench: str, out: Path) -> None:
 
 
 def per_rank_figure(ppbench: str, out: Path, seq: int = 4096) -> None:
-    names = [s["name"] for s in ppbench_json(ppbench, "list")["schedules"]]
+    names = [s["name"] for s in record(ppbench, "list")["schedules"]]
     cols = 4
     rows = (len(names) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows), sharey=True,
                              squeeze=False)
     for ax, name in zip(axes.flat, names):
-        j = ppbench_json(ppbench, "memory", *BASE, "--seq", str(seq), "--schedule", name,
+        j = record(ppbench, "memory", *BASE, "--seq", str(seq), "--schedule", name,
                          "--devices", "4", "--microbatches", "8")
         stacked(ax, range(len(j["ranks"])), [r["bytes"] for r in j["ranks"]], 0.7)
         ax.axhline(80, color="black", linestyle="--", linewidth=1, label="80 GiB GPU")
@@ -110,16 +108,21 @@ def per_rank_figure(ppbench: str, out: Path, seq: int = 4096) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ppbench", default="build/ppbench")
     ap.add_argument("--out-dir", default="plots/reference", type=Path)
     a = ap.parse_args()
     a.out_dir.mkdir(parents=True, exist_ok=True)
-    pp_seq_figure(a.ppbench, a.out_dir / "memory_8b_pp_seq.png")
-    per_rank_figure(a.ppbench, a.out_dir / "memory_per_rank_d4.png")
+    try:
+        pp_seq_figure(a.ppbench, a.out_dir / "memory_8b_pp_seq.png")
+        per_rank_figure(a.ppbench, a.out_dir / "memory_per_rank_d4.png")
+    except PpbenchError as e:
+        print(f"plot_memory_step: {e}", file=sys.stderr)
+        return e.code
     print(f"wrote {a.out_dir / 'memory_8b_pp_seq.png'} and {a.out_dir / 'memory_per_rank_d4.png'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -218,6 +218,19 @@ def order_key(order: list[str]) -> Callable[[str], tuple[int, str]]:
     return key
 
 
+def ppbench_json(ppbench: str, args: Iterable[str]) -> dict:
+    """The JSON record `ppbench ARGS` prints; PpbenchError where it exits non-zero, with its
+    message and, as .code, its exit status where that is the contract's 2 (bad input) or 3 (the
+    machine), else 1."""
+    args = [str(a) for a in args]
+    done = subprocess.run([ppbench, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        code = done.returncode if done.returncode in (EXIT_INVALID, EXIT_MACHINE) else 1
+        raise PpbenchError(f"ppbench {' '.join(args)}: exit {done.returncode}: "
+                           f"{done.stderr.strip()}", code)
+    return json.loads(done.stdout)
+
+
 def table_script_main(doc: str, name: str, default_out: str,
                       build: Callable[[str], dict[str, Any]],
                       errors: tuple[type[BaseException], ...],

@@ -31,11 +31,9 @@ ppbench's rates, and a markdown table (also printed). Not run in CI (it needs a 
 """
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 
-from results_io import table_script_main
+from results_io import PpbenchError, ppbench_json, table_script_main
 
 PAPER = "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 (arXiv 2401.10241)"
 COLUMNS = ["1F1B", "1F1B-I", "ZB-H1", "ZB-H2", "ZB-1p", "ZB-2p"]
@@ -106,15 +104,6 @@ def cell_args(column: str, model: str, p: int, m: int, f: float, b: float, w: fl
             "--comm", repr(comm), "--format", "json", *extra]
 
 
-def simulate(ppbench: str, args: list[str]) -> dict:
-    done = subprocess.run([ppbench, "simulate", *args], capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"ppbench simulate {' '.join(args)}: exit {done.returncode}: "
-                           f"{done.stderr.strip()}")
-    return json.loads(done.stdout)
-
-
 def markdown(rows: list[dict]) -> str:
     head = "| Model | p | m | " + " | ".join(COLUMNS) + " |"
     lines = [head, "|" + "---|" * (3 + len(COLUMNS))]
@@ -134,7 +123,8 @@ def build(ppbench: str) -> dict:
                "paper": dict(zip(COLUMNS, PAPER_RATES[(model, m)])), "ppbench": {},
                "makespan": {}}
         for column in COLUMNS:
-            record = simulate(ppbench, cell_args(column, model, p, m, f, b, w, comm))
+            args = cell_args(column, model, p, m, f, b, w, comm)
+            record = ppbench_json(ppbench, ["simulate", *args])
             row["ppbench"][column] = record["zb_bubble_rate"]
             row["makespan"][column] = record["makespan"]
         rows.append(row)
@@ -153,7 +143,7 @@ def build(ppbench: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     return table_script_main(__doc__, "zb_table5", "results/reference/zb_table5.json", build,
-                             (OSError, RuntimeError), argv)
+                             (OSError, PpbenchError), argv)
 
 
 if __name__ == "__main__":

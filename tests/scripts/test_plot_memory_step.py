@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,8 @@ def test_a_failing_ppbench_stops_with_its_message(tmp_path):
     patched = tmp_path / "plot_memory_step.py"
     patched.write_text(script.replace("seqs = [1024,", "seqs = [666,"))
     r = subprocess.run([sys.executable, str(patched), "--ppbench", str(exe), "--out-dir",
-                        str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
-    assert r.returncode != 0
-    assert "--seq 666" in r.stderr
+                        str(tmp_path / "out")], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(SCRIPTS)})
+    assert r.returncode == 2  # ppbench's own refusal: bad input
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--seq 666" in lines[0] and "is not allowed" in lines[0], r.stderr

@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import report
 import report_format
 import report_measured
@@ -402,6 +404,19 @@ def test_a_later_line_of_a_point_replaces_the_earlier_one(tmp_path):
     rows_read = results_io.load_records(path)
     assert [(r["schedule"], r["bubble_fraction"]) for r in rows_read] == [
         ("gpipe", 3 / 11), ("1f1b", 0.2)]
+
+
+def test_ppbench_json_returns_the_record_or_raises_with_the_contracts_exit_code(fake_ppbench):
+    binary, _ = fake_ppbench
+    args = ["simulate", "--schedule", "1f1b", "--devices", "4", "--format", "json"]
+    assert results_io.ppbench_json(binary, [*args, "--microbatches", "8"])["schedule"] == "1f1b"
+    with pytest.raises(results_io.PpbenchError) as refused:
+        results_io.ppbench_json(binary, [*args, "--microbatches", "2"])
+    assert refused.value.code == 2 and "--microbatches 2: exit 2" in str(refused.value)
+    crash = ["simulate", "--schedule", "crash", "--devices", "4", "--microbatches", "8"]
+    with pytest.raises(results_io.PpbenchError) as crashed:
+        results_io.ppbench_json(binary, crash)
+    assert crashed.value.code == 1
 
 
 def test_zb_table5_section_sets_ppbench_beside_the_paper():
