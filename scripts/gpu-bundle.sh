@@ -73,16 +73,27 @@ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPPBENCH_NATIVE=OFF -DP
   || { tail -n 30 "$BUILD/gpu-bundle-configure.log" >&2; die "configure failed (log: $BUILD/gpu-bundle-configure.log)"; }
 grep -q 'PPBENCH_HAVE_CUDA\|building the CUDA parts' "$BUILD/gpu-bundle-configure.log" \
   || die "CMake found no CUDA compiler (log: $BUILD/gpu-bundle-configure.log)"
+# Provenance: the tree the programs are built from (its commit, and "dirty" where tracked files
+# differ from it, as cmake/build_info.cmake writes into the programs), read before the build
+# and again after it: a commit or an edit in between would give the
+# manifest one tree and the programs another, so it stops the bundle. Read before the staging
+# folder (untracked, beside --out, often inside the tree) exists.
+tree_state() {
+  local commit dirty
+  if commit="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
+    dirty="$(git -C "$ROOT" status --porcelain --untracked-files=no -- . ':!results' ':!plots' 2>/dev/null | grep -q . && echo true || echo false)"
+  else
+    commit="${PPBENCH_GIT_COMMIT:-unknown}"; dirty=null
+  fi
+  echo "$commit $dirty"
+}
+read -r COMMIT DIRTY <<<"$(tree_state)"
 echo "gpu-bundle: building ${TARGETS[*]} (-j$JOBS)"
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" || die "build failed"
-
-# Provenance: the tree the programs were built from, read before the staging folder (untracked,
-# beside --out, often inside the tree) exists.
-if COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
-  DIRTY="$(git -C "$ROOT" status --porcelain -- . ':!results' ':!plots' 2>/dev/null | grep -q . && echo true || echo false)"
-else
-  COMMIT="${PPBENCH_GIT_COMMIT:-unknown}"; DIRTY=null
-fi
+AFTER="$(tree_state)"
+# (A dirty tree edited further stays "dirty" at the same commit: that, git cannot tell.)
+[ "$AFTER" = "$COMMIT $DIRTY" ] \
+  || die "the tree changed while the programs were built (commit $COMMIT, dirty $DIRTY; now ${AFTER% *}, dirty ${AFTER#* }): build the bundle again"
 
 STAGE="$(mktemp -d "$(dirname "$OUT")/.$(basename "$OUT").tmp-XXXXXX")"
 trap 'rm -rf "$STAGE"' EXIT

@@ -293,7 +293,7 @@ GVISOR=0
 # The binaries' commit: the bundle's manifest; else git, or PPBENCH_GIT_COMMIT in a tree copied
 # without .git (ppbench's records read it too).
 if SCRIPTS_COMMIT="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
-  TREE_DIRTY="$(git -C "$ROOT" status --porcelain -- . ':!results' ':!plots' 2>/dev/null | grep -q . && echo true || echo false)"
+  TREE_DIRTY="$(git -C "$ROOT" status --porcelain --untracked-files=no -- . ':!results' ':!plots' 2>/dev/null | grep -q . && echo true || echo false)"
 else
   SCRIPTS_COMMIT="${PPBENCH_GIT_COMMIT:-unknown}"
   TREE_DIRTY=null

@@ -272,3 +272,36 @@ def test_glibc_needed_takes_static_programs_which_ask_for_nothing(tmp_path):
     assert missing.returncode == 2 and "no file" in missing.stderr
     # gpu-bundle.sh asks the helper, so a static program in the bundle cannot end it.
     assert "glibc-needed.sh" in GPU_BUNDLE.read_text()
+
+
+@pytest.mark.parametrize("during_build", [
+    "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m later",
+    "echo edit >> tracked.txt",
+])
+def test_a_tree_that_changes_while_the_programs_build_stops_the_bundle(tmp_path, during_build):
+    # The script in a repository of its own, with fake nvcc and cmake: the "build" commits or
+    # edits a tracked file, so the manifest's commit would not be the programs' own.
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(GPU_BUNDLE, repo / "scripts" / "gpu-bundle.sh")
+    (repo / "tracked.txt").write_text("v1\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    fakebin = tmp_path / "fakebin"
+    write_exe(fakebin / "nvcc", "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.1'\n")
+    write_exe(fakebin / "cmake", f"""#!/bin/sh
+case "$1" in
+  --build) cd '{repo}' && {during_build} ;;
+  *) echo "-- building the CUDA parts" ;;
+esac
+""")
+    env = {**os.environ, "PATH": f"{fakebin}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", str(repo / "scripts" / "gpu-bundle.sh"), "--out",
+                        str(tmp_path / "bundle")], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the tree changed while the programs were built" in lines[0]
+    assert not (tmp_path / "bundle").exists()
