@@ -5,7 +5,8 @@ can carry them, with the step the simulator replays beside the measured one.
     benchmarks/pipeline_link.py [--ppbench build/ppbench] [--rate 1gbit] [--burst BYTES]
                                 [--schedules 1f1b,zb-h1,gpipe,interleaved-1f1b,dualpipev]
                                 [--settings default,send,eager] [--width 1024] [-b 64]
-                                [--steps 10] [--repeats 2] [--out FILE]
+                                [--steps 10] [--repeats 2] [--profile-statistic median]
+                                [--out FILE]
 
 Two emulated nodes (scripts/emulated-nodes.sh: a network namespace each, egress shaped to --rate,
 one bridge) each run one pipeline rank of `mpirun -np 2 ppbench run --pp 2`: an MLP of 4 layers
@@ -35,7 +36,8 @@ hand-over's size after an idle moment (when it was all there, and how long its s
 call took), with the shaper's bucket (--burst; the record's `link`).
 
 Beside them, the step `simulate --device-profile` gives from the run's own profile as `run
---profile-out` wrote it (`profile_step_s`: every cost of the run, medians; its hand-overs as
+--profile-out` wrote it (`profile_step_s`: every cost of the run, each op's median over the
+step, or its mean with --profile-statistic mean; its hand-overs as
 measured, rendezvous and all, so without `--eager-limit`, as the replay), and the step the
 simulator models without any hand-over, send call or receive of the run itself
 (`modelled_step_s`): `simulate --device-profile` with the run's own action times (`run
@@ -188,7 +190,7 @@ def run_once(a: argparse.Namespace, mpirun: str, network: str, schedule: str, se
     r = on_nodes(mpirun, node_names(2), network, tmp, a.ppbench, "run", *step_args(a, schedule),
                  "--steps", str(a.steps), "--warmup", "2", "--optimizer", "none",
                  "--format", "json", "--trace-out", str(trace), "--profile-out", str(profile),
-                 mca=tuple(mca))
+                 "--profile-statistic", a.profile_statistic, mca=tuple(mca))
     rec = json.loads(r.stdout)
     require_settings(rec, mca, schedule)
     procs = rec["data_parallel"]["per_process"]
@@ -297,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="samples per micro-batch (1 to 1024; default 64)")
     ap.add_argument("--steps", type=positive, default=10, help="measured steps per run")
     ap.add_argument("--repeats", type=positive, default=2, help="runs of each point")
+    ap.add_argument("--profile-statistic", choices=("median", "mean"), default="median",
+                    help="how each run's profile, which the profile and model columns simulate, "
+                         "sums up an op's times (run --profile-statistic; default median)")
     a = ap.parse_args(argv)
     if not 16 <= a.width <= 4096:
         ap.error(f"--width {a.width}: must be 16 to 4096")
@@ -304,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"-b {a.microbatch_size}: must be 1 to 1024")
     result: dict = {"benchmark": "pipeline_link", "rate": a.rate, "width": a.width,
                     "microbatch_size": a.microbatch_size, "microbatches": MICROBATCHES,
-                    "steps": a.steps, "repeats": a.repeats}
+                    "steps": a.steps, "repeats": a.repeats,
+                    "profile_statistic": a.profile_statistic}
     return record_benchmark("pipeline_link", "pipeline-link", a.ppbench, result,
                             lambda mpirun, result: measure(a, mpirun, result), print_table, a.out)
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -50,6 +51,11 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double mean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
 }  // namespace
@@ -172,8 +178,17 @@ nlohmann::json to_json(const DeviceProfile& p) {
   return j;
 }
 
+ProfileStatistic profile_statistic(const std::string& name) {
+  if (name == "median") return ProfileStatistic::kMedian;
+  if (name == "mean") return ProfileStatistic::kMean;
+  throw UsageError("--profile-statistic " + quoted(name) + ": expected median or mean");
+}
+
 nlohmann::json measured_profile_json(const Trace& trace, const Placement& placement,
-                                     const PartitionPlan& plan, const nlohmann::json& identity) {
+                                     const PartitionPlan& plan, const nlohmann::json& identity,
+                                     ProfileStatistic statistic) {
+  const bool by_mean = statistic == ProfileStatistic::kMean;
+  auto typical = [by_mean](const std::vector<double>& v) { return by_mean ? mean(v) : median(v); };
   const int parts = static_cast<int>(plan.stages.size());
   // A schedule stage's position in its chain is the partition stage it runs.
   auto part = [&](int stage) { return placement.part(stage); };
@@ -230,29 +245,33 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     if (f.empty())
       throw std::logic_error("the measured step has no forward on stage " + std::to_string(k));
     StageCost c;
-    c.f = median(f);
-    c.i = !i.empty() ? median(i) : median(b) / 2;
-    c.w = !w.empty() ? median(w) : median(b) / 2;
-    c.b = !b.empty() ? median(b) : c.i + c.w;
-    c.fb = !fb.empty() ? median(fb) : c.f + c.b;
+    c.f = typical(f);
+    c.i = !i.empty() ? typical(i) : typical(b) / 2;
+    c.w = !w.empty() ? typical(w) : typical(b) / 2;
+    c.b = !b.empty() ? typical(b) : c.i + c.w;
+    c.fb = !fb.empty() ? typical(fb) : c.f + c.b;
     // The latency: what the receives that waited took beyond a receive's own work.
-    const double work = queued[k].empty() ? 0 : median(queued[k]);
-    c.comm = k + 1 < d.size() && !waited[k].empty() ? std::max(median(waited[k]) - work, 0.0) : 0;
+    const double work = queued[k].empty() ? 0 : typical(queued[k]);
+    c.comm =
+        k + 1 < d.size() && !waited[k].empty() ? std::max(typical(waited[k]) - work, 0.0) : 0;
     stages.push_back(
         {{"F", c.f}, {"I", c.i}, {"W", c.w}, {"B", c.b}, {"FB", c.fb}, {"comm", c.comm}});
-    if (k + 1 < d.size() && !sends[k].empty()) stages.back()["send"] = median(sends[k]);
-    if (!taken_in[k].empty()) stages.back()["recv"] = median(taken_in[k]);
+    if (k + 1 < d.size() && !sends[k].empty()) stages.back()["send"] = typical(sends[k]);
+    if (!taken_in[k].empty()) stages.back()["recv"] = typical(taken_in[k]);
     // The backward FB's pairs carried, where not this part's own B (a V shape's). Pairs of one
-    // part with backwards of several (an order of one's own) keep FB as their median alone.
+    // part with backwards of several (an order of one's own) keep FB as their typical time alone.
     const auto [with, op] = paired_with[k];
     if (with >= 0 && (with != static_cast<int>(k) || op != Op::B))
       stages.back()["FB_backward"] = {{"stage", with}, {"op", op == Op::I ? "I" : "B"}};
-    if (!trace.updates.empty()) stages.back()["optimizer"] = median(updates[k]);
+    if (!trace.updates.empty()) stages.back()["optimizer"] = typical(updates[k]);
   }
-  nlohmann::json j = {
-      {"format", kFormat},      {"version", 1},
-      {"kind", "measured"},     {"time_unit", "s"},
-      {"granularity", "stage"}, {"statistic", "median over the last measured step's actions"}};
+  nlohmann::json j = {{"format", kFormat},
+                      {"version", 1},
+                      {"kind", "measured"},
+                      {"time_unit", "s"},
+                      {"granularity", "stage"},
+                      {"statistic", std::string(by_mean ? "mean" : "median") +
+                                        " over the last measured step's actions"}};
   for (const char* key : {"workload", "workload_config", "microbatch_size", "dtype"})
     j[key] = identity.at(key);
   j["name"] = identity.value("name", std::string("measured"));

@@ -73,14 +73,24 @@ DeviceProfile read_device_profile(const std::string& path);
 // The profile's description for reports (kind, name, source and its rates or its provenance).
 nlohmann::json to_json(const DeviceProfile& p);
 
+// How a measured profile sums up one op's times over a step: the median (the default) is what
+// a typical action took, deaf to a stalled one; the mean is what the step spent on average, as
+// the replay charges it, and the better guess of a step whose action times are skewed (ranks
+// sharing cores, docs/over-tcp.md).
+enum class ProfileStatistic { kMedian, kMean };
+
+// "median" or "mean"; UsageError naming anything else.
+ProfileStatistic profile_statistic(const std::string& name);
+
 // A measured profile from a step's trace (seconds): per partition stage (copies of a stage on
-// several chains pooled) the median duration of each op, I = W = B/2 where the backward was not
-// split, B = I + W where it was, FB = F + B without overlapped pairs; the hand-over of each
-// boundary the median of the activations sent down it and the gradients sent up it (0 when no
-// transfer crossed ranks there); where the step ran optimizer updates, each stage's median update
-// time as "optimizer". `identity` carries workload, workload_config, microbatch_size,
-// dtype and provenance from the run's record.
+// several chains pooled) the `statistic` of each op's durations, I = W = B/2 where the backward
+// was not split, B = I + W where it was, FB = F + B without overlapped pairs; the hand-over of
+// each boundary that of the activations sent down it and the gradients sent up it (0 when no
+// transfer crossed ranks there); where the step ran optimizer updates, each stage's update time
+// as "optimizer". `identity` carries workload, workload_config, microbatch_size, dtype and
+// provenance from the run's record.
 nlohmann::json measured_profile_json(const Trace& trace, const Placement& placement,
-                                     const PartitionPlan& plan, const nlohmann::json& identity);
+                                     const PartitionPlan& plan, const nlohmann::json& identity,
+                                     ProfileStatistic statistic = ProfileStatistic::kMedian);
 
 }  // namespace ppbench

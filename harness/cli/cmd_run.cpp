@@ -162,7 +162,7 @@ Command add_run(CLI::App& parent) {
     std::string pin_ranks = "on";
     CLI::Option* pin_option = nullptr;
     std::string format = "text";
-    std::string trace_out, results, profile_out;
+    std::string trace_out, results, profile_out, profile_statistic = "median";
     CLI::Option* trace_option = nullptr;
     CLI::Option* profile_option = nullptr;
     CLI::Option* results_option = nullptr;
@@ -258,8 +258,16 @@ Command add_run(CLI::App& parent) {
       "for concurrent runs), or to a device, a FIFO, or - for stdout (then instead of the report)");
   st->profile_option = app->add_option(
       "--profile-out", st->profile_out,
-      "Write the last measured step's per-stage median F, I, W, B, FB and hand-over times as a "
-      "device profile (JSON, replaced atomically) that simulate --device-profile reads");
+      "Write the last measured step's per-stage F, I, W, B, FB and hand-over times (each op's "
+      "median over the step, or --profile-statistic) as a device profile (JSON, replaced "
+      "atomically) that simulate --device-profile reads");
+  app->add_option("--profile-statistic", st->profile_statistic,
+                  "How --profile-out sums up each op's times over the step: median (the "
+                  "default: what a typical action took) or mean (what the step spent, as the "
+                  "replay charges it; closer where action times are skewed, e.g. ranks sharing "
+                  "cores)")
+      ->check(one_of({"median", "mean"}))
+      ->needs(st->profile_option);
   st->memory.add_to(*app);
   app->footer(
       "Example: ppbench run --workload transformer --preset tiny-llama --schedule 1f1b --devices 2 "
@@ -413,8 +421,10 @@ Command add_run(CLI::App& parent) {
       nlohmann::json identity = out.record;
       identity["name"] = "measured by run --backend " + st->backend + " --schedule " +
                          out.record["schedule"].get<std::string>();
-      write_output(profile_out,
-                   measured_profile_json(out.trace, s.placement, plan, identity).dump(1) + "\n");
+      write_output(profile_out, measured_profile_json(out.trace, s.placement, plan, identity,
+                                                      profile_statistic(st->profile_statistic))
+                                        .dump(1) +
+                                    "\n");
     });
     if (failed) std::rethrow_exception(failed);
     if (const std::string why = check_failure(out.record); !why.empty()) throw CheckFailed(why);

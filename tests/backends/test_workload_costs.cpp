@@ -147,6 +147,36 @@ TEST(DeviceProfile, MeasuredProfileRecoversTheSimulatedCosts) {
   EXPECT_EQ(p.measured_for["layer_counts"], nlohmann::json({2, 2, 2}));
 }
 
+// A step whose forwards on one stage are skewed (one of four stalled): the median profile keeps
+// the typical forward, the mean one what the step spent on them.
+TEST(DeviceProfile, TheStatisticIsTheMedianOrTheMeanOfEachOpsTimes) {
+  const Schedule s = generate({"1f1b", 2, 4});
+  std::vector<StageCost> parts(2);
+  for (StageCost& c : parts) c.f = 1, c.i = c.w = 1, c.b = 2, c.fb = 3;
+  Trace t = simulate(s, schedule_cost_model(s.placement, parts));
+  int stretched = 0;
+  for (ComputeEvent& e : t.compute)
+    if (e.action.task.op == Op::F && e.action.task.stage == 0 && e.action.task.mb == 3)
+      e.end = e.start + 5, ++stretched;
+  ASSERT_EQ(stretched, 1);
+  const WorkloadSpec spec = build_mlp({6, 8, 0, 4}, 1, DType::kF32);
+  const nlohmann::json identity = {{"workload", "mlp"},
+                                   {"workload_config", spec.config},
+                                   {"microbatch_size", 1},
+                                   {"dtype", "f32"}};
+  const PartitionPlan plan = partition(spec, 2, "3,3");
+  const nlohmann::json by_median = measured_profile_json(t, s.placement, plan, identity);
+  const nlohmann::json by_mean =
+      measured_profile_json(t, s.placement, plan, identity, ProfileStatistic::kMean);
+  EXPECT_DOUBLE_EQ(by_median["stages"][0]["F"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(by_mean["stages"][0]["F"].get<double>(), (1 + 1 + 1 + 5) / 4.0);
+  EXPECT_DOUBLE_EQ(by_mean["stages"][1]["F"].get<double>(), 1.0);  // the other stage's: even
+  EXPECT_EQ(by_median["statistic"], "median over the last measured step's actions");
+  EXPECT_EQ(by_mean["statistic"], "mean over the last measured step's actions");
+  EXPECT_EQ(profile_statistic("mean"), ProfileStatistic::kMean);
+  EXPECT_THROW(profile_statistic("avg"), UsageError);
+}
+
 // The receives that found their tensor already sent measured the consumer's own work (`recv`,
 // per consuming stage); the boundary's latency is what the waiting ones took beyond it, as the
 // replay splits them (hand_over_from_trace).
