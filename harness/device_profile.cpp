@@ -252,8 +252,7 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
     c.fb = !fb.empty() ? typical(fb) : c.f + c.b;
     // The latency: what the receives that waited took beyond a receive's own work.
     const double work = queued[k].empty() ? 0 : typical(queued[k]);
-    c.comm =
-        k + 1 < d.size() && !waited[k].empty() ? std::max(typical(waited[k]) - work, 0.0) : 0;
+    c.comm = k + 1 < d.size() && !waited[k].empty() ? std::max(typical(waited[k]) - work, 0.0) : 0;
     stages.push_back(
         {{"F", c.f}, {"I", c.i}, {"W", c.w}, {"B", c.b}, {"FB", c.fb}, {"comm", c.comm}});
     if (k + 1 < d.size() && !sends[k].empty()) stages.back()["send"] = typical(sends[k]);
