@@ -257,7 +257,7 @@ def select_points(points: list[Point], wanted: dict[str, set], where: str) -> li
     A wanted value that no point of the spec has is a SpecError naming it and the values the
     spec has (a typo would otherwise select nothing, silently)."""
     for key, values in wanted.items():
-        have = {getattr(p, key) for p in points}
+        have = {point_value(p, key) for p in points}
         missing = sorted(values - have)
         if missing:
             listed = ", ".join(str(v) for v in sorted(have - {None})) or "none"
@@ -270,8 +270,14 @@ def select_points(points: list[Point], wanted: dict[str, set], where: str) -> li
     return kept
 
 
+def point_value(point: Point, key: str):
+    """A point's value of an --only key; a run point without a backend runs on the cpu."""
+    value = getattr(point, key)
+    return "cpu" if key == "backend" and value is None and point.is_run else value
+
+
 def matches(point: Point, wanted: dict[str, set]) -> bool:
-    return all(getattr(point, k) in values for k, values in wanted.items())
+    return all(point_value(point, k) in values for k, values in wanted.items())
 
 
 def only_text(wanted: dict[str, set]) -> str:

@@ -731,6 +731,18 @@ def test_only_runs_the_selected_points_which_a_whole_sweep_then_skips(tmp_path, 
     assert len(read_jsonl(tmp_path / "res.jsonl")) == 8
 
 
+def test_only_backend_cpu_selects_run_points_that_name_no_backend():
+    runs = [{"command": "run", "workload": "mlp", "schedule": "1f1b", "devices": [2, 4],
+             "microbatches": 8},
+            {"command": "run", "workload": "mlp", "schedule": "1f1b", "devices": 2,
+             "microbatches": 8, "backend": "cuda", "virtual_devices": True}]
+    points = sweep_spec.expand_spec({"runs": runs})
+    cpu = sweep_spec.select_points(points, sweep_spec.parse_only(["backend=cpu"]), "s.json")
+    assert [(p.devices, p.backend) for p in cpu] == [(2, None), (4, None)]
+    cuda = sweep_spec.select_points(points, sweep_spec.parse_only(["backend=cuda"]), "s.json")
+    assert [(p.devices, p.backend) for p in cuda] == [(2, "cuda")]
+
+
 @pytest.mark.parametrize("args, words", [
     (["--only", "devices=x"], ["'x'", "whole number"]),
     (["--only", "stage=1"], ["'stage'", "microbatches"]),
