@@ -178,9 +178,13 @@ nlohmann::json to_json(const DeviceProfile& p) {
   return j;
 }
 
+const char* statistic_name(ProfileStatistic statistic) {
+  return statistic == ProfileStatistic::kMean ? "mean" : "median";
+}
+
 ProfileStatistic profile_statistic(const std::string& name) {
-  if (name == "median") return ProfileStatistic::kMedian;
-  if (name == "mean") return ProfileStatistic::kMean;
+  for (const ProfileStatistic s : {ProfileStatistic::kMedian, ProfileStatistic::kMean})
+    if (name == statistic_name(s)) return s;
   throw UsageError("--profile-statistic " + quoted(name) + ": expected median or mean");
 }
 
@@ -269,7 +273,7 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
                       {"kind", "measured"},
                       {"time_unit", "s"},
                       {"granularity", "stage"},
-                      {"statistic", std::string(by_mean ? "mean" : "median") +
+                      {"statistic", std::string(statistic_name(statistic)) +
                                         " over the last measured step's actions"}};
   for (const char* key : {"workload", "workload_config", "microbatch_size", "dtype"})
     j[key] = identity.at(key);

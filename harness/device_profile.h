@@ -79,7 +79,8 @@ nlohmann::json to_json(const DeviceProfile& p);
 // sharing cores, docs/over-tcp.md).
 enum class ProfileStatistic { kMedian, kMean };
 
-// "median" or "mean"; UsageError naming anything else.
+// Its name, "median" or "mean", and back (UsageError naming anything else).
+const char* statistic_name(ProfileStatistic statistic);
 ProfileStatistic profile_statistic(const std::string& name);
 
 // A measured profile from a step's trace (seconds): per partition stage (copies of a stage on

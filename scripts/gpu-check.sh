@@ -222,9 +222,14 @@ if [ -n "$EQUIV_FILTER" ]; then
   python3 -c 'import re, sys; re.compile(sys.argv[1])' "$EQUIV_FILTER" 2>/dev/null \
     || usage_error "--equiv-filter: '$EQUIV_FILTER' is not a valid regular expression"
 fi
+# --sweep-only is sweep.py's --only, checked here by sweep.py's own parser (before any GPU work).
 for o in "${SWEEP_ONLY[@]}"; do
-  [ "$o" = all ] || [[ "$o" =~ ^[a-z_]+=[^=]+$ ]] \
-    || usage_error "--sweep-only: '$o' is not KEY=V1,V2,... or 'all' (keys as scripts/sweep.py --only)"
+  [ "$o" = all ] && continue
+  why="$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import sweep_spec
+try:
+    sweep_spec.parse_only([sys.argv[2]])
+except sweep_spec.SpecError as e:
+    sys.exit(str(e))' "$HELPERS" "$o" 2>&1)" || usage_error "--sweep-only: ${why#--only }"
 done
 [ ${#SWEEP_ONLY[@]} -gt 0 ] || SWEEP_ONLY=("microbatches=1,4,32")
 [ -z "$SWEEP_SPEC" ] || [ -f "$SWEEP_SPEC" ] || usage_error "--sweep-spec: '$SWEEP_SPEC' is not a file"
@@ -783,14 +788,14 @@ part_sweep() {
   # The records also live on in an ignored folder beside the records (results/gpu/.sweep): a
   # call that the deadline cut is resumed by the next call on the same machine (sweep.py skips
   # what this ppbench recorded here), and that call's piece holds both calls' points.
-  local keep="$RESULTS/.sweep" f
+  local keep="$RESULTS/.sweep" f files=(cuda.jsonl cuda.csv cuda-run.csv)
   mkdir -p "$keep"
-  for f in "$keep"/cuda.jsonl "$keep"/cuda.csv "$keep"/cuda-run.csv; do [ -f "$f" ] && cp "$f" "$PDIR/"; done
+  for f in "${files[@]}"; do [ -f "$keep/$f" ] && cp "$keep/$f" "$PDIR/"; done
   # A point gets at most the piece's limit; one that hangs is an error row and the sweep goes on.
   step sweep env "${envs[@]}" PYTHONUNBUFFERED=1 "${SWEEP_PY[@]}" "$HELPERS/sweep.py" "$spec" \
     --ppbench "$ppbench" --out "$PDIR/cuda" --timeout "$PIECE_TIMEOUT" --fail-on-error "${only[@]}" \
     && tail -n 1 "$PDIR/sweep.log" | sed 's/^/    /'
-  for f in "$PDIR"/cuda.jsonl "$PDIR"/cuda.csv "$PDIR"/cuda-run.csv; do [ -f "$f" ] && cp "$f" "$keep/"; done
+  for f in "${files[@]}"; do [ -f "$PDIR/$f" ] && cp "$PDIR/$f" "$keep/"; done
   [ -f "$PDIR/cuda.summary.json" ] && python3 -c '
 import json, sys
 s = json.load(open(sys.argv[1]))

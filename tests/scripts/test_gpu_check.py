@@ -396,6 +396,7 @@ def test_one_tarball_per_piece_and_gtest_shards(gpu_world):
     (["--deadline", "20"], "'20'"),
     (["--deadline", "soon"], "soon"),
     (["--sweep-only", "microbatches"], "microbatches"),
+    (["--sweep-only", "stage=1"], "'stage'"),
     (["--sweep-spec", "/no/such/spec.json"], "/no/such/spec.json"),
 ])
 def test_more_bad_arguments_exit_2_naming_the_value(args, word):
