@@ -5,7 +5,7 @@
 #   gpu-bundle/run PROGRAM [ARGS...]   the launcher: finds cuBLAS (and NCCL) there, then execs
 #   gpu-bundle/bin/                    ppbench and the GPU test and benchmark programs, stripped
 #   gpu-bundle/lib/                    the shared libraries they need that the target lacks
-#                                      (Google Benchmark and its C++ runtime)
+#                                      (Google Benchmark; the C++ runtime is the target's)
 #   gpu-bundle/gpu-check.sh, scripts/  the GPU check and the helpers it runs
 #   gpu-bundle/benchmarks/sweeps/      the GPU sweep's spec and the schema it is checked against
 #   gpu-bundle/wheels/                 jsonschema and what it needs, for sweep.py on a GPU

@@ -212,8 +212,12 @@ nlohmann::json mpi_library_json(const std::vector<std::string>& environment) {
   char text[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   check(MPI_Get_library_version(text, &len), "MPI_Get_library_version");
-  std::string library(text, static_cast<std::size_t>(len));
-  library = library.substr(0, library.find('\n'));
+  // Open MPI counts the terminating NUL in `len`; the text ends at the first NUL or line break,
+  // less trailing blanks.
+  std::string library(text,
+                      static_cast<std::size_t>(std::clamp(len, 0, static_cast<int>(sizeof text))));
+  library = library.substr(0, library.find_first_of(std::string("\n\0", 2)));
+  library.erase(library.find_last_not_of(" \t\r") + 1);
   int version = 0, subversion = 0;
   check(MPI_Get_version(&version, &subversion), "MPI_Get_version");
   nlohmann::json settings = nlohmann::json::object();

@@ -261,6 +261,10 @@ TEST(MpiLibrary, TheRecordNamesTheLibraryAndOnlyTheTransportSettings) {
   const std::string library = j["library"];
   EXPECT_FALSE(library.empty());
   EXPECT_EQ(library.find('\n'), std::string::npos);
+  // Text only: no terminator carried over from the C string, no control character, no trailing
+  // blank.
+  for (const char c : library) EXPECT_FALSE(std::iscntrl(static_cast<unsigned char>(c))) << library;
+  EXPECT_FALSE(std::isspace(static_cast<unsigned char>(library.back()))) << library;
   EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(j["standard"].get<std::string>()[0])));
   EXPECT_EQ(j["standard"].get<std::string>()[1], '.');
 }
