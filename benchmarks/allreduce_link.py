@@ -52,6 +52,7 @@ from pathlib import Path
 from link_nodes import (emulated, link_parser, measure_link, node_names, on_nodes,
                         require_settings, simulate)
 from mpi_bench import Failure, name_list, positive, record_benchmark
+from script_cli import run
 
 WORKLOAD = ["--workload", "mlp", "--layers", "8", "-b", "8", "--dtype", "f32",
             "--schedule", "gpipe", "-n", "2"]
@@ -183,7 +184,7 @@ def int_list(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = link_parser(__doc__.splitlines()[0], "allreduce-link")
+    ap = link_parser("allreduce_link", __doc__.splitlines()[0], "allreduce-link")
     ap.add_argument("--replicas", type=int_list, default=[2, 4],
                     help="R, one process per node (2 to 16, comma-separated; default 2,4)")
     ap.add_argument("--widths", type=int_list, default=[256, 1024],
@@ -209,4 +210,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("allreduce_link", main))

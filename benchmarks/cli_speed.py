@@ -17,7 +17,6 @@ action; >= 50x the Python simulator at D = 64, N = 1024 and >= 10x at D = 16, N 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -29,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from results_io import atomic_write  # noqa: E402
+from script_cli import (InputError, OneLineParser, ScriptError, number,  # noqa: E402
+                        output_path, run)
 
 
 def run_child(cmd: list[str]) -> tuple[float, str]:
@@ -38,8 +39,16 @@ def run_child(cmd: list[str]) -> tuple[float, str]:
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
-        sys.exit(f"cli_speed: {' '.join(cmd)} exited {r.returncode}")
+        raise ScriptError(f"{' '.join(cmd)} exited {r.returncode}")
     return wall, r.stdout.decode()
+
+
+def record_of(run: dict, what: str) -> dict:
+    """The JSON record a timed run printed (ScriptError, exit 1, where it printed none)."""
+    try:
+        return json.loads(run["stdout"])
+    except ValueError:
+        raise ScriptError(f"{what} printed no JSON record") from None
 
 
 GNU_TIME = "/usr/bin/time"
@@ -68,18 +77,16 @@ def median_run(cmd: list[str], repeats: int) -> dict:
             "stdout": runs[0][1]}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="cli_speed", description=__doc__.splitlines()[0])
     ap.add_argument("--ppbench", default=str(ROOT / "build" / "ppbench"))
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=number(int, 1, 1000), default=7)
     ap.add_argument("--out", type=Path)
-    a = ap.parse_args()
-    if a.repeats < 1:
-        print("cli_speed: --repeats must be >= 1", file=sys.stderr)
-        return 2
-    if not os.access(a.ppbench, os.X_OK):
-        print(f"cli_speed: {a.ppbench} is not an executable ppbench (build it first)", file=sys.stderr)
-        return 2
+    a = ap.parse_args(argv)
+    if not os.path.isfile(a.ppbench) or not os.access(a.ppbench, os.X_OK):
+        raise InputError(f"{a.ppbench} is not an executable ppbench (build it first)")
+    if a.out:
+        output_path(a.out, "--out")
     pb = a.ppbench
     out: dict = {"repeats": a.repeats}
 
@@ -89,7 +96,7 @@ def main() -> int:
 
     big = median_run([pb, "simulate", "-s", "1f1b", "-d", "256", "-n", "8192", "--format", "json"],
                      a.repeats)
-    record = json.loads(big["stdout"])
+    record = record_of(big, "ppbench simulate")
     actions = record["actions"]
     out["simulate_d256_n8192"] = {
         "actions": actions, "wall_s": big["wall_s"], "rss_bytes": big["rss_bytes"],
@@ -103,12 +110,10 @@ def main() -> int:
                            "json"], a.repeats)
         py = median_run([sys.executable, str(ROOT / "benchmarks" / "py_simulator.py"), str(d),
                          str(n)], a.repeats)
-        m_ours = json.loads(ours["stdout"])["makespan"]
-        m_py = json.loads(py["stdout"])["makespan"]
+        m_ours = record_of(ours, "ppbench simulate")["makespan"]
+        m_py = record_of(py, "py_simulator.py")["makespan"]
         if abs(m_ours - m_py) > 1e-9 * max(1.0, m_py):
-            print(f"cli_speed: makespans differ at D={d} N={n}: ppbench {m_ours}, Python {m_py}",
-                  file=sys.stderr)
-            return 1
+            raise ScriptError(f"makespans differ at D={d} N={n}: ppbench {m_ours}, Python {m_py}")
         out["vs_python"].append({"devices": d, "microbatches": n, "ppbench_s": ours["wall_s"],
                                  "python_s": py["wall_s"], "speedup": py["wall_s"] / ours["wall_s"],
                                  "makespan": m_ours})
@@ -128,11 +133,10 @@ def main() -> int:
               f"{v['ppbench_s'] * 1e3:7.1f} ms, Python {v['python_s'] * 1e3:8.1f} ms: "
               f"{v['speedup']:.0f}x   (goal >= {goal}x)")
     if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(a.out, json.dumps(out, indent=1) + "\n")
         print(f"written: {a.out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("cli_speed", main))

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from emulated_nodes import mpirun_options, write_hostfile  # noqa: E402
 from mpi_bench import MPI_ENV, Failure  # noqa: E402
+from script_cli import OneLineParser  # noqa: E402
 
 NODES = ROOT / "scripts" / "emulated-nodes.sh"
 PROBE = Path(__file__).resolve().parent / "link_probe.py"
@@ -32,10 +33,10 @@ RUN_TIMEOUT = 300
 NODES_LOCK = Path(tempfile.gettempdir()) / "ppbench-emulated-nodes.lock"
 
 
-def link_parser(description: str, folder: str) -> argparse.ArgumentParser:
+def link_parser(prog: str, description: str, folder: str) -> argparse.ArgumentParser:
     """The options every link benchmark takes: --ppbench, --out (default
-    results/perf/<folder>/<commit>.json) and --rate."""
-    ap = argparse.ArgumentParser(description=description)
+    results/perf/<folder>/<commit>.json) and --rate; bad options are one line (OneLineParser)."""
+    ap = OneLineParser(prog=prog, description=description)
     ap.add_argument("--ppbench", default=str(ROOT / "build" / "ppbench"))
     ap.add_argument("--out", type=Path,
                     help=f"the JSON record (default: results/perf/{folder}/<commit>.json)")

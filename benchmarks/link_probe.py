@@ -19,12 +19,17 @@ never connects or answers ends the probe with an error after 60 s (exit 1).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import statistics
 import sys
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from script_cli import OneLineParser, ScriptError, number, run  # noqa: E402
 
 BULK_PORT, PING_PORT = 5202, 5203
 CHUNK = 1 << 20
@@ -117,22 +122,38 @@ def ping(peer: str, rounds: int, size: int) -> dict:
             "send_call_median": statistics.median(calls)}
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = OneLineParser(prog="link_probe", description=__doc__.splitlines()[0],
+                       epilog=__doc__.split("\n\n")[1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="mode", required=True, parser_class=OneLineParser)
+    d = sub.add_parser("duplex", help="send MIB MiB to PEER while serving on ME")
+    d.add_argument("me")
+    d.add_argument("peer")
+    d.add_argument("mib", type=number(int, 1, 1 << 20))
+    e = sub.add_parser("echo", help="answer each ping of BYTES with one byte")
+    e.add_argument("me")
+    e.add_argument("bytes", nargs="?", type=number(int, 1, 1 << 30), default=1)
+    p = sub.add_parser("ping", help="ROUNDS pings of BYTES to PEER")
+    p.add_argument("peer")
+    p.add_argument("rounds", type=number(int, 1, 1 << 20))
+    p.add_argument("bytes", nargs="?", type=number(int, 1, 1 << 30), default=1)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
     try:
-        if len(argv) == 4 and argv[0] == "duplex":
-            print(json.dumps(duplex(argv[1], argv[2], int(argv[3]))))
-        elif len(argv) in (2, 3) and argv[0] == "echo":
-            echo(argv[1], int(argv[2]) if len(argv) == 3 else 1)
-        elif len(argv) in (3, 4) and argv[0] == "ping":
-            print(json.dumps(ping(argv[1], int(argv[2]), int(argv[3]) if len(argv) == 4 else 1)))
+        if a.mode == "duplex":
+            print(json.dumps(duplex(a.me, a.peer, a.mib)))
+        elif a.mode == "echo":
+            echo(a.me, a.bytes)
         else:
-            print(__doc__.split("\n\n")[1], file=sys.stderr)
-            return 2
-    except (OSError, ValueError) as e:  # TimeoutError and refused connections are OSErrors
-        print(f"link_probe: {argv[0]}: {e}", file=sys.stderr)
-        return 1
+            print(json.dumps(ping(a.peer, a.rounds, a.bytes)))
+    except OSError as e:  # TimeoutError and refused connections are OSErrors
+        raise ScriptError(f"{a.mode}: {e}") from None  # exit 1: the probe failed
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("link_probe", main))

@@ -17,6 +17,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from results_io import atomic_write  # noqa: E402
+from script_cli import number, output_path  # noqa: E402
 
 # OpenMPI refuses to run as root unless told; CI containers run as root.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -77,18 +78,9 @@ def check_environment(ppbench: str) -> str:
     return mpirun
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
-    return value
+# Option types of the benchmarks' counts (script_cli.number: the value and the range named).
+positive = number(int, 1, 1_000_000)
+non_negative = number(int, 0, 1_000_000)
 
 
 def name_list(allowed, noun: str) -> Callable[[str], list[str]]:
@@ -116,7 +108,10 @@ def record_benchmark(name: str, folder: str, ppbench: str, result: dict,
     """A benchmark's main after its options: checks the environment, adds the provenance to
     `result`, has `measure(mpirun, result)` fill it, writes it atomically to `out` (default
     results/perf/<folder>/<commit>.json), then `show`s it. Returns the exit code; a Failure or a
-    timeout is one line on stderr, naming the benchmark."""
+    timeout is one line on stderr, naming the benchmark. A given `out` is checked before any
+    measurement (InputError: exit 2 through script_cli.run), not after minutes of it."""
+    if out is not None:
+        output_path(out, "--out")
     try:
         mpirun = check_environment(ppbench)
         result["provenance"] = provenance(mpirun)

@@ -40,7 +40,6 @@ built without MPI; 1 a run failed (its command and ppbench's last line are print
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -54,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from mpi_bench import (MPI_ENV, Failure, load_average, non_negative, positive,  # noqa: E402
                        record_benchmark)
+from script_cli import OneLineParser, run  # noqa: E402
 
 PIPELINE_RANKS = 2
 BYTES_PER_FLOAT = 4  # f32
@@ -218,7 +218,7 @@ def print_tables(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="mpi_transport", description=__doc__.splitlines()[0])
     ap.add_argument("--ppbench", default=str(ROOT / "build" / "ppbench"))
     ap.add_argument("--out", type=Path, help="the JSON record (default: "
                     "results/perf/mpi/<commit>.json)")
@@ -247,4 +247,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("mpi_transport", main))

@@ -74,6 +74,7 @@ from pathlib import Path
 from link_nodes import (emulated, link_parser, measure_link, node_names, on_nodes,
                         require_settings, simulate)
 from mpi_bench import Failure, name_list, positive, record_benchmark
+from script_cli import run
 
 SCHEDULES = ["1f1b", "zb-h1", "gpipe", "interleaved-1f1b", "dualpipev"]
 SETTINGS = ["default", "send", "eager"]
@@ -287,7 +288,7 @@ def print_table(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = link_parser(__doc__.splitlines()[0], "pipeline-link")
+    ap = link_parser("pipeline_link", __doc__.splitlines()[0], "pipeline-link")
     ap.add_argument("--schedules", type=name_list(SCHEDULES, "schedule"), default=SCHEDULES,
                     help=f"comma-separated, of {', '.join(SCHEDULES)} (default all)")
     ap.add_argument("--settings", type=name_list(SETTINGS, "setting"), default=SETTINGS,
@@ -316,4 +317,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("pipeline_link", main))

@@ -9,8 +9,12 @@ It is what a researcher would write in an afternoon: plain lists and dicts, no n
 makespan must equal ppbench's for the same D and N (benchmarks/cli_speed.py checks it).
 """
 
-import argparse
 import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from script_cli import OneLineParser, number, run  # noqa: E402
 
 
 def one_f_one_b(d, n):
@@ -52,16 +56,17 @@ def simulate(ranks, d, f, b):
     return makespan, 1 - busy / (d * makespan)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("devices", type=int)
-    ap.add_argument("microbatches", type=int)
-    ap.add_argument("--f", type=float, default=1.0)
-    ap.add_argument("--b", type=float, default=2.0)
-    a = ap.parse_args()
+def main(argv=None):
+    ap = OneLineParser(prog="py_simulator", description=__doc__.splitlines()[0])
+    ap.add_argument("devices", type=number(int, 1, 4096))
+    ap.add_argument("microbatches", type=number(int, 1, 1_000_000))
+    ap.add_argument("--f", type=number(float, 0, low_open=True), default=1.0)
+    ap.add_argument("--b", type=number(float, 0, low_open=True), default=2.0)
+    a = ap.parse_args(argv)
     makespan, bubble = simulate(one_f_one_b(a.devices, a.microbatches), a.devices, a.f, a.b)
     print(json.dumps({"makespan": makespan, "bubble_fraction": bubble}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("py_simulator", main))

@@ -36,6 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from results_io import atomic_write  # noqa: E402
+from script_cli import OneLineParser, number, output_path, require_module, run  # noqa: E402
+
 # ppbench name -> PyTorch schedule class, stages per rank.
 SCHEDULES = {
     "gpipe": ("ScheduleGPipe", 1),
@@ -146,30 +150,38 @@ def per_step(t_long: list[float], t_short: list[float], steps: int) -> float:
     return statistics.median((lg - sh) / steps for lg, sh in zip(t_long, t_short))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="torch_pipelining_cpu", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ppbench", default="build/ppbench")
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--width", type=int, default=1024)
-    ap.add_argument("--classes", type=int, default=10)
-    ap.add_argument("--microbatch-size", type=int, default=64)
-    ap.add_argument("--microbatches", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=10, help="the long runs' steps (the short: 1)")
-    ap.add_argument("--repeats", type=int, default=5, help="whole-process run pairs per point (median)")
+    ap.add_argument("--layers", type=number(int, 2, 1024), default=8)
+    ap.add_argument("--width", type=number(int, 1, 65536), default=1024)
+    ap.add_argument("--classes", type=number(int, 2, 65536), default=10)
+    ap.add_argument("--microbatch-size", type=number(int, 1, 65536), default=64)
+    ap.add_argument("--microbatches", type=number(int, 1, 4096), default=8)
+    ap.add_argument("--steps", type=number(int, 2, 10000), default=10,
+                    help="the long runs' steps (the short: 1)")
+    ap.add_argument("--repeats", type=number(int, 1, 1000), default=5,
+                    help="whole-process run pairs per point (median)")
     ap.add_argument("--out", help="write the JSON here")
     # Internal: one rank pair of PyTorch.
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--schedule", help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    unknown = sorted(set(args.schedules.split(",")) - set(SCHEDULES))
+    if unknown:
+        ap.error(f"--schedules: {', '.join(unknown)} (allowed: {', '.join(SCHEDULES)})")
+    if args.out:
+        output_path(args.out, "--out")
     if args.torch_worker:
         import torch.multiprocessing as mp
         mp.spawn(torch_worker, args=(2, args, args.worker_out), nprocs=2, join=True)
         return 0
 
-    import torch  # fail early, with the import error, where PyTorch is missing
+    torch = require_module("torch", "the comparison with PyTorch's pipelining")  # early: exit 3
     rows = []
     for name in args.schedules.split(","):
         args.schedule = name
@@ -215,7 +227,7 @@ def main() -> int:
         "rows": rows,
     }
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        atomic_write(Path(args.out), json.dumps(result, indent=1) + "\n")
     worst = max(r["process_ratio"] for r in rows)
     worst_in = max(r["in_process_ratio"] for r in rows)
     print(f"torch-cpu: worst ppbench/PyTorch step time {worst:.2f} whole-process, {worst_in:.2f} "
@@ -235,4 +247,4 @@ def torch_blas():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("torch_pipelining_cpu", main))

@@ -47,12 +47,13 @@ The last line is the summary:
     perf: 34 compared, 1 regressions beyond 15%, 0 improvements beyond 15% (...)
 
 Exit status: 0, also with regressions, unless --fail-on-regression is given (then 1 when there is
-at least one); 0 when a baseline does not exist, after saying how to make it; 2 when a file cannot
-be read or the files are incompatible (no calibration rows, not Google Benchmark JSON). compare.py
-missing, or without scipy, is reported and the verdict still given.
+at least one); 0 when a baseline does not exist, after saying how to make it; 2, in one line, for a
+bad option, a file that cannot be read or files that are incompatible (no calibration rows, not
+Google Benchmark JSON, a time that is not a finite number >= 0). compare.py missing, or without
+scipy, is reported and the verdict still given.
 
 normalize_name is also imported by scripts/compare_torch.py: this module needs the standard library
-only.
+and scripts/script_cli.py and results_io.py only (which the GPU bundle carries).
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from results_io import atomic_write
+from script_cli import InputError, OneLineParser, number, output_path, read_json, run
 
 CALIBRATION_PREFIX = "BM_Calibration/"
 DEFAULT_CALIBRATION = ("compute",)
@@ -87,10 +91,6 @@ _NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 # Context keys printed for each run, in this order.
 _CONTEXT_KEYS = ("commit", "git_commit", "date", "host_name", "runner", "cpu_model", "num_cpus",
                  "mhz_per_cpu", "load_average", "ppbench_build_type", "perf_mode")
-
-
-class InputError(Exception):
-    """A file that cannot be read or compared (exit 2)."""
 
 
 def normalize_name(name: str) -> str:
@@ -147,13 +147,28 @@ def geomean(values: list[float]) -> float:
 
 
 def _row_ns(row: dict, key: str, path: Path) -> float:
+    """The row's time `key` in ns: a finite number >= 0 (a NaN or infinite time would pass every
+    threshold comparison as no change, or as a regression without end)."""
     unit = row.get("time_unit", "ns")
-    if unit not in _NS_PER_UNIT:
-        raise InputError(f"{path}: {row.get('name')!r} has an unknown time_unit {unit!r}")
+    if not isinstance(unit, str) or unit not in _NS_PER_UNIT:
+        raise InputError(f"{path}: {row.get('name')!r} has an unknown time_unit {unit!r} "
+                         f"(allowed: {', '.join(_NS_PER_UNIT)})")
     value = row.get(key)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise InputError(f"{path}: {row.get('name')!r} has no numeric {key}")
-    return float(value) * _NS_PER_UNIT[unit]
+    ns = float(value) * _NS_PER_UNIT[unit]
+    if not math.isfinite(ns) or ns < 0:
+        raise InputError(f"{path}: {row.get('name')!r} has a {key} of {value!r} {unit} "
+                         "(allowed: a finite time >= 0)")
+    return ns
+
+
+def _full_name(row: dict, path: Path) -> str:
+    """The row's run_name (its name without the aggregate suffix), else its name."""
+    full = row.get("run_name") or row["name"]
+    if not isinstance(full, str):
+        raise InputError(f"{path}: {row['name']!r} has a run_name that is not a string: {full!r}")
+    return full
 
 
 def load(path: Path) -> Run:
@@ -163,12 +178,7 @@ def load(path: Path) -> Run:
     --benchmark_report_aggregates_only has none, and its "median" aggregate row is used instead
     (the "mean" one when there is no median).
     """
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    except ValueError as e:
-        raise InputError(f"{path} is not JSON: {e}") from e
+    data = read_json(path, "cannot read", expect=None)
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise InputError(f"{path} is not Google Benchmark JSON (no 'benchmarks' list)")
     context = data.get("context") if isinstance(data.get("context"), dict) else {}
@@ -180,14 +190,17 @@ def load(path: Path) -> Run:
     for row in data["benchmarks"]:
         if not isinstance(row, dict) or not isinstance(row.get("name"), str):
             raise InputError(f"{path}: a benchmark row without a name")
-        full = row.get("run_name") or row["name"]
+        full = _full_name(row, path)
         name = normalize_name(full)
         if row.get("error_occurred"):
             run.errors[name] = str(row.get("error_message") or "error")
             continue
         real_measure[name] = bool(_REAL_TIME_PART & set(full.split("/")))
+        is_aggregate = row.get("run_type", "iteration") == "aggregate"
+        if is_aggregate and row.get("aggregate_name") not in ("median", "mean"):
+            continue  # stddev and cv are not times this compares (and may be 0 or NaN)
         sample = Times(_row_ns(row, "real_time", path), _row_ns(row, "cpu_time", path))
-        if row.get("run_type", "iteration") == "aggregate":
+        if is_aggregate:
             aggregates.setdefault(name, {})[str(row.get("aggregate_name"))] = sample
         else:
             iterations.setdefault(name, []).append(sample)
@@ -222,7 +235,7 @@ def normalised_copy(run: Run, real_factor: float, cpu_factor: float) -> dict:
     """
     rows = []
     for row in run.data["benchmarks"]:
-        base = normalize_name(row.get("run_name") or row["name"])
+        base = normalize_name(_full_name(row, run.path))
         if row.get("error_occurred") or is_calibration(base):
             continue
         is_aggregate = row.get("run_type") == "aggregate"
@@ -345,8 +358,8 @@ def compare_pair(base: Run, latest: Run, args: argparse.Namespace, tally: Tally,
               f"{base.context.get('cpu_model')!r}, now {latest.context.get('cpu_model')!r}): "
               + ("raw times are not comparable" if args.raw else
                  "only the calibration-normalised ratios are compared, raw times are not"))
-    for which, run in (("baseline", base), ("latest", latest)):
-        if str(run.context.get("ppbench_build_type", "release")).startswith("debug"):
+    for which, one in (("baseline", base), ("latest", latest)):
+        if str(one.context.get("ppbench_build_type", "release")).startswith("debug"):
             print(f"WARNING: the {which} run is a debug build")
 
     real_factor = cpu_factor = 1.0
@@ -368,17 +381,19 @@ def compare_pair(base: Run, latest: Run, args: argparse.Namespace, tally: Tally,
     # Normalised copies, then Google Benchmark's compare.py on them.
     outdir.mkdir(parents=True, exist_ok=True)
     suffix = ".raw-ns.json" if args.raw else ".normalised.json"
+    sides = ((base, 1.0, 1.0), (latest, real_factor, cpu_factor))
+    targets = [outdir / (one.path.name.removesuffix(".json") + suffix) for one, _, _ in sides]
+    for one, target in zip((base, latest), targets):  # checked before either copy is written
+        if target.resolve() == one.path.resolve():
+            raise InputError(f"--normalised-dir would overwrite {one.path}")
     copies = []
-    for run, rf, cf in ((base, 1.0, 1.0), (latest, real_factor, cpu_factor)):
-        copy = normalised_copy(run, rf, cf)
+    for (one, rf, cf), target in zip(sides, targets):
+        copy = normalised_copy(one, rf, cf)
         copy["context"]["ppbench_normalised"] = (
             "times in ns, raw" if args.raw else
             "times in ns, divided by this run's calibration time and multiplied by the "
             f"baseline's (x{rf:.4g} real, x{cf:.4g} CPU)")
-        target = outdir / (run.path.name.removesuffix(".json") + suffix)
-        if target.resolve() == run.path.resolve():
-            raise InputError(f"--normalised-dir would overwrite {run.path}")
-        target.write_text(json.dumps(copy, indent=1) + "\n")
+        atomic_write(target, json.dumps(copy, indent=1) + "\n")
         copies.append((target, copy))
     if compare_py is not None and python is not None:
         has_aggregates = all(any(r.get("run_type") == "aggregate" for r in c["benchmarks"])
@@ -440,21 +455,22 @@ def parse_threshold_for(values: list[str], parser: argparse.ArgumentParser) -> d
     for v in values:
         program, _, t = v.partition("=")
         try:
-            out[program] = float(t)
-        except ValueError:
-            parser.error(f"--threshold-for wants PROGRAM=FRACTION, got {v!r}")
-        if not program or out[program] < 0:
+            out[program] = number(float, 0)(t)
+        except argparse.ArgumentTypeError:
+            parser.error(f"--threshold-for wants PROGRAM=FRACTION, FRACTION a finite number >= 0, "
+                         f"got {v!r}")
+        if not program:
             parser.error(f"--threshold-for wants PROGRAM=FRACTION >= 0, got {v!r}")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
+    parser = OneLineParser(
+        prog="perf", description=__doc__.splitlines()[0],
         epilog="See the module docstring (and docs/perf-ci.md) for what is compared and how.")
     parser.add_argument("files", nargs="+", type=Path, metavar="BASELINE LATEST",
                         help="pairs of Google Benchmark JSON files: baseline, then latest run")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+    parser.add_argument("--threshold", type=number(float, 0), default=DEFAULT_THRESHOLD,
                         help="relative slowdown of the normalised median beyond which a "
                              f"benchmark is a regression (default {DEFAULT_THRESHOLD})")
     parser.add_argument("--threshold-for", action="append", default=[], metavar="PROGRAM=T",
@@ -478,41 +494,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compare-py", action="store_true",
                         help="do not run compare.py; print compare_perf.py's own table")
     args = parser.parse_args(argv)
-    if args.threshold < 0:
-        parser.error("--threshold must be >= 0")
-    if len(args.files) % 2:
+    if not args.files or len(args.files) % 2:
         parser.error("files come in pairs: BASELINE LATEST [BASELINE LATEST ...]")
     args.thresholds = parse_threshold_for(args.threshold_for, parser)
     args.calibration = tuple(n.strip() for n in args.calibration.split(",") if n.strip())
     if not args.calibration:
         parser.error("--calibration names at least one BM_Calibration/<NAME> benchmark")
 
-    # Read and check every input before printing anything.
+    if args.normalised_dir is not None:
+        output_path(args.normalised_dir, "--normalised-dir", folder=True)
+
+    # Read and check every input before printing anything (an InputError is run()'s exit 2).
     pairs: list[tuple[Run, Run]] = []
     missing_baselines = []
-    try:
-        for base_path, latest_path in zip(args.files[::2], args.files[1::2]):
-            latest = load(latest_path)
-            if not base_path.exists():
-                missing_baselines.append((base_path, latest_path))
-                continue
-            base = load(base_path)
-            base.divide_by = latest.divide_by = args.calibration
-            if args.raw:
-                base.calibration.clear()
-                latest.calibration.clear()
-            else:
-                for run in (base, latest):
-                    if run.calibration_time() is None:
-                        names = ", ".join(CALIBRATION_PREFIX + n for n in args.calibration)
-                        raise InputError(
-                            f"{run.path} has no {names} rows, so its times cannot be "
-                            "normalised: re-run it with a current build (make perf-ci, "
-                            "make perf-ci-baseline), or compare raw times with --raw")
-            pairs.append((base, latest))
-    except InputError as e:
-        print(f"perf: {e}", file=sys.stderr)
-        return 2
+    for base_path, latest_path in zip(args.files[::2], args.files[1::2]):
+        latest = load(latest_path)
+        if not base_path.exists():
+            missing_baselines.append((base_path, latest_path))
+            continue
+        base = load(base_path)
+        base.divide_by = latest.divide_by = args.calibration
+        if args.raw:
+            base.calibration.clear()
+            latest.calibration.clear()
+        else:
+            for one in (base, latest):
+                cal = one.calibration_time()
+                names = ", ".join(CALIBRATION_PREFIX + n for n in args.calibration)
+                if cal is None:
+                    raise InputError(
+                        f"{one.path} has no {names} rows, so its times cannot be "
+                        "normalised: re-run it with a current build (make perf-ci, "
+                        "make perf-ci-baseline), or compare raw times with --raw")
+                if min(cal.real_ns, cal.cpu_ns) < 1:  # a calibration loop takes milliseconds
+                    raise InputError(
+                        f"{one.path}: the calibration time of {names} is {cal.real_ns:g} ns "
+                        f"real, {cal.cpu_ns:g} ns CPU (allowed: >= 1 ns; dividing by it would "
+                        "make every ratio meaningless)")
+        pairs.append((base, latest))
 
     compare_py = python = None
     if not args.no_compare_py and pairs:
@@ -537,15 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="ppbench-perf-") as tmp:
         outdir = args.normalised_dir or Path(tmp)
-        try:
-            for base, latest in pairs:
-                compare_pair(base, latest, args, tally, compare_py, python, outdir)
-        except InputError as e:
-            print(f"perf: {e}", file=sys.stderr)
-            return 2
-        except OSError as e:
-            print(f"perf: cannot write the normalised copies: {e}", file=sys.stderr)
-            return 2
+        for base, latest in pairs:
+            compare_pair(base, latest, args, tally, compare_py, python, outdir)
 
     for line in tally.lines:
         print(line)
@@ -560,4 +572,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("perf", main))

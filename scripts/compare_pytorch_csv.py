@@ -13,24 +13,30 @@ torch).
    mapping and checks every F, B/I and W).
 
 Usage: /tmp/torchvenv/bin/python scripts/compare_pytorch_csv.py [build/ppbench]
-Exit 0 when everything matches; prints one line per check.
+Exit 0 when everything matches, 1 when a check differs or ppbench fails; prints one line per
+check. 2 for a bad option or a ppbench that is not a program, 3 without torch.
 """
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
-from torch.distributed.pipelining import schedules as S
+from script_cli import InputError, OneLineParser, ScriptError, require_module, run
 
-PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
+PPBENCH = "build/ppbench"
+# torch.distributed.pipelining.schedules, imported by main once the arguments are read (so that
+# --help and a bad option need no torch).
+S: Any = None
 
 
 def ppbench(*args):
     r = subprocess.run([PPBENCH, *args], capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"ppbench {' '.join(args)}: {r.stderr.strip()}")
+        raise ScriptError(f"ppbench {' '.join(args)}: exit {r.returncode}: {r.stderr.strip()}")
     return r.stdout
 
 
@@ -90,7 +96,17 @@ def check_ppbench_to_torch(family, devices, microbatches):
     return ok
 
 
-def main():
+def main(argv=None) -> int:
+    global PPBENCH, S
+    parser = OneLineParser(prog="compare_pytorch_csv", description=__doc__.splitlines()[0])
+    parser.add_argument("ppbench", nargs="?", default=PPBENCH,
+                        help="the ppbench program (default: %(default)s)")
+    PPBENCH = parser.parse_args(argv).ppbench
+    if not (os.path.isfile(PPBENCH) or shutil.which(PPBENCH)):
+        raise InputError(f"ppbench '{PPBENCH}' is not a program (build it first: make)")
+    require_module("torch", "comparing with PyTorch's pipeline CSV")
+    S = require_module("torch.distributed.pipelining.schedules",
+                       "comparing with PyTorch's pipeline CSV (a torch with pipelining)")
     names = [s["name"] for s in json.loads(ppbench("list", "--format", "json"))["schedules"]]
     ok = True
     for d, n in ((4, 8), (2, 4), (4, 12)):
@@ -104,4 +120,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("compare_pytorch_csv", main))

@@ -21,12 +21,12 @@ Output: FILE (default layer_vs_torch.json beside the PyTorch JSON), written atom
     the PyTorch part whose name they extend, outside the sum.
 
 Exit 0 when the comparison was written (met goal or not: see goal_met); 2 with a one-line message
-when an input is missing or not what is expected.
+when an input is missing or not what is expected, an option is out of range or --out cannot be
+written; 3 when the machine fails the write (a full disk).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -37,6 +37,8 @@ from pathlib import Path
 
 from compare_perf import normalize_name
 from results_io import atomic_write
+from script_cli import InputError, OneLineParser, json_kind, number, output_path, read_json, \
+    run, shaped
 
 # The layer shapes cuda_layer_bench names, to check that PyTorch ran the same one.
 MODELS = {"llama3-8b": {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336}}
@@ -46,10 +48,6 @@ _SHAPE = r"seq(?P<seq>\d+)/mb(?P<mb>\d+)/(?P<dtype>[^/]+)$"
 LAYER_RE = re.compile(r"^BM_LlamaLayer/(?P<model>[^/]+)/" + _SHAPE)
 PART_RE = re.compile(r"^BM_LlamaPart/(?P<model>[^/]+)/(?P<part>[^/]+)/" + _SHAPE)
 _MS_PER_UNIT = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-
-
-class InputError(Exception):
-    """An input that cannot be compared; the message names the file and what is wrong."""
 
 
 @dataclass
@@ -64,20 +62,6 @@ class Bench:
         return v if v is not None and math.isfinite(v) and v > 0 else None
 
 
-def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})") from None
-    except ValueError as e:
-        raise InputError(f"{path}: not JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object")
-    return data
-
-
 def is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -85,16 +69,24 @@ def is_number(v) -> bool:
 def load_bench(path: Path) -> tuple[dict, dict[str, Bench]]:
     """The run's context and its benchmarks by name without option suffixes. Repetitions reduce
     to their median; aggregate rows are ignored (as scripts/compare_perf.py does)."""
-    data = read_json(path)
+    data = read_json(path, "benchmark file")
     rows = data.get("benchmarks")
     if not isinstance(rows, list):
         raise InputError(f"{path}: no 'benchmarks' list (not Google Benchmark JSON)")
+    context = data.get("context", {})
+    if not isinstance(context, dict):
+        raise InputError(f"{path}: 'context' is a JSON {json_kind(type(context))}, not an "
+                         "object")
     runs: dict[str, list[dict]] = {}
     for b in rows:
         if not isinstance(b, dict) or not isinstance(b.get("name"), str):
             raise InputError(f"{path}: a benchmark entry without a name")
+        full = b.get("run_name") or b["name"]
+        if not isinstance(full, str):
+            raise InputError(f"{path}: {b['name']!r} has a run_name that is not a string: "
+                             f"{full!r}")
         if b.get("run_type", "iteration") == "iteration":
-            runs.setdefault(normalize_name(b.get("run_name") or b["name"]), []).append(b)
+            runs.setdefault(normalize_name(full), []).append(b)
     out: dict[str, Bench] = {}
     for name, rs in runs.items():
         failed = [r for r in rs if r.get("error_occurred")]
@@ -104,12 +96,16 @@ def load_bench(path: Path) -> tuple[dict, dict[str, Bench]]:
         per_row = []
         for r in rs:
             v = {k: float(x) for k, x in r.items() if is_number(x)}
-            if is_number(r.get("real_time")) and r.get("time_unit", "ns") in _MS_PER_UNIT:
-                v["real_time_ms"] = r["real_time"] * _MS_PER_UNIT[r.get("time_unit", "ns")]
+            unit = r.get("time_unit", "ns")
+            if not isinstance(unit, str) or unit not in _MS_PER_UNIT:
+                raise InputError(f"{path}: {r['name']!r} has an unknown time_unit {unit!r} "
+                                 f"(allowed: {', '.join(_MS_PER_UNIT)})")
+            if is_number(r.get("real_time")):
+                v["real_time_ms"] = r["real_time"] * _MS_PER_UNIT[unit]
             per_row.append(v)
         common = set.intersection(*(set(v) for v in per_row))
         out[name] = Bench({k: statistics.median(v[k] for v in per_row) for k in common})
-    return data.get("context") or {}, out
+    return context, out
 
 
 def positive(v) -> bool:
@@ -117,7 +113,7 @@ def positive(v) -> bool:
 
 
 def load_torch(path: Path) -> dict:
-    data = read_json(path)
+    data = read_json(path, "PyTorch reference")
     for key in ("seq", "micro_batch", "dtype", "median_ms"):
         if key not in data:
             raise InputError(f"{path}: no '{key}' (not torch_reference.py output)")
@@ -305,31 +301,29 @@ def print_table(c: dict, out=sys.stdout) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="compare_torch", description=__doc__.splitlines()[0])
     p.add_argument("bench", type=Path, help="cuda_layer_bench's Google Benchmark JSON")
-    p.add_argument("torch", type=Path, help="torch_reference.py's JSON (ideally with --parts)")
+    p.add_argument("torch", type=Path,
+                   help="torch_reference.py's JSON (ideally with --parts)")
     p.add_argument("--out", type=Path,
                    help="where to write the comparison (default: layer_vs_torch.json beside the "
                         "PyTorch JSON)")
-    p.add_argument("--goal", type=float, default=1.25,
+    p.add_argument("--goal", type=number(float, 0, low_open=True), default=1.25,
                    help="the layer's ppbench / PyTorch time ratio to meet (default 1.25)")
     a = p.parse_args(argv)
-    out = a.out or a.torch.parent / "layer_vs_torch.json"
-    try:
-        context, bench = load_bench(a.bench)
-        torch = load_torch(a.torch)
+    if a.out is not None:
+        output_path(a.out, "--out")
+    context, bench = load_bench(a.bench)
+    torch = load_torch(a.torch)
+    # The default goes beside the PyTorch JSON, so it is checked once that file was read.
+    out = a.out or output_path(a.torch.parent / "layer_vs_torch.json", "--out (default)")
+    with shaped(f"the inputs {a.bench} and {a.torch}"):
         result = compare(bench, context, torch, a.bench, a.goal)
-        atomic_write(out, json.dumps(result, indent=2) + "\n")
-    except InputError as e:
-        print(f"compare_torch: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"compare_torch: cannot write {out}: {e.strerror or e}", file=sys.stderr)
-        return 2
+    atomic_write(out, json.dumps(result, indent=2) + "\n")
     print_table(result)
     print(f"wrote {out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("compare_torch", main))

@@ -53,7 +53,9 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
-from results_io import PpbenchError, atomic_write, ppbench_json
+
+from results_io import atomic_write, ppbench_json
+from script_cli import OneLineParser, ScriptError, number, output_path, run
 
 SOURCE = ("DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437), section 3.2.1, Table 2; "
           "deepseek-ai/DualPipe README (the DualPipeV row)")
@@ -253,6 +255,19 @@ def comparison_points(name: str) -> tuple[str, list[tuple[str, str, int]]]:
             [(m, s, n) for m, s in METHODS])
 
 
+def comparison_list(text: str) -> list[str]:
+    """An argparse type: a comma-separated, non-empty list of comparison names (ppN, dN)."""
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"'{text}' names no comparison (allowed: ppN, dN)")
+    for name in names:
+        try:
+            comparison_points(name)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return names
+
+
 # --- running ppbench -------------------------------------------------------------------------
 
 def measure(ppbench: str, workload: list[str], schedule: str, devices: int, n: int, steps: int,
@@ -343,51 +358,41 @@ def build(ppbench: str, workload: list[str], n: int, steps: int, warmup: int, re
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Exit 0 with the table written; a bad option raises SystemExit(2) and an unwritable --out
+    InputError (exit 2 through run), both before any run; ppbench's refusal of a point is a
+    PpbenchError with its own status (2: the caller's input, 3: the machine)."""
+    parser = OneLineParser(prog="dualpipe_measured", description=__doc__.splitlines()[0],
+                           epilog=__doc__.split("\n\n", 1)[1],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("results/reference/dualpipe_measured.json"),
                         help="(default: %(default)s)")
     parser.add_argument("--workload", default=DEFAULT_WORKLOAD,
                         help="workload flags of run, memory and model (default: %(default)s)")
-    parser.add_argument("-n", "--microbatches", type=int, default=8,
+    parser.add_argument("-n", "--microbatches", type=number(int, 2), default=8,
                         help="N, at least 2D for DualPipe (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=3, help="measured steps (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=1, help="(default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=5,
+    parser.add_argument("--steps", type=number(int, 1), default=3,
+                        help="measured steps (default: %(default)s)")
+    parser.add_argument("--warmup", type=number(int, 0), default=1, help="(default: %(default)s)")
+    parser.add_argument("--repeats", type=number(int, 1), default=5,
                         help="runs per point (default: %(default)s)")
-    parser.add_argument("--comparisons", default=DEFAULT_COMPARISONS,
+    parser.add_argument("--comparisons", type=comparison_list, default=DEFAULT_COMPARISONS,
                         help="ppN: equal PP = N stages (the paper's); dN: equal ranks D = N "
                              "(default: %(default)s)")
     args = parser.parse_args(argv)
-    for name, value, low in (("--microbatches", args.microbatches, 2), ("--steps", args.steps, 1),
-                             ("--warmup", args.warmup, 0), ("--repeats", args.repeats, 1)):
-        if value < low:
-            print(f"dualpipe_measured: bad {name} {value}: at least {low}", file=sys.stderr)
-            return 2
-    try:
-        comparisons = [c.strip() for c in args.comparisons.split(",") if c.strip()]
-        for c in comparisons:
-            comparison_points(c)
-    except ValueError as e:
-        print(f"dualpipe_measured: {e}", file=sys.stderr)
-        return 2
+    output_path(args.out, "--out")
     try:
         table = build(args.ppbench, args.workload.split(), args.microbatches, args.steps,
-                      args.warmup, args.repeats, comparisons)
-    except PpbenchError as e:
-        # ppbench's own refusal of a point (N < 2D for DualPipe, a bad workload flag) is the
-        # user's input: pass its exit status 2 (3: the machine) on.
-        print(f"dualpipe_measured: {e}", file=sys.stderr)
-        return e.code
-    except (OSError, RuntimeError, ValueError, KeyError) as e:
-        print(f"dualpipe_measured: {e}", file=sys.stderr)
-        return 1
+                      args.warmup, args.repeats, args.comparisons)
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
+        # ppbench's records do not fit together (a profile without stages, a partition that
+        # does not cover the model): the program's failure, not the caller's input.
+        raise ScriptError(f"ppbench's records do not fit together: {type(e).__name__}: {e}",
+                          1) from None
     atomic_write(args.out, json.dumps(table, indent=1) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("dualpipe_measured", main))

@@ -42,6 +42,7 @@ from types import SimpleNamespace
 
 from emulated_nodes import mpirun_options, namespaces_allowed, write_hostfile
 from fuzz_cli import case_parser, program_of
+from script_cli import run
 
 FAMILIES = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "interleaved-zb",
             "chimera", "chimera-doubling", "zb-h1", "zb-h2", "zb-v", "zb-1p", "zb-2p", "v-half",
@@ -250,18 +251,16 @@ def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str,
     return command, r.returncode, r.stdout, r.stderr, trace
 
 
-def main() -> int:
-    ap = case_parser(__doc__.splitlines()[0], cases=200, timeout=120)
+def main(argv: list[str] | None = None) -> int:
+    ap = case_parser("explore_runs", __doc__.splitlines()[0], cases=200, timeout=120)
     ap.add_argument("--edit", action="store_true", help="run edited orders as schedule files")
     ap.add_argument("--mpirun", action="store_true", help="one process per rank, with replicas")
     ap.add_argument("--nodes", action="store_true",
                     help="with --mpirun: over two nodes emulated here, one's clock ahead")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.nodes and not a.mpirun:
         ap.error("--nodes spreads the processes of --mpirun: give --mpirun too")
-    ppbench = program_of(ap, a, "explore_runs")
-    if ppbench is None:
-        return 2
+    ppbench = program_of(a)
     skew = a.nodes and namespaces_allowed()
     if a.nodes and not skew:
         print("explore_runs: unshare --uts --time is not allowed here: the emulated nodes share "
@@ -295,4 +294,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("explore_runs", main))

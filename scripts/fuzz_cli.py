@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 
+from script_cli import InputError, OneLineParser, number, run
+
 # Small valid command lines, so that a change reaches the checks past the flag parser.
 BASE = {
     "list": [],
@@ -143,36 +145,32 @@ def broken(r):
     return None
 
 
-def case_parser(description: str, cases: int, timeout: float) -> argparse.ArgumentParser:
+def case_parser(prog: str, description: str, cases: int,
+                timeout: float) -> argparse.ArgumentParser:
     """The arguments of a script of random cases (this one, explore_runs.py): the program, how
-    many cases, the seed, and one case's time limit in seconds."""
-    ap = argparse.ArgumentParser(description=description)
+    many cases, the seed, and one case's time limit in seconds (at most a day)."""
+    ap = OneLineParser(prog=prog, description=description)
     ap.add_argument("ppbench")
-    ap.add_argument("--cases", type=int, default=cases)
+    ap.add_argument("--cases", type=number(int, 1), default=cases)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--timeout", type=float, default=timeout)
+    ap.add_argument("--timeout", type=number(float, 0, 86400, low_open=True), default=timeout)
     return ap
 
 
-def program_of(ap: argparse.ArgumentParser, a: argparse.Namespace, name: str) -> str | None:
-    """The checked arguments' program as an absolute path; None, said on stderr, where it is not
-    an executable (a bad number of cases or time limit exits 2 through argparse)."""
-    if a.cases < 1 or a.timeout <= 0:
-        ap.error("--cases must be >= 1 and --timeout > 0")
+def program_of(a: argparse.Namespace) -> str:
+    """The arguments' program as an absolute path; InputError where it is not an executable
+    file."""
     ppbench = os.path.abspath(a.ppbench)
-    if not os.access(ppbench, os.X_OK):
-        print(f"{name}: {a.ppbench}: not an executable program", file=sys.stderr)
-        return None
+    if not os.path.isfile(ppbench) or not os.access(ppbench, os.X_OK):
+        raise InputError(f"{a.ppbench}: not an executable program")
     return ppbench
 
 
-def main():
-    ap = case_parser(__doc__.splitlines()[0], cases=500, timeout=20)
-    ap.add_argument("--command", nargs="*", default=sorted(BASE), choices=sorted(BASE))
-    a = ap.parse_args()
-    ppbench = program_of(ap, a, "fuzz_cli")
-    if ppbench is None:
-        return 2
+def main(argv: list[str] | None = None) -> int:
+    ap = case_parser("fuzz_cli", __doc__.splitlines()[0], cases=500, timeout=20)
+    ap.add_argument("--command", nargs="+", default=sorted(BASE), choices=sorted(BASE))
+    a = ap.parse_args(argv)
+    ppbench = program_of(a)
     rng = random.Random(a.seed)
     options = {c: options_of(ppbench, c) for c in a.command}
     codes, findings, slow = {}, [], []
@@ -201,4 +199,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("fuzz_cli", main))

@@ -50,7 +50,9 @@ from pathlib import Path
 
 from gpipe_tables_data import KS, MS, PAPER, TABLE2, TABLE3, TPU_VS_CPU, balanced_partition, \
     expand_layers, normalise, scaling_series, stage_sums, table2_rows, table3_row, trends
-from results_io import PpbenchError, atomic_write, ppbench_json
+from results_io import atomic_savefig, atomic_write, figure_path, load_rows, ppbench_json
+from script_cli import InputError, OneLineParser, ScriptError, json_kind, output_path, read_json, \
+    run, shaped
 
 IMAGE = ["--image-size", "224", "--classes", "1000"]
 # Full shapes (GPipe section 3 / REFERENCE.md) and the shorter models whose layers are timed.
@@ -177,17 +179,36 @@ def measure_run(ppbench: str, flags: list[str], schedule: str, devices: int,
 GPU_ROWS = "results/gpu/*/tables/gpu_tables.jsonl"
 
 
+# What gpu_section reads of an ok row of scripts/gpu_tables.py.
+GPU_TABLE_FIELDS = {"label": str, "model": str, "schedule": str, "flags": str, "devices": int,
+                    "microbatches": int, "sms_per_device": int}
+
+
 def gpu_rows(pattern: str = GPU_ROWS) -> list[dict]:
     """The ok rows of scripts/gpu_tables.py in the files `pattern` matches (in name order, so a
-    later session's row of the same point replaces an earlier one)."""
+    later session's row of the same point replaces an earlier one). A line that is not a JSON
+    object is skipped with a warning, as results_io.load_rows skips a line a killed writer left;
+    an ok row without what gpu_section reads is an InputError naming its file."""
     rows: dict[str, dict] = {}
     for path in sorted(glob.glob(pattern)):
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                r = json.loads(line)
-                g = r.get("gpu_table", {})
-                if g.get("status") == "ok":
-                    rows[g["label"]] = {**r, "source_file": path}
+        for r in load_rows(Path(path)):
+            g = r.get("gpu_table")
+            if not isinstance(g, dict) or g.get("status") != "ok":
+                continue
+            for key, kind in GPU_TABLE_FIELDS.items():
+                if not isinstance(g.get(key), kind) or isinstance(g.get(key), bool):
+                    raise InputError(f"--gpu-rows file {path}: an ok row's gpu_table.{key} is "
+                                     f"{g.get(key)!r}, not a {json_kind(kind)}")
+            sps = (r.get("throughput") or {}).get("samples_per_s") \
+                if isinstance(r.get("throughput"), dict) else None
+            if not isinstance(sps, (int, float)) or isinstance(sps, bool):
+                raise InputError(f"--gpu-rows file {path}: the ok row {g['label']} has no number "
+                                 "throughput.samples_per_s")
+            for key in ("gpu", "provenance"):
+                if key in r and not isinstance(r[key], dict):
+                    raise InputError(f"--gpu-rows file {path}: the ok row {g['label']} has {key} "
+                                     f"{r[key]!r}, not an object")
+            rows[g["label"]] = {**r, "source_file": path}
     return list(rows.values())
 
 
@@ -371,13 +392,30 @@ def plot(table: dict, out: Path) -> None:
         a.legend(fontsize=8)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    atomic_savefig(fig, out, dpi=120)
+
+
+def reused_data(path: Path) -> dict:
+    """The measurements of an earlier output (its "data"), checked for what build() reads first
+    (the rest of its walk is inside shaped())."""
+    data = read_json(path, "--reuse", expect=dict).get("data")
+    if not isinstance(data, dict):
+        raise InputError(f"--reuse {path}: its \"data\" is {json_kind(type(data))}, not the "
+                         "object of measurements gpipe_tables.py writes")
+    for key, kind in (("profiles", dict), ("runs", dict), ("scaling_runs", list)):
+        if not isinstance(data.get(key), kind):
+            raise InputError(f"--reuse {path}: data.{key} is {json_kind(type(data.get(key)))}, "
+                             f"not a JSON {json_kind(kind)}")
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Exit 0 with the table and the figure written; a bad option, --reuse file or GPU row
+    raises InputError (exit 2 through run) and ppbench's failure PpbenchError (its own status),
+    both outputs checked before any timing."""
+    parser = OneLineParser(prog="gpipe_tables", description=__doc__.splitlines()[0],
+                           epilog=__doc__.split("\n\n", 1)[1],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("results/reference/gpipe_tables.json"),
                         help="(default: %(default)s)")
@@ -390,17 +428,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", type=Path,
                         help="take the measurements from this earlier output instead of timing")
     args = parser.parse_args(argv)
-    try:
-        if args.reuse:
-            data = json.loads(args.reuse.read_text(encoding="utf-8"))["data"]
-        else:
+    data = reused_data(args.reuse) if args.reuse else None
+    gpu = gpu_rows(args.gpu_rows)
+    output_path(args.out, "--out")
+    args.plot = output_path(figure_path(args.plot, "--plot"), "--plot")
+    if data is not None:
+        with shaped(f"--reuse {args.reuse}"):
+            table = build(args.ppbench, data, gpu)
+    else:
+        try:
             data = measure(args.ppbench)
             # Kept before the simulation, so a failure there can be redone with --reuse.
             atomic_write(args.out, json.dumps({"data": data}, indent=1) + "\n")
-        table = build(args.ppbench, data, gpu_rows(args.gpu_rows))
-    except (OSError, PpbenchError, RuntimeError, KeyError, ValueError) as e:
-        print(f"gpipe_tables: {e}", file=sys.stderr)
-        return 1
+            table = build(args.ppbench, data, gpu)
+        except (KeyError, ValueError, TypeError) as e:
+            # ppbench's records do not fit together (a layer without a profile, a record
+            # without its field): the program's failure, not the caller's input.
+            raise ScriptError(f"ppbench's records do not fit together: {type(e).__name__}: "
+                              f"{e}", 1) from None
     atomic_write(args.out, json.dumps(table, indent=1) + "\n")
     plot(table, args.plot)
     print(f"wrote {args.out} and {args.plot}", file=sys.stderr)
@@ -408,4 +453,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("gpipe_tables", main))

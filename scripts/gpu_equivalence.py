@@ -17,12 +17,13 @@ Usage: gpu_equivalence.py --out-dir DIR [--filter REGEX] [--devices 2,4,8] [--va
   --filter REGEX: only the cases whose label matches, labels being VARIANT/SCHEDULE/D<d>
                   (e.g. 'mlp-f32/' or '/D8$'), to split the piece across machine calls
 Exit: 0 every case passed or was not applicable (and at least one ran); 1 a case failed, ppbench
-has no --check flag, or nothing ran; 2 bad usage; 124 stopped by SIGTERM (the time limit).
+has no --check flag, or nothing ran; 2 bad usage (an option, a --filter that matches no case, a
+command after -- that is not a program, an --out-dir that cannot be written); 3 ppbench cannot
+be started; 124 stopped by SIGTERM (the time limit).
 Plain python3, no third-party modules.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import signal
@@ -31,7 +32,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_runs import run_timed, split_command  # noqa: E402
+from gpu_runs import check_program, parse_piece, piece_parser, regex, run_timed  # noqa: E402
+from results_io import atomic_write  # noqa: E402
+from script_cli import MachineError, number, number_list  # noqa: E402
+from script_cli import output_path, run, say  # noqa: E402
 
 # The workload variants, in one place: (name, flags). --steps 1 --warmup 1 --check --format json
 # and the backend/placement flags are added to each. The first four check the forward and backward
@@ -61,8 +65,7 @@ BAD_COMMAND_LINE = "run with --help"
 
 def schedules(ppbench: list[str]) -> list[str]:
     """Schedule names from `ppbench list --format json` where it exists, else from its table."""
-    r = subprocess.run([*ppbench, "list", "--format", "json"], capture_output=True, text=True,
-                       timeout=60)
+    r = ppbench_output([*ppbench, "list", "--format", "json"])
     if r.returncode == 0:
         try:
             data = json.loads(r.stdout)
@@ -72,10 +75,18 @@ def schedules(ppbench: list[str]) -> list[str]:
                 return names
         except (ValueError, KeyError, TypeError, AttributeError):
             pass
-    r = subprocess.run([*ppbench, "list"], capture_output=True, text=True, timeout=60)
+    r = ppbench_output([*ppbench, "list"])
     if r.returncode != 0:
         raise RuntimeError(f"`ppbench list` failed (exit {r.returncode}): {r.stderr.strip()[:300]}")
     return parse_list_text(r.stdout)
+
+
+def ppbench_output(cmd: list[str]) -> subprocess.CompletedProcess:
+    """A quick ppbench query (list, --help); MachineError where it cannot be started."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise MachineError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
 
 
 def parse_list_text(text: str) -> list[str]:
@@ -100,11 +111,13 @@ class Recorder:
         self.variants = variants
         self.rows: list[dict] = []
         self.schedules: list[str] = []
-        out_dir.mkdir(parents=True, exist_ok=True)
-        self.jsonl = open(out_dir / "equivalence.jsonl", "a", encoding="utf-8")
+        self.jsonl = None  # opened at the first record, so a run that records none leaves none
 
     def add(self, record: dict) -> None:
         self.rows.append(record["equivalence"])
+        if self.jsonl is None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.jsonl = open(self.out_dir / "equivalence.jsonl", "a", encoding="utf-8")
         self.jsonl.write(json.dumps(record) + "\n")
         self.jsonl.flush()
 
@@ -115,8 +128,8 @@ class Recorder:
         summary = {"counts": counts, "cases": len(self.rows), "note": note,
                    "failed": [r["label"] for r in self.rows
                               if r["status"] not in ("passed", "not_applicable")]}
-        (self.out_dir / "equivalence.json").write_text(json.dumps(summary, indent=2) + "\n")
-        (self.out_dir / "equivalence.txt").write_text(self.table(note))
+        atomic_write(self.out_dir / "equivalence.json", json.dumps(summary, indent=2) + "\n")
+        atomic_write(self.out_dir / "equivalence.txt", self.table(note))
         return summary
 
     def table(self, note: str) -> str:
@@ -208,31 +221,25 @@ def run_case(ppbench: list[str], variant: str, flags: list[str], schedule: str, 
     return {"equivalence": eq}
 
 
-def main(argv: list[str]) -> int:
-    parts = split_command(argv, "gpu_equivalence")
-    if parts is None:
-        return 2
-    ppbench, argv = parts
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out-dir", type=Path, required=True)
-    ap.add_argument("--filter", default="", help="regex over VARIANT/SCHEDULE/D<d>")
-    ap.add_argument("--devices", default="2,4,8")
+def main(argv: list[str] | None = None) -> int:
+    ap = piece_parser("gpu_equivalence", __doc__.split("\n\n")[0])
+    ap.add_argument("--filter", type=regex, default="", help="regex over VARIANT/SCHEDULE/D<d>")
+    ap.add_argument("--devices", type=number_list(int, 1), default="2,4,8",
+                    help="virtual device counts D, comma-separated (default 2,4,8)")
     ap.add_argument("--variants", default=",".join(v for v, _ in VARIANTS))
-    ap.add_argument("--run-timeout", type=float, default=180.0)
-    args = ap.parse_args(argv)
-    try:
-        devices = [int(x) for x in args.devices.split(",") if x]
-        flt = re.compile(args.filter)
-    except ValueError as e:
-        print(f"gpu_equivalence: bad --devices or --filter: {e}", file=sys.stderr)
-        return 2
+    ap.add_argument("--run-timeout", type=number(float, 0, low_open=True), default=180.0,
+                    help="seconds one ppbench run may take (default 180)")
+    ppbench, args = parse_piece(ap, argv)
+    devices, flt = args.devices, args.filter
     known = dict(VARIANTS)
     variants = [v for v in args.variants.split(",") if v]
     for v in variants:
         if v not in known:
-            print(f"gpu_equivalence: unknown variant '{v}' (known: {', '.join(known)})",
-                  file=sys.stderr)
-            return 2
+            ap.error(f"unknown variant '{v}' in --variants (known: {', '.join(known)})")
+    if not variants:
+        ap.error(f"--variants names no variant (known: {', '.join(known)})")
+    check_program(ppbench)
+    output_path(args.out_dir, "--out-dir", folder=True)
 
     rec = Recorder(args.out_dir, devices, variants)
 
@@ -243,8 +250,12 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop)
 
-    help_text = subprocess.run([*ppbench, "run", "--help"], capture_output=True, text=True,
-                               timeout=60).stdout
+    try:
+        help_text = ppbench_output([*ppbench, "run", "--help"]).stdout
+    except subprocess.TimeoutExpired:
+        rec.finish(note="`ppbench run --help` gave no answer within 60 s: nothing run")
+        print("gpu_equivalence: `ppbench run --help` gave no answer within 60 s", file=sys.stderr)
+        return 1
     if CHECK_FLAG not in help_text:
         rec.finish(note=f"ppbench run has no {CHECK_FLAG} flag: nothing run")
         print(f"gpu_equivalence: `ppbench run --help` lists no {CHECK_FLAG} flag; the equivalence "
@@ -254,13 +265,17 @@ def main(argv: list[str]) -> int:
         rec.schedules = schedules(ppbench)
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         rec.finish(note=str(e))
-        print(f"gpu_equivalence: {e}", file=sys.stderr)
+        say("gpu_equivalence", str(e))  # ppbench's stderr folded into the one line
+        return 1
+    if not rec.schedules:
+        rec.finish(note="`ppbench list` names no schedule: nothing run")
+        print("gpu_equivalence: `ppbench list` names no schedule", file=sys.stderr)
         return 1
     print(f"gpu_equivalence: schedules: {' '.join(rec.schedules)}", flush=True)
     labels = [f"{v}/{s}/D{d}" for v in variants for s in rec.schedules for d in devices]
     if not any(flt.search(label) for label in labels):
-        rec.finish(note=f"--filter '{args.filter}' matches no case: nothing run")
-        print(f"gpu_equivalence: --filter '{args.filter}' matches none of the {len(labels)} "
+        rec.finish(note=f"--filter '{flt.pattern}' matches no case: nothing run")
+        print(f"gpu_equivalence: --filter '{flt.pattern}' matches none of the {len(labels)} "
               f"labels VARIANT/SCHEDULE/D<d> (e.g. {labels[0]}); variants: {', '.join(variants)}",
               file=sys.stderr)
         return 2
@@ -291,4 +306,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("gpu_equivalence", main))

@@ -20,14 +20,14 @@ Usage: gpu_tables.py --out-dir DIR [--sms-per-device 16] [--filter REGEX] [--ste
   PPBENCH_COMMAND: how to start ppbench, e.g. `gpu-bundle/run ppbench` or `build-gpu/ppbench`
   --filter REGEX: only the points whose label (SCHEDULE/MODEL/D<d>/N<n>) matches
 Exit: 0 every point ran; 1 a point failed, was refused or timed out, or nothing ran; 2 bad
-usage; 124 stopped by SIGTERM (the time limit).
+usage (an option, a --filter that matches no point, a command after -- that is not a program, an
+--out-dir that cannot be written); 3 ppbench cannot be started; 124 stopped by SIGTERM (the time
+limit).
 Plain python3, no third-party modules.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import re
 import signal
 import sys
 from pathlib import Path
@@ -35,7 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpipe_tables import SCALING_MODEL, SCALING_N, SCALING_PREDICTED_D, SMALL  # noqa: E402
 from gpipe_tables_data import KS, MS  # noqa: E402
-from gpu_runs import run_timed, split_command  # noqa: E402
+from gpu_runs import check_program, parse_piece, piece_parser, regex, run_timed  # noqa: E402
+from results_io import atomic_write  # noqa: E402
+from script_cli import InputError, number, output_path, run  # noqa: E402
 
 # Each point runs a warm-up step and then the measured ones (ppbench's record holds their median).
 WARMUP = 1
@@ -109,35 +111,27 @@ class Stopped(Exception):
     pass
 
 
-def main(argv: list[str]) -> int:
-    parts = split_command(argv, "gpu_tables")
-    if parts is None:
-        return 2
-    ppbench, argv = parts
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out-dir", type=Path, required=True)
-    ap.add_argument("--sms-per-device", type=int, default=DEFAULT_SMS)
-    ap.add_argument("--filter", default="", help="regex over SCHEDULE/MODEL/D<d>/N<n>")
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--run-timeout", type=float, default=120.0)
-    args = ap.parse_args(argv)
-    if args.sms_per_device < 1 or args.steps < 1 or not args.run_timeout > 0:
-        print("gpu_tables: --sms-per-device and --steps must be >= 1, --run-timeout > 0",
-              file=sys.stderr)
-        return 2
-    try:
-        flt = re.compile(args.filter)
-    except re.error as e:
-        print(f"gpu_tables: bad --filter {args.filter!r}: {e}", file=sys.stderr)
-        return 2
+def main(argv: list[str] | None = None) -> int:
+    ap = piece_parser("gpu_tables", __doc__.split("\n\n")[0])
+    ap.add_argument("--sms-per-device", type=number(int, 1), default=DEFAULT_SMS)
+    ap.add_argument("--filter", type=regex, default="", help="regex over SCHEDULE/MODEL/D<d>/N<n>")
+    ap.add_argument("--steps", type=number(int, 1), default=3)
+    ap.add_argument("--run-timeout", type=number(float, 0, low_open=True), default=120.0)
+    ppbench, args = parse_piece(ap, argv)
+    flt = args.filter
+    every = points()
+    chosen = [p for p in every if flt.search(p["label"])]
+    if not chosen:
+        raise InputError(f"--filter '{flt.pattern}' matches none of the {len(every)} points "
+                         f"(labels SCHEDULE/MODEL/D<d>/N<n>, e.g. {every[0]['label']})")
+    check_program(ppbench)
+    output_path(args.out_dir, "--out-dir", folder=True)
 
     def stop(signum, frame):
         raise Stopped()
 
     signal.signal(signal.SIGTERM, stop)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    chosen = [p for p in points() if flt.search(p["label"])]
     try:
         with open(args.out_dir / "gpu_tables.jsonl", "a", encoding="utf-8") as jsonl:
             for i, p in enumerate(chosen, 1):
@@ -149,13 +143,13 @@ def main(argv: list[str]) -> int:
                 print(f"[{i}/{len(chosen)}] {g['label']}: {g['status']} ({g.get('seconds')} s)",
                       flush=True)
     except Stopped:
-        (args.out_dir / "gpu_tables.txt").write_text(
-            table(rows, f"stopped by SIGTERM after {len(rows)} of {len(chosen)} points"))
+        atomic_write(args.out_dir / "gpu_tables.txt",
+                     table(rows, f"stopped by SIGTERM after {len(rows)} of {len(chosen)} points"))
         return 124
-    (args.out_dir / "gpu_tables.txt").write_text(table(rows))
+    atomic_write(args.out_dir / "gpu_tables.txt", table(rows))
     ok = sum(r["gpu_table"]["status"] == "ok" for r in rows)
     return 0 if rows and ok == len(rows) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("gpu_tables", main))

@@ -11,18 +11,19 @@ the log, and a test that started without finishing is a failure.
 
 Usage: gtest_summary.py --json FILE --log FILE [--allow-skip TEXT]... [--out FILE]
 Prints one line on stdout; writes the summary as JSON to --out.
-Exit: 0 no failed test and no disallowed skip; 1 otherwise (or no results at all); 2 bad usage.
+Exit: 0 no failed test and no disallowed skip; 1 otherwise (or no results at all); 2 bad usage,
+a --json file of the wrong shape or an --out that cannot be written.
 Plain python3, no third-party modules.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
+
+from results_io import atomic_write
+from script_cli import InputError, OneLineParser, json_kind, output_path, run, shaped
 
 DEFAULT_ALLOWED = ["needs two GPUs"]
 
@@ -66,12 +67,18 @@ def skip_message(body: list[str]) -> str:
 
 
 def parse_json(data: dict) -> dict[str, tuple[str, str, str]]:
-    """name -> (result COMPLETED/SKIPPED/SUPPRESSED, failure text, skip message if the JSON has it)."""
+    """name -> (result COMPLETED/SKIPPED/SUPPRESSED, failure text, skip message if the JSON has it).
+
+    GoogleTest wrote the file, but a file of another shape (a list, a suite that is not an
+    object) is an InputError naming what is wrong, not a traceback; summarise names the file."""
+    if not isinstance(data, dict):
+        raise InputError(f"a JSON object was expected, not {json_kind(type(data))}")
     out = {}
-    for suite in data.get("testsuites", []):
-        for t in suite.get("testsuite", []):
+    for suite in _items(data, "testsuites", "the file"):
+        for t in _items(suite, "testsuite", f"suite {suite.get('name', '?')!r}"):
             name = f"{suite.get('name', '?')}.{t.get('name', '?')}"
-            failures = "; ".join(f.get("failure", "") for f in t.get("failures", []) or [])
+            failures = "; ".join(str(f.get("failure", ""))
+                                 for f in _items(t, "failures", f"test {name!r}"))
             skipped = t.get("skipped")  # newer GoogleTest: [{"message": ...}]
             msg = ""
             if isinstance(skipped, list):
@@ -80,6 +87,14 @@ def parse_json(data: dict) -> dict[str, tuple[str, str, str]]:
                 msg = str(skipped.get("message", ""))
             out[name] = (t.get("result", "COMPLETED"), failures, msg.strip())
     return out
+
+
+def _items(parent: dict, key: str, where: str) -> list[dict]:
+    """parent[key]: a list of objects (absent or null: none)."""
+    value = parent.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise InputError(f"'{key}' of {where} is not a list of objects: {str(value)[:80]}")
+    return value
 
 
 def summarise(json_path: Path | None, log_path: Path | None, allowed: list[str]) -> dict:
@@ -109,7 +124,13 @@ def summarise(json_path: Path | None, log_path: Path | None, allowed: list[str])
 
     if data is not None:
         source = "json"
-        for name, (result, failures, msg) in parse_json(data).items():
+        try:
+            with shaped(f"--json {json_path}"):
+                tests = parse_json(data)
+        except InputError as e:
+            what = f"--json {json_path}"
+            raise InputError(str(e) if str(e).startswith(what) else f"{what}: {e}") from None
+        for name, (result, failures, msg) in tests.items():
             if result == "SUPPRESSED":
                 continue  # filtered out or another shard's
             if failures:
@@ -164,8 +185,8 @@ def one_line(s: dict) -> str:
     return text
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="gtest_summary", description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path, help="the --gtest_output=json file")
     ap.add_argument("--log", type=Path, help="the run's console output")
     ap.add_argument("--allow-skip", action="append", default=None, metavar="TEXT",
@@ -174,16 +195,14 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.json is None and args.log is None:
         ap.error("give --json and/or --log")
+    if args.out:
+        output_path(args.out, "--out")
     s = summarise(args.json, args.log, args.allow_skip or DEFAULT_ALLOWED)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=f".{args.out.name}.")
-        with os.fdopen(fd, "w") as f:
-            json.dump(s, f, indent=2)
-        os.replace(tmp, args.out)
+        atomic_write(args.out, json.dumps(s, indent=2))
     print(one_line(s))
     return 0 if s["ok"] else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("gtest_summary", main))

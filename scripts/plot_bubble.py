@@ -26,12 +26,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
-from results_io import PpbenchError, load_records, order_key, schedule_order, schedule_registry
+from report_format import check_records, field
+from results_io import atomic_savefig, load_records, order_key, schedule_order, \
+    schedule_registry
+from script_cli import InputError, OneLineParser, number, number_list, output_path, run, \
+    shaped
 
 # Okabe-Ito colours plus black, cycled with markers so 12+ series stay distinguishable.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
            "#F0E442"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
+# Past 1200 dpi a figure of several panels runs into tens of gigabytes of pixels.
+DPI_RANGE = (10, 1200)
 DEFINITION = "bubble_fraction = Σ idle / (ranks × makespan)"
 
 
@@ -62,11 +68,12 @@ def group_rows(rows: list[dict]) -> dict[tuple[str, float], dict[int, dict[str, 
     for row in rows:
         if row.get("status", "ok") != "ok" or row.get("bubble_fraction") is None:
             continue
-        groups[(cost_of(row), comm_of(row))][int(row["devices"])][series_label(row)].append(row)
+        groups[(cost_of(row), comm_of(row))][int(field(row, "devices"))][series_label(row)] \
+            .append(row)
     for by_d in groups.values():
         for by_series in by_d.values():
             for series in by_series.values():
-                series.sort(key=lambda r: r["microbatches"])
+                series.sort(key=lambda r: field(r, "microbatches"))
     return groups
 
 
@@ -98,11 +105,12 @@ def plot_group(by_d: dict[int, dict[str, list[dict]]], title: str, out: Path,
             if not series:
                 continue
             colour, marker, linestyle = style[label]
-            ns = [r["microbatches"] for r in series]
+            ns = [field(r, "microbatches") for r in series]
             all_n.update(ns)
             ax.plot(ns, [r["bubble_fraction"] for r in series], linestyle="none", marker=marker,
                     color=colour, markersize=5, markerfacecolor="none", markeredgewidth=1.3)
-            closed = [(r["microbatches"], (r.get("closed_form") or {}).get("bubble_fraction"))
+            closed = [(field(r, "microbatches"),
+                       (r.get("closed_form") or {}).get("bubble_fraction"))
                       for r in series]
             closed = [(n, b) for n, b in closed if b is not None]
             if closed:
@@ -130,7 +138,7 @@ def plot_group(by_d: dict[int, dict[str, list[dict]]], title: str, out: Path,
     rows_of_legend = (len(handles) + 6) // 7
     fig.tight_layout(rect=(0, 0.06 * rows_of_legend, 1, 1))
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi)
+    atomic_savefig(fig, out, dpi=dpi)
     plt.close(fig)
 
 
@@ -147,46 +155,49 @@ def plot_bubble(rows: list[dict], out_dir: Path, dpi: int = 110,
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
+        prog="plot_bubble",
         description="Plot bubble fraction vs micro-batches (simulated and closed form) per "
                     "schedule, one subplot per D, one figure per cost setting.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", type=Path, help="JSON Lines from scripts/sweep.py")
+    parser.add_argument("results", type=Path,
+                        help="JSON Lines from scripts/sweep.py")
     parser.add_argument("--out-dir", type=Path, default=Path("plots/latest"),
                         help="where to write bubble_*.png (default: %(default)s)")
     parser.add_argument("--sweep", help="only rows of this sweep name")
-    parser.add_argument("--devices", help="only these D, comma-separated (default: all)")
-    parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
+    parser.add_argument("--devices", type=number_list(int, 1),
+                        help="only these D, comma-separated (default: all)")
+    parser.add_argument("--dpi", type=number(int, *DPI_RANGE), default=110,
+                        help="resolution, %d to %d (default: %%(default)s)" % DPI_RANGE)
     parser.add_argument("--ppbench", help="ppbench binary: series in the order of `ppbench list "
                                           "--format json` (default: the order in the data)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0 with the figures written; a bad option, file or record, or records without an ok
+    row to draw, raise InputError (exit 2 through run)."""
     args = parse_args(argv)
-    try:
-        rows = load_records(args.results)
-    except OSError as e:
-        print(f"plot_bubble: {e}", file=sys.stderr)
-        return 1
-    try:
-        registry = schedule_registry(args.ppbench)
-    except PpbenchError as e:
-        print(f"plot_bubble: {e}", file=sys.stderr)
-        return e.code
+    rows = check_records(load_records(args.results), f"records {args.results}")
     if args.sweep:
         rows = [r for r in rows if r.get("sweep") == args.sweep]
     if args.devices:
-        wanted = {int(d) for d in args.devices.split(",")}
-        rows = [r for r in rows if int(r.get("devices", -1)) in wanted]
-    written = plot_bubble(rows, args.out_dir, args.dpi, registry)
-    if not written:
-        print(f"plot_bubble: no ok rows with a bubble_fraction in {args.results}", file=sys.stderr)
-        return 1
+        rows = [r for r in rows if field(r, "devices") in set(args.devices)]
+    with shaped(f"records {args.results}"):
+        drawable = bool(group_rows(rows))
+    if not drawable:
+        raise InputError(f"no ok rows with a bubble_fraction in {args.results}"
+                         + (" (of the rows --sweep and --devices keep)"
+                            if args.sweep or args.devices else ""))
+    output_path(args.out_dir, "--out-dir", folder=True)
+    registry = schedule_registry(args.ppbench)
+    with shaped(f"records {args.results}"):
+        written = plot_bubble(rows, args.out_dir, args.dpi, registry)
     for path in written:
         print(f"wrote {path}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("plot_bubble", main))

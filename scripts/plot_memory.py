@@ -26,13 +26,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from results_io import PpbenchError, load_records, schedule_order, schedule_registry
+from report_format import check_records
+from results_io import atomic_savefig, load_records, schedule_order, schedule_registry
+from script_cli import InputError, OneLineParser, number, output_path, run, shaped
 
 MEASURED_COLOUR = "#0072B2"
 MODEL_COLOUR = "#E69F00"
 WORKLOAD_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
 WORKLOAD_MARKERS = ["o", "s", "^", "D", "v", "P"]
 MIB = 1024.0 * 1024.0
+# Past 1200 dpi a figure of several panels runs into tens of gigabytes of pixels.
+DPI_RANGE = (10, 1200)
 
 
 def field(row: dict, key: str, default=None):
@@ -118,7 +122,7 @@ def plot_memory(rows: list[dict], out: Path, workload: str, devices: int, microb
     fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=9)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi)
+    atomic_savefig(fig, out, dpi=dpi)
     plt.close(fig)
     return [field(r, "schedule") for r in chosen]
 
@@ -163,13 +167,14 @@ def plot_bubble_fidelity(rows: list[dict], out: Path, dpi: int = 110) -> int:
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi)
+    atomic_savefig(fig, out, dpi=dpi)
     plt.close(fig)
     return total
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
+        prog="plot_memory",
         description="Per-rank activation memory (measured beside modelled) and measured-vs-"
                     "predicted bubble figures from `ppbench run` sweep rows.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -180,54 +185,64 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="output folder (default: %(default)s)")
     parser.add_argument("--workload", default="transformer",
                         help="workload of the memory figure (default: %(default)s)")
-    parser.add_argument("--devices", type=int, default=4, help="D of the memory figure (default: 4)")
-    parser.add_argument("--microbatches", type=int, default=8,
+    parser.add_argument("--devices", type=number(int, 1), default=4,
+                        help="D of the memory figure (default: 4)")
+    parser.add_argument("--microbatches", type=number(int, 1), default=8,
                         help="N of the memory figure (default: 8)")
     parser.add_argument("--schedules",
                         help="schedules of the memory figure, comma-separated (default: every "
                              "schedule in the data, in the registry's order with --ppbench)")
     parser.add_argument("--ppbench", help="ppbench binary: schedule order from `ppbench list "
                                           "--format json` (default: the order in the data)")
-    parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
-    return parser.parse_args(argv)
+    parser.add_argument("--dpi", type=number(int, *DPI_RANGE), default=110,
+                        help="resolution, %d to %d (default: %%(default)s)" % DPI_RANGE)
+    args = parser.parse_args(argv)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0 with both figures written, 1 with one of them (the other's reason on stderr); a bad
+    option, file or record, or records with neither figure to draw, raise InputError (exit 2
+    through run)."""
     args = parse_args(argv)
-    try:
-        rows = load_records(*args.results)
-    except OSError as e:
-        print(f"plot_memory: {e}", file=sys.stderr)
-        return 1
+    where = f"records {', '.join(str(p) for p in args.results)}"
+    rows = check_records(load_records(*args.results), where)
     if args.schedules:
         schedules = [s for s in args.schedules.split(",") if s]
     else:
-        try:
-            registry = schedule_registry(args.ppbench)
-        except PpbenchError as e:
-            print(f"plot_memory: {e}", file=sys.stderr)
-            return e.code
+        registry = schedule_registry(args.ppbench)
         present = {field(r, "schedule") for r in ok_run_rows(rows)}
         schedules = [s for s in schedule_order(registry, ok_run_rows(rows)) if s in present]
     memory_out = args.out_dir / f"memory_{args.workload}_D{args.devices}_N{args.microbatches}.png"
     bubble_out = args.out_dir / "bubble_measured_vs_predicted.png"
-    failed = False
-    try:
-        drawn = plot_memory(rows, memory_out, args.workload, args.devices, args.microbatches,
-                            schedules, args.dpi)
-        missing = [s for s in schedules if s not in drawn]
-        print(f"wrote {memory_out}" + (f" (no ok rows for {', '.join(missing)})" if missing else ""))
-    except ValueError as e:
-        print(f"plot_memory: {e}", file=sys.stderr)
-        failed = True
-    try:
-        n = plot_bubble_fidelity(rows, bubble_out, args.dpi)
-        print(f"wrote {bubble_out} ({n} runs)")
-    except ValueError as e:
-        print(f"plot_memory: {e}", file=sys.stderr)
-        failed = True
-    return 1 if failed else 0
+    with shaped(where):
+        # What each figure lacks, before a folder is made: with neither to draw, nothing is.
+        lacks = {"memory": None if memory_rows(rows, args.workload, args.devices,
+                                               args.microbatches, schedules) else
+                 f"no ok run rows with activation_bytes for {args.workload} at "
+                 f"D={args.devices}, N={args.microbatches} and schedules "
+                 f"{', '.join(schedules) or '(none in the data)'}",
+                 "bubble": None if bubble_points(rows) else
+                 "no ok run rows with measured and predicted bubble_fraction"}
+        if all(lacks.values()):
+            raise InputError(f"nothing to draw from {where}: {lacks['memory']}; "
+                             f"{lacks['bubble']}")
+        output_path(args.out_dir, "--out-dir", folder=True)
+        if lacks["memory"]:
+            print(f"plot_memory: {lacks['memory']}", file=sys.stderr)
+        else:
+            drawn = plot_memory(rows, memory_out, args.workload, args.devices,
+                                args.microbatches, schedules, args.dpi)
+            missing = [s for s in schedules if s not in drawn]
+            print(f"wrote {memory_out}"
+                  + (f" (no ok rows for {', '.join(missing)})" if missing else ""))
+        if lacks["bubble"]:
+            print(f"plot_memory: {lacks['bubble']}", file=sys.stderr)
+        else:
+            n = plot_bubble_fidelity(rows, bubble_out, args.dpi)
+            print(f"wrote {bubble_out} ({n} runs)")
+    return 1 if any(lacks.values()) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("plot_memory", main))

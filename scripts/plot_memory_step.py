@@ -19,7 +19,6 @@ Usage: scripts/plot_memory_step.py [--ppbench build/ppbench] [--out-dir plots/re
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -28,7 +27,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from results_io import PpbenchError, ppbench_json  # noqa: E402
+from results_io import atomic_savefig, ppbench_json  # noqa: E402
+from script_cli import OneLineParser, output_path, run, shaped  # noqa: E402
 
 GIB = 1024.0**3
 PARTS = [
@@ -76,7 +76,7 @@ def pp_seq_figure(ppbench: str, out: Path) -> None:
     fig.suptitle("Llama-3-8B shape, bf16, AdamW, 1F1B, micro-batch 1, N = 2D: memory of one "
                  "step on the most loaded rank (ppbench memory)", fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-    fig.savefig(out, dpi=120)
+    atomic_savefig(fig, out, dpi=120)
     plt.close(fig)
 
 
@@ -104,25 +104,24 @@ def per_rank_figure(ppbench: str, out: Path, seq: int = 4096) -> None:
     fig.suptitle(f"Llama-3-8B shape (32 layers), seq {seq}, bf16, AdamW, D = 4, N = 8, "
                  "micro-batch 1: memory of one step per rank (ppbench memory)", fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 0.96))
-    fig.savefig(out, dpi=110)
+    atomic_savefig(fig, out, dpi=110)
     plt.close(fig)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="plot_memory_step", description=__doc__.splitlines()[0])
     ap.add_argument("--ppbench", default="build/ppbench")
     ap.add_argument("--out-dir", default="plots/reference", type=Path)
-    a = ap.parse_args()
-    a.out_dir.mkdir(parents=True, exist_ok=True)
-    try:
+    a = ap.parse_args(argv)
+    output_path(a.out_dir, "--out-dir", folder=True)
+    # ppbench's refusal or failure is a PpbenchError with its own exit status (run says it); a
+    # --ppbench that prints records of another shape is not the ppbench these figures need.
+    with shaped(f"the records of --ppbench {a.ppbench}"):
         pp_seq_figure(a.ppbench, a.out_dir / "memory_8b_pp_seq.png")
         per_rank_figure(a.ppbench, a.out_dir / "memory_per_rank_d4.png")
-    except PpbenchError as e:
-        print(f"plot_memory_step: {e}", file=sys.stderr)
-        return e.code
     print(f"wrote {a.out_dir / 'memory_8b_pp_seq.png'} and {a.out_dir / 'memory_per_rank_d4.png'}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("plot_memory_step", main))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import colorsys
-import json
 import re
 import sys
 from dataclasses import dataclass
@@ -35,6 +34,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+
+from results_io import atomic_savefig, figure_path  # noqa: E402
+from script_cli import (InputError, OneLineParser, json_kind, number, output_path,  # noqa: E402
+                        read_json, run, shaped)
 
 US_PER_UNIT = 1000.0  # simulator time unit 1 = 1000 us; for measured traces 1000 us = 1 ms
 MEASURED_TIME_UNITS = frozenset({"s", "ms", "us"})  # real time, as `ppbench run` writes it
@@ -56,6 +59,14 @@ ALLREDUCE_COLOUR = "#56B4E9"  # sky blue: a data-parallel all-reduce
 
 ACTION_RE = re.compile(r"([FBIW])(\d+)\.(\d+)")
 
+# One row per rank: past this many a timeline is no longer a figure anyone can read, and a stray
+# tid (say 10^9) would otherwise make a figure of that many rows.
+MAX_RANKS = 1024
+DPI_RANGE = (10, 1200)
+WIDTH_RANGE = (2.0, 200.0)  # inches
+# matplotlib's own limit on a side, and a bound on the pixels in all (about 0.5 GB of RGBA).
+MAX_SIDE_PIXELS, MAX_PIXELS = 65535, 2**27
+
 
 @dataclass
 class Box:
@@ -68,11 +79,23 @@ class Box:
 
 
 def load_trace(path: Path) -> dict:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    """The trace in `path`, once its events and otherData are objects (InputError naming the
+    file where it cannot be read or is of another shape)."""
+    data = read_json(path, "trace", expect=None)
     if isinstance(data, list):  # the bare-array Chrome trace form
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise ValueError(f"{path}: not a Chrome trace (no traceEvents list)")
+        raise InputError(f"trace {path}: not a Chrome trace (no traceEvents list)")
+    for i, e in enumerate(data["traceEvents"]):
+        if not isinstance(e, dict):
+            raise InputError(f"trace {path}: traceEvents[{i}] is {json_kind(type(e))}, not an "
+                             "object")
+        if e.get("args") is not None and not isinstance(e["args"], dict):
+            raise InputError(f"trace {path}: traceEvents[{i}].args is "
+                             f"{json_kind(type(e['args']))}, not an object")
+    if data.get("otherData") is not None and not isinstance(data["otherData"], dict):
+        raise InputError(f"trace {path}: otherData is {json_kind(type(data['otherData']))}, "
+                         "not an object")
     return data
 
 
@@ -128,6 +151,10 @@ def build_boxes(events: list[dict]) -> tuple[list[Box], int]:
         boxes.append(Box(rank=int(e.get("tid", 0)), op=op, start=float(e["ts"]) / US_PER_UNIT,
                          dur=float(e.get("dur", 0)) / US_PER_UNIT, label=label,
                          shade=0.45 * mb / max_mb if max_mb > 0 else 0.0))
+    if stages_per_rank and not 0 <= min(stages_per_rank) <= max(stages_per_rank) < MAX_RANKS:
+        tid = min(stages_per_rank) if min(stages_per_rank) < 0 else max(stages_per_rank)
+        raise InputError(f"a compute event's tid (its rank) is {tid}: one row per rank is drawn, "
+                         f"so it must be 0 to {MAX_RANKS - 1}")
     ranks = max(stages_per_rank) + 1 if stages_per_rank else 0
     return boxes, ranks
 
@@ -176,7 +203,7 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
                   width: float | None = None, label: str | None = None) -> None:
     boxes, ranks = build_boxes(compute_events(trace))
     if not boxes:
-        raise ValueError("trace has no compute events (ph 'X', pid 0)")
+        raise InputError("the trace has no compute events (ph 'X', pid 0)")
     updates = events_of(trace, "update")
     allreduces = events_of(trace, "allreduce")
     # The step runs from its first action, update or all-reduce to the last one's end.
@@ -189,7 +216,13 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
     if width is None:  # wide enough for one-unit boxes to hold a label, within reason
         width = 16.0 if measured else min(20.0, max(12.0, 0.3 * makespan))
     height = 0.8
-    fig, ax = plt.subplots(figsize=(width, 1.3 + 0.42 * ranks), dpi=dpi)
+    fig_size = (width, 1.3 + 0.42 * ranks)
+    pixels = [round(side * dpi) for side in fig_size]
+    if max(pixels) > MAX_SIDE_PIXELS or pixels[0] * pixels[1] > MAX_PIXELS:
+        raise InputError(f"the figure of {ranks} ranks would be {pixels[0]} x {pixels[1]} pixels "
+                         f"(at most {MAX_SIDE_PIXELS} a side and {MAX_PIXELS} in all): lower "
+                         "--dpi or --width")
+    fig, ax = plt.subplots(figsize=fig_size, dpi=dpi)
 
     # Idle background: everything not covered by a box on a rank's row.
     ax.add_collection(PolyCollection(
@@ -227,7 +260,7 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
     ax.tick_params(axis="y", length=0)
     fig.tight_layout(rect=(0, 0.35 / fig_height, 1, 1))  # keep 0.35 in for the legend
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi)
+    atomic_savefig(fig, out, dpi=dpi)
     plt.close(fig)
 
 
@@ -273,7 +306,8 @@ def draw_labels(ax, boxes: list[Box], colours, t0: float, makespan: float,
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
+        prog="plot_timeline",
         description="Plot a per-rank pipeline timeline (PNG) from a ppbench trace.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", type=Path,
@@ -283,23 +317,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                         "for a measured trace, the machine)")
     parser.add_argument("--label", help="what the trace shows (e.g. 'transformer 1f1b D=4 N=8'), "
                                         "used in the default title instead of otherData")
-    parser.add_argument("--dpi", type=int, default=110, help="resolution (default: %(default)s)")
-    parser.add_argument("--width", type=float,
-                        help="figure width in inches (default: 12 to 20, by makespan)")
-    return parser.parse_args(argv)
+    parser.add_argument("--dpi", type=number(int, *DPI_RANGE), default=110,
+                        help="resolution, %d to %d (default: %%(default)s)" % DPI_RANGE)
+    parser.add_argument("--width", type=number(float, *WIDTH_RANGE),
+                        help="figure width in inches, %g to %g (default: 12 to 20, by makespan)"
+                             % WIDTH_RANGE)
+    args = parser.parse_args(argv)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0 with the figure written; a bad option, an unreadable trace or one of another shape
+    raise InputError (exit 2 through run), before anything is written."""
     args = parse_args(argv)
-    out = args.out or args.trace.with_suffix(".png")
-    try:
-        plot_timeline(load_trace(args.trace), out, args.title, args.dpi, args.width, args.label)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"plot_timeline: {e}", file=sys.stderr)
-        return 1
+    trace = load_trace(args.trace)
+    out = output_path(args.out or args.trace.with_suffix(".png"), "--out")
+    out = output_path(figure_path(out, "--out"), "--out")
+    with shaped(f"trace {args.trace}"):
+        try:
+            plot_timeline(trace, out, args.title, args.dpi, args.width, args.label)
+        except InputError as e:
+            raise InputError(f"trace {args.trace}: {e}") from None
     print(f"wrote {out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("plot_timeline", main))

@@ -36,14 +36,13 @@ number comes from the results files. The report is written atomically.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
 from pathlib import Path
 
-from report_format import DASH, DEFAULT_COST, SortKey, cost_of, date_range, field, \
-    provenance_values, status_counts, who_made
+from report_format import DASH, DEFAULT_COST, SortKey, check_records, cost_of, date_range, \
+    field, provenance_values, status_counts, who_made
 from report_html import markdown_to_html
 from report_measured import measured_overview, measured_tables, run_rows
 from report_papers import DATA_PIPELINE, DUALPIPE, GPIPE, LECTURES, ONE_F_ONE_B, PAPERS, \
@@ -52,8 +51,9 @@ from report_reference import reference_section
 from report_tables import dp_scaling_section, gpipe_scaling_section, gpipe_tables_section, \
     measured_dualpipe_section, zb_table5_section
 from report_theory import activation_table, bubble_tables, dualpipe_table
-from results_io import PpbenchError, atomic_write, load_records, order_key, schedule_order, \
-    schedule_registry
+from results_io import atomic_write, load_records, order_key, schedule_order, schedule_registry
+from script_cli import InputError, OneLineParser, number, number_list, output_path, read_json, \
+    run, shaped
 
 
 # --- header ----------------------------------------------------------------------------------
@@ -258,17 +258,21 @@ def add_schedule_tables(section: Section, schedules: list[str], rows: list[dict]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
+        prog="report",
         description="Write the markdown report (bubble tables, DualPipe comparison, activation "
                     "memory, measured runs, latest against the reference) from sweep results.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", type=Path, help="JSON Lines from scripts/sweep.py")
+    parser.add_argument("results", type=Path,
+                        help="JSON Lines from scripts/sweep.py")
     parser.add_argument("--out", type=Path, default=Path("results/latest/REPORT.md"),
                         help="report path (default: %(default)s)")
-    parser.add_argument("--pp", type=int, default=8,
-                        help="pipeline stages PP of the DualPipe comparison (default: %(default)s)")
-    parser.add_argument("--dualpipe-n", default="16,32",
-                        help="micro-batch counts of the DualPipe comparison (default: %(default)s)")
+    parser.add_argument("--pp", type=number(int, 2), default=8,
+                        help="pipeline stages PP of the DualPipe comparison, even (default: "
+                             "%(default)s)")
+    parser.add_argument("--dualpipe-n", type=number_list(int, 1), default=[16, 32],
+                        help="micro-batch counts of the DualPipe comparison, comma-separated "
+                             "(default: 16,32)")
     parser.add_argument("--measured", type=Path, action="append", default=[],
                         help="JSON Lines of `ppbench run` sweep rows (e.g. results/latest/cpu.jsonl): "
                              "adds the measured section; again for more files, read in the order "
@@ -307,55 +311,82 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the report's heading (default: %(default)s)")
     parser.add_argument("--cost", default=DEFAULT_COST,
                         help="cost setting of sections 2 and 3 (default: %(default)s)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.pp % 2:
+        # DualPipeV runs the PP stages on PP/2 devices.
+        parser.error(f"argument --pp: {args.pp} is odd (allowed: an even number >= 2)")
+    return args
 
 
-def read_optional(path: Path | None) -> list[dict] | None:
-    return None if path is None else load_records(path)
+def read_records(paths: list[Path], what: str) -> list[dict]:
+    """The records of `paths` (the later row of a point wins), checked for the report's fields."""
+    return check_records(load_records(*paths), f"{what} {', '.join(str(p) for p in paths)}")
+
+
+def read_optional(path: Path | None, what: str = "records") -> list[dict] | None:
+    return None if path is None else read_records([path], what)
+
+
+# The JSON tables the reproduction scripts write: option -> the sections that walk them.
+TABLE_SECTIONS = {
+    "--zb-table5": (zb_table5_section,),
+    "--dp-scaling": (dp_scaling_section,),
+    "--gpipe-tables": (gpipe_tables_section, gpipe_scaling_section),
+    "--dualpipe-measured": (measured_dualpipe_section,),
+}
+
+
+def read_table(path: Path | None, option: str) -> dict | None:
+    """The JSON object `option` names, once its sections render from it: a table of another
+    shape is named (InputError) before any output is written."""
+    if path is None:
+        return None
+    table = read_json(path, option, expect=dict)
+    with shaped(f"{option} {path}"):
+        for section in TABLE_SECTIONS[option]:
+            section(table, str(path))
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0 with the report written; a bad option, file, record or table raises InputError
+    (exit 2 through run) before anything is written, and a ppbench that cannot list its
+    schedules PpbenchError (its own status)."""
     args = parse_args(argv)
-    try:
-        rows = load_records(args.results)
-        measured = load_records(*args.measured)
-        reference = read_optional(args.reference)
-        reference_measured = read_optional(args.reference_measured)
-        zb_table5 = json.loads(args.zb_table5.read_text(encoding="utf-8")) \
-            if args.zb_table5 else None
-        dp_scaling = json.loads(args.dp_scaling.read_text(encoding="utf-8")) \
-            if args.dp_scaling else None
-        gpipe_tables = json.loads(args.gpipe_tables.read_text(encoding="utf-8")) \
-            if args.gpipe_tables else None
-        dualpipe_measured = json.loads(args.dualpipe_measured.read_text(encoding="utf-8")) \
-            if args.dualpipe_measured else None
-    except (OSError, ValueError) as e:
-        print(f"report: {e}", file=sys.stderr)
-        return 1
+    rows = read_records([args.results], "records")
     if not rows:
-        print(f"report: no rows in {args.results}", file=sys.stderr)
-        return 1
-    try:
-        registry = schedule_registry(args.ppbench)
-    except PpbenchError as e:
-        print(f"report: {e}", file=sys.stderr)
-        return e.code
-    ns = tuple(int(n) for n in args.dualpipe_n.split(","))
-    text = build_report(
-        rows, str(args.results), args.pp, args.cost, ns, measured,
-        ", ".join(str(p) for p in args.measured),
-        registry, reference, str(args.reference or ""), reference_measured,
-        str(args.reference_measured or ""), zb_table5, str(args.zb_table5 or ""), dp_scaling,
-        str(args.dp_scaling or ""), gpipe_tables, str(args.gpipe_tables or ""),
-        dualpipe_measured, str(args.dualpipe_measured or ""),
-        Figures(args.figures, args.out.parent), args.title)
+        raise InputError(f"records {args.results}: no rows")
+    measured = read_records(args.measured, "--measured") if args.measured else []
+    reference = read_optional(args.reference, "--reference")
+    reference_measured = read_optional(args.reference_measured, "--reference-measured")
+    zb_table5 = read_table(args.zb_table5, "--zb-table5")
+    dp_scaling = read_table(args.dp_scaling, "--dp-scaling")
+    gpipe_tables = read_table(args.gpipe_tables, "--gpipe-tables")
+    dualpipe_measured = read_table(args.dualpipe_measured, "--dualpipe-measured")
+    # Both outputs checked before either is written: no report without its HTML page.
+    output_path(args.out, "--out")
+    if args.html:
+        output_path(args.html, "--html")
+    registry = schedule_registry(args.ppbench)
+    inputs = ", ".join(str(p) for p in [args.results, *args.measured, args.reference,
+                                        args.reference_measured] if p)
+    with shaped(f"records {inputs}"):
+        text = build_report(
+            rows, str(args.results), args.pp, args.cost, tuple(args.dualpipe_n), measured,
+            ", ".join(str(p) for p in args.measured),
+            registry, reference, str(args.reference or ""), reference_measured,
+            str(args.reference_measured or ""), zb_table5, str(args.zb_table5 or ""),
+            dp_scaling, str(args.dp_scaling or ""), gpipe_tables, str(args.gpipe_tables or ""),
+            dualpipe_measured, str(args.dualpipe_measured or ""),
+            Figures(args.figures, args.out.parent), args.title)
+    html = markdown_to_html(text, args.out.parent, args.title) if args.html else None
     atomic_write(args.out, text)
     print(f"wrote {args.out}")
-    if args.html:
-        atomic_write(args.html, markdown_to_html(text, args.out.parent, args.title))
+    if html is not None:
+        atomic_write(args.html, html)
         print(f"wrote {args.html}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("report", main))

@@ -7,8 +7,11 @@ a machine reads the same in every section of the report (scripts/report.py).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any, Callable
+
+from script_cli import InputError, json_kind
 
 DEFAULT_COST = "F=1,B=2"
 DASH = "—"
@@ -24,6 +27,64 @@ def field(row: dict, key: str, default: Any = None) -> Any:
     if row.get(key) is not None:
         return row[key]
     return (row.get("point") or {}).get(key, default)
+
+
+# What the report and the plots read of a record, by kind: a record of another shape is the
+# input's fault, named as such by check_records before any table is walked.
+WHOLE_FIELDS = ("devices", "microbatches", "chunks", "group_size", "replicas", "stages")
+NUMBER_FIELDS = ("bubble_fraction", "makespan")
+OBJECT_FIELDS = ("point", "closed_form", "measured", "predicted", "throughput", "fidelity",
+                 "provenance", "gpu")
+
+
+def is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def check_records(rows: list[dict], where: str) -> list[dict]:
+    """The rows, once each has a schedule, D and N (at its top level or in its point) and the
+    fields the report and the plots read are of their kind (whole numbers, finite numbers,
+    objects, a list of per-rank objects) where present; else InputError naming `where`, the
+    field and its value, instead of a traceback deep in a table."""
+    for row in rows:
+        name = row.get("schedule", (row.get("point") or {}).get("schedule")
+                       if isinstance(row.get("point"), dict) else None)
+
+        def bad(key: str, value: Any, wanted: str) -> InputError:
+            return InputError(f"{where}: a record{f' of {name}' if name else ''} has {key} "
+                              f"{value!r} ({json_kind(type(value))}), not {wanted}")
+
+        for key in OBJECT_FIELDS:
+            if row.get(key) is not None and not isinstance(row[key], dict):
+                raise bad(key, row[key], "an object")
+        for part in ("row", "point"):
+            record = row if part == "row" else row.get("point") or {}
+            for key in WHOLE_FIELDS:
+                value = record.get(key)
+                if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                    raise bad(key if part == "row" else f"point.{key}", value, "a whole number")
+        for key in ("schedule", "devices", "microbatches"):
+            if field(row, key) is None:
+                raise InputError(f"{where}: a record{f' of {name}' if name else ''} has no "
+                                 f"{key}")
+        for part in ("", "closed_form", "measured", "predicted"):
+            record = (row.get(part) or {}) if part else row
+            for key in NUMBER_FIELDS:
+                value = record.get(key)
+                if value is not None and not is_number(value):
+                    raise bad(f"{part}.{key}" if part else key, value, "a finite number")
+        per_rank = row.get("activation_bytes")
+        if per_rank is not None:
+            if not isinstance(per_rank, list):
+                raise bad("activation_bytes", per_rank, "a list of per-rank objects")
+            for entry in per_rank:
+                if not isinstance(entry, dict):
+                    raise bad("activation_bytes[]", entry, "an object")
+                for key, value in entry.items():
+                    if key in ("rank", "measured_peak_bytes", "model_peak_bytes") and \
+                            value is not None and not is_number(value):
+                        raise bad(f"activation_bytes[].{key}", value, "a finite number")
+    return rows
 
 
 def cost_of(row: dict) -> str:

@@ -15,29 +15,31 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-# ppbench's exit codes: 2 bad input, 3 a machine or environment problem.
-EXIT_INVALID, EXIT_MACHINE = 2, 3
+from script_cli import EXIT_INVALID, EXIT_MACHINE, InputError, OneLineParser, ScriptError, \
+    output_path, read_text, run
 
 
-class PpbenchError(Exception):
+class PpbenchError(ScriptError):
     """ppbench could not be used; .code is the exit code to leave with (2: no such file,
     3: it exists but cannot run, 1: it ran and failed)."""
 
     def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.code = code
+        super().__init__(message, code)
 
 
 def load_rows(path: Path) -> list[dict]:
-    """The JSON objects of a JSON Lines file; a line that is not JSON is skipped with a warning."""
+    """The JSON objects of a JSON Lines file; a line that is not JSON is skipped with a warning
+    (a line a killed writer left half written, see append_text). A file that cannot be read, or
+    is not text, is an InputError."""
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path, "records").splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -102,6 +104,40 @@ def atomic_write(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def figure_path(out: Path, what: str = "--out") -> Path:
+    """The file a figure for `out` is written to: its format from the suffix, and a name without
+    one gets ".png" (as matplotlib's savefig would); a suffix matplotlib cannot write is an
+    InputError naming `what`, found before any work rather than at the end of it."""
+    out = Path(out)
+    if not out.suffix:
+        return out.with_name(out.name + ".png")
+    from matplotlib.backend_bases import FigureCanvasBase
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if out.suffix[1:].lower() not in formats:
+        raise InputError(f"{what} {out}: matplotlib cannot write a .{out.suffix[1:]} file "
+                         f"(allowed: {', '.join('.' + f for f in sorted(formats))})")
+    return out
+
+
+def atomic_savefig(fig: Any, path: Path, **savefig_args: Any) -> None:
+    """fig.savefig(path), atomically as atomic_write: the figure is drawn into a sibling temp
+    file in the format of path's suffix (png where it has none, as matplotlib does) and renamed
+    over path, so a killed or failing draw never leaves half an image."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fmt = path.suffix[1:].lower() or "png"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        os.chmod(tmp, file_mode(path))
+        fig.savefig(tmp, format=fmt, **savefig_args)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -218,17 +254,35 @@ def order_key(order: list[str]) -> Callable[[str], tuple[int, str]]:
     return key
 
 
-def ppbench_json(ppbench: str, args: Iterable[str]) -> dict:
-    """The JSON record `ppbench ARGS` prints; PpbenchError where it exits non-zero, with its
-    message and, as .code, its exit status where that is the contract's 2 (bad input) or 3 (the
-    machine), else 1."""
+def ppbench_text(ppbench: str, args: Iterable[str]) -> str:
+    """What `ppbench ARGS` prints on stdout; PpbenchError where it is not a program (.code 2),
+    cannot be started (3) or exits non-zero, with its message and, as .code, its exit status
+    where that is the contract's 2 (bad input) or 3 (the machine), else 1."""
     args = [str(a) for a in args]
-    done = subprocess.run([ppbench, *args], capture_output=True, text=True, check=False)
+    if not (os.path.isfile(ppbench) or shutil.which(ppbench)):
+        raise PpbenchError(f"ppbench '{ppbench}' is not a program (build it first: make)",
+                           EXIT_INVALID)
+    try:
+        done = subprocess.run([ppbench, *args], capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise PpbenchError(f"cannot run ppbench '{ppbench}': {e.strerror or e}",
+                           EXIT_MACHINE) from None
     if done.returncode != 0:
         code = done.returncode if done.returncode in (EXIT_INVALID, EXIT_MACHINE) else 1
         raise PpbenchError(f"ppbench {' '.join(args)}: exit {done.returncode}: "
                            f"{done.stderr.strip()}", code)
-    return json.loads(done.stdout)
+    return done.stdout
+
+
+def ppbench_json(ppbench: str, args: Iterable[str]) -> dict:
+    """The JSON record `ppbench ARGS` prints (ppbench_text); PpbenchError (1) where it prints
+    something else."""
+    args = [str(a) for a in args]
+    text = ppbench_text(ppbench, args)
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise PpbenchError(f"'{ppbench} {' '.join(args)}' printed no JSON record", 1) from None
 
 
 def table_script_main(doc: str, name: str, default_out: str,
@@ -237,21 +291,30 @@ def table_script_main(doc: str, name: str, default_out: str,
                       argv: list[str] | None = None) -> int:
     """The command line of a script that builds one reference table from ppbench's output
     (dp_scaling.py, zb_table5.py): --ppbench and --out, the table written atomically as JSON
-    and its markdown printed; one line and exit 1 where `build` raises one of `errors`."""
+    and its markdown printed; one line and exit 1 where `build` raises one of `errors`, and the
+    contract's one line and exit status (script_cli) for bad options, an unwritable --out or a
+    ppbench that cannot be run."""
     import argparse
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0],
-                                     epilog=doc.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=Path(default_out),
-                        help="(default: %(default)s)")
-    args = parser.parse_args(argv)
-    try:
-        table = build(args.ppbench)
-    except errors as e:
-        print(f"{name}: {e}", file=sys.stderr)
-        return 1
-    atomic_write(args.out, json.dumps(table, indent=1) + "\n")
-    sys.stdout.write(table["markdown"])
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+
+    def main(argv: list[str] | None) -> int:
+        parser = OneLineParser(prog=name, description=doc.splitlines()[0],
+                               epilog=doc.split("\n\n", 1)[1],
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
+        parser.add_argument("--out", type=Path, default=Path(default_out),
+                            help="(default: %(default)s)")
+        args = parser.parse_args(argv)
+        output_path(args.out)
+        try:
+            table = build(args.ppbench)
+        except PpbenchError:
+            raise
+        except errors as e:
+            print(f"{name}: {e}", file=sys.stderr)
+            return 1
+        atomic_write(args.out, json.dumps(table, indent=1) + "\n")
+        sys.stdout.write(table["markdown"])
+        print(f"wrote {args.out}", file=sys.stderr)
+        return 0
+
+    return run(name, main, argv)

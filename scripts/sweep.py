@@ -106,6 +106,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from results_io import EXIT_INVALID, EXIT_MACHINE, PpbenchError, atomic_write
+from script_cli import InputError, OneLineParser
 from sweep_point import MPIRUN, Point
 from sweep_process import (MPI_VERSION_LINE, STOP, Stopped, probe, run_point, stop_signals,
                            visible_gpu_count)
@@ -289,9 +290,11 @@ def summarize(prefixes: list[Path], reports: list[str] | None = None,
     summaries = []
     for prefix in prefixes:
         try:
-            summaries.append((prefix, json.loads(summary_path(prefix).read_text(encoding="utf-8"))))
-        except (OSError, ValueError):
-            summaries.append((prefix, None))
+            summary = json.loads(summary_path(prefix).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            summary = None
+        # A summary of another shape is as good as none: the lines below name it "not run".
+        summaries.append((prefix, summary if isinstance(summary, dict) else None))
     by = [s["recorded_by"] for _, s in summaries if s and isinstance(s.get("recorded_by"), dict)]
     lines = ["bench summary:"]
     if by:
@@ -317,14 +320,6 @@ def summarize(prefixes: list[Path], reports: list[str] | None = None,
     return lines
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """Bad options are one line on stderr and exit 2, like ppbench."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"sweep: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
-
-
 def timeout_arg(text: str) -> float:
     try:
         return positive_finite(text, "--timeout")
@@ -334,7 +329,7 @@ def timeout_arg(text: str) -> float:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = OneLineParser(
-        description="Run `ppbench simulate` or `ppbench run` over the cartesian product of a "
+        prog="sweep", description="Run `ppbench simulate` or `ppbench run` over the cartesian product of a "
                     "sweep spec and record each point in PREFIX.jsonl and PREFIX.csv.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("spec", type=Path, nargs="?",
@@ -386,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     except MachineError as e:
         print(f"sweep: {e}", file=sys.stderr)
         return EXIT_MACHINE
+    except InputError as e:  # the records file: not text this sweep can read
+        print(f"sweep: {e}", file=sys.stderr)
+        return EXIT_INVALID
     except Interrupted as e:
         print(f"sweep: {e}", file=sys.stderr, flush=True)
         return 128 + e.signum

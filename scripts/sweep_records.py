@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from results_io import append_jsonl, append_text, atomic_write, rewrite_jsonl
+from script_cli import read_text
 from sweep_point import RUN_KEYS, SPEC_KEYS, Point, format_number, make_point
 
 # What makes a recorded row stand for this sweep's run of the same point (sweep.py: Resume).
@@ -92,7 +93,7 @@ class Records:
         self.unattributed = 0
         self.lines = 0
         if self.path.exists():
-            for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            for n, line in enumerate(read_text(self.path, "records").splitlines(), 1):
                 if not line.strip():
                     continue
                 self.lines += 1

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import script_cli
+from script_cli import InputError
 from sweep_point import COMMANDS, RUN_KEYS, SPEC_KEYS, Point, make_point
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,11 +26,11 @@ GROUP_META_KEYS = ("name", "description")
 RUN_GROUP_META_KEYS = GROUP_META_KEYS + ("min_gpus",)
 
 
-class SpecError(Exception):
+class SpecError(InputError):
     """A bad spec or option: one line for the user, exit 2."""
 
 
-class MachineError(Exception):
+class MachineError(script_cli.MachineError):
     """The machine or environment stops the sweep (a module missing, the prefix locked): exit 3."""
 
 
@@ -96,6 +98,8 @@ def load_spec(path: Path) -> tuple[dict, list[Point]]:
     naming the file, the group and the key; MachineError (exit 3) without jsonschema."""
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except OSError as e:
         raise SpecError(f"{path}: cannot read the spec: {e.strerror or e}") from None
     try:
@@ -104,6 +108,8 @@ def load_spec(path: Path) -> tuple[dict, list[Point]]:
         raise SpecError(f"{path}: not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
     except ValueError as e:
         raise SpecError(f"{path}: not JSON: {e}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: not JSON this sweep can read (nested too deep)") from None
     problem = schema_problem(spec)
     if problem:
         raise SpecError(f"{path}: {problem}")
@@ -206,14 +212,20 @@ def describe_schema_error(error: Any, spec: Any, schema: dict) -> str:
             f"{key_description(schema, group, key)}")
 
 
+# The longest a point may run: a week, as the schema bounds a spec's "timeout" (a larger one
+# overflows the clock arithmetic of the process that waits for it).
+MAX_TIMEOUT_S = 604800
+
+
 def positive_finite(value: Any, what: str) -> float:
-    """value as seconds: a positive, finite number, else SpecError."""
+    """value as seconds: a positive, finite number up to MAX_TIMEOUT_S, else SpecError."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise SpecError(f"{what} must be a positive number of seconds, got {value!r}") from None
-    if not math.isfinite(number) or number <= 0:
-        raise SpecError(f"{what} must be a positive, finite number of seconds, got {value!r}")
+    if not math.isfinite(number) or number <= 0 or number > MAX_TIMEOUT_S:
+        raise SpecError(f"{what} must be a positive, finite number of seconds up to "
+                        f"{MAX_TIMEOUT_S} (a week), got {value!r}")
     return number
 
 

@@ -16,14 +16,19 @@ When PyTorch's constructor rejects the parameters, its message is printed on std
 and prints one line per case where the two differ or only one side accepts the parameters, then
 the counts; exit 0 when every case matched.
 
-Needs torch (not installed in CI): this is a tool for checking the generators by hand.
+Needs torch (not installed in CI): this is a tool for checking the generators by hand. Exit 2
+for a bad argument or a PPBENCH that is not a program, 3 without torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
+
+from script_cli import InputError, OneLineParser, ScriptError, number, require_module, run
 
 CLASSES = {"looped-bfs": "ScheduleLoopedBFS", "interleaved-zb": "ScheduleInterleavedZeroBubble"}
 LETTERS = {"FORWARD": "F", "FULL_BACKWARD": "B", "BACKWARD_INPUT": "I", "BACKWARD_WEIGHT": "W"}
@@ -66,8 +71,13 @@ def ppbench_order(exe: str, family: str, d: int, n: int, v: int) -> tuple[int, s
 
 
 def span(text: str) -> range:
+    """An argparse type: "A" or "A-B", whole numbers 1 <= A <= B."""
     lo, _, hi = text.partition("-")
-    return range(int(lo), int(hi or lo) + 1)
+    one = number(int, 1)
+    first, last = one(lo), one(hi or lo)
+    if last < first:
+        raise argparse.ArgumentTypeError(f"'{text}' is an empty range (give A-B with A <= B)")
+    return range(first, last + 1)
 
 
 def compare(exe: str, devices: range, chunks: range) -> int:
@@ -95,26 +105,37 @@ def compare(exe: str, devices: range, chunks: range) -> int:
     return 1 if mismatches else 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="torch_orders", description=__doc__.split("\n")[0])
     ap.add_argument("args", nargs="*", help="FAMILY D N [V]")
     ap.add_argument("--compare", metavar="PPBENCH", help="compare with this ppbench binary")
-    ap.add_argument("--devices", default="2-8", help="D range for --compare (default 2-8)")
-    ap.add_argument("--chunks", default="1-3", help="V range for --compare (default 1-3)")
-    a = ap.parse_args()
+    ap.add_argument("--devices", type=span, default="2-8",
+                    help="D range for --compare (default 2-8)")
+    ap.add_argument("--chunks", type=span, default="1-3",
+                    help="V range for --compare (default 1-3)")
+    a = ap.parse_args(argv)
     if a.compare:
-        return compare(a.compare, span(a.devices), span(a.chunks))
+        if not (os.path.isfile(a.compare) or shutil.which(a.compare)):
+            raise InputError(f"--compare '{a.compare}' is not a program (build it first: make)")
+        require_module("torch", "torch_orders.py (PyTorch's schedule classes)")
+        return compare(a.compare, a.devices, a.chunks)
     if len(a.args) not in (3, 4) or a.args[0] not in CLASSES:
         ap.error(f"give FAMILY D N [V], FAMILY one of {', '.join(CLASSES)}")
-    family, d, n = a.args[0], int(a.args[1]), int(a.args[2])
-    v = int(a.args[3]) if len(a.args) == 4 else 2
+    values = []
+    for name, text in zip("DNV", (a.args[1:] + ["2"])[:3]):  # V is 2 unless given
+        try:
+            values.append(number(int, 1)(text))
+        except argparse.ArgumentTypeError as e:
+            ap.error(f"{name}: {e}")
+    family, (d, n, v) = a.args[0], values
+    require_module("torch", "torch_orders.py (PyTorch's schedule classes)")
     try:
-        sys.stdout.write(torch_order(family, d, n, v))
-    except Exception as e:
-        print(f"PyTorch rejects {family} D={d} N={n} v={v}: {e}", file=sys.stderr)
-        return 1
+        order = torch_order(family, d, n, v)
+    except Exception as e:  # noqa: BLE001 - PyTorch's rejection, whatever its type
+        raise ScriptError(f"PyTorch rejects {family} D={d} N={n} v={v}: {e}") from None
+    sys.stdout.write(order)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("torch_orders", main))

@@ -12,7 +12,7 @@ benchmarks/cuda_layer_bench.cpp gives its BM_LlamaPart rows (see PARTS), in "par
 scripts/compare_torch.py matches the two by those names.
 
 Prints one JSON object (and writes it to --out atomically when given). Exit 2 with a one-line
-message when torch or a CUDA GPU is missing.
+message for a bad option (checked first, torch or not), 3 when torch or a CUDA GPU is missing.
 """
 from __future__ import annotations
 
@@ -24,31 +24,37 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from results_io import atomic_write
+from script_cli import MachineError, OneLineParser, number, output_path, require_module, run
 
 # The parts, as cuda_layer_bench names them, and how often one layer runs each.
 PARTS = {"rmsnorm": 2, "qkv_proj": 1, "attention_core": 1, "out_proj": 1, "swiglu_mlp": 1}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--hidden", type=int, default=4096)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--ffn", type=int, default=14336)
-    p.add_argument("--seq", type=int, default=4096)
-    p.add_argument("--micro-batch", type=int, default=1)
+    """The options, each checked here, before torch is imported or a GPU looked for."""
+    p = OneLineParser(prog="torch_reference", description=__doc__.split("\n\n")[0])
+    positive = number(int, 1)
+    p.add_argument("--hidden", type=positive, default=4096)
+    p.add_argument("--heads", type=positive, default=32)
+    p.add_argument("--kv-heads", type=positive, default=8)
+    p.add_argument("--ffn", type=positive, default=14336)
+    p.add_argument("--seq", type=positive, default=4096)
+    p.add_argument("--micro-batch", type=positive, default=1)
     p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=number(int, 0), default=5)
+    p.add_argument("--iters", type=positive, default=20,
+                   help="timed steps, whose median is reported (>= 1)")
     p.add_argument("--parts", action="store_true",
                    help="also time each part of the layer alone (JSON key 'parts')")
-    p.add_argument("--out", help="also write the JSON here (atomically)")
-    return p.parse_args(argv)
-
-
-def fail(msg: str) -> None:
-    print(f"torch_reference: {msg}", file=sys.stderr)
-    sys.exit(2)
+    p.add_argument("--out", type=Path, help="also write the JSON here (atomically)")
+    a = p.parse_args(argv)
+    if a.hidden % a.heads or a.heads % a.kv_heads:
+        p.error(f"--heads {a.heads} must divide --hidden {a.hidden} and --kv-heads {a.kv_heads} "
+                f"must divide --heads")
+    if (a.hidden // a.heads) % 2:
+        p.error(f"the head size --hidden / --heads = {a.hidden // a.heads} must be even (RoPE "
+                "rotates its two halves)")
+    return a
 
 
 def layer_flops(a: argparse.Namespace) -> float:
@@ -234,14 +240,11 @@ def sdpa_kernel_used(torch, fn, inputs) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    try:
-        import torch
-    except ImportError as e:
-        fail(f"PyTorch is not installed ({e}); install torch with CUDA to time the reference")
+    if a.out is not None:
+        output_path(a.out, "--out")
+    torch = require_module("torch", "timing the PyTorch reference (install torch with CUDA)")
     if not torch.cuda.is_available():
-        fail("no CUDA GPU visible to PyTorch (torch.cuda.is_available() is False)")
-    if a.hidden % a.heads or a.heads % a.kv_heads:
-        fail("heads must divide hidden and kv-heads must divide heads")
+        raise MachineError("no CUDA GPU visible to PyTorch (torch.cuda.is_available() is False)")
 
     dev = torch.device("cuda")
     dt = torch.bfloat16 if a.dtype == "bf16" else torch.float32
@@ -274,9 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(result)
     print(text)
     if a.out:
-        atomic_write(Path(a.out), text + "\n")
+        atomic_write(a.out, text + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("torch_reference", main))

@@ -5,10 +5,11 @@ search, JSON out), at D = 8 with a global batch of 32 (N in {8, 16, 32}; docs/sc
 
     scripts/tune_speed.py [PPBENCH] [--runs 50]
 """
-import argparse
-import json
-import subprocess
+import sys
 import time
+
+from results_io import ppbench_json
+from script_cli import OneLineParser, number, run
 
 WORKLOADS = {
     "mlp": ["--workload", "mlp", "--layers", "32", "--width", "1024"],
@@ -16,19 +17,19 @@ WORKLOADS = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="tune_speed", description=__doc__.splitlines()[0])
     ap.add_argument("ppbench", nargs="?", default="build/ppbench")
-    ap.add_argument("--runs", type=int, default=50)
-    a = ap.parse_args()
+    ap.add_argument("--runs", type=number(int, 1), default=50)
+    a = ap.parse_args(argv)
     for name, wl in WORKLOADS.items():
-        args = [a.ppbench, "tune", *wl, "-d", "8", "--global-batch", "32",
-                "--memory-limit-bytes", "1T", "--format", "json"]
+        args = ["tune", *wl, "-d", "8", "--global-batch", "32", "--memory-limit-bytes", "1T",
+                "--format", "json"]
         start = time.perf_counter()
         for _ in range(a.runs):
-            out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+            record = ppbench_json(a.ppbench, args)  # PpbenchError (its exit status) on failure
         per_run = (time.perf_counter() - start) / a.runs
-        cands = json.loads(out)["candidates"]
+        cands = record["candidates"]
         simulated = sum(c["status"] != "invalid" for c in cands)
         at32 = sum(c["status"] != "invalid" and c["microbatches"] == 32 for c in cands)
         print(f"{name}: {simulated} candidates simulated ({at32} at N=32) in {per_run * 1e3:.1f} ms "
@@ -36,5 +37,8 @@ def main():
               f"(counting the N=32 ones alone: {at32 / per_run:.0f} per second)")
 
 
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(run("tune_speed", main))

@@ -13,13 +13,14 @@ neither Megatron nor torch is needed. Not run in CI.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import subprocess
 import sys
 import types
 from pathlib import Path
+
+from results_io import ppbench_text
+from script_cli import InputError, OneLineParser, number, read_text, run, shaped
 
 
 def load_generator(path: Path):
@@ -38,7 +39,14 @@ def load_generator(path: Path):
         sys.modules.setdefault(".".join(parts[:k]), types.ModuleType(".".join(parts[:k])))
     sys.modules[stand_in.__name__] = stand_in
     namespace: dict = {"__name__": "zbv_greedy"}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    source = read_text(path, "--ref")
+    try:
+        exec(compile(source, str(path), "exec"), namespace)
+    except Exception as e:  # noqa: BLE001 - whatever the file raises, it is not the reference
+        raise InputError(f"--ref {path}: does not load as the reference's zbv_greedy.py "
+                         f"({type(e).__name__}: {e})") from None
+    if "PipelineGraph" not in namespace:
+        raise InputError(f"--ref {path}: defines no PipelineGraph (not zbv_greedy.py)")
     return namespace["PipelineGraph"]
 
 
@@ -56,31 +64,33 @@ def reference_text(graph_class, mem: str, devices: int, microbatches: int) -> st
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="v_memory_reference_orders", description=__doc__.splitlines()[0])
     ap.add_argument("--ref", type=Path, required=True, help="path to zbv_greedy.py")
     ap.add_argument("--compare", metavar="PPBENCH", help="compare with this ppbench binary")
-    ap.add_argument("--max-devices", type=int, default=8)
-    ap.add_argument("--max-microbatches", type=int, default=16)
+    ap.add_argument("--max-devices", type=number(int, 1, 64), default=8)
+    ap.add_argument("--max-microbatches", type=number(int, 1, 256), default=16)
     ap.add_argument("mem", nargs="?", choices=["half", "min"])
-    ap.add_argument("devices", nargs="?", type=int)
-    ap.add_argument("microbatches", nargs="?", type=int)
-    args = ap.parse_args()
+    ap.add_argument("devices", nargs="?", type=number(int, 1, 1024))
+    ap.add_argument("microbatches", nargs="?", type=number(int, 1, 100000))
+    args = ap.parse_args(argv)
+    if not args.compare and (args.mem is None or args.devices is None or
+                             args.microbatches is None):
+        ap.error("give MEM D N, or --compare PPBENCH")
     graph_class = load_generator(args.ref)
     if not args.compare:
-        if args.mem is None or args.devices is None or args.microbatches is None:
-            ap.error("give MEM D N, or --compare PPBENCH")
-        sys.stdout.write(reference_text(graph_class, args.mem, args.devices, args.microbatches))
+        with shaped(f"--ref {args.ref}"):
+            text = reference_text(graph_class, args.mem, args.devices, args.microbatches)
+        sys.stdout.write(text)
         return 0
     mismatches = 0
     checked = 0
     for mem in ["half", "min"]:
         for d in range(1, args.max_devices + 1):
             for n in range(1, args.max_microbatches + 1):
-                want = reference_text(graph_class, mem, d, n)
-                got = subprocess.run(
-                    [args.compare, "show", "-s", f"v-{mem}", "-d", str(d), "-n", str(n)],
-                    capture_output=True, text=True, check=True).stdout
+                with shaped(f"--ref {args.ref}"):
+                    want = reference_text(graph_class, mem, d, n)
+                got = ppbench_text(args.compare, ["show", "-s", f"v-{mem}", "-d", d, "-n", n])
                 checked += 1
                 if got != want:
                     mismatches += 1
@@ -90,4 +100,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("v_memory_reference_orders", main))

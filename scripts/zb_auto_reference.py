@@ -23,6 +23,8 @@ import sys
 import types
 from typing import List, Optional
 
+from script_cli import InputError, OneLineParser, number, read_text, run, shaped
+
 
 @dataclasses.dataclass
 class GraphConfig:
@@ -65,20 +67,29 @@ def install_stubs():
 
 
 def load_zb(path):
+    """The reference's zb.py, run as a module; a file that is not Python, or that fails as it
+    loads, is an InputError naming it."""
     install_stubs()
     module = types.ModuleType("zb_reference")
-    with open(path, encoding="utf-8") as f:
-        exec(compile(f.read(), path, "exec"), module.__dict__)
+    source = read_text(path, "zb.py")
+    try:
+        exec(compile(source, path, "exec"), module.__dict__)
+    except Exception as e:  # noqa: BLE001 - whatever the file raises, it is not the reference
+        raise InputError(f"zb.py {path}: does not load as the reference's zb.py "
+                         f"({type(e).__name__}: {e})") from None
     return module
 
 
 def parse_cost(text):
+    """An argparse type: F=..,I=..,W=.. (finite, >= 0), the others 1."""
     costs = {"F": 1.0, "I": 1.0, "W": 1.0}
+    cost = number(float, 0)
     for part in text.split(","):
         key, _, value = part.partition("=")
         if key not in costs:
-            raise SystemExit(f"--cost: unknown key {key!r} (allowed: F, I, W)")
-        costs[key] = float(value)
+            raise argparse.ArgumentTypeError(f"unknown key {key!r} in '{text}' "
+                                             "(allowed: F, I, W)")
+        costs[key] = cost(value)
     return costs
 
 
@@ -107,29 +118,25 @@ def reference_order(zb, devices, microbatches, costs, comm, limit, w_memory=1.0)
     return "\n".join(lines) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    ap = OneLineParser(prog="zb_auto_reference", description=__doc__.splitlines()[0])
     ap.add_argument("zb_py", help="the reference's zerobubble/scheduler/zb.py")
-    ap.add_argument("--devices", type=int, required=True)
-    ap.add_argument("--microbatches", type=int, required=True)
-    ap.add_argument("--memory-limit", type=float, required=True, help="in M_B per rank")
-    ap.add_argument("--cost", default="F=1,I=1,W=1")
-    ap.add_argument("--comm", type=float, default=0.0)
-    ap.add_argument("--w-memory", type=float, default=1.0, help="M_W / M_B (default 1)")
-    args = ap.parse_args()
+    ap.add_argument("--devices", type=number(int, 1, 1024), required=True)
+    ap.add_argument("--microbatches", type=number(int, 1, 100000), required=True)
+    ap.add_argument("--memory-limit", type=number(float, 0), required=True,
+                    help="in M_B per rank")
+    ap.add_argument("--cost", type=parse_cost, default=parse_cost("F=1,I=1,W=1"))
+    ap.add_argument("--comm", type=number(float, 0), default=0.0)
+    ap.add_argument("--w-memory", type=number(float, 0), default=1.0,
+                    help="M_W / M_B (default 1)")
+    args = ap.parse_args(argv)
     zb = load_zb(args.zb_py)
-    sys.stdout.write(
-        reference_order(
-            zb,
-            args.devices,
-            args.microbatches,
-            parse_cost(args.cost),
-            args.comm,
-            args.memory_limit,
-            args.w_memory,
-        )
-    )
+    with shaped(f"zb.py {args.zb_py}"):
+        order = reference_order(zb, args.devices, args.microbatches, args.cost, args.comm,
+                                args.memory_limit, args.w_memory)
+    sys.stdout.write(order)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("zb_auto_reference", main))

@@ -279,13 +279,14 @@ def test_bad_input_exits_2_with_one_line(tmp_path, make, words):
     assert not out.exists()
 
 
-def test_torch_reference_exits_2_without_torch_or_gpu(tmp_path):
-    # No GPU is visible either way (CUDA_VISIBLE_DEVICES=""), so this never times anything.
+def test_torch_reference_exits_3_without_torch_or_gpu(tmp_path):
+    # No GPU is visible either way (CUDA_VISIBLE_DEVICES=""), so this never times anything. A
+    # missing module or GPU is the machine's (exit 3), not the caller's input (exit 2).
     out = tmp_path / "torch.json"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run([sys.executable, str(TORCH_REF), "--parts", "--out", str(out)],
                           capture_output=True, text=True, check=False, env=env)
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("torch_reference: ")
     assert not out.exists()

@@ -7,6 +7,7 @@ import pytest
 
 import dualpipe_measured as dm
 import report_tables
+from script_cli import run
 
 COSTS = {"F": 1.0, "I": 1.0, "W": 0.5, "B": 1.5, "FB": 2.5}
 
@@ -43,10 +44,14 @@ def test_comparisons() -> None:
 
 
 def test_main_refuses_bad_input(capsys: pytest.CaptureFixture) -> None:
-    assert dm.main(["--comparisons", "pp5"]) == 2
-    assert "pp5" in capsys.readouterr().err
-    assert dm.main(["--repeats", "0"]) == 2
-    assert "--repeats 0" in capsys.readouterr().err
+    # Refused by the parser (SystemExit 2, one line), before anything runs.
+    for args, words in ((["--comparisons", "pp5"], "pp5"),
+                        (["--repeats", "0"], "--repeats: 0 is out of range")):
+        with pytest.raises(SystemExit) as refused:
+            dm.main(args)
+        assert refused.value.code == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and words in err, err
 
 
 def test_main_passes_ppbench_refusals_on(tmp_path, capsys: pytest.CaptureFixture) -> None:
@@ -55,7 +60,8 @@ def test_main_passes_ppbench_refusals_on(tmp_path, capsys: pytest.CaptureFixture
                         "exit 2\n")
     refusing.chmod(0o755)
     out = tmp_path / "out.json"
-    assert dm.main(["--ppbench", str(refusing), "--out", str(out), "-n", "2"]) == 2
+    assert run("dualpipe_measured", dm.main,
+               ["--ppbench", str(refusing), "--out", str(out), "-n", "2"]) == 2
     assert "N >= 2D" in capsys.readouterr().err
     assert not out.exists()
 

@@ -545,7 +545,9 @@ def test_the_copy_inside_a_bundle_uses_its_bundle(gpu_world):
     b = w["bundle"]
     shutil.copy(GPU_CHECK, b / "gpu-check.sh")
     (b / "scripts").mkdir()
-    for h in ("gtest_summary.py", "gpu_equivalence.py"):
+    # gtest_summary.py reads and writes through the shared results_io.py and script_cli.py, which
+    # scripts/gpu-bundle.sh's HELPERS carry beside it.
+    for h in ("gtest_summary.py", "gpu_equivalence.py", "results_io.py", "script_cli.py"):
         shutil.copy(SCRIPTS / h, b / "scripts" / h)
     r = subprocess.run(["bash", str(b / "gpu-check.sh"), "--only", "kernel-tests", "--out",
                         str(w["out"])], capture_output=True, text=True, timeout=60, env=w["env"])
@@ -786,8 +788,8 @@ def test_sweep_in_a_bundle_unpacks_its_jsonschema_wheels_for_this_python(gpu_wor
     b = w["bundle"]
     shutil.copy(GPU_CHECK, b / "gpu-check.sh")
     (b / "scripts").mkdir()
-    for h in ("gtest_summary.py", "results_io.py", "sweep.py", "sweep_point.py", "sweep_process.py",
-              "sweep_records.py", "sweep_spec.py"):
+    for h in ("gtest_summary.py", "results_io.py", "script_cli.py", "sweep.py", "sweep_point.py",
+              "sweep_process.py", "sweep_records.py", "sweep_spec.py"):
         shutil.copy(SCRIPTS / h, b / "scripts" / h)
     (b / "benchmarks" / "sweeps").mkdir(parents=True)
     shutil.copy(SCRIPTS.parent / "benchmarks" / "sweeps" / "sweep.schema.json",

@@ -27,7 +27,7 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
     (BENCH, ["--replicas", "1"], "each R must be 2 to 16"),
     (BENCH, ["--replicas", "2,x"], "is not a comma-separated list of integers"),
     (BENCH, ["--widths", "8"], "each width must be 16 to 4096"),
-    (BENCH, ["--repeats", "0"], "must be a positive integer"),
+    (BENCH, ["--repeats", "0"], "0 is out of range (allowed: >= 1"),
     (BENCH, ["--protocols", "rdma"], "each protocol once, of put, send"),
     (BENCH, ["--protocols", "put,put"], "each protocol once, of put, send"),
     (PIPELINE_BENCH, ["--schedules", "chimera"], "each schedule once, of 1f1b, zb-h1, gpipe"),
@@ -35,7 +35,7 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
     (PIPELINE_BENCH, ["--settings", "fast"], "each setting once, of default, send, eager"),
     (PIPELINE_BENCH, ["--width", "8"], "--width 8: must be 16 to 4096"),
     (PIPELINE_BENCH, ["-b", "2000"], "-b 2000: must be 1 to 1024"),
-    (PIPELINE_BENCH, ["--repeats", "0"], "must be a positive integer"),
+    (PIPELINE_BENCH, ["--repeats", "0"], "0 is out of range (allowed: >= 1"),
     (PIPELINE_BENCH, ["--burst", "100"], "'100': a whole number of bytes, 2048 to 1073741824"),
     (BENCH, ["--burst", "32k"], "'32k': a whole number of bytes, 2048 to"),
 ])

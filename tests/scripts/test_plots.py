@@ -10,6 +10,7 @@ import time
 import plot_bubble
 import plot_timeline
 from conftest import SCRIPTS, result_row, write_jsonl
+from script_cli import run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -83,7 +84,9 @@ def test_timeline_handles_16_ranks_by_1000_actions(tmp_path):
 def test_timeline_rejects_trace_without_compute_events(tmp_path):
     trace = tmp_path / "empty.json"
     trace.write_text(json.dumps({"traceEvents": []}))
-    assert plot_timeline.main([str(trace), "--out", str(tmp_path / "x.png")]) == 1
+    # A trace with nothing to draw is bad input (the contract's exit 2).
+    assert run("plot_timeline", plot_timeline.main, [str(trace), "--out",
+                                                     str(tmp_path / "x.png")]) == 2
     assert not (tmp_path / "x.png").exists()
 
 
@@ -127,7 +130,10 @@ def test_bubble_title_states_the_definition_and_costs():
 def test_bubble_fails_without_ok_rows(tmp_path):
     results = write_jsonl(tmp_path / "r.jsonl",
                           [result_row("1f1b", 4, 2, 0, None, status="invalid")])
-    assert plot_bubble.main([str(results), "--out-dir", str(tmp_path / "p")]) == 1
+    # Records with nothing to draw are bad input (the contract's exit 2), and no folder is made.
+    assert run("plot_bubble", plot_bubble.main, [str(results), "--out-dir",
+                                                 str(tmp_path / "p")]) == 2
+    assert not (tmp_path / "p").exists()
 
 
 # --- measured traces and plot_memory ---------------------------------------------------------
@@ -248,7 +254,9 @@ def test_plot_memory_cli_writes_both_figures(tmp_path):
 def test_plot_memory_fails_without_matching_rows(tmp_path):
     results = write_jsonl(tmp_path / "cpu.jsonl", [run_row("1f1b", 4, 2, 0, 0,
                                                            status="invalid")])
-    assert plot_memory.main([str(results), "--out-dir", str(tmp_path / "p")]) == 1
+    # Neither figure to draw: bad input (the contract's exit 2); one of the two would be 1.
+    assert run("plot_memory", plot_memory.main, [str(results), "--out-dir",
+                                                 str(tmp_path / "p")]) == 2
     assert not (tmp_path / "p").exists()
 
 
@@ -284,8 +292,8 @@ def test_bubble_series_follow_the_registry_else_the_data(tmp_path, monkeypatch, 
     results = write_jsonl(tmp_path / "r.jsonl", data)
     assert plot_bubble.main([str(results), "--out-dir", str(tmp_path / "c"), "--ppbench",
                              fake_ppbench[0]]) == 0
-    assert plot_bubble.main([str(results), "--out-dir", str(tmp_path / "d"), "--ppbench",
-                             str(tmp_path / "absent")]) == 2
+    assert run("plot_bubble", plot_bubble.main, [str(results), "--out-dir", str(tmp_path / "d"),
+                                                 "--ppbench", str(tmp_path / "absent")]) == 2
 
 
 def test_memory_figure_without_schedules_draws_every_schedule_of_the_data(tmp_path, monkeypatch,

@@ -17,6 +17,7 @@ import report_tables
 import report_theory
 import results_io
 from conftest import SCRIPTS, result_row, write_jsonl
+from script_cli import run
 
 # report.py and the modules that write its sections.
 REPORT_MODULES = (report, report_format, report_measured, report_reference, report_tables,
@@ -163,7 +164,8 @@ def test_cli_writes_report_atomically(tmp_path):
 def test_cli_fails_on_empty_results(tmp_path):
     results = tmp_path / "empty.jsonl"
     results.write_text("")
-    assert report.main([str(results), "--out", str(tmp_path / "R.md")]) == 1
+    # An empty results file is bad input (the contract's exit 2, one line).
+    assert run("report", report.main, [str(results), "--out", str(tmp_path / "R.md")]) == 2
 
 
 # --- 4. measured runs ------------------------------------------------------------------------
@@ -259,8 +261,8 @@ def test_cli_measured_option(tmp_path):
     out = tmp_path / "REPORT.md"
     assert report.main([str(theory), "--measured", str(cpu), "--out", str(out)]) == 0
     assert "Bubble fraction: theory, simulation and measurement" in out.read_text()
-    assert report.main([str(theory), "--measured", str(tmp_path / "absent.jsonl"),
-                        "--out", str(out)]) == 1
+    assert run("report", report.main, [str(theory), "--measured",
+                                       str(tmp_path / "absent.jsonl"), "--out", str(out)]) == 2
 
 
 def test_cli_measured_files_are_read_in_order_and_a_later_row_of_a_point_wins(tmp_path):
@@ -336,8 +338,8 @@ def test_scripts_keep_no_schedule_list_of_their_own():
 
 def test_cli_with_a_missing_ppbench_is_exit_2(tmp_path):
     theory = write_jsonl(tmp_path / "t.jsonl", rows())
-    assert report.main([str(theory), "--out", str(tmp_path / "R.md"), "--ppbench",
-                        str(tmp_path / "absent")]) == 2
+    assert run("report", report.main, [str(theory), "--out", str(tmp_path / "R.md"), "--ppbench",
+                                       str(tmp_path / "absent")]) == 2
     assert not (tmp_path / "R.md").exists()
 
 

@@ -1,0 +1,259 @@
+"""The command-line contract every script shares with ppbench.
+
+Bad input (an option, a file named on the command line, a record or table of the wrong shape)
+is one line on stderr that names it, and exit 2; a machine or environment problem (a Python
+module that is not installed, a program that cannot run, a full disk) is one line and exit 3;
+never a traceback. PPBENCH_TRACEBACK=1 shows the traceback behind such a line, for whoever is
+changing a script.
+
+A script builds its parser with OneLineParser, reads its inputs with read_text / read_json (or
+inside `shaped(...)` where it walks a record whose shape it cannot check up front), checks
+where it will write with output_path before it starts its work, and runs its main through run().
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+EXIT_INVALID, EXIT_MACHINE = 2, 3
+
+
+class ScriptError(Exception):
+    """A failure a script reports in one line; .code is the exit status to leave with."""
+
+    code = 1
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class InputError(ScriptError):
+    """The caller's input is wrong: an option, a file, a record (exit 2)."""
+
+    code = EXIT_INVALID
+
+
+class MachineError(ScriptError):
+    """The machine or environment cannot do it: a missing module, an unwritable disk (exit 3)."""
+
+    code = EXIT_MACHINE
+
+
+def tracebacks_wanted() -> bool:
+    return os.environ.get("PPBENCH_TRACEBACK", "") not in ("", "0")
+
+
+def say(name: str, message: str) -> None:
+    """One line on stderr, prefixed by the script's name; a message's own line breaks are
+    folded so that the contract's one line holds."""
+    print(f"{name}: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def run(name: str, main: Callable[[Sequence[str] | None], int | None],
+        argv: Sequence[str] | None = None) -> int:
+    """main(argv)'s exit status, with the contract's failures turned into one line each.
+
+    ScriptError carries its own status; an OSError that no reader turned into an InputError is
+    the machine's (exit 3); Ctrl-C is 130. Anything else is a bug in the script and keeps its
+    traceback.
+    """
+    try:
+        return int(main(argv) or 0)
+    except ScriptError as e:
+        if tracebacks_wanted():
+            raise
+        say(name, str(e))
+        return e.code
+    except OSError as e:
+        if tracebacks_wanted():
+            raise
+        say(name, f"{e.strerror or e}" + (f": {e.filename}" if e.filename else ""))
+        return EXIT_MACHINE
+    except KeyboardInterrupt:
+        say(name, "interrupted")
+        return 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with ppbench's manners: a bad option is one line on stderr and exit 2 (argparse
+    prints its usage block too), and the usage stays one `--help` away. An unknown option is
+    named even where a required argument is missing too (argparse would name only the latter,
+    and `tool --typo` would read as if the typo were not there)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def unknown_options(self) -> list[str]:
+        """The words before `--` that look like options this parser does not have."""
+        unknown = []
+        for word in getattr(self, "_words", []):
+            if word == "--":
+                break
+            if not word.startswith("-") or word == "-" or \
+                    self._negative_number_matcher.match(word):
+                continue
+            head = word.split("=", 1)[0]
+            known = head in self._option_string_actions or (
+                self.allow_abbrev and head.startswith("--") and
+                any(o.startswith(head) for o in self._option_string_actions))
+            if not known:
+                unknown.append(word)
+        return unknown
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if message.startswith("the following arguments are required"):
+            unknown = self.unknown_options()
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
+        say(self.prog, f"{message} (see --help)")
+        sys.exit(EXIT_INVALID)
+
+
+# --- option types ---------------------------------------------------------------------------
+
+def number(kind: type = int, low: float | None = None, high: float | None = None,
+           low_open: bool = False) -> Callable[[str], Any]:
+    """An argparse type: a finite int or float within [low, high] (low excluded if low_open);
+    the error names the value and the range allowed."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{text}' is not {'a whole number' if kind is int else 'a number'}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+        if (low is not None and (value < low or (low_open and value == low))) or \
+                (high is not None and value > high):
+            show = (lambda v: str(int(v))) if kind is int else (lambda v: f"{v:g}")
+            lo = "" if low is None else (f"> {show(low)}" if low_open else f">= {show(low)}")
+            hi = "" if high is None else f"<= {show(high)}"
+            raise argparse.ArgumentTypeError(
+                f"{text} is out of range (allowed: {' and '.join(x for x in (lo, hi) if x)})")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def number_list(kind: type = int, low: float | None = None,
+                high: float | None = None) -> Callable[[str], list]:
+    """An argparse type: a comma-separated, non-empty list of number(kind, low, high)."""
+    one = number(kind, low, high)
+
+    def parse(text: str) -> list:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"'{text}' names no value")
+        return [one(t) for t in items]
+    parse.__name__ = "list"
+    return parse
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+def read_text(path: os.PathLike | str, what: str = "file") -> str:
+    """A text file the caller named; a missing, unreadable or non-UTF-8 file is an InputError
+    that names it."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} {path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{what} {path}: is a folder, not a file") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{what} {path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot be read ({e.strerror or e})") from None
+
+
+def parse_json(text: str, where: str) -> Any:
+    """json.loads, with the place named in its error (InputError)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}: not JSON (line {e.lineno} column {e.colno}: {e.msg})") \
+            from None
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"{where}: not JSON ({type(e).__name__})") from None
+
+
+def read_json(path: os.PathLike | str, what: str = "file", expect: type | None = dict) -> Any:
+    """A JSON file the caller named, of the top-level type `expect` (None: any)."""
+    value = parse_json(read_text(path, what), f"{what} {path}")
+    if expect is not None and not isinstance(value, expect):
+        raise InputError(f"{what} {path}: a JSON {json_kind(expect)} was expected, "
+                         f"not {json_kind(type(value))}")
+    return value
+
+
+def json_kind(kind: type) -> str:
+    return {dict: "object", list: "array", str: "string", int: "number", float: "number",
+            bool: "true/false", type(None): "null"}.get(kind, kind.__name__)
+
+
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError)
+
+
+@contextlib.contextmanager
+def shaped(what: str) -> Iterator[None]:
+    """Where a script walks a record or table it did not write itself: a field that is missing
+    or of the wrong type is the input's fault, named as such (InputError), not a traceback."""
+    try:
+        yield
+    except SHAPE_ERRORS as e:
+        if tracebacks_wanted():
+            raise
+        detail = f"no field {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+        raise InputError(f"{what}: not of the shape expected ({detail})") from None
+
+
+def require_module(name: str, purpose: str) -> Any:
+    """import_module(name), or MachineError naming what needs it and how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise MachineError(f"{purpose} needs the Python module '{name}', which is not "
+                           f"installed here ({e})") from None
+
+
+# --- outputs --------------------------------------------------------------------------------
+
+def output_path(path: os.PathLike | str, what: str = "--out", folder: bool = False) -> Path:
+    """Checks, before any work, that `path` can be written: a file (or, with folder, a folder)
+    whose parent exists or can be made and is writable. InputError names the option."""
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{what} {path}: exists and is not a folder")
+        target_dir = path
+    else:
+        if path.is_dir():
+            raise InputError(f"{what} {path}: is a folder; give a file name")
+        target_dir = path.parent if str(path.parent) else Path(".")
+    existing = target_dir
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"{what} {path}: {existing} is not a folder")
+    # Made and probed now, as root too (for whom os.access says yes to /proc): the folder
+    # the output goes to is wanted anyway, and a probe file is the only sure test.
+    try:
+        target_dir.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=target_dir, prefix=".ppbench-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot write there ({e.strerror or e})") from None
+    return path

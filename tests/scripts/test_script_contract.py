@@ -1,0 +1,221 @@
+"""Every script's command line keeps ppbench's contract (scripts/script_cli.py): a bad option is
+one line on stderr naming it and exit 2, --help is exit 0, and the shared readers and option
+types name what is wrong instead of raising a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+import script_cli
+from script_cli import InputError, MachineError
+
+# Every script a user runs: the files of scripts/ and benchmarks/ with a __main__ block.
+ENTRY_POINTS = sorted(p.relative_to(ROOT).as_posix()
+                      for folder in ("scripts", "benchmarks") for p in (ROOT / folder).glob("*.py")
+                      if 'if __name__ == "__main__"' in p.read_text(encoding="utf-8"))
+
+
+def run_script(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MPLBACKEND="Agg")
+    env.pop("PPBENCH_TRACEBACK", None)
+    return subprocess.run([sys.executable, str(ROOT / script), *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env, check=False)
+
+
+def test_the_entry_points_are_found():
+    # The glob must see the scripts, or the tests below would pass over nothing.
+    assert "scripts/sweep.py" in ENTRY_POINTS and "scripts/report.py" in ENTRY_POINTS
+    assert len(ENTRY_POINTS) >= 25
+
+
+@pytest.mark.parametrize("script", ENTRY_POINTS)
+def test_an_unknown_option_is_one_line_and_exit_2(script: str):
+    done = run_script(script, "--no-such-option")
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1, done.stderr
+    assert "--no-such-option" in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("script", ENTRY_POINTS)
+def test_help_is_exit_0(script: str):
+    done = run_script(script, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
+
+
+# --- the shared pieces ---------------------------------------------------------------------
+
+def test_number_names_the_value_and_the_range():
+    positive = script_cli.number(int, 1)
+    assert positive("3") == 3
+    for text, words in [("0", "0 is out of range (allowed: >= 1)"), ("x", "'x' is not a whole"),
+                        ("1.5", "'1.5' is not a whole")]:
+        with pytest.raises(argparse.ArgumentTypeError, match=words.replace("(", r"\(")
+                           .replace(")", r"\)")):
+            positive(text)
+    fraction = script_cli.number(float, 0, 1, low_open=True)
+    assert fraction("1") == 1.0
+    for text in ("0", "1.01", "nan", "inf", "-inf", "1e400"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            fraction(text)
+
+
+def test_number_list_takes_commas_and_refuses_an_empty_list():
+    parse = script_cli.number_list(int, 1)
+    assert parse("1, 4,32") == [1, 4, 32]
+    for text in (",", "", "1,0", "1,x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
+
+
+def test_read_json_names_the_file_and_what_is_wrong(tmp_path: Path):
+    good = tmp_path / "good.json"
+    good.write_text('{"a": 1}')
+    assert script_cli.read_json(good, "table") == {"a": 1}
+    cases = {
+        "missing": (tmp_path / "nope.json", "no such file"),
+        "folder": (tmp_path, "is a folder"),
+        "not json": (tmp_path / "bad.json", "not JSON (line 1 column 2"),
+        "not utf-8": (tmp_path / "latin.json", "not UTF-8 text"),
+        "an array": (tmp_path / "list.json", "a JSON object was expected, not array"),
+        "too deep": (tmp_path / "deep.json", "not JSON"),
+    }
+    (tmp_path / "bad.json").write_text("{oops")
+    (tmp_path / "latin.json").write_bytes(b'\xff\xfe{"a": 1}')
+    (tmp_path / "list.json").write_text("[1]")
+    (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    for name, (path, words) in cases.items():
+        with pytest.raises(InputError) as e:
+            script_cli.read_json(path, "table")
+        assert words in str(e.value), name
+        assert str(path) in str(e.value), name
+
+
+def test_shaped_turns_a_wrong_field_into_an_input_error(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("PPBENCH_TRACEBACK", raising=False)
+    with pytest.raises(InputError, match=r"records x.jsonl: not of the shape expected \(no field "
+                                         r"'columns'\)"):
+        with script_cli.shaped("records x.jsonl"):
+            {}["columns"]  # noqa: B018 - the lookup is the point
+    with pytest.raises(InputError, match="TypeError"):
+        with script_cli.shaped("table"):
+            len(5)  # type: ignore[arg-type]
+    # For whoever changes a script: the traceback itself on request.
+    monkeypatch.setenv("PPBENCH_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        with script_cli.shaped("table"):
+            {}["columns"]  # noqa: B018
+
+
+def test_output_path_is_checked_before_the_work(tmp_path: Path):
+    assert script_cli.output_path(tmp_path / "new" / "out.json") == tmp_path / "new" / "out.json"
+    assert (tmp_path / "new").is_dir() and list((tmp_path / "new").iterdir()) == []
+    (tmp_path / "a-file").write_text("x")
+    for path, words in [(tmp_path, "is a folder"), (tmp_path / "a-file" / "out.json",
+                                                    "is not a folder"),
+                        (Path("/proc/no-such/out.json"), "cannot write there")]:
+        with pytest.raises(InputError, match=words):
+            script_cli.output_path(path, "--out")
+    with pytest.raises(InputError, match="exists and is not a folder"):
+        script_cli.output_path(tmp_path / "a-file", "--out-dir", folder=True)
+
+
+def test_run_gives_each_failure_its_exit_status_and_one_line(capsys: pytest.CaptureFixture,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("PPBENCH_TRACEBACK", raising=False)
+
+    def failing(error: BaseException):
+        def main(argv):
+            raise error
+        return main
+
+    for error, status in [(InputError("bad\nvalue"), 2), (MachineError("no disk"), 3),
+                          (PermissionError(13, "Permission denied", "/x"), 3),
+                          (KeyboardInterrupt(), 130)]:
+        assert script_cli.run("tool", failing(error)) == status
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and err.startswith("tool: "), err
+    assert script_cli.run("tool", lambda argv: None) == 0
+    # A bug is not the input's fault: its traceback stays.
+    with pytest.raises(ZeroDivisionError):
+        script_cli.run("tool", failing(ZeroDivisionError()))
+
+
+def test_require_module_is_a_machine_error():
+    with pytest.raises(MachineError, match="needs the Python module 'no_such_module_here'"):
+        script_cli.require_module("no_such_module_here", "the comparison")
+    assert script_cli.require_module("json", "x").dumps([]) == "[]"
+
+
+# --- the reference-table scripts (results_io.table_script_main) -----------------------------
+
+@pytest.mark.parametrize("script", ["scripts/zb_table5.py", "scripts/dp_scaling.py"])
+def test_a_table_script_checks_ppbench_and_out_before_it_runs(script: str, tmp_path: Path,
+                                                             fake_ppbench: tuple[str, Path]):
+    ppbench, calls = fake_ppbench
+    cases = [
+        (["--ppbench", str(tmp_path / "none"), "--out", str(tmp_path / "t.json")], 2,
+         "is not a program"),
+        (["--ppbench", ppbench, "--out", "/proc/no-such/t.json"], 2, "cannot write there"),
+        (["--ppbench", ppbench, "--out", str(tmp_path)], 2, "is a folder"),
+        (["--ppbench", "/bin/true", "--out", str(tmp_path / "t.json")], 1,
+         "printed no JSON record"),
+    ]
+    for args, status, words in cases:
+        done = run_script(script, *args)
+        assert done.returncode == status, (args, done.stderr)
+        assert len(done.stderr.splitlines()) == 1 and words in done.stderr, (args, done.stderr)
+    # The unwritable --out was refused before ppbench was asked anything.
+    assert not calls.exists() or calls.read_text() == ""
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_an_unknown_option_is_named_before_a_missing_argument(capsys: pytest.CaptureFixture):
+    parser = script_cli.OneLineParser(prog="tool")
+    parser.add_argument("results")
+    parser.add_argument("--out")
+    for words, named in [(["--typo"], "unrecognized arguments: --typo"),
+                         (["--ou=x", "--typo=1", "-z"], "unrecognized arguments: --typo=1 -z"),
+                         (["--out", "x"], "the following arguments are required: results"),
+                         (["--", "r", "s"], "unrecognized arguments: s")]:
+        with pytest.raises(SystemExit) as e:
+            parser.parse_args(words)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.splitlines() == [f"tool: {named} (see --help)"], err
+    # After `--`, or as a negative number, a word that starts with "-" is a value.
+    assert parser.parse_args(["--out", "-", "--", "--not-an-option"]).results == "--not-an-option"
+    assert parser.parse_args(["-1"]).results == "-1"
+
+
+# --- figures (results_io) ----------------------------------------------------------------
+
+def test_a_figure_is_written_whole_or_not_at_all(tmp_path: Path):
+    import matplotlib.pyplot as plt
+    from results_io import atomic_savefig, figure_path
+
+    out = tmp_path / "fig.png"
+    out.write_bytes(b"the old figure")
+    fig, _ = plt.subplots()
+    # A draw that fails half-way leaves the old file and no temp file behind.
+    with pytest.raises(ValueError):
+        atomic_savefig(fig, out, dpi=-1)
+    assert out.read_bytes() == b"the old figure"
+    assert [p.name for p in tmp_path.iterdir()] == ["fig.png"]
+    atomic_savefig(fig, out, dpi=50)
+    assert out.read_bytes().startswith(b"\x89PNG")
+    # A name without a suffix gets ".png", as savefig's own; an unknown suffix is bad input.
+    assert figure_path(tmp_path / "timeline") == tmp_path / "timeline.png"
+    assert figure_path(tmp_path / "t.svg") == tmp_path / "t.svg"
+    with pytest.raises(InputError, match=r"--plot .*t\.xyz: matplotlib cannot write a \.xyz"):
+        figure_path(tmp_path / "t.xyz", "--plot")
+    plt.close(fig)
