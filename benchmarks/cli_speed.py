@@ -43,12 +43,20 @@ def run_child(cmd: list[str]) -> tuple[float, str]:
     return wall, r.stdout.decode()
 
 
-def record_of(run: dict, what: str) -> dict:
-    """The JSON record a timed run printed (ScriptError, exit 1, where it printed none)."""
+def record_of(run: dict, what: str, *numbers: str) -> dict:
+    """The JSON record a timed run printed, with the named fields numbers (ScriptError, exit 1,
+    where it printed none, or a record without them: not the program this benchmark times)."""
     try:
-        return json.loads(run["stdout"])
-    except ValueError:
+        record = json.loads(run["stdout"])
+    except (ValueError, RecursionError):
         raise ScriptError(f"{what} printed no JSON record") from None
+    if not isinstance(record, dict):
+        raise ScriptError(f"{what} printed a JSON {type(record).__name__}, not a record")
+    for name in numbers:
+        value = record.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScriptError(f"{what} printed a record without the number '{name}'")
+    return record
 
 
 GNU_TIME = "/usr/bin/time"
@@ -96,13 +104,13 @@ def main(argv: list[str] | None = None) -> int:
 
     big = median_run([pb, "simulate", "-s", "1f1b", "-d", "256", "-n", "8192", "--format", "json"],
                      a.repeats)
-    record = record_of(big, "ppbench simulate")
+    record = record_of(big, "ppbench simulate", "actions")
     actions = record["actions"]
     out["simulate_d256_n8192"] = {
         "actions": actions, "wall_s": big["wall_s"], "rss_bytes": big["rss_bytes"],
         "actions_per_s": actions / big["wall_s"],
-        "bytes_per_action": big["rss_bytes"] / actions if big["rss_bytes"] else None}
-    out["provenance"] = record["provenance"]
+        "bytes_per_action": big["rss_bytes"] / actions if big["rss_bytes"] and actions else None}
+    out["provenance"] = record.get("provenance")
 
     out["vs_python"] = []
     for d, n in ((64, 1024), (16, 256)):
@@ -110,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                            "json"], a.repeats)
         py = median_run([sys.executable, str(ROOT / "benchmarks" / "py_simulator.py"), str(d),
                          str(n)], a.repeats)
-        m_ours = record_of(ours, "ppbench simulate")["makespan"]
-        m_py = record_of(py, "py_simulator.py")["makespan"]
+        m_ours = record_of(ours, "ppbench simulate", "makespan")["makespan"]
+        m_py = record_of(py, "py_simulator.py", "makespan")["makespan"]
         if abs(m_ours - m_py) > 1e-9 * max(1.0, m_py):
             raise ScriptError(f"makespans differ at D={d} N={n}: ppbench {m_ours}, Python {m_py}")
         out["vs_python"].append({"devices": d, "microbatches": n, "ppbench_s": ours["wall_s"],

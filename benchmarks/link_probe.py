@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from script_cli import OneLineParser, ScriptError, number, run  # noqa: E402
+from script_cli import InputError, OneLineParser, ScriptError, number, run  # noqa: E402
 
 BULK_PORT, PING_PORT = 5202, 5203
 CHUNK = 1 << 20
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(ping(a.peer, a.rounds, a.bytes)))
     except OSError as e:  # TimeoutError and refused connections are OSErrors
         raise ScriptError(f"{a.mode}: {e}") from None  # exit 1: the probe failed
+    except ValueError as e:  # an address the socket calls refuse outright (a label too long)
+        raise InputError(f"{a.mode}: not a host name or address ({e})") from None
     return 0
 
 

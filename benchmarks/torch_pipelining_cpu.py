@@ -38,7 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from results_io import atomic_write  # noqa: E402
-from script_cli import OneLineParser, number, output_path, require_module, run  # noqa: E402
+from script_cli import (InputError, OneLineParser, ScriptError, number,  # noqa: E402
+                        output_path, require_module, run)
 
 # ppbench name -> PyTorch schedule class, stages per rank.
 SCHEDULES = {
@@ -125,7 +126,7 @@ def torch_run(args: argparse.Namespace, steps: int) -> tuple[float, list[float]]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "MASTER_PORT": str(29500 + (os.getpid() % 1000))}
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, env=env, capture_output=True, text=True)
+        checked_run(cmd, "PyTorch's run", env=env)
         return time.perf_counter() - t0, json.loads(out.read_text())["step_s"]
 
 
@@ -139,8 +140,24 @@ def ppbench_run(args: argparse.Namespace, steps: int) -> tuple[float, dict]:
     if SCHEDULES[args.schedule][1] == 2 and args.schedule == "interleaved-1f1b":
         cmd += ["--chunks", "2"]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return time.perf_counter() - t0, json.loads(r.stdout)
+    r = checked_run(cmd, f"ppbench's run of {args.schedule}")
+    try:
+        record = json.loads(r.stdout)
+    except ValueError:
+        raise ScriptError(f"{args.ppbench} run printed no JSON record") from None
+    return time.perf_counter() - t0, record
+
+
+def checked_run(cmd: list[str], what: str,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """cmd run to its end; ScriptError (exit 1: the comparison failed) naming what failed and
+    its last line on stderr where it exits non-zero, instead of CalledProcessError's traceback."""
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        last = next((l.strip() for l in reversed(r.stderr.splitlines()) if l.strip()),
+                    "no message")
+        raise ScriptError(f"{what} exited {r.returncode}: {last}")
+    return r
 
 
 def per_step(t_long: list[float], t_short: list[float], steps: int) -> float:
@@ -177,10 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         output_path(args.out, "--out")
     if args.torch_worker:
-        import torch.multiprocessing as mp
+        mp = require_module("torch.multiprocessing", "the PyTorch worker")
         mp.spawn(torch_worker, args=(2, args, args.worker_out), nprocs=2, join=True)
         return 0
 
+    if not os.path.isfile(args.ppbench) or not os.access(args.ppbench, os.X_OK):
+        raise InputError(f"--ppbench {args.ppbench}: not an executable ppbench (build it first)")
     torch = require_module("torch", "the comparison with PyTorch's pipelining")  # early: exit 3
     rows = []
     for name in args.schedules.split(","):

@@ -37,8 +37,9 @@ interleaved-1f1b; for the others they are recorded as 1 and 0. The
 spec's optional "timeout" is the seconds allowed per point (--timeout overrides it).
 
 Before anything runs, the spec is checked against the schema (a problem is one line naming the
-file, the group by index and name, the key and what is allowed; exit 2) and --ppbench is
-probed: a path that does not exist is exit 2, one that exists but cannot run is exit 3.
+file, the group by index and name, the key and what is allowed; exit 2), where PREFIX.jsonl
+goes is checked (a folder that cannot be written is exit 2) and --ppbench is probed: a path
+that does not exist is exit 2, one that exists but cannot run is exit 3.
 
 Every point becomes one line appended to PREFIX.jsonl (results_io.append_jsonl: one write under
 an fcntl.flock):
@@ -80,16 +81,17 @@ recorded; every line already in PREFIX.jsonl is whole and PREFIX.csv matches it;
 143 (SIGTERM). The next sweep resumes there.
 
 Exit codes: 0 done (--fail-on-error: 1 if a point ended as an error row); 2 a bad spec or
-option, or no ppbench at --ppbench; 3 a machine problem (ppbench cannot run, jsonschema is not
-installed, another sweep is writing PREFIX, a group under mpirun with a ppbench built without
-MPI); 1 ppbench failed its probe; 130/143 interrupted.
+option, an --out PREFIX that cannot be written, or no ppbench at --ppbench; 3 a machine problem
+(ppbench cannot run, jsonschema is not installed, another sweep is writing PREFIX, a group under
+mpirun with a ppbench built without MPI); 1 ppbench failed its probe; 130/143 interrupted.
 
 Progress: one line per point, "[i/n] <point> ... <outcome> (<seconds> s)"; GPU rows also name
 the partitions they ran on ("4x32 SMs").
 
 --summarize PREFIX... prints what the last sweep into each PREFIX did (from PREFIX.summary.json):
 points measured, skipped, invalid and errors, the machine and the commit, and with --report and
---figures where those are (`make bench` ends with it).
+--figures where those are (`make bench` ends with it); a PREFIX without a summary, or with a file
+there that is not one, is "not run" and says which.
 """
 
 from __future__ import annotations
@@ -105,8 +107,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from results_io import EXIT_INVALID, EXIT_MACHINE, PpbenchError, atomic_write
-from script_cli import InputError, OneLineParser
+from results_io import EXIT_MACHINE, atomic_write
+from script_cli import OneLineParser, ScriptError, output_path
 from sweep_point import MPIRUN, Point
 from sweep_process import (MPI_VERSION_LINE, STOP, Stopped, probe, run_point, stop_signals,
                            visible_gpu_count)
@@ -204,6 +206,9 @@ def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
                                       f"{spec_path}: timeout")
         else:
             timeout = positive_finite(timeout, "--timeout")
+        # Where the records go, checked before ppbench is probed or any point runs: an
+        # unwritable PREFIX is the caller's to fix (InputError, exit 2), named as --out.
+        output_path(prefix.with_name(prefix.name + ".jsonl"), "--out")
         try:
             recorded_by = probe(str(ppbench))
         except Stopped:
@@ -288,13 +293,21 @@ def summarize(prefixes: list[Path], reports: list[str] | None = None,
     """The lines `make bench` ends with: per sweep what was measured, skipped, invalid and
     failed; the machine and commit; where the report and figures are."""
     summaries = []
+    unread: dict[Path, str] = {}  # why a prefix has no summary to show
     for prefix in prefixes:
+        path = summary_path(prefix)
         try:
-            summary = json.loads(summary_path(prefix).read_text(encoding="utf-8"))
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            summary, unread[prefix] = None, f"no {path}"
         except (OSError, ValueError, RecursionError):
             summary = None
-        # A summary of another shape is as good as none: the lines below name it "not run".
-        summaries.append((prefix, summary if isinstance(summary, dict) else None))
+        if not isinstance(summary, dict):
+            # Unreadable or of another shape: as good as none, and said so; `make bench` still
+            # ends with the lines of the other sweeps.
+            unread.setdefault(prefix, f"{path} is not a summary this sweep wrote")
+            summary = None
+        summaries.append((prefix, summary))
     by = [s["recorded_by"] for _, s in summaries if s and isinstance(s.get("recorded_by"), dict)]
     lines = ["bench summary:"]
     if by:
@@ -303,7 +316,7 @@ def summarize(prefixes: list[Path], reports: list[str] | None = None,
         lines.append(f"  ppbench at commit {', '.join(commits)} on {'; '.join(machines)}")
     for prefix, s in summaries:
         if s is None:
-            lines.append(f"  {prefix.name}: not run (no {summary_path(prefix)})")
+            lines.append(f"  {prefix.name}: not run ({unread[prefix]})")
             continue
         word = "measured" if s.get("command") == "run" else (
             "simulated" if s.get("command") == "simulate" else "ran ok")
@@ -329,7 +342,8 @@ def timeout_arg(text: str) -> float:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = OneLineParser(
-        prog="sweep", description="Run `ppbench simulate` or `ppbench run` over the cartesian product of a "
+        prog="sweep",
+        description="Run `ppbench simulate` or `ppbench run` over the cartesian product of a "
                     "sweep spec and record each point in PREFIX.jsonl and PREFIX.csv.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("spec", type=Path, nargs="?",
@@ -372,18 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         counts = run_sweep(args.spec, args.ppbench, args.out, args.force, args.timeout,
                            args.only)
-    except SpecError as e:
-        print(f"sweep: {e}", file=sys.stderr)
-        return EXIT_INVALID
-    except PpbenchError as e:
-        print(f"sweep: {e}", file=sys.stderr)
+    except ScriptError as e:
+        # Each carries its exit status: SpecError and an unreadable records file or unwritable
+        # --out 2, PpbenchError its own (2, 3 or 1), MachineError 3.
+        print(f"sweep: {' '.join(str(e).split())}", file=sys.stderr)
         return e.code
-    except MachineError as e:
-        print(f"sweep: {e}", file=sys.stderr)
-        return EXIT_MACHINE
-    except InputError as e:  # the records file: not text this sweep can read
-        print(f"sweep: {e}", file=sys.stderr)
-        return EXIT_INVALID
     except Interrupted as e:
         print(f"sweep: {e}", file=sys.stderr, flush=True)
         return 128 + e.signum

@@ -48,9 +48,14 @@ RUN_CSV_COLUMNS = RUN_POINT_COLUMNS + (
 
 
 def identity_of(recorded_by: Any) -> tuple | None:
+    """The fields that make a record this build's on this machine, as a key; a field that is a
+    list or an object (a record another tool or hand wrote) stands as its JSON text, so that the
+    key stays hashable and still tells the record apart."""
     if not isinstance(recorded_by, dict):
         return None
-    return tuple(recorded_by.get(k) for k in IDENTITY_FIELDS)
+    return tuple(v if v is None or isinstance(v, (str, int, float)) else
+                 json.dumps(v, sort_keys=True, default=str)
+                 for v in (recorded_by.get(k) for k in IDENTITY_FIELDS))
 
 
 def machine_text(rb: dict) -> str:
@@ -100,7 +105,7 @@ class Records:
                 try:
                     row = json.loads(line)
                     key = row_key(row) if isinstance(row, dict) else None
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: nested too deep
                     print(f"warning: {self.path}:{n}: not JSON, set aside", file=sys.stderr)
                     key, row = None, None
                 if key is not None and identity_of(row.get("recorded_by")) == self.identity:
@@ -163,10 +168,22 @@ class Records:
         return write_csv(self.csv_path, self.rows.values())
 
 
+def part(row: dict, key: str) -> dict:
+    """row[key] where it is an object, else {}: a record written by hand or by another tool
+    may hold anything there, and its CSV cells are then empty rather than the sweep stopped."""
+    value = row.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def listed(value: Any) -> list:
+    """value where it is a list, else [] (as part() does for objects)."""
+    return value if isinstance(value, list) else []
+
+
 def csv_row(row: dict) -> dict[str, Any]:
-    point = row.get("point") or {}
-    closed = row.get("closed_form") or {}
-    prov = row.get("provenance") or {}
+    point = part(row, "point")
+    closed = part(row, "closed_form")
+    prov = part(row, "provenance")
     out: dict[str, Any] = {}
     for k in SPEC_KEYS:
         value = row.get(k, point.get(k))
@@ -183,7 +200,7 @@ def csv_row(row: dict) -> dict[str, Any]:
 
 
 def is_run_row(row: dict) -> bool:
-    point = row.get("point") or {}
+    point = part(row, "point")
     return (point.get("command") or row.get("command")) == "run"
 
 
@@ -192,13 +209,13 @@ def numbers(values: Iterable[Any]) -> list[float]:
 
 
 def run_csv_row(row: dict) -> dict[str, Any]:
-    point = row.get("point") or {}
-    measured = row.get("measured") or {}
-    predicted = row.get("predicted") or {}
-    throughput = row.get("throughput") or {}
-    prov = row.get("provenance") or {}
-    closed = row.get("closed_form") or {}
-    act = [a for a in row.get("activation_bytes") or [] if isinstance(a, dict)]
+    point = part(row, "point")
+    measured = part(row, "measured")
+    predicted = part(row, "predicted")
+    throughput = part(row, "throughput")
+    prov = part(row, "provenance")
+    closed = part(row, "closed_form")
+    act = [a for a in listed(row.get("activation_bytes")) if isinstance(a, dict)]
     out: dict[str, Any] = {}
     for k in RUN_POINT_COLUMNS:
         value = point.get(k, row.get(k))
@@ -212,10 +229,10 @@ def run_csv_row(row: dict) -> dict[str, Any]:
     out["measured_makespan"] = measured.get("makespan")
     out["measured_bubble_fraction"] = measured.get("bubble_fraction")
     out["predicted_bubble_fraction"] = predicted.get("bubble_fraction")
-    gap = (row.get("fidelity") or {}).get("bubble_fraction_gap")
-    if gap is None and None not in (out["measured_bubble_fraction"],
-                                     out["predicted_bubble_fraction"]):
-        gap = out["measured_bubble_fraction"] - out["predicted_bubble_fraction"]
+    gap = part(row, "fidelity").get("bubble_fraction_gap")
+    measured_bf, predicted_bf = out["measured_bubble_fraction"], out["predicted_bubble_fraction"]
+    if gap is None and len(numbers((measured_bf, predicted_bf))) == 2:
+        gap = measured_bf - predicted_bf
     out["bubble_gap"] = gap
     out["measured_zb_bubble_rate"] = measured.get("zb_bubble_rate")
     out["closed_form_bubble_fraction"] = closed.get("bubble_fraction")
@@ -233,10 +250,10 @@ def run_csv_row(row: dict) -> dict[str, Any]:
 
 def gpu_columns(row: dict) -> dict[str, Any]:
     """What a GPU run record says about where it ran ("gpu" in ppbench's JSON); empty on CPU."""
-    gpu = row.get("gpu") if isinstance(row.get("gpu"), dict) else {}
-    names = [n for n in gpu.get("gpu_names") or [] if isinstance(n, str)]
-    sms = [str(n) for n in gpu.get("sms_per_rank") or []]
-    partitions = gpu.get("partitions") if isinstance(gpu.get("partitions"), dict) else {}
+    gpu = part(row, "gpu")
+    names = [n for n in listed(gpu.get("gpu_names")) if isinstance(n, str)]
+    sms = [str(n) for n in listed(gpu.get("sms_per_rank"))]
+    partitions = part(gpu, "partitions")
     granted = partitions.get("as_requested")
     return {"gpu": ", ".join(dict.fromkeys(names)), "placement": gpu.get("placement"),
             "sms_per_rank": "/".join(sms), "transport": gpu.get("transport"),

@@ -9,12 +9,21 @@ import sys
 import time
 
 from results_io import ppbench_json
-from script_cli import OneLineParser, number, run
+from script_cli import OneLineParser, ScriptError, number, run
 
 WORKLOADS = {
     "mlp": ["--workload", "mlp", "--layers", "32", "--width", "1024"],
     "llama3-8b": ["--workload", "transformer", "--preset", "llama3-8b"],
 }
+
+
+def candidates_of(record: object, ppbench: str) -> list[dict]:
+    """The candidates of `ppbench tune`'s record; ScriptError (exit 1, as for a ppbench that
+    prints no JSON) where the program printed a record of another shape."""
+    cands = record.get("candidates") if isinstance(record, dict) else None
+    if not isinstance(cands, list) or not all(isinstance(c, dict) for c in cands):
+        raise ScriptError(f"'{ppbench} tune' printed no record with a list of candidates")
+    return cands
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,14 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(a.runs):
             record = ppbench_json(a.ppbench, args)  # PpbenchError (its exit status) on failure
         per_run = (time.perf_counter() - start) / a.runs
-        cands = record["candidates"]
-        simulated = sum(c["status"] != "invalid" for c in cands)
-        at32 = sum(c["status"] != "invalid" and c["microbatches"] == 32 for c in cands)
-        print(f"{name}: {simulated} candidates simulated ({at32} at N=32) in {per_run * 1e3:.1f} ms "
-              f"per process: {simulated / per_run:.0f} per second "
+        cands = candidates_of(record, a.ppbench)
+        simulated = sum(c.get("status") != "invalid" for c in cands)
+        at32 = sum(c.get("status") != "invalid" and c.get("microbatches") == 32 for c in cands)
+        print(f"{name}: {simulated} candidates simulated ({at32} at N=32) in "
+              f"{per_run * 1e3:.1f} ms per process: {simulated / per_run:.0f} per second "
               f"(counting the N=32 ones alone: {at32 / per_run:.0f} per second)")
-
-
     return 0
 
 
