@@ -18,8 +18,10 @@ import importlib
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -59,16 +61,50 @@ def say(name: str, message: str) -> None:
     print(f"{name}: {' '.join(str(message).split())}", file=sys.stderr)
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP (`timeout`, a batch system, a closed terminal), raised where the script
+    is so that its `finally` blocks still run: a temporary file is removed, emulated nodes are
+    taken down. Python's default for these signals ends the process on the spot."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise Stopped where nothing else has claimed them
+    (only the main thread may set a handler; elsewhere this does nothing)."""
+    def stop(signum: int, _frame: Any) -> None:
+        raise Stopped(signum)
+
+    claimed = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, stop)
+                claimed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in claimed:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def run(name: str, main: Callable[[Sequence[str] | None], int | None],
         argv: Sequence[str] | None = None) -> int:
     """main(argv)'s exit status, with the contract's failures turned into one line each.
 
     ScriptError carries its own status; an OSError that no reader turned into an InputError is
-    the machine's (exit 3); Ctrl-C is 130. Anything else is a bug in the script and keeps its
-    traceback.
+    the machine's (exit 3); Ctrl-C is 130, SIGTERM 143 and SIGHUP 129, each after the script's
+    `finally` blocks ran. Anything else is a bug in the script and keeps its traceback.
     """
     try:
-        return int(main(argv) or 0)
+        with stop_signals_raise():
+            return int(main(argv) or 0)
+    except Stopped as e:
+        say(name, f"stopped by {signal.Signals(e.signum).name}")
+        return 128 + e.signum
     except ScriptError as e:
         if tracebacks_wanted():
             raise
@@ -178,15 +214,18 @@ def read_text(path: os.PathLike | str, what: str = "file") -> str:
         raise InputError(f"{what} {path}: cannot be read ({e.strerror or e})") from None
 
 
-def parse_json(text: str, where: str) -> Any:
-    """json.loads, with the place named in its error (InputError)."""
+def parse_json(text: str, where: str, parse_constant: Callable[[str], Any] | None = None) -> Any:
+    """json.loads, with the place named in its error (InputError). parse_constant, as json.loads
+    takes it, may refuse NaN and Infinity by raising ValueError: its message is kept."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=parse_constant)
     except json.JSONDecodeError as e:
         raise InputError(f"{where}: not JSON (line {e.lineno} column {e.colno}: {e.msg})") \
             from None
-    except (ValueError, RecursionError) as e:
-        raise InputError(f"{where}: not JSON ({type(e).__name__})") from None
+    except RecursionError:
+        raise InputError(f"{where}: not JSON this program can read (nested too deep)") from None
+    except ValueError as e:
+        raise InputError(f"{where}: not JSON ({e})") from None
 
 
 def read_json(path: os.PathLike | str, what: str = "file", expect: type | None = dict) -> Any:

@@ -97,19 +97,10 @@ def load_spec(path: Path) -> tuple[dict, list[Point]]:
     """Read, check against the schema and expand a spec; SpecError (exit 2) with one line
     naming the file, the group and the key; MachineError (exit 3) without jsonschema."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    except OSError as e:
-        raise SpecError(f"{path}: cannot read the spec: {e.strerror or e}") from None
-    try:
-        spec = json.loads(text, parse_constant=reject_constant)
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{path}: not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
-    except ValueError as e:
-        raise SpecError(f"{path}: not JSON: {e}") from None
-    except RecursionError:
-        raise SpecError(f"{path}: not JSON this sweep can read (nested too deep)") from None
+        spec = script_cli.parse_json(script_cli.read_text(path, "spec"), str(path),
+                                     parse_constant=reject_constant)
+    except InputError as e:
+        raise SpecError(str(e)) from None
     problem = schema_problem(spec)
     if problem:
         raise SpecError(f"{path}: {problem}")

@@ -59,6 +59,12 @@ BENCH_ALLREDUCE_LINK = os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 BENCH_PIPELINE_LINK = os.path.join(os.path.dirname(BENCH_ALLREDUCE_LINK), "pipeline_link.py")
 
 
+def namespaces() -> set[str]:
+    """The network namespaces on this machine, by name (`ip netns list`: 'NAME (id: N)')."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in listed.splitlines() if line.strip()}
+
+
 def network_namespaces_allowed():
     """Whether this machine lets scripts/emulated-nodes.sh make a node's network (root, ip)."""
     if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None:
@@ -404,8 +410,7 @@ class MultiProcessRun(unittest.TestCase):
             self.assertEqual(row["bytes"], grads)  # every gradient, once
             self.assertGreater(row["measured_s"], 0)
             self.assertGreater(row["predicted_s"], 0)
-        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        self.assertNotIn("ppb-node-", left)
+        self.assertFalse(namespaces() & {"ppb-node-0", "ppb-node-1"})  # its nodes are gone
 
     @unittest.skipIf(MPIRUN is not None and not open_mpi(), "needs Open MPI's launch options")
     @unittest.skipIf(not network_namespaces_allowed(),
@@ -452,8 +457,7 @@ class MultiProcessRun(unittest.TestCase):
             self.assertTrue(row["step_s"] / 10 < row["profile_step_s"] < row["step_s"] * 10, row)
             self.assertTrue(
                 row["step_s"] / 10 < row["modelled_step_without_send_s"] < row["step_s"] * 10, row)
-        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        self.assertNotIn("ppb-node-", left)
+        self.assertFalse(namespaces() & {"ppb-node-0", "ppb-node-1"})  # its nodes are gone
 
     def link_benchmark(self, script, *args):
         """The record of a link benchmark run with `args`; skips where the machine cannot (exit

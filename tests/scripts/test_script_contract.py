@@ -5,6 +5,7 @@ types name what is wrong instead of raising a traceback."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def test_read_json_names_the_file_and_what_is_wrong(tmp_path: Path):
         "not json": (tmp_path / "bad.json", "not JSON (line 1 column 2"),
         "not utf-8": (tmp_path / "latin.json", "not UTF-8 text"),
         "an array": (tmp_path / "list.json", "a JSON object was expected, not array"),
-        "too deep": (tmp_path / "deep.json", "not JSON"),
+        "too deep": (tmp_path / "deep.json", "not JSON this program can read (nested too deep)"),
     }
     (tmp_path / "bad.json").write_text("{oops")
     (tmp_path / "latin.json").write_bytes(b'\xff\xfe{"a": 1}')
@@ -99,6 +100,15 @@ def test_read_json_names_the_file_and_what_is_wrong(tmp_path: Path):
             script_cli.read_json(path, "table")
         assert words in str(e.value), name
         assert str(path) in str(e.value), name
+
+
+def test_parse_json_keeps_a_refused_constant_s_reason():
+    def finite_only(name: str) -> float:
+        raise ValueError(f"{name} is not a finite number")
+
+    assert math.isnan(script_cli.parse_json("NaN", "x"))  # json.loads' own default
+    with pytest.raises(InputError, match=r"^spec s.json: not JSON \(NaN is not a finite number\)$"):
+        script_cli.parse_json('{"a": NaN}', "spec s.json", parse_constant=finite_only)
 
 
 def test_shaped_turns_a_wrong_field_into_an_input_error(monkeypatch: pytest.MonkeyPatch):
@@ -149,6 +159,32 @@ def test_run_gives_each_failure_its_exit_status_and_one_line(capsys: pytest.Capt
     # A bug is not the input's fault: its traceback stays.
     with pytest.raises(ZeroDivisionError):
         script_cli.run("tool", failing(ZeroDivisionError()))
+
+
+@pytest.mark.parametrize("signum", [15, 1])  # SIGTERM (`timeout`), SIGHUP
+def test_a_stop_signal_runs_the_script_s_finally_blocks(tmp_path: Path, signum: int):
+    # Python's default for SIGTERM ends the process without its finally blocks: a link
+    # benchmark stopped by `timeout` left its emulated nodes' namespaces behind.
+    program = tmp_path / "tool.py"
+    program.write_text(
+        "import pathlib, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
+        "import script_cli\n"
+        "def main(argv):\n"
+        "    try:\n"
+        "        print('started', flush=True)\n"
+        "        time.sleep(60)\n"
+        "    finally:\n"
+        f"        pathlib.Path({str(tmp_path / 'cleaned')!r}).write_text('yes')\n"
+        "sys.exit(script_cli.run('tool', main))\n")
+    child = subprocess.Popen([sys.executable, str(program)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "started\n"
+    child.send_signal(signum)
+    _, err = child.communicate(timeout=30)
+    assert child.returncode == 128 + signum, err
+    assert (tmp_path / "cleaned").read_text() == "yes"
+    assert err.splitlines() == [f"tool: stopped by SIG{'TERM' if signum == 15 else 'HUP'}"]
 
 
 def test_require_module_is_a_machine_error():
