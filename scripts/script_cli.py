@@ -61,7 +61,7 @@ def say(name: str, message: str) -> None:
     print(f"{name}: {' '.join(str(message).split())}", file=sys.stderr)
 
 
-class Stopped(BaseException):
+class StopSignal(BaseException):
     """SIGTERM or SIGHUP (`timeout`, a batch system, a closed terminal), raised where the script
     is so that its `finally` blocks still run: a temporary file is removed, emulated nodes are
     taken down. Python's default for these signals ends the process on the spot."""
@@ -73,10 +73,10 @@ class Stopped(BaseException):
 
 @contextlib.contextmanager
 def stop_signals_raise() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise Stopped where nothing else has claimed them
+    """Within the block, SIGTERM and SIGHUP raise StopSignal where nothing else has claimed them
     (only the main thread may set a handler; elsewhere this does nothing)."""
     def stop(signum: int, _frame: Any) -> None:
-        raise Stopped(signum)
+        raise StopSignal(signum)
 
     claimed = []
     if threading.current_thread() is threading.main_thread():
@@ -102,7 +102,7 @@ def run(name: str, main: Callable[[Sequence[str] | None], int | None],
     try:
         with stop_signals_raise():
             return int(main(argv) or 0)
-    except Stopped as e:
+    except StopSignal as e:
         say(name, f"stopped by {signal.Signals(e.signum).name}")
         return 128 + e.signum
     except ScriptError as e:
