@@ -140,7 +140,7 @@ sanitize-tests:  ## build and ctest each PPBENCH_SANITIZE value in SANITIZE_TEST
 	done
 
 bench: build  ## theory sweep + CUDA sweep if a GPU is usable, else CPU (BENCH_BACKEND=cpu|cuda forces); plots, report, summary (docs/bench.md)
-	@choice=$$(BENCH_BACKEND='$(BENCH_BACKEND)' scripts/choose_bench_backend.sh '$(PPBENCH)') || exit 2; \
+	@choice=$$(BENCH_BACKEND='$(BENCH_BACKEND)' scripts/choose_bench_backend.sh '$(PPBENCH)') || exit $$?; \
 	backend=$${choice%%:*}; \
 	echo "make bench: theory sweep, then the $$backend sweep: $${choice#*: }"; \
 	$(MAKE) bench-theory bench-$$backend

@@ -11,8 +11,9 @@
 # Prints one line on stdout, "<cpu|cuda>: <why>". BENCH_BACKEND forces a backend: cpu always;
 # cuda wherever ppbench itself can run on a GPU (nvidia-smi is not needed then: some containers
 # lack it).
-# Exit: 0 a backend was chosen; 2 an unknown BENCH_BACKEND, no ppbench at PPBENCH, or
-# BENCH_BACKEND=cuda where ppbench cannot run on a GPU (one line on stderr says which).
+# Exit: 0 a backend was chosen; 2 an unknown BENCH_BACKEND or no ppbench at PPBENCH; 3
+# BENCH_BACKEND=cuda where ppbench cannot run on a GPU (built without CUDA, no GPU visible), the
+# machine's problem as for ppbench itself. One line on stderr says which.
 set -uo pipefail
 
 fail() { echo "choose_bench_backend: $*" >&2; exit 2; }
@@ -60,7 +61,7 @@ ask_ppbench() {
 
 if [ "$forced" = cuda ]; then
   ask_ppbench
-  [ -n "$ppbench_gpu" ] || fail "BENCH_BACKEND=cuda, but $ppbench_why"
+  [ -n "$ppbench_gpu" ] || { echo "choose_bench_backend: BENCH_BACKEND=cuda, but $ppbench_why" >&2; exit 3; }
   echo "cuda: forced by BENCH_BACKEND=cuda; ppbench runs on $ppbench_gpu"
   exit 0
 fi

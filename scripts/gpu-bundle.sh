@@ -20,7 +20,8 @@
 # Configured with -DPPBENCH_PORTABLE=ON (static libstdc++, libgcc and CUDA runtime, RPATH
 # $ORIGIN/../lib), -DPPBENCH_NATIVE=OFF and CUDA architectures 90-real;90-virtual (sm_90 code and
 # PTX). The folder must fit the 64 MiB a device call carries.
-# Exit: 0 built; 1 the build failed or the bundle is over 64 MiB; 2 bad usage; 3 nvcc not found.
+# Exit: 0 built; 1 the build failed or the bundle is over 64 MiB; 2 bad usage; 3 the machine: nvcc,
+# a build tool or a library the programs need is not found.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,6 +48,7 @@ SYSTEM_LIBS='^(linux-vdso|ld-linux[^ ]*|libc|libm|libdl|libpthread|librt|libstdc
 ARCHS="90-real;90-virtual"
 
 die() { echo "gpu-bundle: $*" >&2; exit 1; }
+missing() { echo "gpu-bundle: $*" >&2; exit 3; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --out|--build-dir|--jobs)
@@ -61,7 +63,7 @@ done
 export PATH="$PATH:/usr/local/cuda/bin"
 command -v nvcc >/dev/null 2>&1 || { echo "gpu-bundle: nvcc not found (the bundle's CUDA code needs it)" >&2; exit 3; }
 for tool in cmake readelf strip sha256sum python3; do
-  command -v "$tool" >/dev/null 2>&1 || die "$tool not found"
+  command -v "$tool" >/dev/null 2>&1 || missing "$tool not found"
 done
 mkdir -p "$(dirname "$OUT")"
 OUT="$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
@@ -123,7 +125,7 @@ while [ ${#queue[@]} -gt 0 ]; do
   [ -n "${COPIED[$so]:-}" ] && continue
   path="${WHERE[$so]:-}"
   if [ -z "$path" ] || [ "$path" = "not" ]; then
-    die "$so is needed but this machine's loader does not find it (ldd); install it first"
+    missing "$so is needed but this machine's loader does not find it (ldd); install it first"
   fi
   cp -L "$path" "$STAGE/lib/$so"
   chmod 644 "$STAGE/lib/$so"

@@ -101,9 +101,10 @@
 # status, failed and timed-out steps, test counts and durations; results/gpu/<gpu>-<date>/
 # summary.json lists every piece at the end.
 # Exit:  0 every piece passed; 1 a piece failed, timed out or was not run (--deadline); 2 bad
-#        usage or no GPU visible (nothing built or written); 3 the environment (the bundle's
-#        launcher finds no cuBLAS or too old a glibc, its ppbench-cuda does not start; nvcc
-#        missing when building); 143 / 130 after SIGTERM / SIGINT (the piece in progress packed).
+#        usage (an --out or --results folder that cannot be made included); 3 the machine: no
+#        GPU visible (nothing built or written), the bundle's launcher finds no cuBLAS or too old
+#        a glibc, its ppbench-cuda does not start, nvcc missing when building, a results folder
+#        that cannot be written; 143 / 130 after SIGTERM / SIGINT (the piece in progress packed).
 set -uo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -245,15 +246,22 @@ fi
 [ -z "$RESULTS" ] || [ ! -e "$RESULTS" ] || [ -d "$RESULTS" ] || usage_error "--results: '$RESULTS' is not a folder"
 
 log() { echo "gpu-check: $*"; }
+# make_folder DIR WHAT CODE: mkdir -p, or one line naming DIR and mkdir's reason, and exit CODE.
+make_folder() {
+  local why
+  why="$(mkdir -p -- "$1" 2>&1)" && return 0
+  echo "gpu-check: cannot create $2 '$1' (${why##*: })" >&2
+  exit "$3"
+}
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-check: no GPU visible (nvidia-smi missing or it lists no device); nothing to do" >&2
-  exit 2
+  exit 3
 fi
 GPU_COUNT="$(nvidia-smi -L | grep -c '^GPU')"
 if [ "$GPU_COUNT" -lt 1 ]; then
   echo "gpu-check: no GPU visible (nvidia-smi lists no device); nothing to do" >&2
-  exit 2
+  exit 3
 fi
 export PATH="$PATH:/usr/local/cuda/bin"
 
@@ -283,8 +291,12 @@ fi
 GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 SLUG="$(echo "$GPU_NAME" | tr ' ' '-' | tr -cd 'A-Za-z0-9._-')"
 DATE="$(date -u +%Y-%m-%dT%H%M%SZ)"
-[ -n "$RESULTS" ] || RESULTS="$ROOT/results/gpu"
-mkdir -p "$RESULTS" && RESULTS="$(cd "$RESULTS" && pwd)" || { echo "gpu-check: cannot create $RESULTS" >&2; exit 1; }
+# A folder the caller named that cannot be made is the caller's (2); the default one, or one
+# made inside a folder that exists, the machine's (3).
+RESULTS_CODE=2
+[ -n "$RESULTS" ] || { RESULTS="$ROOT/results/gpu"; RESULTS_CODE=3; }
+make_folder "$RESULTS" "the results folder" "$RESULTS_CODE"
+RESULTS="$(cd "$RESULTS" && pwd)"
 RUN_NAME="$SLUG-$DATE"
 RUN_DIR="$RESULTS/$RUN_NAME"
 NVCC_VERSION="$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -1)"
@@ -310,9 +322,9 @@ else
   COMMIT="$SCRIPTS_COMMIT"; DIRTY="$TREE_DIRTY"
 fi
 
-mkdir -p "$RUN_DIR" || { echo "gpu-check: cannot create $RUN_DIR" >&2; exit 1; }
+make_folder "$RUN_DIR" "this call's folder" 3
 if [ -n "$OUT" ]; then
-  mkdir -p "$OUT" || { echo "gpu-check: cannot create --out $OUT" >&2; exit 1; }
+  make_folder "$OUT" "the --out folder" 2
   OUT="$(cd "$OUT" && pwd)"
 fi
 COMMON="$(mktemp -d "$RESULTS/.common-$RUN_NAME-XXXXXX")"

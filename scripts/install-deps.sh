@@ -8,6 +8,8 @@
 #
 # Usage: scripts/install-deps.sh            install what is missing
 #        scripts/install-deps.sh --check    change nothing; exit 0 when all present, 1 otherwise
+# Exit: 0 done; 2 bad usage; 3 packages are missing and this user cannot install them (not root,
+# no sudo); otherwise apt-get's or pip's own status when they fail.
 #
 # Environment: PPBENCH_PYTHON  interpreter for the venv (default /usr/bin/python3 if present,
 #                              else python3 on PATH)
@@ -69,7 +71,7 @@ install_apt_packages() {
     else
       log "missing Debian packages: ${missing[*]}"
       log "run as root:  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
-      exit 1
+      exit 3
     fi
   fi
   log "installing Debian packages: ${missing[*]}"
@@ -96,7 +98,7 @@ main() {
   local check_only=0
   case "${1:-}" in
     --check) check_only=1 ;;
-    -h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     "") ;;
     *) echo "install-deps: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac

@@ -102,10 +102,10 @@ def test_bench_backend_forces_gpu_without_nvidia_smi_where_ppbench_sees_one(mach
     (VERSION_NO_CUDA, "was built without CUDA"),
     (VERSION_NO_DEVICE, "sees no GPU (cudaErrorInsufficientDriver"),
 ])
-def test_forced_gpu_without_a_usable_gpu_exits_2(machine, version, why):
+def test_forced_gpu_without_a_usable_gpu_exits_3(machine, version, why):
     env, ppbench = machine(SMI_ONE, version)
     run = choose(env, ppbench, "cuda")
-    assert run.returncode == 2 and run.stdout == ""
+    assert run.returncode == 3 and run.stdout == ""
     assert run.stderr.startswith("choose_bench_backend: BENCH_BACKEND=cuda, but ")
     assert why in run.stderr and len(run.stderr.splitlines()) == 1
 

@@ -68,17 +68,18 @@ def test_without_a_gpu_nothing_is_built_or_written(tmp_path):
     build = tmp_path / "build"
     r = run([GPU_CHECK, "--build-dir", build, "--only", "kernel-tests"],
             env={"PATH": f"{fake}:{os.environ['PATH']}"})
-    assert r.returncode == 2
+    assert r.returncode == 3  # the machine's, as for ppbench itself
     assert "no GPU visible" in r.stderr
     assert not build.exists()
 
 
 def test_device_deps_usage_and_empty_store(tmp_path):
-    assert run([DEVICE_DEPS]).returncode == 2
-    assert run([DEVICE_DEPS, "unpack"]).returncode == 2
+    for args, word in [([], "no action"), (["unpack"], "one folder"), (["bogus"], "'bogus'")]:
+        r = run([DEVICE_DEPS, *args])
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and word in r.stderr, r.stderr
     r = run([DEVICE_DEPS, "unpack", tmp_path / "root"],
             env={"PPBENCH_DEVICE_DEPS": str(tmp_path / "empty")})
-    assert r.returncode == 1
+    assert r.returncode == 3  # the machine has nothing to unpack
     assert "no packages" in r.stderr
 
 
@@ -289,6 +290,19 @@ def check(w, *args, timeout=60):
     return subprocess.run(["bash", str(GPU_CHECK), "--bundle", str(w["bundle"]), "--results",
                            str(w["results"]), "--out", str(w["out"]), *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, env=w["env"])
+
+
+@pytest.mark.parametrize("option", ["--out", "--results"])
+def test_a_folder_that_cannot_be_made_is_exit_2_before_any_piece(gpu_world, option):
+    w = gpu_world
+    blocker = w["out"].parent / "a-file"
+    blocker.write_text("not a folder\n")
+    r = check(w, "--only", "kernel-tests", option, blocker / "inside")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"gpu-check: cannot create the {option + ' ' if option == '--out' else 'results '}"
+        f"folder '{blocker / 'inside'}' (Not a directory)"]
+    assert "kernel-tests" not in r.stdout
 
 
 def tarballs(w) -> dict[str, Path]:
