@@ -342,11 +342,14 @@ OutputTarget check_output(const std::string& flag, const std::string& path, Outp
 }
 
 void flush_stdout() {
+  // A write that already failed (a printer that flushed, such as --help's) left its reason in
+  // errno; keep it, as the flush below then has nothing left to fail on.
+  const int earlier = !std::cout ? errno : 0;
   errno = 0;
   std::cout.flush();
   const bool bad = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
   if (bad) {
-    const int err = errno;
+    const int err = errno != 0 ? errno : earlier;
     std::cout.clear();
     std::clearerr(stdout);
     throw EnvironmentError(std::string("cannot write to stdout: ") +

@@ -90,6 +90,17 @@ int fail(const char* kind, std::string_view message, int code) {
   return code;
 }
 
+// The exit code of a --help or --version that CLI11 printed: 3 where stdout could not take it
+// (a full disk), as for any other output.
+int printed(int code) {
+  try {
+    ppbench::flush_stdout();
+  } catch (const ppbench::EnvironmentError& e) {
+    return fail("error", e.what(), 3);
+  }
+  return code;
+}
+
 // Under mpirun every process parses the same command line and would say the same: process 0
 // says it.
 // mpirun ends the job at the first process that exits non-zero, so the quiet ones wait a moment
@@ -164,11 +175,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (what.empty()) what = "bad command line";

@@ -168,6 +168,12 @@ class Outputs(unittest.TestCase):
                 r = subprocess.run([PPBENCH, "list"], stdout=out, stderr=subprocess.PIPE, text=True,
                                    timeout=60)
             self.assertIn("No space left", one_line(self, r, 3))
+            # and so is --help or --version that cannot be printed
+            for flag in (["--help"], ["--version"], ["simulate", "--help"]):
+                with open(full, "w") as out:
+                    r = subprocess.run([PPBENCH, *flag], stdout=out, stderr=subprocess.PIPE,
+                                       text=True, timeout=60)
+                self.assertIn("No space left", one_line(self, r, 3))
 
     def test_fifo_is_streamed_to(self):
         with tempfile.TemporaryDirectory() as d:
