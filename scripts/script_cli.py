@@ -101,7 +101,17 @@ def run(name: str, main: Callable[[Sequence[str] | None], int | None],
     """
     try:
         with stop_signals_raise():
-            return int(main(argv) or 0)
+            try:
+                code = int(main(argv) or 0)
+            except SystemExit as e:  # argparse's --help (0) and its errors (2)
+                if e.code is not None and not isinstance(e.code, int):
+                    raise
+                code = e.code or 0
+            # What is still buffered goes now, where a full disk can still be said in one line
+            # (at the interpreter's exit it would be a warning and exit 120).
+            if sys.stdout is not None:
+                sys.stdout.flush()
+            return code
     except StopSignal as e:
         say(name, f"stopped by {signal.Signals(e.signum).name}")
         return 128 + e.signum

@@ -108,7 +108,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from results_io import EXIT_MACHINE, atomic_write
-from script_cli import OneLineParser, ScriptError, output_path
+from script_cli import OneLineParser, ScriptError, output_path, run
 from sweep_point import MPIRUN, Point
 from sweep_process import (MPI_VERSION_LINE, STOP, Stopped, probe, run_point, stop_signals,
                            visible_gpu_count)
@@ -401,5 +401,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("sweep", main))
 

@@ -56,6 +56,20 @@ def test_help_is_exit_0(script: str):
 
 # --- the shared pieces ---------------------------------------------------------------------
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("script", ENTRY_POINTS)
+def test_a_stdout_that_cannot_take_the_output_is_exit_3(script: str):
+    # /dev/full: every write fails with ENOSPC, as on a full disk. The contract's one line and
+    # the machine's exit code, not a traceback or Python's exit 120.
+    env = dict(os.environ, MPLBACKEND="Agg")
+    env.pop("PPBENCH_TRACEBACK", None)
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, str(ROOT / script), "--help"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=60, cwd=ROOT, env=env)
+    assert r.returncode == 3, r.stderr
+    assert len(r.stderr.splitlines()) == 1 and "No space left" in r.stderr, r.stderr
+
+
 def test_number_names_the_value_and_the_range():
     positive = script_cli.number(int, 1)
     assert positive("3") == 3
