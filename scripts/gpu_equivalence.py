@@ -134,13 +134,17 @@ class Recorder:
 
     def table(self, note: str) -> str:
         cells = {(r["variant"], r["schedule"], r["devices"]): r for r in self.rows}
-        head = f"{'variant':18}{'schedule':18}" + "".join(f"{'D=' + str(d):28}" for d in self.devices)
+        # Columns as wide as their longest name, and a blank beside (a name never runs on).
+        vw = max([len("variant"), *map(len, self.variants)]) + 2
+        sw = max([len("schedule"), *map(len, self.schedules)]) + 2
+        head = f"{'variant':{vw}}{'schedule':{sw}}" + "".join(f"{'D=' + str(d):28}"
+                                                              for d in self.devices)
         lines = [head.rstrip()]
         for v in self.variants:
             for s in self.schedules:
                 if not any((v, s, d) in cells for d in self.devices):
                     continue
-                row = f"{v:18}{s:18}"
+                row = f"{v:{vw}}{s:{sw}}"
                 for d in self.devices:
                     row += f"{cell(cells.get((v, s, d))):28}"
                 lines.append(row.rstrip())
