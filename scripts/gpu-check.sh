@@ -647,7 +647,10 @@ part_benchmarks() {
     if [ -z "${CMD[0]}" ]; then record_step "bench-$t" failed "" 0 "not built"; continue; fi
     step "bench-$t" "${CMD[@]}" "${args[@]}" --benchmark_out="$PDIR/$t.json" || continue
     if grep -q "no CUDA device visible" "$PDIR/bench-$t.log"; then
+      # It ran nothing and wrote no JSON: say that, not the missing file.
+      log "$PIECE: bench-$t: saw no CUDA device although nvidia-smi lists one (see bench-$t.log)"
       record_step "bench-$t:gpu" failed 1 0 "the benchmark saw no CUDA device although nvidia-smi lists one"
+      continue
     fi
     # A benchmark that throws (a CUDA or cuBLAS error, out of memory) is skipped with an error
     # and the program still exits 0: its JSON says so.

@@ -692,6 +692,21 @@ def test_a_benchmark_that_reports_an_error_fails_the_piece(gpu_world):
                               "cudaErrorMemoryAllocation: out of memory")
 
 
+def test_a_benchmark_that_sees_no_gpu_fails_the_piece_and_says_so(gpu_world):
+    # A driver older than the bundle's CUDA runtime: the program says so, runs nothing, writes
+    # no JSON and exits 0. The console names that, not the JSON file it did not write.
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "cuda_layer_bench",
+              "#!/bin/sh\necho 'cuda_layer_bench: skipped, no CUDA device visible "
+              "(cudaErrorInsufficientDriver)'\n")
+    r = check(w, "--only", "benchmarks")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "bench-cuda_layer_bench: saw no CUDA device although nvidia-smi lists one" in r.stdout
+    assert "JSON output cannot be read" not in r.stdout
+    s, _ = piece_summary(tarballs(w)["benchmarks"])
+    assert s["status"] == "failed" and s["failed"] == ["bench-cuda_layer_bench:gpu"]
+
+
 def test_in_a_gvisor_sandbox_the_sanitizer_and_ncu_are_unavailable(gpu_world):
     w = gpu_world
     write_exe(w["fakebin"] / "uname", "#!/bin/sh\necho 4.4.0\n")
