@@ -49,6 +49,11 @@
 //       without the host threads' start-up and the final synchronisation;
 //   us_per_action = wall / actions; compute_us, handoff_us: mean compute and transfer event on
 //       the GPU timeline; actions (DualPipe's overlapped pairs count once).
+// At D = 1 the rank has the whole GPU (no partition), so that its row stands beside
+// BM_OverheadGraph/<schedule>/D1/N<N>: the same step captured once as a CUDA graph
+// (--cuda-graph, docs/cuda-graphs.md) and launched again each iteration, where the executor's
+// cost is the graph's launch and its timing-event nodes (goal < 3 us; under_3us). --cuda-graph
+// runs one rank per GPU (--gpus), so on a GPU lent alone D = 1 is where it can be measured.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -238,13 +243,15 @@ class EmptyWork final : public StageWork<cuda::DTensor> {
   cuda::DeviceArena& arena_;
 };
 
-void BM_Overhead(benchmark::State& state, const ScheduleParams& params) {
+void BM_Overhead(benchmark::State& state, const ScheduleParams& params, cuda::StepMode mode) {
+  const bool graph = mode == cuda::StepMode::kGraph;
   try {
     const Schedule s = generate(params);
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     GpuPlacementFlags f;
-    f.virtual_devices = params.devices;
+    // One rank: the whole GPU 0, as --cuda-graph needs; several: green-context partitions.
+    if (params.devices > 1) f.virtual_devices = params.devices;
     f.devices = params.devices;
     f.visible_gpus = visible;
     // Declared in the order run_cuda uses, so they are destroyed in reverse: the executor, then
@@ -268,14 +275,15 @@ void BM_Overhead(benchmark::State& state, const ScheduleParams& params) {
     cuda::CudaExecutor executor(
         s, *devices, work, arena_ptrs, *transport,
         std::vector<cuda::Shape>(static_cast<std::size_t>(s.stages()), kPayload),
-        cuda::DType::kBF16, {});
-    executor.run_step();  // first use: stream, event and copy-path set-up
+        cuda::DType::kBF16, {.cuda_graph = graph});
+    executor.run_step();  // first use: stream, event and copy-path set-up; eager, before a capture
+    if (graph) executor.run_step(mode);  // the capture (and its first launch), not measured
 
     double wall = 0, gpu_span = 0, compute_s = 0, handoff_s = 0;
     std::size_t compute_n = 0, handoff_n = 0;
     for (auto _ : state) {
       const auto t0 = WallClock::now();
-      const cuda::CudaStepRecord record = executor.run_step();
+      const cuda::CudaStepRecord record = executor.run_step(mode);
       wall += std::chrono::duration<double>(WallClock::now() - t0).count();
       state.PauseTiming();  // reading the trace is not the executor's cost
       gpu_span += makespan_of(record.trace);
@@ -292,7 +300,7 @@ void BM_Overhead(benchmark::State& state, const ScheduleParams& params) {
     state.counters["us_per_rank_action"] = per_rank;
     state.counters["gpu_us_per_rank_action"] = 1e6 * gpu_span / steps * params.devices / actions;
     state.counters["us_per_action"] = 1e6 * wall / steps / actions;
-    state.counters["under_10us"] = per_rank < 10 ? 1 : 0;
+    state.counters[graph ? "under_3us" : "under_10us"] = per_rank < (graph ? 3 : 10) ? 1 : 0;
     state.counters["compute_us"] = compute_n ? 1e6 * compute_s / static_cast<double>(compute_n) : 0;
     state.counters["handoff_us"] = handoff_n ? 1e6 * handoff_s / static_cast<double>(handoff_n) : 0;
     state.counters["actions"] = actions;
@@ -324,6 +332,17 @@ std::string name_of(const char* bench, const ScheduleParams& p) {
   return p.chunks > 0 ? name + "/v" + std::to_string(p.chunks) : name;
 }
 
+// Wall clock: the ranks' host threads and the GPU are what is measured, not this thread's CPU
+// time. The median of three resists a stall of the shared host.
+void register_overhead(const char* bench, const ScheduleParams& p, cuda::StepMode mode) {
+  benchmark::RegisterBenchmark(name_of(bench, p).c_str(), BM_Overhead, p, mode)
+      ->UseRealTime()
+      ->MinTime(0.2)
+      ->Repetitions(3)
+      ->DisplayAggregatesOnly(true)
+      ->Unit(benchmark::kMicrosecond);
+}
+
 void register_benchmarks() {
   for (int d : {2, 4, 8})
     benchmark::RegisterBenchmark(name_of("BM_Scaling", params_of("1f1b", d, 32)).c_str(),
@@ -345,15 +364,15 @@ void register_benchmarks() {
         // A size the family refuses (DualPipe needs N >= 2D: D8/N8) is left out: registered,
         // it would only report an error and fail gpu-check's benchmarks piece.
         if (!accepted(p)) continue;
-        // Wall clock: the ranks' host threads and the GPU are what is measured, not this
-        // thread's CPU time. The median of three resists a stall of the shared host.
-        benchmark::RegisterBenchmark(name_of("BM_Overhead", p).c_str(), BM_Overhead, p)
-            ->UseRealTime()
-            ->MinTime(0.2)
-            ->Repetitions(3)
-            ->DisplayAggregatesOnly(true)
-            ->Unit(benchmark::kMicrosecond);
+        register_overhead("BM_Overhead", p, cuda::StepMode::kEager);
       }
+  // One rank on the whole GPU, eager and from a CUDA graph, side by side.
+  for (const char* family : {"1f1b", "gpipe", "zb-h1"})
+    for (int n : {8, 32, 128}) {
+      const ScheduleParams p = params_of(family, 1, n);
+      register_overhead("BM_Overhead", p, cuda::StepMode::kEager);
+      register_overhead("BM_OverheadGraph", p, cuda::StepMode::kGraph);
+    }
 }
 
 // --benchmark_list_tests needs no GPU: the names are known before anything runs.

@@ -19,7 +19,8 @@ from conftest import ROOT
 BUILD = Path(os.environ.get("PPBENCH_BUILD_DIR", ROOT / "build"))
 BENCH = BUILD / "benchmarks" / "cuda_pipeline_bench"
 PPBENCH = BUILD / "ppbench"
-NAME = re.compile(r"^BM_(?P<bench>Scaling|Fidelity|Overhead)/(?P<schedule>[^/]+)/D(?P<d>\d+)"
+NAME = re.compile(r"^BM_(?P<bench>Scaling|Fidelity|Overhead|OverheadGraph)/(?P<schedule>[^/]+)"
+                  r"/D(?P<d>\d+)"
                   r"/N(?P<n>\d+)(?:/v(?P<v>\d+))?$")
 
 
@@ -56,3 +57,13 @@ def test_overhead_rows_cover_every_family_it_names(listed):
     overhead = {m["schedule"] for m in listed if m["bench"] == "Overhead"}
     assert overhead == {"1f1b", "gpipe", "zb-h1", "interleaved-1f1b", "dualpipe"}
     assert sum(m["bench"] == "Scaling" for m in listed) == 3
+
+
+def test_each_cuda_graph_row_has_its_eager_row_on_one_rank(listed):
+    # --cuda-graph runs one rank per GPU, so on one GPU its rows are at D = 1; each stands beside
+    # the same step launched eagerly on the same placement.
+    graph = {(m["schedule"], m["n"]) for m in listed if m["bench"] == "OverheadGraph"}
+    assert graph and {m["d"] for m in listed if m["bench"] == "OverheadGraph"} == {"1"}
+    eager_one_rank = {(m["schedule"], m["n"]) for m in listed
+                      if m["bench"] == "Overhead" and m["d"] == "1"}
+    assert graph == eager_one_rank
