@@ -36,7 +36,10 @@
 // measured on the GPU beside the simulator replaying the same step's measured per-op costs
 // (ppbench's run record holds both, as for benchmarks/bubble_fidelity on CPU threads). Counters
 // measured_bubble, predicted_bubble, gap_pp (measured - predicted, percentage points; goal
-// within 3), within_3pp.
+// within 3), within_3pp. Where PPBENCH_BENCH_KEEP_DIR names a folder (gpu-check sets it), each
+// run's record, trace and measured profile are kept there as fidelity-<schedule>-D<D>-N<N>
+// .record.json, .trace.json and .profile.json: a gap can then be taken apart on any machine,
+// the trace against `ppbench simulate --device-profile <profile> --trace-out` of the same step.
 //
 // BM_Overhead/<schedule>/D<D>/N<N> (D = 2, 4, 8 x N = 8, 32, 128 where the family accepts the
 // size): the GPU executor's own cost per action, with passes that do nothing (F and B hand a
@@ -58,6 +61,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -71,12 +75,15 @@
 #include "bench_context.h"
 #include "core/error.h"
 #include "harness/backends/run_record.h"
+#include "harness/chrome_trace.h"
 #include "harness/cuda/cuda_executor.h"
 #include "harness/cuda/cuda_run.h"
 #include "harness/cuda/gpu_devices.h"
 #include "harness/cuda/gpu_placement.h"
 #include "harness/cuda/transport_factory.h"
+#include "harness/device_profile.h"
 #include "harness/metrics.h"
+#include "harness/output_file.h"
 #include "harness/simulator.h"
 #include "schedules/registry.h"
 #include "workloads/cuda/check.h"
@@ -194,6 +201,28 @@ void BM_Scaling(benchmark::State& state, int devices) {
 
 // --- (b) fidelity -----------------------------------------------------------------------------
 
+// Keeps a BM_Fidelity run's record, trace and measured profile where PPBENCH_BENCH_KEEP_DIR
+// says (nothing when it is unset or empty).
+void keep_run(const ScheduleParams& params, const WorkloadSpec& spec, const CudaRunOptions& o,
+              const RunOutput& out) {
+  const char* dir = std::getenv("PPBENCH_BENCH_KEEP_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string base = std::string(dir) + "/fidelity-" + params.name + "-D" +
+                           std::to_string(params.devices) + "-N" +
+                           std::to_string(params.microbatches);
+  const auto keep = [](const std::string& path, const std::string& text) {
+    write_output(check_output("PPBENCH_BENCH_KEEP_DIR", path, OutputMode::kReplace), text + "\n");
+  };
+  keep(base + ".record.json", out.record.dump(1));
+  keep(base + ".trace.json", to_chrome_trace(out.trace, trace_facts(out.record)).dump());
+  const Schedule s = generate(params);
+  const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.run.partition);
+  nlohmann::json identity = out.record;
+  identity["name"] = "measured by cuda_pipeline_bench BM_Fidelity, " + params.name;
+  keep(base + ".profile.json",
+       measured_profile_json(out.trace, s.placement, plan, identity).dump(1));
+}
+
 void BM_Fidelity(benchmark::State& state, ScheduleParams params) {
   // Three layers per rank for one-stage-per-rank schedules; the 2D-stage ones get fewer.
   static const WorkloadSpec spec = llama_shaped(kLayersPerStage * (4 - 1));
@@ -205,6 +234,7 @@ void BM_Fidelity(benchmark::State& state, ScheduleParams params) {
       o.run.warmup = 1;
       o.virtual_devices = params.devices;
       const RunOutput out = run_cuda(spec, o);
+      keep_run(params, spec, o, out);
       const double measured = out.record["measured"]["bubble_fraction"].get<double>();
       const double predicted = out.record["predicted"]["bubble_fraction"].get<double>();
       const double gap = measured - predicted;

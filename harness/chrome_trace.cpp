@@ -93,4 +93,14 @@ nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_d
           {"otherData", std::move(other)}};
 }
 
+nlohmann::json trace_facts(const nlohmann::json& record) {
+  nlohmann::json facts = record["provenance"];
+  for (const char* key : {"schedule", "devices", "microbatches", "chunks"})
+    if (record.contains(key)) facts[key] = record[key];
+  if (record.contains("data_parallel"))
+    for (const char* key : {"processes", "replicas", "nodes"})
+      facts[key] = record["data_parallel"][key];
+  return facts;
+}
+
 }  // namespace ppbench

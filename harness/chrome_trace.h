@@ -14,4 +14,9 @@ namespace ppbench {
 
 nlohmann::json to_chrome_trace(const Trace& trace, const nlohmann::json& other_data);
 
+// What a run's trace says of itself (its otherData), from the run's record: the provenance, and
+// what a viewer or scripts/plot_timeline.py names the picture by: the schedule and its shape,
+// and across processes the job's.
+nlohmann::json trace_facts(const nlohmann::json& record);
+
 }  // namespace ppbench

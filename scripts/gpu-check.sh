@@ -645,7 +645,14 @@ part_benchmarks() {
   for t in "${names[@]}"; do
     prog "$t"
     if [ -z "${CMD[0]}" ]; then record_step "bench-$t" failed "" 0 "not built"; continue; fi
-    step "bench-$t" "${CMD[@]}" "${args[@]}" --benchmark_out="$PDIR/$t.json" || continue
+    # A benchmark keeps what lets a figure be taken apart at home (cuda_pipeline_bench's
+    # BM_Fidelity: each run's record, trace and measured profile) in kept/, packed with the rest.
+    mkdir -p "$PDIR/kept"
+    step "bench-$t" env PPBENCH_BENCH_KEEP_DIR="$PDIR/kept" "${CMD[@]}" "${args[@]}" \
+      --benchmark_out="$PDIR/$t.json"
+    local rc=$?
+    rmdir "$PDIR/kept" 2>/dev/null  # kept nothing
+    [ $rc -eq 0 ] || continue
     if grep -q "no CUDA device visible" "$PDIR/bench-$t.log"; then
       # It ran nothing and wrote no JSON: say that, not the missing file.
       log "$PIECE: bench-$t: saw no CUDA device although nvidia-smi lists one (see bench-$t.log)"

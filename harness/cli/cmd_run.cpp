@@ -36,19 +36,6 @@ namespace ppbench::cli {
 
 namespace {
 
-// What a run's trace says of itself (its otherData): the record's provenance, and what a viewer
-// or scripts/plot_timeline.py names the picture by: the schedule and its shape, and across
-// processes the job's.
-nlohmann::json trace_facts(const nlohmann::json& record) {
-  nlohmann::json facts = record["provenance"];
-  for (const char* key : {"schedule", "devices", "microbatches", "chunks"})
-    if (record.contains(key)) facts[key] = record[key];
-  if (record.contains("data_parallel"))
-    for (const char* key : {"processes", "replicas", "nodes"})
-      facts[key] = record["data_parallel"][key];
-  return facts;
-}
-
 void print_text(const nlohmann::json& r) {
   const auto& m = r["measured"];
   const auto& p = r["predicted"];

@@ -692,6 +692,28 @@ def test_a_benchmark_that_reports_an_error_fails_the_piece(gpu_world):
                               "cudaErrorMemoryAllocation: out of memory")
 
 
+def test_what_a_benchmark_keeps_is_packed_with_its_json(gpu_world):
+    # cuda_pipeline_bench's BM_Fidelity keeps each run's record, trace and profile in the folder
+    # PPBENCH_BENCH_KEEP_DIR names; a benchmark that keeps nothing leaves no empty folder.
+    w = gpu_world
+    keeping = FAKE_BENCH + (
+        "import os\n"
+        "keep = os.environ['PPBENCH_BENCH_KEEP_DIR']\n"
+        "if 'pipeline' in sys.argv[0]:\n"
+        "    open(os.path.join(keep, 'fidelity-1f1b-D4-N8.trace.json'), 'w').write('{}')\n")
+    for name in ("cuda_pipeline_bench", "cuda_gemm_bench"):
+        write_exe(w["bundle"] / "bin" / name, keeping.replace("/usr/bin/env python3",
+                                                               sys.executable))
+    r = check(w, "--only", "benchmarks")
+    assert r.returncode == 0, r.stdout + r.stderr
+    with tarfile.open(tarballs(w)["benchmarks"]) as tf:
+        names = tf.getnames()
+    kept = [n for n in names if "/kept/" in n or n.endswith("/kept")]
+    assert [n.split("/kept/")[-1] for n in kept if "/kept/" in n] == \
+        ["fidelity-1f1b-D4-N8.trace.json"], names
+    assert any(n.endswith("/cuda_gemm_bench.json") for n in names)
+
+
 def test_a_benchmark_that_sees_no_gpu_fails_the_piece_and_says_so(gpu_world):
     # A driver older than the bundle's CUDA runtime: the program says so, runs nothing, writes
     # no JSON and exits 0. The console names that, not the JSON file it did not write.
