@@ -37,9 +37,10 @@
 // (ppbench's run record holds both, as for benchmarks/bubble_fidelity on CPU threads). Counters
 // measured_bubble, predicted_bubble, gap_pp (measured - predicted, percentage points; goal
 // within 3), within_3pp. Where PPBENCH_BENCH_KEEP_DIR names a folder (gpu-check sets it), each
-// run's record, trace and measured profile are kept there as fidelity-<schedule>-D<D>-N<N>
-// .record.json, .trace.json and .profile.json: a gap can then be taken apart on any machine,
-// the trace against `ppbench simulate --device-profile <profile> --trace-out` of the same step.
+// run's record, trace and measured profile (per-op means, as the replay takes them) are kept
+// there as fidelity-<schedule>-D<D>-N<N>.record.json, .trace.json and .profile.json: a gap can
+// then be taken apart on any machine, the trace against the replay's own timeline, `ppbench
+// simulate --device-profile <profile> --trace-out` of the same step and workload.
 //
 // BM_Overhead/<schedule>/D<D>/N<N> (D = 2, 4, 8 x N = 8, 32, 128 where the family accepts the
 // size): the GPU executor's own cost per action, with passes that do nothing (F and B hand a
@@ -219,8 +220,11 @@ void keep_run(const ScheduleParams& params, const WorkloadSpec& spec, const Cuda
   const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.run.partition);
   nlohmann::json identity = out.record;
   identity["name"] = "measured by cuda_pipeline_bench BM_Fidelity, " + params.name;
+  // By the mean, as the run's own replay costs its ops: the profile then replays to the
+  // record's predicted bubble.
   keep(base + ".profile.json",
-       measured_profile_json(out.trace, s.placement, plan, identity).dump(1));
+       measured_profile_json(out.trace, s.placement, plan, identity, ProfileStatistic::kMean)
+           .dump(1));
 }
 
 void BM_Fidelity(benchmark::State& state, ScheduleParams params) {
