@@ -36,11 +36,15 @@
 // measured on the GPU beside the simulator replaying the same step's measured per-op costs
 // (ppbench's run record holds both, as for benchmarks/bubble_fidelity on CPU threads). Counters
 // measured_bubble, predicted_bubble, gap_pp (measured - predicted, percentage points; goal
-// within 3), within_3pp. Where PPBENCH_BENCH_KEEP_DIR names a folder (gpu-check sets it), each
-// run's record, trace and measured profile (per-op means, as the replay takes them) are kept
-// there as fidelity-<schedule>-D<D>-N<N>.record.json, .trace.json and .profile.json: a gap can
-// then be taken apart on any machine, the trace against the replay's own timeline, `ppbench
-// simulate --device-profile <profile> --trace-out` of the same step and workload.
+// within 3), within_3pp.
+//
+// Where PPBENCH_BENCH_KEEP_DIR names a folder (gpu-check sets it), every run of BM_Scaling and
+// BM_Fidelity keeps its record, trace and measured profile (per-op means, as the replay takes
+// them) there, as <scaling|scaling-one-partition-of-D<D>|fidelity>-<schedule>-D<D>-N<N>
+// .record.json, .trace.json and .profile.json. A figure can then be taken apart on any machine:
+// a bubble gap, the trace against the replay's own timeline (`ppbench simulate --device-profile
+// <profile> --trace-out` of the same step and workload); the compute slowdown, each op's time in
+// the pipelined run against the same op on one partition alone.
 //
 // BM_Overhead/<schedule>/D<D>/N<N> (D = 2, 4, 8 x N = 8, 32, 128 where the family accepts the
 // size): the GPU executor's own cost per action, with passes that do nothing (F and B hand a
@@ -141,6 +145,33 @@ std::size_t arena_bytes(const WorkloadSpec& spec, int devices, int microbatches)
   return static_cast<std::size_t>(kept * 1.25) + (std::size_t{1} << 30);
 }
 
+// Keeps a run's record, trace and measured profile as <what>-<schedule>-D<D>-N<N>.*.json where
+// PPBENCH_BENCH_KEEP_DIR says (nothing when it is unset or empty). The runs here use run_cuda's
+// default partition, so the profile's stages are that partition's.
+void keep_run(const std::string& what, const ScheduleParams& params, const WorkloadSpec& spec,
+              const RunOutput& out) {
+  const char* dir = std::getenv("PPBENCH_BENCH_KEEP_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string base = std::string(dir) + "/" + what + "-" + params.name + "-D" +
+                           std::to_string(params.devices) + "-N" +
+                           std::to_string(params.microbatches);
+  const auto keep = [](const std::string& path, const std::string& text) {
+    write_output(check_output("PPBENCH_BENCH_KEEP_DIR", path, OutputMode::kReplace), text + "\n");
+  };
+  keep(base + ".record.json", out.record.dump(1));
+  keep(base + ".trace.json", to_chrome_trace(out.trace, trace_facts(out.record)).dump());
+  const Schedule s = generate(params);
+  const PartitionPlan plan =
+      partition(spec, s.placement.stages_per_chain(), CudaRunOptions{}.run.partition);
+  nlohmann::json identity = out.record;
+  identity["name"] = "measured by cuda_pipeline_bench (" + what + "), " + params.name;
+  // By the mean, as the run's own replay costs its ops: the profile then replays to the
+  // record's predicted bubble.
+  keep(base + ".profile.json",
+       measured_profile_json(out.trace, s.placement, plan, identity, ProfileStatistic::kMean)
+           .dump(1));
+}
+
 RunOutput run_1f1b(const WorkloadSpec& spec, int devices, int microbatches, int partition_sms) {
   CudaRunOptions o;
   o.run.schedule = {"1f1b", devices, microbatches, 0, 0};
@@ -164,6 +195,7 @@ void BM_Scaling(benchmark::State& state, int devices) {
       bool as_requested = false;
       {
         const RunOutput piped = run_1f1b(spec, devices, kMicrobatches, 0);
+        keep_run("scaling", {"1f1b", devices, kMicrobatches, 0, 0}, spec, piped);
         const nlohmann::json& parts = piped.record["gpu"]["partitions"];
         k = parts["requested"]["sms_per_partition"].get<int>();
         as_requested = parts["as_requested"].get<bool>();
@@ -172,8 +204,15 @@ void BM_Scaling(benchmark::State& state, int devices) {
         measured_bubble = piped.record["measured"]["bubble_fraction"].get<double>();
         replayed_bubble = piped.record["predicted"]["bubble_fraction"].get<double>();
       }
-      const double rate_one =
-          run_1f1b(spec, 1, kMicrobatches, k).record["throughput"]["samples_per_s"].get<double>();
+      double rate_one = 0;
+      {
+        // The same work on one partition of the same k SMs, the others idle: against the
+        // pipelined run's trace, which op slows most while the partitions share the GPU.
+        const RunOutput one = run_1f1b(spec, 1, kMicrobatches, k);
+        keep_run("scaling-one-partition-of-D" + std::to_string(devices),
+                 {"1f1b", 1, kMicrobatches, 0, 0}, spec, one);
+        rate_one = one.record["throughput"]["samples_per_s"].get<double>();
+      }
 
       const double theory = theory_bubble(spec, {"1f1b", devices, kMicrobatches, 0, 0});
       const double closed = static_cast<double>(devices - 1) / (kMicrobatches + devices - 1);
@@ -202,31 +241,6 @@ void BM_Scaling(benchmark::State& state, int devices) {
 
 // --- (b) fidelity -----------------------------------------------------------------------------
 
-// Keeps a BM_Fidelity run's record, trace and measured profile where PPBENCH_BENCH_KEEP_DIR
-// says (nothing when it is unset or empty).
-void keep_run(const ScheduleParams& params, const WorkloadSpec& spec, const CudaRunOptions& o,
-              const RunOutput& out) {
-  const char* dir = std::getenv("PPBENCH_BENCH_KEEP_DIR");
-  if (dir == nullptr || *dir == '\0') return;
-  const std::string base = std::string(dir) + "/fidelity-" + params.name + "-D" +
-                           std::to_string(params.devices) + "-N" +
-                           std::to_string(params.microbatches);
-  const auto keep = [](const std::string& path, const std::string& text) {
-    write_output(check_output("PPBENCH_BENCH_KEEP_DIR", path, OutputMode::kReplace), text + "\n");
-  };
-  keep(base + ".record.json", out.record.dump(1));
-  keep(base + ".trace.json", to_chrome_trace(out.trace, trace_facts(out.record)).dump());
-  const Schedule s = generate(params);
-  const PartitionPlan plan = partition(spec, s.placement.stages_per_chain(), o.run.partition);
-  nlohmann::json identity = out.record;
-  identity["name"] = "measured by cuda_pipeline_bench BM_Fidelity, " + params.name;
-  // By the mean, as the run's own replay costs its ops: the profile then replays to the
-  // record's predicted bubble.
-  keep(base + ".profile.json",
-       measured_profile_json(out.trace, s.placement, plan, identity, ProfileStatistic::kMean)
-           .dump(1));
-}
-
 void BM_Fidelity(benchmark::State& state, ScheduleParams params) {
   // Three layers per rank for one-stage-per-rank schedules; the 2D-stage ones get fewer.
   static const WorkloadSpec spec = llama_shaped(kLayersPerStage * (4 - 1));
@@ -238,7 +252,7 @@ void BM_Fidelity(benchmark::State& state, ScheduleParams params) {
       o.run.warmup = 1;
       o.virtual_devices = params.devices;
       const RunOutput out = run_cuda(spec, o);
-      keep_run(params, spec, o, out);
+      keep_run("fidelity", params, spec, out);
       const double measured = out.record["measured"]["bubble_fraction"].get<double>();
       const double predicted = out.record["predicted"]["bubble_fraction"].get<double>();
       const double gap = measured - predicted;
