@@ -291,8 +291,8 @@ fi
 GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 SLUG="$(echo "$GPU_NAME" | tr ' ' '-' | tr -cd 'A-Za-z0-9._-')"
 DATE="$(date -u +%Y-%m-%dT%H%M%SZ)"
-# A folder the caller named that cannot be made is the caller's (2); the default one, or one
-# made inside a folder that exists, the machine's (3).
+# A folder the caller named that cannot be made is the caller's (2); the default one the
+# machine's (3).
 RESULTS_CODE=2
 [ -n "$RESULTS" ] || { RESULTS="$ROOT/results/gpu"; RESULTS_CODE=3; }
 make_folder "$RESULTS" "the results folder" "$RESULTS_CODE"
@@ -646,7 +646,8 @@ part_benchmarks() {
     prog "$t"
     if [ -z "${CMD[0]}" ]; then record_step "bench-$t" failed "" 0 "not built"; continue; fi
     # A benchmark keeps what lets a figure be taken apart at home (cuda_pipeline_bench's
-    # BM_Fidelity: each run's record, trace and measured profile) in kept/, packed with the rest.
+    # BM_Scaling and BM_Fidelity: each run's record, trace and measured profile) in kept/,
+    # packed with the rest; scripts/kept_runs.py reads it.
     mkdir -p "$PDIR/kept"
     step "bench-$t" env PPBENCH_BENCH_KEEP_DIR="$PDIR/kept" "${CMD[@]}" "${args[@]}" \
       --benchmark_out="$PDIR/$t.json"
