@@ -31,93 +31,12 @@
 #include "schedules/registry.h"
 #include "schedules/schedule_file.h"
 #include "schedules/validate.h"
+#include "tests/common/schedule_edits.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/fuzz/simulation_checks.h"
 
 namespace ppbench::fuzz {
 namespace {
-
-enum class Edit : std::uint8_t {
-  kSwapNext,      // the action and the one after it trade places
-  kMoveToRank,    // the action goes to the end of another rank's order
-  kDrop,          // the action is removed
-  kDuplicate,     // the action runs twice
-  kSplitB,        // a B becomes I in place and W at the end of the rank
-  kPairWithNext,  // an F and a later B or I of the same rank become one overlapped pair
-  kUnpair,        // a pair becomes its two halves
-  kShiftMb,       // the micro-batch goes one up
-  kFlipOp,        // F <-> B, I <-> W
-  kMoveWithin,    // the action moves to another place in its rank
-  kCount
-};
-
-void apply(Schedule& s, Edit edit, int rank_byte, int pos_byte) {
-  const int ranks = static_cast<int>(s.ranks.size());
-  if (ranks == 0) return;
-  auto& order = s.ranks[static_cast<std::size_t>(rank_byte % ranks)];
-  if (order.empty()) return;
-  const std::size_t at = static_cast<std::size_t>(pos_byte) % order.size();
-  Action& a = order[at];
-  switch (edit) {
-    case Edit::kSwapNext:
-      if (at + 1 < order.size()) std::swap(order[at], order[at + 1]);
-      break;
-    case Edit::kMoveToRank: {
-      const Action moved = a;
-      order.erase(order.begin() + static_cast<std::ptrdiff_t>(at));
-      s.ranks[static_cast<std::size_t>((rank_byte + 1) % ranks)].push_back(moved);
-      break;
-    }
-    case Edit::kDrop:
-      order.erase(order.begin() + static_cast<std::ptrdiff_t>(at));
-      break;
-    case Edit::kDuplicate:
-      order.insert(order.begin() + static_cast<std::ptrdiff_t>(at), a);
-      break;
-    case Edit::kSplitB:
-      if (!a.paired() && a.task.op == Op::B) {
-        const Task w{Op::W, a.task.stage, a.task.mb};
-        a.task.op = Op::I;
-        order.push_back(Action::single(w));
-      }
-      break;
-    case Edit::kPairWithNext:
-      if (!a.paired() && a.task.op == Op::F) {
-        for (std::size_t k = at + 1; k < order.size(); ++k) {
-          const Action b = order[k];
-          if (b.paired() || (b.task.op != Op::B && b.task.op != Op::I)) continue;
-          order[at] = Action::pair(a.task, b.task);
-          order.erase(order.begin() + static_cast<std::ptrdiff_t>(k));
-          break;
-        }
-      }
-      break;
-    case Edit::kUnpair:
-      if (a.paired()) {
-        const Task backward = a.partner;
-        a = Action::single(a.task);
-        order.insert(order.begin() + static_cast<std::ptrdiff_t>(at) + 1, Action::single(backward));
-      }
-      break;
-    case Edit::kShiftMb:
-      a.task.mb += 1;
-      break;
-    case Edit::kFlipOp: {
-      static constexpr Op kFlipped[] = {Op::B, Op::F, Op::W, Op::I};  // indexed by F, B, I, W
-      a.task.op = kFlipped[static_cast<int>(a.task.op)];
-      break;
-    }
-    case Edit::kMoveWithin: {
-      const Action moved = a;
-      order.erase(order.begin() + static_cast<std::ptrdiff_t>(at));
-      const std::size_t to = static_cast<std::size_t>(pos_byte / 3) % (order.size() + 1);
-      order.insert(order.begin() + static_cast<std::ptrdiff_t>(to), moved);
-      break;
-    }
-    case Edit::kCount:
-      break;
-  }
-}
 
 // Whether validate() accepts `s` at `capacity`; any other exception escapes (a failure).
 bool sound(const Schedule& s, int capacity) {
@@ -216,8 +135,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   constexpr std::size_t kMaxEdits = 24;
   for (std::size_t e = 5; e + 2 < size && (e - 5) / 3 < kMaxEdits; e += 3)
-    fuzz::apply(s, static_cast<fuzz::Edit>(data[e] % static_cast<int>(fuzz::Edit::kCount)),
-                data[e + 1], data[e + 2]);
+    edits::apply(s, static_cast<edits::Edit>(data[e] % static_cast<int>(edits::Edit::kCount)),
+                 data[e + 1], data[e + 2]);
   fuzz::check(s, capacity, cores);
   return 0;
 }

@@ -1,0 +1,147 @@
+// Any sound order computes the step, not only the orders the generators write.
+//
+// Each family's schedule is edited at random, as a researcher edits a generated schedule by hand
+// (tests/common/schedule_edits.h: adjacent swaps, moves within a rank, a B split into I and a W at
+// the rank's end, a forward paired with a later backward, a pair split), keeping only the edits
+// after which validate() still accepts it for a run. It then reaches the backend the way a
+// researcher's file does, through its text form, and runs on CPU threads. The loss and every
+// parameter gradient must equal the single-device step's (float64, to 1e-10), after two AdamW
+// steps too; the arena's activation peak must equal the memory model's on every rank.
+//
+// Why: the generators' orders are regular. An executor or a memory model that relied on that
+// (backwards in micro-batch order, a W right after its I, a stage's optimizer step after the
+// backward of its last micro-batch) passes test_cpu_run.cpp and fails here.
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "harness/backends/cpu/cpu_run.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+#include "schedules/schedule_file.h"
+#include "tests/common/schedule_edits.h"
+#include "workloads/mlp.h"
+#include "workloads/transformer.h"
+
+namespace ppbench {
+namespace {
+
+WorkloadSpec tiny_mlp() {
+  MlpConfig c;
+  c.layers = 8;
+  c.width = 12;
+  c.input_dim = 7;
+  c.classes = 5;
+  return build_mlp(c, 3, DType::kF64);
+}
+
+WorkloadSpec tiny_llama() {
+  TransformerConfig c = transformer_preset("tiny-llama");
+  c.layers = 6;  // + embedding + head = 8 partitionable layers
+  c.hidden = 16;
+  c.ffn = 24;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.vocab = 19;
+  c.seq = 5;
+  return build_transformer(c, 2, DType::kF64);
+}
+
+// How a variant of the run differs: plain, recomputing activations, or two AdamW steps.
+enum class Variant { kPlain, kRecompute, kTwoAdamWSteps };
+
+const char* name_of(Variant v) {
+  switch (v) {
+    case Variant::kPlain:
+      return "plain";
+    case Variant::kRecompute:
+      return "recompute";
+    case Variant::kTwoAdamWSteps:
+      return "two adamw steps";
+  }
+  return "?";
+}
+
+void expect_every_sound_edit_computes_the_step(const WorkloadSpec& spec, std::uint32_t seed) {
+  constexpr std::uint64_t kSeed = 7;
+  constexpr int kMicrobatches = 8;
+  constexpr int kEditsPerSchedule = 12;
+  // The reference, by number of optimizer steps.
+  OptimizerOptions adamw;
+  adamw.kind = OptimizerOptions::Kind::kAdamW;
+  const StepValues one_step = single_device_step(spec, kMicrobatches, kSeed);
+  const StepValues two_steps = single_device_step(spec, kMicrobatches, kSeed, 2, adamw);
+
+  std::mt19937 rng(seed);
+  int runs = 0, edits_made = 0;
+  std::map<std::string, int> runs_by_family;
+  for (const ScheduleInfo& info : all_schedules())
+    for (int d : {2, 4})
+      for (Variant variant : {Variant::kPlain, Variant::kRecompute, Variant::kTwoAdamWSteps}) {
+        const std::string family(info.name);
+        const ScheduleParams p{family, d, kMicrobatches, info.uses_chunks ? 2 : 0, 0};
+        Schedule s;
+        try {
+          s = generate(p);
+        } catch (const UsageError&) {
+          continue;  // a combination the family refuses
+        }
+        const Schedule generated = s;
+        const int made = edits::random_sound_edits(s, rng, kEditsPerSchedule);
+        const std::string label = family + " D=" + std::to_string(d) + " " + name_of(variant) +
+                                  ", " + std::to_string(made) + " edits:\n" + to_schedule_text(s);
+        if (made == 0) {
+          ADD_FAILURE() << label << "no edit kept the schedule sound";
+          continue;
+        }
+        EXPECT_NE(s.ranks, generated.ranks) << label;
+        edits_made += made;
+
+        const ScheduleFile file =
+            parse_schedule_file(to_schedule_text(s), "edited.txt", ScheduleFileFormat::kText);
+        ASSERT_EQ(file.schedule.ranks, s.ranks) << label;
+        RunOptions o;
+        o.schedule = file.schedule.params;
+        o.file_schedule = std::make_shared<const Schedule>(file.schedule);
+        o.seed = kSeed;
+        o.executor.watchdog_seconds = 30;
+        o.keep_gradients = true;
+        o.recompute = variant == Variant::kRecompute;
+        if (variant == Variant::kTwoAdamWSteps) {
+          o.optimizer = adamw;
+          o.steps = 2;
+        }
+        const RunOutput out = run_cpu(spec, o);
+        const StepValues& ref = variant == Variant::kTwoAdamWSteps ? two_steps : one_step;
+        EXPECT_NEAR(out.values.loss, ref.loss, 1e-10 * std::abs(ref.loss)) << label;
+        const GradientComparison cmp = compare_gradients(out.values.tensors, ref.tensors);
+        EXPECT_TRUE(cmp.within(1e-10))
+            << label << cmp.mismatch << " worst " << cmp.worst_tensor << " " << cmp.max_rel_error;
+        EXPECT_EQ(cmp.tensors, ref.tensors.size()) << label;
+        for (const auto& mem : out.record["activation_bytes"])
+          EXPECT_EQ(mem["measured_peak_bytes"].get<double>(), mem["model_peak_bytes"].get<double>())
+              << label << "rank " << mem["rank"];
+        ++runs;
+        ++runs_by_family[family];
+      }
+  // Every family ran edited, and the edits were many: a test that edits nothing proves nothing.
+  EXPECT_EQ(runs_by_family.size(), all_schedules().size());
+  EXPECT_GT(runs, 80);
+  EXPECT_GT(edits_made, 8 * runs);
+}
+
+TEST(EditedOrders, MlpComputesTheSingleDeviceStep) {
+  expect_every_sound_edit_computes_the_step(tiny_mlp(), 2026);
+}
+
+TEST(EditedOrders, LlamaComputesTheSingleDeviceStep) {
+  expect_every_sound_edit_computes_the_step(tiny_llama(), 1128);
+}
+
+}  // namespace
+}  // namespace ppbench
