@@ -6,11 +6,12 @@
 // after which validate() still accepts it for a run. It then reaches the backend the way a
 // researcher's file does, through its text form, and runs on CPU threads. The loss and every
 // parameter gradient must equal the single-device step's (float64, to 1e-10), after two AdamW
-// steps too; the arena's activation peak must equal the memory model's on every rank.
+// steps too; what each rank held (parameters, gradients, optimizer states, the arena's activation
+// peak) must equal the memory model's, and the bytes in flight stay within its bound.
 //
-// Why: the generators' orders are regular. An executor or a memory model that relied on that
-// (backwards in micro-batch order, a W right after its I, a stage's optimizer step after the
-// backward of its last micro-batch) passes test_cpu_run.cpp and fails here.
+// Why: the generators' orders are regular (a stage's forwards in micro-batch order, a W soon
+// after its I, overlapped pairs only in DualPipe's). An executor, a transport or a memory model
+// that leaned on such regularity would pass every generated order and fail here.
 #include <cmath>
 #include <map>
 #include <memory>
@@ -126,6 +127,16 @@ void expect_every_sound_edit_computes_the_step(const WorkloadSpec& spec, std::ui
         for (const auto& mem : out.record["activation_bytes"])
           EXPECT_EQ(mem["measured_peak_bytes"].get<double>(), mem["model_peak_bytes"].get<double>())
               << label << "rank " << mem["rank"];
+        // The whole step's memory: what the rank held, measured, against `ppbench memory`'s
+        // model of the same order; the bytes in flight within the model's bound for the
+        // mailboxes the order runs with.
+        for (const auto& r : out.record["memory"]["ranks"]) {
+          for (const char* k : {"params", "grads", "optimizer", "activations"})
+            EXPECT_EQ(r["measured"][k].get<double>(), r["model"][k].get<double>())
+                << label << "rank " << r["rank"] << " " << k;
+          EXPECT_LE(r["measured"]["comm"].get<double>(), r["model"]["comm"].get<double>())
+              << label << "rank " << r["rank"];
+        }
         ++runs;
         ++runs_by_family[family];
       }
