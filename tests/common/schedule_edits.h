@@ -2,7 +2,8 @@
 // dropping, duplicating, splitting, pairing actions. Shared by the fuzzer, which applies any of
 // them and holds the validator to its verdict (tests/fuzz/fuzz_schedule_edits.cpp), and by the
 // backends' tests that run the edited orders the validator accepts (test_edited_orders.cpp in
-// tests/backends, CPU threads, and tests/cuda_exec, virtual devices).
+// tests/backends, CPU threads, and tests/cuda_exec, virtual devices; tests/mpi/
+// test_mpi_edited_orders.cpp, processes).
 #pragma once
 
 #include <array>
