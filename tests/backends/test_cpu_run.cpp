@@ -11,33 +11,11 @@
 #include "harness/backends/cpu/cpu_run.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "tests/common/pipeline_workloads.h"
 #include "workloads/amoebanet.h"
-#include "workloads/mlp.h"
-#include "workloads/transformer.h"
 
 namespace ppbench {
 namespace {
-
-WorkloadSpec tiny_mlp(DType dtype) {
-  MlpConfig c;
-  c.layers = 8;
-  c.width = 12;
-  c.input_dim = 7;
-  c.classes = 5;
-  return build_mlp(c, 3, dtype);
-}
-
-WorkloadSpec tiny_transformer(const char* preset, DType dtype) {
-  TransformerConfig c = transformer_preset(preset);
-  c.layers = 6;  // + embedding + head = 8 partitionable layers
-  c.hidden = 16;
-  c.ffn = 24;
-  c.heads = 4;
-  c.kv_heads = c.style == TransformerStyle::kLlama ? 2 : 4;
-  c.vocab = 19;
-  c.seq = 5;
-  return build_transformer(c, 2, dtype);
-}
 
 WorkloadSpec tiny_amoebanet(DType dtype) {
   AmoebaNetConfig c;
@@ -115,19 +93,19 @@ void expect_same_step(const WorkloadSpec& spec, double tolerance) {
 }
 
 TEST(CpuRun, MlpEveryScheduleMatchesSingleDeviceFloat64) {
-  expect_same_step(tiny_mlp(DType::kF64), 1e-10);
+  expect_same_step(small_pipeline_mlp(DType::kF64), 1e-10);
 }
 TEST(CpuRun, MlpEveryScheduleMatchesSingleDeviceFloat32) {
-  expect_same_step(tiny_mlp(DType::kF32), 1e-4);
+  expect_same_step(small_pipeline_mlp(DType::kF32), 1e-4);
 }
 TEST(CpuRun, LlamaEveryScheduleMatchesSingleDeviceFloat64) {
-  expect_same_step(tiny_transformer("tiny-llama", DType::kF64), 1e-10);
+  expect_same_step(small_pipeline_transformer("tiny-llama", DType::kF64), 1e-10);
 }
 TEST(CpuRun, GptEveryScheduleMatchesSingleDeviceFloat64) {
-  expect_same_step(tiny_transformer("tiny-gpipe", DType::kF64), 1e-10);
+  expect_same_step(small_pipeline_transformer("tiny-gpipe", DType::kF64), 1e-10);
 }
 TEST(CpuRun, LlamaEveryScheduleMatchesSingleDeviceFloat32) {
-  expect_same_step(tiny_transformer("tiny-llama", DType::kF32), 1e-4);
+  expect_same_step(small_pipeline_transformer("tiny-llama", DType::kF32), 1e-4);
 }
 
 TEST(CpuRun, AmoebaNetEveryScheduleMatchesSingleDeviceFloat64) {
@@ -139,7 +117,7 @@ TEST(CpuRun, RecordCarriesTheContract) {
   o.schedule = {"zb-h1", 2, 4};
   o.steps = 2;
   o.warmup = 1;
-  const RunOutput out = run_cpu(tiny_transformer("tiny-llama", DType::kF32), o);
+  const RunOutput out = run_cpu(small_pipeline_transformer("tiny-llama", DType::kF32), o);
   const auto& r = out.record;
   for (const char* k :
        {"schedule", "devices", "microbatches", "workload", "provenance", "throughput", "measured",
@@ -158,7 +136,7 @@ TEST(CpuRun, TheReplayRunsTheOptimizerStepsWhereTheyRan) {
   o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
   o.steps = 1;
   o.warmup = 0;
-  const WorkloadSpec spec = tiny_mlp(DType::kF32);
+  const WorkloadSpec spec = small_pipeline_mlp(DType::kF32);
   for (const char* family : {"1f1b", "zb-v", "chimera"}) {
     o.schedule = {family, 2, 4};
     const RunOutput out = run_cpu(spec, o);
@@ -176,7 +154,7 @@ TEST(CpuRun, RanksSharingCoresAreReplayedOnThoseCores) {
   o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
   o.executor.cores = 1;
   o.schedule = {"1f1b", 2, 4};
-  const RunOutput out = run_cpu(tiny_mlp(DType::kF32), o);
+  const RunOutput out = run_cpu(small_pipeline_mlp(DType::kF32), o);
   ASSERT_EQ(out.trace.shared_cores, 1);
   EXPECT_EQ(out.record["predicted"]["cores"], 1);
   double cpu = 0;
@@ -186,7 +164,7 @@ TEST(CpuRun, RanksSharingCoresAreReplayedOnThoseCores) {
   EXPECT_GE(predicted["makespan"].get<double>(), cpu * (1 - 1e-9));
 
   o.executor.cores = 2;  // a core per rank: the plain replay
-  const RunOutput own = run_cpu(tiny_mlp(DType::kF32), o);
+  const RunOutput own = run_cpu(small_pipeline_mlp(DType::kF32), o);
   EXPECT_EQ(own.trace.shared_cores, 0);
   EXPECT_TRUE(own.record["predicted"]["cores"].is_null());
 }
@@ -194,7 +172,7 @@ TEST(CpuRun, RanksSharingCoresAreReplayedOnThoseCores) {
 TEST(CpuRun, GradientsStayPutUnlessAskedFor) {
   RunOptions o;
   o.schedule = {"chimera", 2, 4};  // two copies of every part, summed before the statistics
-  const WorkloadSpec spec = tiny_mlp(DType::kF64);
+  const WorkloadSpec spec = small_pipeline_mlp(DType::kF64);
   const RunOutput plain = run_cpu(spec, o);
   EXPECT_TRUE(plain.values.tensors.empty());
   o.keep_gradients = true;
@@ -216,7 +194,7 @@ TEST(CpuRun, CheckRecordsTheLargestGradientError) {
   RunOptions o;
   o.schedule = {"zb-h1", 2, 4};
   o.check = true;
-  const RunOutput out = run_cpu(tiny_transformer("tiny-llama", DType::kF32), o);
+  const RunOutput out = run_cpu(small_pipeline_transformer("tiny-llama", DType::kF32), o);
   const auto& c = out.record["check"];
   EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
   EXPECT_LE(c["max_rel_error"].get<double>(), 1e-4);
@@ -227,7 +205,7 @@ TEST(CpuRun, CheckRecordsTheLargestGradientError) {
   EXPECT_TRUE(out.values.tensors.empty());  // kept for the comparison only
   // A tolerance below float32's rounding fails, and says where.
   o.check_tolerance = 1e-12;
-  const RunOutput strict = run_cpu(tiny_transformer("tiny-llama", DType::kF32), o);
+  const RunOutput strict = run_cpu(small_pipeline_transformer("tiny-llama", DType::kF32), o);
   EXPECT_FALSE(strict.record["check"]["passed"].get<bool>());
   EXPECT_NE(check_failure(strict.record).find("layer "), std::string::npos)
       << check_failure(strict.record);
@@ -318,7 +296,7 @@ TEST(CpuReferenceSpread, ScalesWithTheDtypesRoundingAndStaysWithinItsMemory) {
   auto spread_of = [&](DType dtype) {
     std::string why;
     const std::optional<ReferenceSpread> s =
-        cpu_reference_spread(tiny_mlp(dtype), 4, 7, 2, sgd, 1e12, &why);
+        cpu_reference_spread(small_pipeline_mlp(dtype), 4, 7, 2, sgd, 1e12, &why);
     EXPECT_TRUE(s.has_value()) << why;
     return s.value_or(ReferenceSpread{});
   };
@@ -332,10 +310,11 @@ TEST(CpuReferenceSpread, ScalesWithTheDtypesRoundingAndStaysWithinItsMemory) {
   EXPECT_LT(bf16.gradients, 1e6 * f32.gradients);
   EXPECT_TRUE(std::isfinite(bf16.loss) && bf16.loss > 0);
   // The same as measuring it from the step by hand.
-  const StepValues ref = single_device_step(tiny_mlp(DType::kF32), 4, 7, 2, sgd);
-  EXPECT_EQ(reference_spread(tiny_mlp(DType::kF32), 4, 7, 2, sgd, ref).gradients, f32.gradients);
+  const StepValues ref = single_device_step(small_pipeline_mlp(DType::kF32), 4, 7, 2, sgd);
+  EXPECT_EQ(reference_spread(small_pipeline_mlp(DType::kF32), 4, 7, 2, sgd, ref).gradients,
+            f32.gradients);
   std::string why;
-  EXPECT_FALSE(cpu_reference_spread(tiny_mlp(DType::kF32), 4, 7, 2, sgd, 1000, &why));
+  EXPECT_FALSE(cpu_reference_spread(small_pipeline_mlp(DType::kF32), 4, 7, 2, sgd, 1000, &why));
   EXPECT_NE(why.find("not measured: the float64 single-device step on the CPU needs about"),
             std::string::npos)
       << why;
@@ -350,22 +329,23 @@ TEST(CpuRun, OptionsLeftAtTheirDefaultsRunSchedulesThatNeedDeeperMailboxes) {
   const Schedule s = schedule_of(o);
   const int least = least_channel_capacity(s, lower(s));
   ASSERT_GT(least, kDefaultChannelCapacity);
-  const RunOutput out = run_cpu(tiny_mlp(DType::kF32), o);
+  const RunOutput out = run_cpu(small_pipeline_mlp(DType::kF32), o);
   EXPECT_EQ(out.record["channel_capacity"].get<int>(), least);
   o.executor.channel_capacity = kDefaultChannelCapacity;
-  EXPECT_THROW(run_cpu(tiny_mlp(DType::kF32), o), InvalidSchedule);
+  EXPECT_THROW(run_cpu(small_pipeline_mlp(DType::kF32), o), InvalidSchedule);
   o.executor.channel_capacity = least + 3;
-  EXPECT_EQ(run_cpu(tiny_mlp(DType::kF32), o).record["channel_capacity"].get<int>(), least + 3);
+  EXPECT_EQ(run_cpu(small_pipeline_mlp(DType::kF32), o).record["channel_capacity"].get<int>(),
+            least + 3);
 }
 
 TEST(CpuRun, RejectsWhatItCannotRun) {
   RunOptions o;
   o.schedule = {"zb-v", 8, 16};  // 16 stages, but the MLP has 8 layers
-  EXPECT_THROW(run_cpu(tiny_mlp(DType::kF32), o), UsageError);
+  EXPECT_THROW(run_cpu(small_pipeline_mlp(DType::kF32), o), UsageError);
   o.schedule = {"1f1b", 2, 4};
-  EXPECT_THROW(run_cpu(tiny_mlp(DType::kBF16), o), UsageError);
+  EXPECT_THROW(run_cpu(small_pipeline_mlp(DType::kBF16), o), UsageError);
   o.steps = 0;
-  EXPECT_THROW(run_cpu(tiny_mlp(DType::kF32), o), UsageError);
+  EXPECT_THROW(run_cpu(small_pipeline_mlp(DType::kF32), o), UsageError);
 }
 
 }  // namespace

@@ -25,33 +25,11 @@
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "schedules/schedule_file.h"
+#include "tests/common/pipeline_workloads.h"
 #include "tests/common/schedule_edits.h"
-#include "workloads/mlp.h"
-#include "workloads/transformer.h"
 
 namespace ppbench {
 namespace {
-
-WorkloadSpec tiny_mlp() {
-  MlpConfig c;
-  c.layers = 8;
-  c.width = 12;
-  c.input_dim = 7;
-  c.classes = 5;
-  return build_mlp(c, 3, DType::kF64);
-}
-
-WorkloadSpec tiny_llama() {
-  TransformerConfig c = transformer_preset("tiny-llama");
-  c.layers = 6;  // + embedding + head = 8 partitionable layers
-  c.hidden = 16;
-  c.ffn = 24;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.vocab = 19;
-  c.seq = 5;
-  return build_transformer(c, 2, DType::kF64);
-}
 
 // How a variant of the run differs: plain, recomputing activations, or two AdamW steps.
 enum class Variant { kPlain, kRecompute, kTwoAdamWSteps };
@@ -147,11 +125,12 @@ void expect_every_sound_edit_computes_the_step(const WorkloadSpec& spec, std::ui
 }
 
 TEST(EditedOrders, MlpComputesTheSingleDeviceStep) {
-  expect_every_sound_edit_computes_the_step(tiny_mlp(), 2026);
+  expect_every_sound_edit_computes_the_step(small_pipeline_mlp(DType::kF64), 2026);
 }
 
 TEST(EditedOrders, LlamaComputesTheSingleDeviceStep) {
-  expect_every_sound_edit_computes_the_step(tiny_llama(), 1128);
+  expect_every_sound_edit_computes_the_step(small_pipeline_transformer("tiny-llama", DType::kF64),
+                                            1128);
 }
 
 }  // namespace

@@ -12,8 +12,8 @@
 #include "harness/backends/cpu/cpu_run.h"
 #include "harness/backends/cpu/part_optimizer.h"
 #include "schedules/registry.h"
+#include "tests/common/pipeline_workloads.h"
 #include "workloads/cpu/optimizer.h"
-#include "workloads/mlp.h"
 
 namespace ppbench {
 namespace {
@@ -86,15 +86,6 @@ TEST(Optimizer, CopiesOfAPartStepTogetherFromTheirSummedGradients) {
             std::vector<double>(alone.value.data.begin(), alone.value.data.end()));
 }
 
-WorkloadSpec tiny_mlp() {
-  MlpConfig c;
-  c.layers = 8;
-  c.width = 12;
-  c.input_dim = 7;
-  c.classes = 5;
-  return build_mlp(c, 3, DType::kF64);
-}
-
 // Calls check(params, label) for every family at D = 2 and 4 with N = 8 (those it allows);
 // returns how many.
 template <class Check>
@@ -116,7 +107,7 @@ int for_every_schedule(Check check) {
 
 // Every schedule, two steps (one warm-up, one measured), against two steps on one device.
 void expect_two_steps_match(OptimizerOptions::Kind kind) {
-  const WorkloadSpec spec = tiny_mlp();
+  const WorkloadSpec spec = small_pipeline_mlp(DType::kF64);
   OptimizerOptions opt;
   opt.kind = kind;
   opt.lr = 0.05;  // large enough that the second step differs visibly
@@ -149,7 +140,7 @@ void expect_two_steps_match(OptimizerOptions::Kind kind) {
 // moments (every copy's) and the activation peak equal, with recompute too (its peak midway
 // through a backward); the bytes in flight within the bound.
 void expect_run_holds_what_the_model_says(bool recompute) {
-  const WorkloadSpec spec = tiny_mlp();
+  const WorkloadSpec spec = small_pipeline_mlp(DType::kF64);
   const int checked = for_every_schedule([&](const ScheduleParams& p, const std::string& label) {
     RunOptions o;
     o.schedule = p;

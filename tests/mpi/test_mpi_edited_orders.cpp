@@ -15,17 +15,15 @@
 #include "harness/mpi/mpi_session.h"
 #include "schedules/registry.h"
 #include "schedules/schedule_file.h"
+#include "tests/common/pipeline_workloads.h"
 #include "tests/common/schedule_edits.h"
-#include "workloads/mlp.h"
 
 namespace ppbench {
 namespace {
 
 TEST(EditedOrdersAcrossProcesses, EverySoundEditComputesTheSingleDeviceStep) {
   ASSERT_EQ(mpi::World::get().size(), 2) << "run under mpirun -np 2";
-  MlpConfig c;
-  c.layers = 8, c.width = 12, c.input_dim = 7, c.classes = 5;
-  const WorkloadSpec spec = build_mlp(c, 3, DType::kF64);
+  const WorkloadSpec spec = small_pipeline_mlp(DType::kF64);
   std::mt19937 rng(2028);
   int ran = 0;
   for (const ScheduleInfo& info : all_schedules())
