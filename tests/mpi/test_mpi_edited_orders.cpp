@@ -61,5 +61,46 @@ TEST(EditedOrdersAcrossProcesses, EverySoundEditComputesTheSingleDeviceStep) {
   EXPECT_EQ(ran, 2 * static_cast<int>(all_schedules().size())) << "every family ran edited";
 }
 
+// Two replicas of one rank each, every stage's gradients all-reduced as soon as its last backward
+// ends (--dp-overlap): where a rank holds two stages (v = 2, the V shapes), an edited order moves
+// which action is a stage's last, and the all-reduce must follow it.
+TEST(EditedOrdersAcrossProcesses, OverlappedAllReduceFollowsEachStagesLastBackward) {
+  ASSERT_EQ(mpi::World::get().size(), 2) << "run under mpirun -np 2";
+  const WorkloadSpec spec = small_pipeline_mlp(DType::kF64);
+  std::mt19937 rng(2029);
+  int ran = 0, two_stages = 0;
+  for (const ScheduleInfo& info : all_schedules()) {
+    const std::string family(info.name);
+    Schedule s;
+    try {
+      s = generate({family, 1, 4, info.uses_chunks ? 2 : 0, 0});
+    } catch (const UsageError&) {
+      continue;
+    }
+    const int made = edits::random_sound_edits(s, rng, 8);
+    const std::string label =
+        family + ", " + std::to_string(made) + " edits:\n" + to_schedule_text(s);
+    if (made == 0) continue;  // one rank of one stage: an order edits cannot change soundly
+    const ScheduleFile file =
+        parse_schedule_file(to_schedule_text(s), "edited.txt", ScheduleFileFormat::kText);
+    RunOptions o;
+    o.schedule = file.schedule.params;
+    o.file_schedule = std::make_shared<const Schedule>(file.schedule);
+    o.seed = 7;
+    o.executor.watchdog_seconds = 30;
+    o.check = true;
+    o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
+    o.steps = 2;
+    const RunOutput out = run_cpu_mpi(spec, o, {.replicas = 2, .overlap = true});
+    if (out.report) {
+      EXPECT_TRUE(out.record["check"]["passed"].get<bool>()) << label << out.record["check"];
+    }
+    ++ran;
+    if (s.placement.stages_per_chain() > 1) ++two_stages;
+  }
+  EXPECT_GE(two_stages, 5) << "the V shapes and the interleaved families hold two stages";
+  EXPECT_GE(ran, two_stages);
+}
+
 }  // namespace
 }  // namespace ppbench
