@@ -14,7 +14,6 @@
 // that leaned on such regularity would pass every generated order and fail here.
 #include <cmath>
 #include <map>
-#include <memory>
 #include <random>
 #include <string>
 
@@ -22,9 +21,9 @@
 
 #include "core/error.h"
 #include "harness/backends/cpu/cpu_run.h"
-#include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "schedules/schedule_file.h"
+#include "tests/common/edited_run.h"
 #include "tests/common/pipeline_workloads.h"
 #include "tests/common/schedule_edits.h"
 
@@ -81,12 +80,8 @@ void expect_every_sound_edit_computes_the_step(const WorkloadSpec& spec, std::ui
         EXPECT_NE(s.ranks, generated.ranks) << label;
         edits_made += made;
 
-        const ScheduleFile file =
-            parse_schedule_file(to_schedule_text(s), "edited.txt", ScheduleFileFormat::kText);
-        ASSERT_EQ(file.schedule.ranks, s.ranks) << label;
-        RunOptions o;
-        o.schedule = file.schedule.params;
-        o.file_schedule = std::make_shared<const Schedule>(file.schedule);
+        RunOptions o = edits::run_options_for_file(s);
+        ASSERT_EQ(o.file_schedule->ranks, s.ranks) << label;
         o.seed = kSeed;
         o.executor.watchdog_seconds = 30;
         o.keep_gradients = true;

@@ -6,7 +6,6 @@
 // receive waits on the event its sender recorded); an order no generator writes is where a plan
 // that assumed regular orders would take the wrong tensor. tests/backends/test_edited_orders.cpp
 // holds the CPU threads to the same. Skips with a message without a GPU.
-#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -17,6 +16,7 @@
 #include "harness/cuda/cuda_run.h"
 #include "schedules/registry.h"
 #include "schedules/schedule_file.h"
+#include "tests/common/edited_run.h"
 #include "tests/common/schedule_edits.h"
 #include "tests/cuda_exec/gpu_watchdog.h"
 #include "tests/cuda_exec/run_matches_cpu.h"
@@ -50,11 +50,8 @@ TEST(EditedOrdersOnVirtualDevices, EverySoundEditComputesTheSingleDeviceStep) {
       ADD_FAILURE() << label << "no edit kept the schedule sound";
       continue;
     }
-    const ScheduleFile file =
-        parse_schedule_file(to_schedule_text(s), "edited.txt", ScheduleFileFormat::kText);
     CudaRunOptions o;
-    o.run.schedule = file.schedule.params;
-    o.run.file_schedule = std::make_shared<const Schedule>(file.schedule);
+    o.run = edits::run_options_for_file(s);
     o.run.seed = 77;
     o.run.executor.watchdog_seconds = gpu_test_watchdog_seconds();
     o.virtual_devices = kDevices;

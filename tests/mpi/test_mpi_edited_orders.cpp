@@ -4,7 +4,6 @@
 // against the float64 single-device step must pass, plain and over two AdamW steps. Every process
 // draws the same edits from the same seed, so all of them run the same order, as they would read
 // the same schedule file. tests/backends/test_edited_orders.cpp holds CPU threads to the same.
-#include <memory>
 #include <random>
 #include <string>
 
@@ -15,6 +14,7 @@
 #include "harness/mpi/mpi_session.h"
 #include "schedules/registry.h"
 #include "schedules/schedule_file.h"
+#include "tests/common/edited_run.h"
 #include "tests/common/pipeline_workloads.h"
 #include "tests/common/schedule_edits.h"
 
@@ -39,11 +39,7 @@ TEST(EditedOrdersAcrossProcesses, EverySoundEditComputesTheSingleDeviceStep) {
       const std::string label = family + (adamw ? " adamw" : "") + ", " + std::to_string(made) +
                                 " edits:\n" + to_schedule_text(s);
       ASSERT_GT(made, 0) << label << "no edit kept the schedule sound";
-      const ScheduleFile file =
-          parse_schedule_file(to_schedule_text(s), "edited.txt", ScheduleFileFormat::kText);
-      RunOptions o;
-      o.schedule = file.schedule.params;
-      o.file_schedule = std::make_shared<const Schedule>(file.schedule);
+      RunOptions o = edits::run_options_for_file(s);
       o.seed = 7;
       o.executor.watchdog_seconds = 30;
       o.check = true;
@@ -81,11 +77,7 @@ TEST(EditedOrdersAcrossProcesses, OverlappedAllReduceFollowsEachStagesLastBackwa
     const std::string label =
         family + ", " + std::to_string(made) + " edits:\n" + to_schedule_text(s);
     if (made == 0) continue;  // one rank of one stage: an order edits cannot change soundly
-    const ScheduleFile file =
-        parse_schedule_file(to_schedule_text(s), "edited.txt", ScheduleFileFormat::kText);
-    RunOptions o;
-    o.schedule = file.schedule.params;
-    o.file_schedule = std::make_shared<const Schedule>(file.schedule);
+    RunOptions o = edits::run_options_for_file(s);
     o.seed = 7;
     o.executor.watchdog_seconds = 30;
     o.check = true;
