@@ -12,14 +12,18 @@
 #                                      machine whose Python lacks it (fetched with pip here)
 #   gpu-bundle/bundle.json, bundle.env the manifest: commit, tools, architectures, every file's
 #                                      size and sha256, the sonames the launcher must find
+#   gpu-bundle.tar.gz                  the folder packed, what a device call carries: about 40 %
+#                                      of its size, unpacked there with `tar -xzf`
 #
 # Usage: scripts/gpu-bundle.sh [--out DIR] [--build-dir DIR] [--jobs N]
-#   --out DIR        the bundle folder (default gpu-bundle in the repository root); replaced whole
+#   --out DIR        the bundle folder (default gpu-bundle in the repository root); replaced whole,
+#                    as is its packed copy DIR.tar.gz
 #   --build-dir DIR  the CMake build folder (default build-bundle)
 #   --jobs N         parallel build jobs (default: the number of cores)
 # Configured with -DPPBENCH_PORTABLE=ON (static libstdc++, libgcc and CUDA runtime, RPATH
 # $ORIGIN/../lib), -DPPBENCH_NATIVE=OFF and CUDA architectures 90-real;90-virtual (sm_90 code and
-# PTX). The folder must fit the 64 MiB a device call carries.
+# PTX). The folder must fit the 64 MiB a device call carries; the archive leaves room there for
+# the working tree beside it.
 # Exit: 0 built; 1 the build failed or the bundle is over 64 MiB; 2 bad usage; 3 the machine: nvcc,
 # a build tool or a library the programs need is not found.
 set -euo pipefail
@@ -62,7 +66,7 @@ done
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-bundle: --jobs: '$JOBS' is not a positive number" >&2; exit 2; }
 export PATH="$PATH:/usr/local/cuda/bin"
 command -v nvcc >/dev/null 2>&1 || { echo "gpu-bundle: nvcc not found (the bundle's CUDA code needs it)" >&2; exit 3; }
-for tool in cmake readelf strip sha256sum python3; do
+for tool in cmake readelf strip sha256sum python3 tar gzip; do
   command -v "$tool" >/dev/null 2>&1 || missing "$tool not found"
 done
 mkdir -p "$(dirname "$OUT")"
@@ -189,7 +193,7 @@ DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 GXX="$(g++ --version 2>/dev/null | head -1)"
 NVCC="$(nvcc --version | sed -n 's/.*release \([0-9.]*\), \(V[0-9.]*\).*/\1 (\2)/p' | head -1)"
 CMAKE_V="$(cmake --version | head -1 | awk '{print $3}')"
-( cd "$STAGE" && find . -type f ! -name bundle.json | sed 's|^\./||' | sort | while read -r f; do
+( cd "$STAGE" && find . -type f ! -name bundle.json ! -name .files | sed 's|^\./||' | sort | while read -r f; do
     printf '%s\t%s\t%s\n' "$f" "$(stat -c %s "$f")" "$(sha256sum "$f" | cut -d' ' -f1)"
   done ) >"$STAGE/.files"
 B_COMMIT="$COMMIT" B_DIRTY="$DIRTY" B_DATE="$DATE" B_HOST="$(hostname)" B_GXX="$GXX" B_NVCC="$NVCC" \
@@ -225,7 +229,8 @@ manifest = {
 (stage / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
 PYEOF
 
-rm -rf "$OUT"
+# The old packed copy goes with the old folder: it would no longer match.
+rm -rf "$OUT" "$OUT.tar.gz"
 mv "$STAGE" "$OUT"
 trap - EXIT
 
@@ -240,3 +245,9 @@ if [ "$TOTAL" -gt $((LIMIT_MIB * 1024 * 1024)) ]; then
   echo "gpu-bundle: the bundle is $TOTAL_MIB MiB, over the $LIMIT_MIB MiB a device call carries" >&2
   exit 1
 fi
+
+# The packed copy a device call carries. A call's 64 MiB hold the working tree too (13 MiB, and
+# growing by each GPU session's records), so the 48 MiB folder itself would leave little room;
+# packed it takes about 40 % of that.
+PACKED="$("$ROOT/scripts/pack-bundle.sh" "$OUT")" || die "could not pack $OUT into $OUT.tar.gz"
+echo "gpu-bundle: $OUT.tar.gz $PACKED bytes ($(awk -v b="$PACKED" 'BEGIN { printf "%.1f", b / 1048576 }') MiB): carry it, then \`tar -xzf $(basename "$OUT").tar.gz\` there"

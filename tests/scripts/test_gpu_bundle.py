@@ -218,7 +218,7 @@ def test_make_target_gitignore_and_cmake_option():
     make = (ROOT / "Makefile").read_text()
     assert re.search(r"^gpu-bundle:.*## ", make, re.M)
     ignore = (ROOT / ".gitignore").read_text().splitlines()
-    assert "/gpu-bundle/" in ignore and "/build-bundle/" in ignore
+    assert {"/gpu-bundle/", "/gpu-bundle.tar.gz", "/build-bundle/"} <= set(ignore)
     top = (ROOT / "CMakeLists.txt").read_text()
     assert "option(PPBENCH_PORTABLE" in top and "CUDA::cudart_static" in top
     # Every CUDA target links the runtime through PPBENCH_CUDART, so PORTABLE can make it static.
@@ -305,3 +305,68 @@ esac
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "the tree changed while the programs were built" in lines[0]
     assert not (tmp_path / "bundle").exists()
+
+
+PACK = SCRIPTS / "pack-bundle.sh"
+
+
+def pack(folder, env=None):
+    return subprocess.run([str(PACK), str(folder)], capture_output=True, text=True, timeout=60,
+                          env=env)
+
+
+def test_the_packed_bundle_unpacks_to_the_same_folder_and_its_programs_run(tmp_path, world):
+    """What a device call carries: `tar -xzf gpu-bundle.tar.gz` elsewhere gives back every file
+    with its bytes and execute bits, owned by root, and the launcher runs its program from there."""
+    touch_lib(world["system"], "libcublasLt.so.13")
+    b = make_bundle(world["tmp"])
+    (b / "bundle.json").write_text('{"commit": "0123abc"}\n')
+    r = pack(b)
+    assert r.returncode == 0, r.stderr
+    archive = b.parent / "gpu-bundle.tar.gz"
+    assert int(r.stdout) == archive.stat().st_size > 0
+    assert [p.name for p in b.parent.iterdir() if p.name.startswith("gpu-bundle.tar.gz.")] == []
+    listing = subprocess.run(["tar", "-tvzf", str(archive)], capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    assert all(line.split()[1] in ("0/0", "root/root") for line in listing), listing
+    names = [line.split()[-1] for line in listing]
+    assert names[0] == "gpu-bundle/" and all(n.startswith("gpu-bundle/") for n in names)
+    there = tmp_path / "device"
+    there.mkdir()
+    subprocess.run(["tar", "-xzf", str(archive)], cwd=there, check=True)
+    got = there / "gpu-bundle"
+    mine = sorted(p.relative_to(b) for p in b.rglob("*"))
+    assert sorted(p.relative_to(got) for p in got.rglob("*")) == mine
+    for rel in mine:
+        if (b / rel).is_file():
+            assert (got / rel).read_bytes() == (b / rel).read_bytes(), rel
+            assert os.access(got / rel, os.X_OK) == os.access(b / rel, os.X_OK), rel
+    r = launch(got, ["ppbench", "--version"], world["env"])
+    assert r.returncode == 0 and "ARGS=--version" in r.stdout, r.stderr
+
+
+def test_packing_again_replaces_the_archive_and_a_failure_leaves_none(tmp_path):
+    b = tmp_path / "gpu-bundle"
+    write_exe(b / "bin" / "ppbench", "#!/bin/sh\necho one\n")
+    assert pack(b).returncode == 0
+    write_exe(b / "bin" / "ppbench", "#!/bin/sh\necho two\n")
+    assert pack(b).returncode == 0
+    out = subprocess.run(["tar", "-xOzf", str(tmp_path / "gpu-bundle.tar.gz"),
+                          "gpu-bundle/bin/ppbench"], capture_output=True, text=True, check=True)
+    assert out.stdout == "#!/bin/sh\necho two\n"
+    # gzip that fails half-way: no archive, no temporary file, one line, exit 1
+    fake = tmp_path / "fakebin"
+    write_exe(fake / "gzip", "#!/bin/sh\nhead -c 100\nexit 1\n")
+    (tmp_path / "gpu-bundle.tar.gz").unlink()
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    r = pack(b, env)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"pack-bundle: could not pack {b} into {b}.tar.gz"], r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fakebin", "gpu-bundle"]
+
+
+@pytest.mark.parametrize("args, word", [([], "usage"), (["a", "b"], "usage"),
+                                        (["/nonexistent/x"], "/nonexistent/x"), (["/"], "root")])
+def test_pack_bundle_bad_usage_exits_2_naming_the_value(args, word):
+    r = subprocess.run([str(PACK), *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, r
