@@ -8,18 +8,22 @@ by the model's K = 2 (M = 1) cell. This script sets beside them:
 
   predicted  `ppbench simulate --schedule gpipe` on the full shapes with per-layer F and B
              measured on this machine's CPU at micro-batch 1 (the full shapes are too slow to
-             time at the paper's batch sizes here). Each distinct layer is timed once: a profile
+             time at the paper's batch sizes here). Each distinct layer is timed in a profile
              run at D = 1 of a shorter model of the same shape (one transformer layer; AmoebaNet
              with four normal cells per group, which holds every distinct cell: the first two
              after a reduction, a middle one and the last before the head), one layer per stage
-             (`run --schedule looped-bfs -d 1 -v L --partition 1,...,1 --profile-out`);
+             (`run --schedule looped-bfs -d 1 -v L --partition 1,...,1 --profile-out`, one step
+             after a warm-up step), taking the median of 3 such runs (5 for the smaller shapes);
              the full model's layers take the time of the profiled layer with the same shape
              (kind, FLOPs, parameters, activation and boundary bytes). Stages: the balanced
              partition of F + B (gpipe_tables_data.balanced_partition), handed to simulate as a
              measured device profile with no hand-over time (ranks share memory).
   measured   real `ppbench run --schedule gpipe -d 2` on this CPU (K = 2 <= its cores) for
              smaller shapes of the same models, normalised the same way, beside the simulator's
-             prediction for those shapes from their own per-layer profile.
+             prediction for those shapes from their own per-layer profile. A point's step time
+             is the median of 25 measured steps: 5 runs of 5 steps after 2 warm-up steps, the
+             runs taken in rounds over M = 1, 4, 32 so that a slow spell of a shared machine
+             falls on every point alike.
   cuda       the same smaller shapes on one GPU split into K virtual devices of a fixed size
              each (--sms-per-device), so that each added partition adds compute as a TPU core
              does: rows of scripts/gpu_tables.py (gpu-check's `tables` part) found by
@@ -49,7 +53,8 @@ import tempfile
 from pathlib import Path
 
 from gpipe_tables_data import KS, MS, PAPER, TABLE2, TABLE3, TPU_VS_CPU, balanced_partition, \
-    expand_layers, normalise, scaling_series, stage_sums, table2_rows, table3_row, trends
+    expand_layers, median_layers, normalise, pooled_step_time, scaling_series, stage_sums, \
+    table2_rows, table3_row, trends
 from results_io import atomic_savefig, atomic_write, figure_path, load_rows, ppbench_json
 from script_cli import InputError, OneLineParser, ScriptError, json_kind, output_path, read_json, \
     run, shaped
@@ -81,7 +86,12 @@ SCALING_MODEL = "Transformer-8 (h 256, seq 128)"
 SCALING_N = 8
 SCALING_MEASURED_D = (1, 2)
 SCALING_PREDICTED_D = (1, 2, 4, 8)
-RUN_STEPS, RUN_WARMUP = 2, 1
+# How much is timed. This is a shared machine whose speed moves by a third between runs a minute
+# apart: a layer profile is the median of a few, each after a warm-up step; a real run's point is
+# the median of the measured steps of several runs, taken in rounds over the points.
+PROFILE_WARMUP = 1
+FULL_PROFILE_REPEATS, SMALL_PROFILE_REPEATS = 3, 5
+RUN_STEPS, RUN_WARMUP, RUN_REPEATS = 5, 2, 5
 
 
 def with_flag(flags: list[str], name: str, value: str) -> list[str]:
@@ -110,23 +120,28 @@ def load_average() -> list[float]:
     return list(os.getloadavg())
 
 
-def profile_layers(ppbench: str, flags: list[str], microbatches: int) -> dict:
-    """Times every layer of the model `flags` names once per micro-batch (D = 1, one layer per
-    stage, one step, the median over `microbatches`); keyed by layer signature."""
+def profile_layers(ppbench: str, flags: list[str], microbatches: int, repeats: int) -> dict:
+    """Times every layer of the model `flags` names: D = 1, one layer per stage, one step after
+    PROFILE_WARMUP, the median over `microbatches`; `repeats` times, each layer's F and B the
+    median over the repeats. Keyed by layer signature."""
     spec = model_spec(ppbench, flags)
     n = len(spec["layers"])
+    per_repeat, totals = [], []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "profile.json"
         args = ["run", *flags, "-b", "1", "--schedule", "looped-bfs", "-d", "1", "-v", str(n),
                 "--partition", ",".join(["1"] * n), "-n", str(microbatches), "--steps", "1",
-                "--warmup", "0", "--profile-out", str(out), "--format", "json"]
+                "--warmup", str(PROFILE_WARMUP), "--profile-out", str(out), "--format", "json"]
         before = load_average()
-        record = ppbench_json(ppbench, args)
-        profile = json.loads(out.read_text(encoding="utf-8"))
-    layers = {}
-    for layer, stage in zip(spec["layers"], profile["stages"]):
-        layers[signature(layer)] = {"name": layer["name"], "F": stage["F"], "B": stage["B"]}
-    return {"command": "ppbench " + " ".join(args), "layers": layers,
+        for _ in range(repeats):
+            record = ppbench_json(ppbench, args)
+            stages = json.loads(out.read_text(encoding="utf-8"))["stages"]
+            per_repeat.append({signature(layer): {"name": layer["name"], "F": stage["F"],
+                                                  "B": stage["B"]}
+                               for layer, stage in zip(spec["layers"], stages)})
+            totals.append(sum(stage["F"] + stage["B"] for stage in stages))
+    return {"command": "ppbench " + " ".join(args), "repeats": repeats,
+            "layers": median_layers(per_repeat), "repeat_totals_s": totals,
             "load_average_before": before, "load_average_after": load_average(),
             "provenance": record.get("provenance", {})}
 
@@ -163,17 +178,36 @@ def full_layers(ppbench: str, flags: list[str], profile: dict) -> tuple[dict, li
     return spec, expand_layers([signature(x) for x in spec["layers"]], profile["layers"])
 
 
-def measure_run(ppbench: str, flags: list[str], schedule: str, devices: int,
-                microbatches: int) -> dict:
-    args = ["run", *flags, "-b", "1", "--schedule", schedule, "-d", str(devices), "-n",
+def run_args(flags: list[str], schedule: str, devices: int, microbatches: int) -> list[str]:
+    return ["run", *flags, "-b", "1", "--schedule", schedule, "-d", str(devices), "-n",
             str(microbatches), "--steps", str(RUN_STEPS), "--warmup", str(RUN_WARMUP),
             "--format", "json"]
-    before = load_average()
-    r = ppbench_json(ppbench, args)
-    return {"K": devices, "M": microbatches, "command": "ppbench " + " ".join(args),
-            "samples_per_s": r["throughput"]["samples_per_s"], "step_time_s": r["step_time_s"],
-            "load_average_before": before, "load_average_after": load_average(),
-            "provenance": r.get("provenance", {})}
+
+
+def measure_points(ppbench: str, flags: list[str], schedule: str,
+                   points: list[tuple[int, int]]) -> list[dict]:
+    """Real runs of `schedule` at each (devices, microbatches) point, RUN_REPEATS rounds of
+    every point in turn (a slow spell of the machine then falls on all points, not on one); a
+    point's step time is the median of all its measured steps (pooled_step_time)."""
+    steps: dict[tuple[int, int], list[list[float]]] = {p: [] for p in points}
+    loads: dict[tuple[int, int], list[list[float]]] = {p: [] for p in points}
+    provenance: dict[tuple[int, int], dict] = {}
+    for _ in range(RUN_REPEATS):
+        for p in points:
+            loads[p].append(load_average())
+            r = ppbench_json(ppbench, run_args(flags, schedule, *p))
+            steps[p].append([float(t) for t in r["step_times_s"]])
+            provenance.setdefault(p, r.get("provenance", {}))
+            loads[p].append(load_average())
+    out = []
+    for d, m in points:
+        t = pooled_step_time(steps[(d, m)])
+        command = "ppbench " + " ".join(run_args(flags, schedule, d, m))
+        out.append({"K": d, "M": m, "command": command,
+                    "repeats": RUN_REPEATS, "step_times_s": steps[(d, m)], "step_time_s": t,
+                    "samples_per_s": m / t, "load_average_before": loads[(d, m)][0],
+                    "load_average_after": loads[(d, m)][-1], "provenance": provenance[(d, m)]})
+    return out
 
 
 GPU_ROWS = "results/gpu/*/tables/gpu_tables.jsonl"
@@ -258,15 +292,16 @@ def measure(ppbench: str) -> dict:
         key = " ".join(profiled)
         if key not in done:
             print(f"profiling {name} ...", file=sys.stderr)
-            done[key] = profile_layers(ppbench, profiled, 2)
+            done[key] = profile_layers(ppbench, profiled, 2, FULL_PROFILE_REPEATS)
         data["profiles"][name] = done[key]
     for name, flags in SMALL.items():
         print(f"profiling {name} ...", file=sys.stderr)
-        data["profiles"][name] = profile_layers(ppbench, flags, 4)
-        data["runs"][name] = [measure_run(ppbench, flags, "gpipe", 2, m) for m in MS]
-    for d in SCALING_MEASURED_D:
-        data["scaling_runs"].append(measure_run(ppbench, SMALL[SCALING_MODEL], "1f1b", d,
-                                                SCALING_N))
+        data["profiles"][name] = profile_layers(ppbench, flags, 4, SMALL_PROFILE_REPEATS)
+        print(f"running {name} ...", file=sys.stderr)
+        data["runs"][name] = measure_points(ppbench, flags, "gpipe", [(2, m) for m in MS])
+    print(f"running 1F1B on {SCALING_MODEL} ...", file=sys.stderr)
+    data["scaling_runs"] = measure_points(ppbench, SMALL[SCALING_MODEL], "1f1b",
+                                          [(d, SCALING_N) for d in SCALING_MEASURED_D])
     return data
 
 

@@ -8,6 +8,7 @@ Nothing here runs ppbench or reads the clock, so tests/scripts can check it with
 """
 from __future__ import annotations
 
+from statistics import median
 from typing import Iterable
 
 PAPER = ("Huang et al., GPipe: Efficient Training of Giant Neural Networks using Pipeline "
@@ -84,6 +85,30 @@ def expand_layers(full_signatures: list[str], profiled: dict[str, dict]) -> list
             raise KeyError(f"layer {i} ({sig}) has no profiled layer of the same shape")
         out.append(dict(profiled[sig]))
     return out
+
+
+def median_layers(repeats: list[dict[str, dict]]) -> dict[str, dict]:
+    """Each layer's F and B as the median over repeated profiles (signature -> {"name", "F",
+    "B"}): on a shared machine one profile can be a third slower than the next, and the median
+    of a few is what a later profile reproduces. Every repeat must hold the same layers."""
+    if not repeats:
+        raise ValueError("no profile to take the median of")
+    keys = set(repeats[0])
+    for i, r in enumerate(repeats[1:], 1):
+        if set(r) != keys:
+            raise ValueError(f"profile {i} times other layers than profile 0")
+    return {k: {"name": repeats[0][k]["name"],
+                "F": median(r[k]["F"] for r in repeats), "B": median(r[k]["B"] for r in repeats)}
+            for k in repeats[0]}
+
+
+def pooled_step_time(step_times: list[list[float]]) -> float:
+    """The step time of a point measured by several runs: the median of all their measured
+    steps together (a slow run or a slow step moves it by one place, not by its size)."""
+    pooled = [t for run in step_times for t in run]
+    if not pooled or any(not t > 0 for t in pooled):
+        raise ValueError(f"step times must be positive numbers, got {step_times!r}")
+    return median(pooled)
 
 
 def normalise(values: dict, base_key) -> dict:

@@ -199,6 +199,26 @@ def gpipe_measured_by(table: dict) -> str:
             f"{max(loads):.1f} at the start of the measurements (the machine was shared)")
 
 
+def gpipe_profiles_told(data: dict) -> str:
+    """How each layer's F and B were taken: once, or the median of repeated profiles."""
+    repeats = sorted({p.get("repeats", 1) for p in data["profiles"].values()})
+    if repeats == [1]:
+        return "measured once"
+    span = str(repeats[0]) if len(repeats) == 1 else f"{repeats[0]} to {repeats[-1]}"
+    return f"the median of {span} profiles (each one step after a warm-up step)"
+
+
+def gpipe_runs_told(data: dict) -> str:
+    """How a real run's point was taken: one run's mean step, or the median of several runs'
+    measured steps."""
+    runs = [r for rs in data["runs"].values() for r in rs] + data["scaling_runs"]
+    if not runs or any("repeats" not in r for r in runs):
+        return "each point one run's mean step time"
+    shapes = sorted({(r["repeats"], len(r["step_times_s"][0])) for r in runs})
+    return "each point the median of " + ", ".join(
+        f"{n * k} measured steps ({n} runs of {k}, in rounds over the points)" for n, k in shapes)
+
+
 def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
     """GPipe's Tables 2 and 3, as scripts/gpipe_tables.py recorded them."""
     if not table:
@@ -206,9 +226,10 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
     out = [f"Source: {table['source']}, Tables 2 and 3; from `{source}` "
            f"(`scripts/gpipe_tables.py`). Normalised throughput: {table['definition']}. "
            "*paper*: the paper's figure (Table 2: TPU v3; Table 3: P100). *simulation*: `ppbench "
-           "simulate --schedule gpipe` of the full shape, each layer's F and B measured once on "
-           "the CPU below at micro-batch 1 (the full shapes are too slow to time at the paper's "
-           "batch sizes there), stages the balanced partition of F + B, no hand-over time. "
+           "simulate --schedule gpipe` of the full shape, each layer's F and B "
+           f"{gpipe_profiles_told(table['data'])} on the CPU below at micro-batch 1 (the full "
+           "shapes are too slow to time at the paper's batch sizes there), stages the balanced "
+           "partition of F + B, no hand-over time. "
            f"*theory* is {DASH}: the paper states no closed form for throughput (its bubble "
            "formula is in this section's bubble tables). *measurement* is "
            f"{DASH}: ppbench has no run of the full shapes (no GPU run yet); real runs of "
@@ -234,7 +255,8 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
                        f"{gpipe_cell(c['predicted'])} | {DASH} |")
             cells.append(("Table 3", f"{t['model']}, K = {k}", c["paper"], c["predicted"]))
     out += ["", "**Real CPU runs at K = 2** (smaller shapes of the same models; micro-batch 1; "
-            "normalised to their own M = 1 run). *CUDA*: the same shape at K = 2 on one GPU "
+            f"normalised to their own M = 1 run; {gpipe_runs_told(table['data'])}). *CUDA*: the "
+            "same shape at K = 2 on one GPU "
             "split into virtual devices of a fixed size (`scripts/gpu_tables.py`, normalised to "
             f"its own M = 1 run; {DASH} where none). The measurement column: "
             f"{gpipe_machine(table['machine'])}. " + gpipe_cuda_note(table), "",
@@ -321,7 +343,8 @@ def gpipe_scaling_section(table: dict | None, source: str) -> list[str]:
            "fixed global batch, samples/s. *ideal* is D × the D = 1 figure. No paper and no "
            "theory column: the papers give no figure for this small shape, and the closed form "
            "gives a bubble, not a throughput.", "",
-           f"Measurement column: {gpipe_measured_by(table)}.", "",
+           f"Measurement column: {gpipe_measured_by(table)}; "
+           f"{gpipe_runs_told(table['data'])}.", "",
            "| D | measurement | ideal (D x measured D=1) | simulation | ideal (D x simulated "
            "D=1) |",
            "|---|---|---|---|---|"]

@@ -92,6 +92,27 @@ def test_scaling_series_ideal_is_linear_from_the_first_point():
     assert s == {"devices": [1, 2], "throughput": [10.0, 15.0], "ideal": [10.0, 20.0]}
 
 
+def test_median_layers_takes_each_layers_median_over_the_repeats():
+    repeats = [{"a": {"name": "emb", "F": f, "B": 2 * f}, "b": {"name": "cell", "F": 10 * f,
+                                                               "B": 1.0}}
+               for f in (1.0, 5.0, 2.0)]
+    assert g.median_layers(repeats) == {"a": {"name": "emb", "F": 2.0, "B": 4.0},
+                                        "b": {"name": "cell", "F": 20.0, "B": 1.0}}
+    with pytest.raises(ValueError, match="profile 1 times other layers"):
+        g.median_layers([{"a": repeats[0]["a"]}, {"b": repeats[0]["b"]}])
+    with pytest.raises(ValueError, match="no profile"):
+        g.median_layers([])
+
+
+def test_pooled_step_time_is_the_median_of_every_measured_step():
+    # one slow run and one slow step move it by a place, not by their size
+    assert g.pooled_step_time([[1.0, 1.1, 9.0], [1.2, 1.3, 1.0], [5.0, 6.0, 7.0]]) == 1.3
+    assert g.pooled_step_time([[2.0]]) == 2.0
+    for bad in ([], [[]], [[1.0, 0.0]], [[float("nan")]]):
+        with pytest.raises(ValueError):
+            g.pooled_step_time(bad)
+
+
 def fake_table() -> dict:
     prov = {"host": "box", "cpu": "EPYC", "cpu_cores": 2, "git_commit": "abcdef1234567890"}
     run = {"load_average_before": [2.5, 2, 2], "provenance": prov}
@@ -214,8 +235,79 @@ def test_report_gpipe_section_sets_paper_theory_simulation_and_measurement_side_
     assert "| 4 | — | — | 36.00 | 44.00 |" in one
     assert "Measurement column: box (EPYC, 2 cores), commit abcdef123456" in one
     assert "No measurement at D = 4: the CPU has 2 cores" in one
+    # how the layers and the runs were timed: an older record's one profile and one run a point
+    assert "each layer's F and B measured once on the CPU" in gpipe
+    assert "normalised to their own M = 1 run; each point one run's mean step time)" in gpipe
+    assert "(the machine was shared); each point one run's mean step time." in one
+
+
+def test_report_says_how_many_profiles_and_steps_each_figure_is_the_median_of():
+    table = fake_table()
+    data = table["data"]
+    data["profiles"] = {"A": {"load_average_before": [1.5, 1, 1], "repeats": 3},
+                        "B": {"load_average_before": [1.0, 1, 1], "repeats": 5}}
+    run = {"load_average_before": [2.5, 2, 2], "provenance": table["machine"], "repeats": 5,
+           "step_times_s": [[0.1] * 5] * 5}
+    data["runs"], data["scaling_runs"] = {"small": [run]}, [run]
+    text = report.build_report(rows(), "t.jsonl", gpipe_tables=table, gpipe_tables_source="g")
+    gpipe, one = section(text, "GPipe"), section(text, "PipeDream-Flush / 1F1B (DAPPLE)")
+    assert ("each layer's F and B the median of 3 to 5 profiles (each one step after a warm-up "
+            "step) on the CPU") in gpipe
+    told = "each point the median of 25 measured steps (5 runs of 5, in rounds over the points)"
+    assert f"normalised to their own M = 1 run; {told})" in gpipe
+    assert f"(the machine was shared); {told}." in one
 
 
 def test_report_has_no_gpipe_tables_without_the_file():
     text = report.build_report(rows(), "results/latest/theory.jsonl")
     assert "Tables 2 and 3" not in text and "Throughput against pipeline devices" not in text
+
+
+def test_measure_points_runs_rounds_over_the_points_and_takes_the_pooled_median(monkeypatch):
+    import gpipe_tables as t
+    calls = []
+
+    def fake_run(ppbench, args):
+        n = int(args[args.index("-n") + 1])
+        calls.append(n)
+        # the third round is a slow spell: every point's steps take 3x as long in it
+        slow = 3.0 if len(calls) in (7, 8, 9) else 1.0
+        steps = int(args[args.index("--steps") + 1])
+        return {"step_times_s": [slow * n * 0.01] * steps, "provenance": {"host": "box"}}
+
+    monkeypatch.setattr(t, "ppbench_json", fake_run)
+    out = t.measure_points("ppbench", ["--workload", "mlp"], "gpipe", [(2, 1), (2, 4), (2, 32)])
+    assert calls == [1, 4, 32] * t.RUN_REPEATS  # rounds, not one point's runs back to back
+    assert [(r["K"], r["M"]) for r in out] == [(2, 1), (2, 4), (2, 32)]
+    for r in out:
+        assert r["repeats"] == t.RUN_REPEATS and len(r["step_times_s"]) == t.RUN_REPEATS
+        assert all(len(s) == t.RUN_STEPS for s in r["step_times_s"])
+        assert r["step_time_s"] == pytest.approx(r["M"] * 0.01)  # the slow round left out
+        assert r["samples_per_s"] == pytest.approx(r["M"] / r["step_time_s"])
+        assert f"--steps {t.RUN_STEPS} --warmup {t.RUN_WARMUP}" in r["command"]
+        assert r["provenance"] == {"host": "box"} and len(r["load_average_before"]) == 3
+
+
+def test_profile_layers_takes_each_layers_median_over_warm_profiles(monkeypatch):
+    import json
+    import gpipe_tables as t
+    spec = {"layers": [{"name": n, "kind": k, "params": 1, "flops": 2, "activation_bytes": 3,
+                        "boundary": 4} for n, k in (("emb", "embedding"), ("l0", "layer"))]}
+    monkeypatch.setattr(t, "model_spec", lambda ppbench, flags: spec)
+    seen = []
+
+    def fake_run(ppbench, args):
+        seen.append(args)
+        scale = [1.0, 4.0, 2.0][len(seen) - 1]
+        out = args[args.index("--profile-out") + 1]
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump({"stages": [{"F": scale, "B": 2 * scale}, {"F": 10 * scale, "B": 0.5}]}, f)
+        return {"provenance": {"host": "box"}}
+
+    monkeypatch.setattr(t, "ppbench_json", fake_run)
+    p = t.profile_layers("ppbench", ["--workload", "transformer"], 2, 3)
+    assert len(seen) == 3 and all(a[a.index("--warmup") + 1] == str(t.PROFILE_WARMUP)
+                                  for a in seen)
+    assert p["repeats"] == 3 and p["repeat_totals_s"] == [13.5, 52.5, 26.5]
+    assert sorted((v["name"], v["F"], v["B"]) for v in p["layers"].values()) == [
+        ("emb", 2.0, 4.0), ("l0", 20.0, 0.5)]
