@@ -17,7 +17,9 @@ by the model's K = 2 (M = 1) cell. This script sets beside them:
              the full model's layers take the time of the profiled layer with the same shape
              (kind, FLOPs, parameters, activation and boundary bytes). Stages: the balanced
              partition of F + B (gpipe_tables_data.balanced_partition), handed to simulate as a
-             measured device profile with no hand-over time (ranks share memory).
+             measured device profile with no hand-over time (ranks share memory) and each
+             stage's optimizer step, the profiled layers' AdamW updates summed (run's default
+             optimizer, which the real runs below take too).
   measured   real `ppbench run --schedule gpipe -d 2` on this CPU (K = 2 <= its cores) for
              smaller shapes of the same models, normalised the same way, beside the simulator's
              prediction for those shapes from their own per-layer profile. A point's step time
@@ -137,7 +139,8 @@ def profile_layers(ppbench: str, flags: list[str], microbatches: int, repeats: i
             record = ppbench_json(ppbench, args)
             stages = json.loads(out.read_text(encoding="utf-8"))["stages"]
             per_repeat.append({signature(layer): {"name": layer["name"], "F": stage["F"],
-                                                  "B": stage["B"]}
+                                                  "B": stage["B"],
+                                                  "optimizer": stage.get("optimizer", 0.0)}
                                for layer, stage in zip(spec["layers"], stages)})
             totals.append(sum(stage["F"] + stage["B"] for stage in stages))
     return {"command": "ppbench " + " ".join(args), "repeats": repeats,
@@ -154,7 +157,8 @@ def measured_profile(spec: dict, counts: list[int], stages: list[dict]) -> dict:
             "workload_config": spec["config"], "microbatch_size": spec["microbatch_size"],
             "dtype": spec["dtype"], "layer_counts": counts,
             "stages": [{"F": s["F"], "I": s["B"] / 2, "W": s["B"] / 2, "B": s["B"],
-                        "FB": s["F"] + s["B"], "comm": 0.0} for s in stages]}
+                        "FB": s["F"] + s["B"], "comm": 0.0, "optimizer": s["optimizer"]}
+                       for s in stages]}
 
 
 def predict(ppbench: str, flags: list[str], layers: list[dict], spec: dict, schedule: str,

@@ -66,11 +66,13 @@ def balanced_partition(costs: list[float], stages: int) -> list[int]:
 
 
 def stage_sums(layers: list[dict], counts: list[int]) -> list[dict]:
-    """Per stage the sums of its layers' F and B (seconds)."""
+    """Per stage the sums of its layers' F, B and optimizer step (seconds; a layer profiled
+    without an optimizer step counts 0 for it)."""
     out, start = [], 0
     for c in counts:
         part = layers[start:start + c]
-        out.append({"F": sum(x["F"] for x in part), "B": sum(x["B"] for x in part)})
+        out.append({"F": sum(x["F"] for x in part), "B": sum(x["B"] for x in part),
+                    "optimizer": sum(x.get("optimizer", 0.0) for x in part)})
         start += c
     return out
 
@@ -88,17 +90,19 @@ def expand_layers(full_signatures: list[str], profiled: dict[str, dict]) -> list
 
 
 def median_layers(repeats: list[dict[str, dict]]) -> dict[str, dict]:
-    """Each layer's F and B as the median over repeated profiles (signature -> {"name", "F",
-    "B"}): on a shared machine one profile can be a third slower than the next, and the median
-    of a few is what a later profile reproduces. Every repeat must hold the same layers."""
+    """Each layer's F, B and optimizer step as the median over repeated profiles (signature ->
+    {"name", "F", "B", "optimizer"}): on a shared machine one profile can be a third slower than
+    the next, and the median of a few is what a later profile reproduces. Every repeat must hold
+    the same layers."""
     if not repeats:
         raise ValueError("no profile to take the median of")
     keys = set(repeats[0])
     for i, r in enumerate(repeats[1:], 1):
         if set(r) != keys:
             raise ValueError(f"profile {i} times other layers than profile 0")
-    return {k: {"name": repeats[0][k]["name"],
-                "F": median(r[k]["F"] for r in repeats), "B": median(r[k]["B"] for r in repeats)}
+    return {k: {"name": repeats[0][k]["name"], "F": median(r[k]["F"] for r in repeats),
+                "B": median(r[k]["B"] for r in repeats),
+                "optimizer": median(r[k].get("optimizer", 0.0) for r in repeats)}
             for k in repeats[0]}
 
 

@@ -28,8 +28,10 @@ def test_balanced_partition_refuses_more_stages_than_layers():
 
 
 def test_stage_sums_add_each_stages_layers():
-    layers = [{"F": 1, "B": 2}, {"F": 3, "B": 4}, {"F": 5, "B": 6}]
-    assert g.stage_sums(layers, [2, 1]) == [{"F": 4, "B": 6}, {"F": 5, "B": 6}]
+    layers = [{"F": 1, "B": 2, "optimizer": 0.5}, {"F": 3, "B": 4, "optimizer": 0.25},
+              {"F": 5, "B": 6}]  # the last profiled without an optimizer step
+    assert g.stage_sums(layers, [2, 1]) == [{"F": 4, "B": 6, "optimizer": 0.75},
+                                            {"F": 5, "B": 6, "optimizer": 0.0}]
 
 
 def test_expand_layers_maps_by_signature_and_names_a_missing_one():
@@ -93,11 +95,12 @@ def test_scaling_series_ideal_is_linear_from_the_first_point():
 
 
 def test_median_layers_takes_each_layers_median_over_the_repeats():
-    repeats = [{"a": {"name": "emb", "F": f, "B": 2 * f}, "b": {"name": "cell", "F": 10 * f,
-                                                               "B": 1.0}}
+    repeats = [{"a": {"name": "emb", "F": f, "B": 2 * f, "optimizer": 3 * f},
+                "b": {"name": "cell", "F": 10 * f, "B": 1.0}}
                for f in (1.0, 5.0, 2.0)]
-    assert g.median_layers(repeats) == {"a": {"name": "emb", "F": 2.0, "B": 4.0},
-                                        "b": {"name": "cell", "F": 20.0, "B": 1.0}}
+    assert g.median_layers(repeats) == {"a": {"name": "emb", "F": 2.0, "B": 4.0, "optimizer": 6.0},
+                                        "b": {"name": "cell", "F": 20.0, "B": 1.0,
+                                              "optimizer": 0.0}}
     with pytest.raises(ValueError, match="profile 1 times other layers"):
         g.median_layers([{"a": repeats[0]["a"]}, {"b": repeats[0]["b"]}])
     with pytest.raises(ValueError, match="no profile"):
@@ -301,7 +304,8 @@ def test_profile_layers_takes_each_layers_median_over_warm_profiles(monkeypatch)
         scale = [1.0, 4.0, 2.0][len(seen) - 1]
         out = args[args.index("--profile-out") + 1]
         with open(out, "w", encoding="utf-8") as f:
-            json.dump({"stages": [{"F": scale, "B": 2 * scale}, {"F": 10 * scale, "B": 0.5}]}, f)
+            json.dump({"stages": [{"F": scale, "B": 2 * scale, "optimizer": 0.1 * scale},
+                                  {"F": 10 * scale, "B": 0.5}]}, f)
         return {"provenance": {"host": "box"}}
 
     monkeypatch.setattr(t, "ppbench_json", fake_run)
@@ -309,5 +313,5 @@ def test_profile_layers_takes_each_layers_median_over_warm_profiles(monkeypatch)
     assert len(seen) == 3 and all(a[a.index("--warmup") + 1] == str(t.PROFILE_WARMUP)
                                   for a in seen)
     assert p["repeats"] == 3 and p["repeat_totals_s"] == [13.5, 52.5, 26.5]
-    assert sorted((v["name"], v["F"], v["B"]) for v in p["layers"].values()) == [
-        ("emb", 2.0, 4.0), ("l0", 20.0, 0.5)]
+    assert sorted((v["name"], v["F"], v["B"], v["optimizer"]) for v in p["layers"].values()) == [
+        ("emb", 2.0, 4.0, 0.2), ("l0", 20.0, 0.5, 0.0)]
