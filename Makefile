@@ -159,7 +159,7 @@ bench-cpu: build  ## the CPU sweep (real runs, benchmarks/sweeps/cpu.json) into 
 	$(PYTHON) scripts/sweep.py $(CPU_SPEC) --ppbench $(PPBENCH) --out $(CPU_RESULTS) \
 	  --timeout $(POINT_TIMEOUT) $(SWEEP_FLAGS)
 
-# Refuses (exit 2, one line) where ppbench cannot run on a GPU, rather than recording every
+# Refuses (exit 3, one line) where ppbench cannot run on a GPU, rather than recording every
 # point as a failure.
 bench-cuda: build  ## the GPU sweep (--backend cuda --virtual-devices D, sweeps/cuda.json) into results/latest/cuda.jsonl/.csv
 	@BENCH_BACKEND=cuda scripts/choose_bench_backend.sh '$(PPBENCH)' >/dev/null
