@@ -45,19 +45,28 @@ Command add_list(CLI::App& parent) {
       std::cout << list_json().dump(1) << '\n';
       return;
     }
+    // A constraint too long for its column (two blanks after it included) puts the description
+    // on the next line, under its column, rather than pushing it out of the table.
+    constexpr std::size_t kName = 18, kConstraints = 41;
     std::cout << "schedule          constraints                              description\n";
     for (const auto& s : all_schedules()) {
       std::string name(s.name), cons(s.constraints);
-      name.resize(std::max<std::size_t>(name.size() + 1, 18), ' ');
-      cons.resize(std::max<std::size_t>(cons.size() + 1, 41), ' ');
-      std::cout << name << cons << s.title << '\n';
+      name.resize(std::max<std::size_t>(name.size() + 1, kName), ' ');
+      if (cons.size() + 2 <= kConstraints) {
+        cons.resize(kConstraints, ' ');
+        std::cout << name << cons << s.title << '\n';
+      } else {
+        std::cout << name << cons << '\n'
+                  << std::string(kName + kConstraints, ' ') << s.title << '\n';
+      }
     }
     std::cout
         << "\nD = --devices, N = --microbatches, v = --chunks, g = --group-size.\n"
            "Stage placement: one stage per rank (stage r on rank r); interleaved: stage c*D+r\n"
            "on rank r; zb-v, v-half, v-min and dualpipev: rank r holds stages r and 2D-1-r;\n"
-           "chimera and dualpipe: chain 0 is stages 0..D-1 (stage s on rank s), chain 1 is\n"
-           "stages D..2D-1 (stage D+j on rank D-1-j), N/2 micro-batches each.\n"
+           "chimera, chimera-doubling and dualpipe: chain 0 is stages 0..D-1 (stage s on\n"
+           "rank s), chain 1 is stages D..2D-1 (stage D+j on rank D-1-j), N/2 micro-batches\n"
+           "each.\n"
            "`ppbench list --format json` adds each family's source, layout and closed forms.\n";
   };
 }

@@ -377,6 +377,21 @@ class Contract(unittest.TestCase):
         self.assertEqual(run("simulate", "--help").returncode, 0)
         self.assertIn("ppbench", run("--version").stdout)
 
+    def test_list_keeps_every_description_in_its_column(self):
+        # A constraint too long for its column moves the description to the next line, under
+        # the column, rather than out of the table.
+        registry = json.loads(run("list", "--format", "json").stdout)["schedules"]
+        lines = run("list").stdout.splitlines()
+        column = lines[0].index("description")
+        for s in registry:
+            at = next(i for i, line in enumerate(lines) if line.split(" ", 1)[0] == s["name"])
+            line = lines[at]
+            self.assertEqual(line[18:].split("  ")[0].strip(), s["constraints"], line)
+            if line[column - 2:column] == "  " and line[column:].startswith(s["title"]):
+                continue
+            self.assertEqual(lines[at + 1], " " * column + s["title"], (line, lines[at + 1]))
+            self.assertGreater(len(s["constraints"]) + 2, column - 18, line)
+
 
 class CudaProgram(unittest.TestCase):
     """ppbench links no GPU library; `run --backend cuda` is made by ppbench-cuda beside it."""
