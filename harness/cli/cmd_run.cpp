@@ -72,7 +72,7 @@ void print_text(const nlohmann::json& r) {
     const auto& j = r["data_parallel"];
     std::printf(
         "%d processes over MPI on %d node(s): %d pipeline rank(s) x %d replica(s)%s; the job's "
-        "step %.4g ms, bubble %.4f\n",
+        "last step %.4g ms, bubble %.4f\n",
         j["processes"].get<int>(), j["nodes"].get<int>(), j["pipeline_ranks"].get<int>(),
         j["replicas"].get<int>(), j["overlap"].get<bool>() ? ", all-reduce overlapped" : "",
         j["makespan_s"].get<double>() * 1e3, j["bubble_fraction"].get<double>());
