@@ -3,7 +3,7 @@
 # Variables you may override:  make BUILD_DIR=build-dbg BUILD_TYPE=Debug JOBS=1 test
 #   SANITIZE_TESTS  space-separated PPBENCH_SANITIZE values, each built in its own
 #                   $(BUILD_DIR)-sanitize-<name> and tested by `make test`,
-#                   e.g. SANITIZE_TESTS="address,undefined thread" (the default);
+#                   e.g. SANITIZE_TESTS="thread address,undefined" (the default);
 #                   SANITIZE_TESTS= skips them.
 #   SWEEP_FLAGS     extra flags for scripts/sweep.py, e.g. SWEEP_FLAGS=--force to re-run
 #                   points already recorded by this ppbench build on this machine (a sweep
@@ -104,7 +104,7 @@ MAKEFLAGS += --no-print-directory
 .DEFAULT_GOAL := build
 .PHONY: profile perf-cpu build deps configure test sanitize-tests bench bench-theory bench-cpu bench-cuda bench-mpi sweep plots \
         timelines measured-timelines bubble-plots memory-plots report report-gpu perf format format-check clean \
-        distclean help gpu-bundle fuzz
+        distclean help gpu-bundle fuzz bench-link
 
 help:  ## list the targets
 	@echo "ppbench make targets (BUILD_DIR=$(BUILD_DIR), BUILD_TYPE=$(BUILD_TYPE), JOBS=$(JOBS)):"
@@ -285,8 +285,8 @@ perf-cpu: build  ## the CPU backend's benchmarks: layer GFLOP/s, executor overhe
 	  $(BUILD_DIR)/benchmarks/$$b --benchmark_out=$(PERF_DIR)/$$b.json --benchmark_out_format=json; \
 	done
 
-# make perf-ci (docs/perf-ci.md): a quick mode of the CPU benchmark programs for CI, about two
-# minutes on 2 cores. Each program runs a representative subset (PERF_CI_FILTER_<program>),
+# make perf-ci (docs/perf-ci.md): a quick mode of the CPU benchmark programs for CI, about a
+# minute on 2 cores. Each program runs a representative subset (PERF_CI_FILTER_<program>),
 # PERF_CI_REPETITIONS randomly interleaved repetitions (PERF_CI_REPETITIONS_<program> where set)
 # of PERF_CI_MIN_TIME seconds each, with its calibration benchmarks (BM_Calibration/*) in the
 # same run, into $(PERF_CI_DIR)/latest-<program>.json: Google Benchmark JSON, the commit in its

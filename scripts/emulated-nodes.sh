@@ -34,6 +34,7 @@ action=$1
 shift
 case "$action" in
   up | down) ;;
+  -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die 2 "unknown action '$action' (allowed: up, down); $usage" ;;
 esac
 BURST=

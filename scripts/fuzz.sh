@@ -7,8 +7,13 @@
 # with the fix, so that `make test` replays it from then on.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     (default 60 s each, every target)
+#
+# Exit: 0 no input broke a target; 1 one did (or the build failed); 2 bad arguments; 3 no clang++.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
 seconds=${1:-60}
 shift || true
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] ||
@@ -24,10 +29,13 @@ command -v clang++ >/dev/null ||
   { echo "fuzz.sh: clang++ not found (Debian: apt-get install clang); libFuzzer needs it" >&2; exit 3; }
 
 dir=${FUZZ_DIR:-build-fuzz}
+# A failed build is 1, not make's own 2, which would read as a bad argument.
 CC=clang CXX=clang++ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPPBENCH_FUZZ=ON \
   -DPPBENCH_SANITIZE=address,undefined -DPPBENCH_CUDA=OFF -DPPBENCH_MPI=OFF \
-  -DPPBENCH_BUILD_BENCHMARKS=OFF -DPPBENCH_NATIVE=OFF >/dev/null
-cmake --build "$dir" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
+  -DPPBENCH_BUILD_BENCHMARKS=OFF -DPPBENCH_NATIVE=OFF >/dev/null ||
+  { echo "fuzz.sh: configuring $dir failed" >&2; exit 1; }
+cmake --build "$dir" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" ||
+  { echo "fuzz.sh: building the fuzz targets failed" >&2; exit 1; }
 
 status=0
 for t in "${targets[@]}"; do

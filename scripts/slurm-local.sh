@@ -19,6 +19,9 @@ die() {
   exit "$1"
 }
 
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
 [ $# -ge 1 ] && [ $# -le 2 ] || die 2 "usage: slurm-local.sh up|down [DIR]"
 action=$1
 dir=${2:-/tmp/ppbench-slurm}

@@ -123,7 +123,7 @@ struct Watchdog {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
   Clock::time_point deadline() const { return Clock::now() + patience(); }
-  // "watchdog: rank 2 waited 60 s at recv B3.1 from rank 3 (nothing arrives from rank 3)"
+  // "watchdog: rank 2 waited 60 s at recv(B3.1<-3) (nothing arrives from rank 3)"
   std::string message(int rank, const std::string& at, const std::string& why) const;
 };
 

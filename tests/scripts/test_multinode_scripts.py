@@ -106,3 +106,16 @@ def test_the_agent_runs_the_command_it_is_given_for_its_host():
                        capture_output=True, text=True, timeout=60, check=False,
                        env=dict(os.environ, PPBENCH_AGENT_CLOCKS="node-a=5"))
     assert (r.returncode, r.stdout) == (0, "ran\nhere\n"), r.stderr
+
+
+@pytest.mark.parametrize("script,first", [
+    ("emulated-nodes.sh", "Emulated cluster nodes on this machine"),
+    ("slurm-local.sh", "A one-node Slurm cluster on this machine"),
+    ("fuzz.sh", "Searches ppbench's input parsers"),
+])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_the_shell_scripts_print_their_header_for_help(script, first, flag):
+    # before anything else is checked: no root, no build, no argument needed
+    r = run(str(ROOT / "scripts" / script), flag)
+    assert r.returncode == 0 and r.stdout.startswith(first) and r.stderr == "", r
+    assert "Exit" in r.stdout and "#" not in r.stdout.splitlines()[0]
