@@ -7,12 +7,14 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/timer_slack.h"
 #include "harness/cuda/gpu_transport.h"
 #include "harness/cuda/graph_record.h"
 #include "harness/cuda/nvtx.h"
 #include "harness/cuda/p2p_deadlock_check.h"
 #include "harness/cuda/step_graph.h"
 #include "harness/cuda/trace_align.h"
+#include "harness/executor/naps.h"
 #include "harness/executor/rank_passes.h"
 #include "schedules/stage_ends.h"
 #include "workloads/cuda/check.h"
@@ -23,6 +25,26 @@ namespace {
 
 double host_seconds() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// How long a rank thread polls an event before it naps between looks. A step's tail (or a short
+// step whole, as in the executor-overhead benchmark) is then seen within a look, where a sleep
+// from the first look, 50 us plus Linux's default timer slack of 50 us, could end each wait
+// about 100 us late. A GPU rank's thread has a core of its own on a GPU node.
+constexpr std::chrono::microseconds kEventSpin{2000};
+
+// Polls until `done` completes (true) or the watchdog's deadline passes (false): spinning for
+// kEventSpin, then in naps of at most 50 us (Naps; the rank thread's timer slack is 1 us).
+bool wait_for_event(cudaEvent_t done, Clock::time_point deadline) {
+  SpinThenNap pause(kEventSpin);
+  for (;;) {
+    const cudaError_t q = cudaEventQuery(done);
+    if (q == cudaSuccess) return true;
+    if (q != cudaErrorNotReady) CUDA_CHECK(q);
+    const Clock::time_point now = Clock::now();
+    if (now > deadline) return false;
+    pause.pause(now);
+  }
 }
 
 float elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
@@ -277,6 +299,7 @@ CudaStepRecord CudaExecutor::assemble(const std::vector<RankResult>& results, bo
 }
 
 void CudaExecutor::replay_rank(int r, RankResult& out, bool& per_action, double& launch_to_done) {
+  tighten_timer_slack();  // for wait_for_event's naps; this thread is the rank's for one step
   const RankDevice& dev = devices_.rank(r);
   RankGraph& g = graphs_[static_cast<std::size_t>(r)];
   const cuda::DeviceArena& arena = *arenas_[static_cast<std::size_t>(r)];
@@ -295,18 +318,11 @@ void CudaExecutor::replay_rank(int r, RankResult& out, bool& per_action, double&
     g.graph->launch();
     CUDA_CHECK(cudaEventRecord(g.done, dev.compute));
     // The watchdog sees the whole step: a graph runs its transfers out of the host's sight.
-    const auto deadline = watchdog_.deadline();
-    for (;;) {
-      const cudaError_t q = cudaEventQuery(g.done);
-      if (q == cudaSuccess) break;
-      if (q != cudaErrorNotReady) CUDA_CHECK(q);
-      if (Clock::now() > deadline)
-        return errors_.fail(StepFailure::kWatchdog, r,
-                            watchdog_.message(r, "its step, launched as a CUDA graph",
-                                              "a graph hides which transfer hangs: rerun without "
-                                              "--cuda-graph to have it named"));
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (!wait_for_event(g.done, watchdog_.deadline()))
+      return errors_.fail(StepFailure::kWatchdog, r,
+                          watchdog_.message(r, "its step, launched as a CUDA graph",
+                                            "a graph hides which transfer hangs: rerun without "
+                                            "--cuda-graph to have it named"));
     launch_to_done = static_cast<double>(elapsed_ms(g.launched, g.done)) * 1e-3;
     per_action = true;
     float b = 0, e = 0;
@@ -419,6 +435,7 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
 }
 
 void CudaExecutor::run_rank(int r, RankResult& out) {
+  tighten_timer_slack();  // for wait_for_event's naps; this thread is the rank's for one step
   const RankDevice& dev = devices_.rank(r);
   EventPool& events = *events_[static_cast<std::size_t>(r)];
   dev.make_current();
@@ -435,18 +452,12 @@ void CudaExecutor::run_rank(int r, RankResult& out) {
   const std::vector<Instr>& instrs = program_.ranks[static_cast<std::size_t>(r)];
   const auto deadline = watchdog_.deadline();
   for (const PendingTransfer& t : walk.pending) {
-    for (;;) {
-      const cudaError_t q = cudaEventQuery(t.done);
-      if (q == cudaSuccess) break;
-      if (q != cudaErrorNotReady) CUDA_CHECK(q);
-      if (Clock::now() > deadline)
-        return errors_.fail(
-            StepFailure::kWatchdog, r,
-            watchdog_.message(r, t.instr < instrs.size() ? to_string(instrs[t.instr]) : "?",
-                              std::string(t.send ? "the send to" : "the receive from") + " rank " +
-                                  std::to_string(t.peer) + " never completes"));
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (!wait_for_event(t.done, deadline))
+      return errors_.fail(
+          StepFailure::kWatchdog, r,
+          watchdog_.message(r, t.instr < instrs.size() ? to_string(instrs[t.instr]) : "?",
+                            std::string(t.send ? "the send to" : "the receive from") + " rank " +
+                                std::to_string(t.peer) + " never completes"));
   }
   CUDA_CHECK(cudaStreamSynchronize(dev.compute));
   CUDA_CHECK(cudaStreamSynchronize(dev.comm));
