@@ -39,11 +39,13 @@ int64_t whole_bytes(double v, const char* what) {
 
 }  // namespace
 
-ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer) {
+ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer, bool fp32_gradients) {
   const int64_t e = dtype_bytes(dtype);
   ParameterBytes b;
   b.param = e;
-  b.grad = e;  // gradients in the parameters' dtype (no separate fp32 accumulation buffer)
+  // In the parameters' dtype (no separate fp32 accumulation buffer), unless the layers
+  // accumulate them in fp32.
+  b.grad = fp32_gradients ? std::max<int64_t>(e, 4) : e;
   if (optimizer == Optimizer::kNone) return b;
   // bf16 updates would round small steps away, so either optimizer steps an fp32 master copy.
   b.master = dtype == DType::kBF16 ? 4 : 0;
@@ -66,7 +68,7 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
   const int capacity = resolve_channel_capacity(o.channel_capacity, s);
 
   StepMemory out;
-  out.per_param = parameter_bytes(spec.dtype, o.optimizer);
+  out.per_param = parameter_bytes(spec.dtype, o.optimizer, o.fp32_gradients);
   out.ranks.resize(static_cast<std::size_t>(p.ranks));
   for (int stage = 0; stage < p.stages(); ++stage) {
     RankMemory& r = out.ranks[static_cast<std::size_t>(p.stage_rank[stage])];

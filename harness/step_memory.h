@@ -6,7 +6,10 @@
 //                part of the partition per schedule stage placed on it, so Chimera and DualPipe
 //                (two chains) hold two copies of a part and both are counted; interleaved and V
 //                shapes hold several different parts.
-//   grads        one gradient per held parameter, at the same dtype as the parameters.
+//   grads        one gradient per held parameter, at the same dtype as the parameters (the
+//                convention of mixed-precision accounting, 2 + 2 + 12 bytes per parameter with
+//                AdamW in bf16), or at fp32 where the layers accumulate them so (ppbench's CUDA
+//                layers, cuda_step_memory.h).
 //   optimizer    none: 0. sgd (plain SGD, no momentum) keeps no moments; adamw the two moments m
 //                and v at fp32 (at f64 when training in f64). Under either, an fp32 master copy
 //                of the parameters when the dtype is bf16. Every held copy has its own states.
@@ -44,12 +47,14 @@ struct ParameterBytes {
   int64_t optimizer = 0;  // moments plus the master copy
   int64_t master = 0;     // of which the fp32 master copy (bf16 with sgd or adamw)
 };
-ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer);
+// `fp32_gradients`: gradients at fp32 whatever the dtype (at f64 where the dtype is f64).
+ParameterBytes parameter_bytes(DType dtype, Optimizer optimizer, bool fp32_gradients = false);
 
 struct StepMemoryOptions {
   Optimizer optimizer = Optimizer::kAdamW;
   bool recompute = false;
   int channel_capacity = 0;  // messages one (src, dst) mailbox holds; 0: resolve_channel_capacity
+  bool fp32_gradients = false;  // parameter_bytes'
 };
 
 struct RankMemory {
@@ -65,6 +70,7 @@ struct RankMemory {
 struct StepMemory {
   ParameterBytes per_param;
   std::vector<RankMemory> ranks;
+  const char* model = "ppbench memory";  // the command that models the same, for records' notes
   int64_t largest_total() const;
 };
 

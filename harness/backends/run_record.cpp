@@ -173,8 +173,8 @@ nlohmann::json memory_json(const std::vector<HeldMemory>& measured, const StepMe
           {"note",
            "measured: the bytes of the rank's parameter, gradient and optimizer-state tensors "
            "after the last step, its activation arena's peak, and the most bytes it had sent "
-           "that were not yet taken in the last step; model: ppbench memory's "
-           "(docs/metrics.md)"}};
+           "that were not yet taken in the last step; model: " +
+               std::string(model.model) + " (docs/metrics.md)"}};
 }
 
 }  // namespace ppbench

@@ -1,6 +1,7 @@
 // `ppbench memory`: the memory of one whole training step per pipeline rank, modelled
 // (harness/step_memory.h): parameters, gradients, optimizer states, the schedule's peak
-// activations and the tensors in flight, for a workload, a dtype, a schedule and an optimizer.
+// activations and the tensors in flight, for a workload, a dtype, a schedule and an optimizer;
+// with --backend cuda, of ppbench's CUDA layers (harness/cuda_step_memory.h).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
+#include "harness/cuda_step_memory.h"
 #include "harness/memory_estimate.h"
 #include "harness/report_json.h"
 #include "harness/step_memory.h"
@@ -53,10 +55,17 @@ std::string optimizer_text(Optimizer o, const ParameterBytes& b) {
   return "";
 }
 
+// What --backend cuda models differently, in words, for both outputs.
+constexpr const char* kCudaNote =
+    "ppbench's CUDA layers: gradients in fp32 whatever the dtype, and the fused attention's one "
+    "f32 log-sum-exp per row and head in place of the [heads, seq, seq] probabilities.";
+
 nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const PartitionPlan& plan,
-                       const StepMemory& m, Optimizer o, const StepMemoryOptions& opts) {
+                       const StepMemory& m, Optimizer o, const StepMemoryOptions& opts,
+                       const std::string& backend) {
   nlohmann::json r = schedule_json(s);
   r["command"] = "memory";
+  r["backend"] = backend;
   r["workload"] = spec.workload;
   r["workload_config"] = spec.config;
   r["microbatch_size"] = spec.microbatch_size;
@@ -98,12 +107,13 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
       "rebuilt its stage); comm: per "
       "destination, min(channel capacity + 1, messages) x the largest message (the mailbox holds "
       "the capacity, the waiting sender one more), charged to the sender. "
-      "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces.";
+      "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces." +
+      std::string(backend == "cuda" ? std::string(" --backend cuda: ") + kCudaNote : "");
   return r;
 }
 
 void print_text(const WorkloadSpec& spec, const Schedule& s, const StepMemory& m, Optimizer o,
-                const StepMemoryOptions& opts) {
+                const StepMemoryOptions& opts, const std::string& backend) {
   std::cout << "memory of one training step: " << spec.workload;
   for (const auto& [k, v] : spec.config.items())
     std::cout << ' ' << k << '=' << (v.is_string() ? v.get<std::string>() : v.dump());
@@ -113,7 +123,9 @@ void print_text(const WorkloadSpec& spec, const Schedule& s, const StepMemory& m
             << to_string(o) << "\n"
             << spec.params() << " parameters; per held parameter: params " << m.per_param.param
             << " B, grads " << m.per_param.grad << " B, optimizer " << m.per_param.optimizer
-            << " B (" << optimizer_text(o, m.per_param) << ")\n\n";
+            << " B (" << optimizer_text(o, m.per_param) << ")\n"
+            << (backend == "cuda" ? std::string("--backend cuda: ") + kCudaNote + "\n" : "")
+            << "\n";
 
   const Unit u = table_unit(m.largest_total());
   const std::string un = std::string(" ") + u.name;
@@ -155,6 +167,7 @@ Command add_memory(CLI::App& parent) {
     ScheduleFlags schedule;
     std::string partition = "balanced";
     std::string optimizer = "adamw";
+    std::string backend = "cpu";
     bool recompute = false;
     ChannelCapacityFlag channel_capacity;
     std::string format = "text";
@@ -170,6 +183,12 @@ Command add_memory(CLI::App& parent) {
                   "none, sgd (plain, no momentum: no states) or adamw (default: m and v in fp32, "
                   "plus an fp32 master copy of the parameters with --dtype bf16)")
       ->check(one_of({"none", "sgd", "adamw"}));
+  app->add_option("--backend", st->backend,
+                  "cpu (default: the CPU kernels, gradients in the parameters' dtype as "
+                  "mixed-precision accounting counts them) or cuda (ppbench's CUDA layers: fp32 "
+                  "gradients, the fused attention's log-sum-exp in place of the s x s "
+                  "probabilities; bf16 or f32, no --recompute, as `run --backend cuda`)")
+      ->check(one_of({"cpu", "cuda"}));
   app->add_flag("--recompute", st->recompute,
                 "Keep only stage inputs between F and the backward, which rebuilds them");
   st->channel_capacity.add_to(*app, ", as `run`");
@@ -181,9 +200,14 @@ Command add_memory(CLI::App& parent) {
       "  ppbench memory --workload transformer --preset llama3-8b --schedule 1f1b --devices 8 "
       "--microbatches 16\n"
       "  ppbench memory --workload mlp --layers 8 --schedule chimera --devices 4 --microbatches 8 "
-      "--optimizer sgd --format json");
+      "--optimizer sgd --format json\n"
+      "  ppbench memory --workload transformer --preset llama3-8b --seq 4096 --schedule 1f1b "
+      "--devices 8 --microbatches 16 --backend cuda");
   return [st] {
     const Optimizer optimizer = parse_optimizer(st->optimizer);
+    const bool cuda = st->backend == "cuda";
+    if (cuda && st->recompute)
+      throw UsageError("--recompute with --backend cuda: the CUDA backend does not recompute");
     const MemoryBudget budget = st->memory.budget();
     const ScheduleParams params = st->schedule.resolve(budget);
     const std::string what = "memory " + st->workload.describe() + " " + st->schedule.describe();
@@ -198,13 +222,16 @@ Command add_memory(CLI::App& parent) {
                                  st->partition == "balanced"),
                    what);
     const WorkloadSpec spec = st->workload.build();
+    if (cuda && spec.dtype == DType::kF64)
+      throw UsageError("--dtype f64 with --backend cuda: the CUDA layers run bf16 or f32");
     const PartitionPlan plan = partition(spec, stages, st->partition);
     const StepMemoryOptions opts{optimizer, st->recompute, capacity};
-    const StepMemory m = step_memory(spec, s, plan, opts);
+    const StepMemory m =
+        cuda ? cuda_step_memory(spec, s, plan, opts) : step_memory(spec, s, plan, opts);
     if (st->format == "json")
-      std::cout << to_json(spec, s, plan, m, optimizer, opts).dump(1) << '\n';
+      std::cout << to_json(spec, s, plan, m, optimizer, opts, st->backend).dump(1) << '\n';
     else
-      print_text(spec, s, m, optimizer, opts);
+      print_text(spec, s, m, optimizer, opts, st->backend);
   };
 }
 

@@ -18,12 +18,12 @@
 #include "harness/cuda/nccl_api.h"
 #include "harness/cuda/sm_probe.h"
 #include "harness/cuda/transport_factory.h"
+#include "harness/cuda_step_memory.h"
 #include "harness/metrics.h"
 #include "harness/provenance.h"
 #include "harness/replay.h"
 #include "harness/report_json.h"
 #include "harness/simulator.h"
-#include "harness/step_memory.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "workloads/cuda/arena.h"
@@ -189,7 +189,7 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
   std::vector<double> measured;
   for (const ActivationArena& a : last.arenas) measured.push_back(a.peak());
   r["activation_bytes"] = activation_bytes_json(
-      measured, predicted_peak_bytes(s, cuda::cuda_memory_model(spec, plan), false),
+      measured, predicted_peak_bytes(s, cuda_activation_plan(spec, plan), false),
       last.device_peak_bytes);
   r["optimizer"] = optimizer_json(o.run.optimizer);
   // Measured from the tensors each rank holds; activations as on the CPU (kept bytes, the
@@ -207,8 +207,7 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
     arena_use.push_back(
         {static_cast<double>(ranks[k]->activations().capacity()), last.device_peak_bytes.at(k)});
   }
-  r["memory"] = memory_json(held, step_memory(spec, s, cuda::cuda_memory_model(spec, plan),
-                                              {o.run.optimizer.kind, false}));
+  r["memory"] = memory_json(held, cuda_step_memory(spec, s, plan, {o.run.optimizer.kind, false}));
   r["memory"]["device"] = cuda::device_memory_json(used_before, used_after, arena_use);
   nlohmann::json g;
   g["placement"] = describe(gp);

@@ -74,21 +74,6 @@ std::vector<cuda::Shape> stage_output_shapes(const WorkloadSpec& spec, const Par
   return out;
 }
 
-PartitionPlan cuda_memory_model(const WorkloadSpec& spec, const PartitionPlan& plan) {
-  PartitionPlan out = plan;
-  if (spec.workload != "transformer") return out;
-  const std::int64_t e = static_cast<std::int64_t>(cuda::dtype_size(gpu_dtype(spec)));
-  const std::int64_t b = spec.microbatch_size, seq = spec.input.shape.at(1);
-  for (StageSpec& st : out.stages)
-    for (int l = st.first_layer; l < st.first_layer + st.num_layers; ++l) {
-      const LayerSpec& ls = spec.layers[static_cast<std::size_t>(l)];
-      if (ls.kind != LayerKind::kLlamaLayer && ls.kind != LayerKind::kGptLayer) continue;
-      const std::int64_t heads = ls.attr("heads");
-      st.activation.b += heads * seq * b * 4 - heads * seq * seq * b * e;
-    }
-  return out;
-}
-
 std::size_t rank_static_bytes(const WorkloadSpec& spec, const PartitionPlan& plan,
                               const Placement& p, int rank) {
   const std::size_t elem = cuda::dtype_size(gpu_dtype(spec));

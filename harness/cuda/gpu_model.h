@@ -38,12 +38,6 @@ void require_gpu_workload(const WorkloadSpec& spec);
 std::vector<cuda::Shape> stage_output_shapes(const WorkloadSpec& spec, const PartitionPlan& plan,
                                              const Placement& p);
 
-// The memory model of the CUDA layers: the workload's (which counts what the CPU kernels keep)
-// with each decoder layer's attention probabilities, a [heads, seq, seq] block per sample in the
-// layer dtype, replaced by what the fused attention keeps instead: one f32 log-sum-exp per row
-// and head. Everything else the CUDA layers keep mirrors the CPU layers (workloads/cuda/layer.h).
-PartitionPlan cuda_memory_model(const WorkloadSpec& spec, const PartitionPlan& plan);
-
 // Device bytes the parameters, gradients and data of `rank` take (for sizing its arena).
 std::size_t rank_static_bytes(const WorkloadSpec& spec, const PartitionPlan& plan,
                               const Placement& p, int rank);

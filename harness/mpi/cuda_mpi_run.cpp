@@ -14,6 +14,7 @@
 #include "harness/cuda/local_gpu.h"
 #include "harness/cuda/nccl_api.h"
 #include "harness/cuda/nccl_comm.h"
+#include "harness/cuda_step_memory.h"
 #include "harness/metrics.h"
 #include "harness/mpi/gpu_collectives.h"
 #include "harness/mpi/gpu_process_optimizer.h"
@@ -171,11 +172,11 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
                                  out.values, dp.replicas, dp.overlap},
                                 "cuda");
   r["activation_bytes"] = activation_bytes_json(
-      peaks, predicted_peak_bytes(s, cuda::cuda_memory_model(spec, plan), false));
+      peaks, predicted_peak_bytes(s, cuda_activation_plan(spec, plan), false));
   r["optimizer"] = optimizer_json(o.run.optimizer);
   // Each process's tensors (comm is not counted by the GPU transports), beside the model.
-  r["memory"] = memory_json(held_by_rank, step_memory(spec, s, cuda::cuda_memory_model(spec, plan),
-                                                      {o.run.optimizer.kind, false}));
+  r["memory"] =
+      memory_json(held_by_rank, cuda_step_memory(spec, s, plan, {o.run.optimizer.kind, false}));
   r["launch"] = {{"transport", "nccl"},
                  {"processes", world.size()},
                  {"pipeline_ranks", d},

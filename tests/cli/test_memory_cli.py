@@ -145,6 +145,48 @@ class Llama3_8B(unittest.TestCase):
         self.assertEqual(len(lines), 8)
 
 
+class CudaBackend(unittest.TestCase):
+    """--backend cuda: ppbench's CUDA layers keep every gradient in fp32 and, in the fused
+    attention, one f32 log-sum-exp per row and head instead of the [heads, seq, seq]
+    probabilities in bf16; everything else as the CPU kernels."""
+
+    def test_fp32_gradients_and_the_fused_attention(self):
+        args = ("--schedule", "1f1b", "--devices", "1", "--microbatches", "1", "--seq", "4096")
+        cpu = memory_json(*args)
+        gpu = memory_json(*args, "--backend", "cuda")
+        self.assertEqual((cpu["backend"], gpu["backend"]), ("cpu", "cuda"))
+        c, g = cpu["ranks"][0]["bytes"], gpu["ranks"][0]["bytes"]
+        self.assertEqual(g["params"], TOTAL * PARAM)
+        self.assertEqual(g["grads"], TOTAL * 4)
+        self.assertEqual(c["grads"], TOTAL * GRAD)
+        self.assertEqual(g["optimizer"], c["optimizer"])
+        self.assertEqual(gpu["bytes_per_param"]["grads"], 4)
+        # One micro-batch alive on one device: every decoder layer's probabilities, 32 heads x
+        # 4096 x 4096 in bf16, give way to 32 x 4096 floats.
+        per_layer = HEADS * 4096 * 4096 * BF16 - HEADS * 4096 * 4
+        self.assertEqual(c["activations"] - g["activations"], LAYERS * per_layer)
+        self.assertIn("fused attention", gpu["notes"])
+        # f32: gradients were 4 bytes already
+        f32 = memory_json(*args, "--backend", "cuda", dtype="f32")
+        self.assertEqual(f32["ranks"][0]["bytes"]["grads"], TOTAL * 4)
+
+    def test_an_mlp_differs_only_in_its_gradients(self):
+        base = ("--workload", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--format", "json")
+        cpu = json.loads(run("memory", *base).stdout)
+        gpu = json.loads(run("memory", *base, "--backend", "cuda").stdout)
+        for c, g in zip(cpu["ranks"], gpu["ranks"]):
+            self.assertEqual(g["bytes"]["grads"], 2 * c["bytes"]["grads"])  # bf16 -> fp32
+            for k in ("params", "optimizer", "activations", "comm"):
+                self.assertEqual(g["bytes"][k], c["bytes"][k], k)
+
+    def test_the_text_says_what_it_models(self):
+        r = run("memory", "--workload", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--backend",
+                "cuda")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--backend cuda: ppbench's CUDA layers: gradients in fp32", r.stdout)
+        self.assertIn("grads 4 B", r.stdout)
+
+
 class BadInput(unittest.TestCase):
     CASES = [
         (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--optimizer", "adam"], "adam"),
@@ -162,6 +204,11 @@ class BadInput(unittest.TestCase):
           "2"], "overflow"),
         (["-w", "mlp", "--layers", "10000000", "-s", "1f1b", "-d", "2", "-n", "4",
           "--max-memory", "1M"], "needs about"),
+        (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--backend", "tpu"], "tpu"),
+        (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--backend", "cuda", "--dtype",
+          "f64"], "f64"),
+        (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--backend", "cuda", "--recompute"],
+         "--recompute"),
     ]
 
     def test_exit_2_with_one_line_naming_the_value(self):

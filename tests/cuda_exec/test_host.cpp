@@ -13,7 +13,6 @@
 #include "harness/cuda/transport_factory.h"
 #include "schedules/registry.h"
 #include "workloads/amoebanet.h"
-#include "workloads/mlp.h"
 #include "workloads/partition.h"
 #include "workloads/transformer.h"
 
@@ -58,33 +57,6 @@ TEST(GpuExecHost, StageOutputShapesAreTheBoundaryTensors) {
   ASSERT_EQ(shapes.size(), 2u);
   EXPECT_EQ(shapes[0], (cuda::Shape{2, 5, 16}));  // [micro-batch, seq, hidden]
   EXPECT_TRUE(shapes[1].empty());                 // the last stage sends nothing
-}
-
-TEST(GpuExecHost, TheCudaMemoryModelKeepsTheLogSumExpInsteadOfTheProbabilities) {
-  // 6 decoder layers, micro-batch 2, seq 5, 4 heads, bf16: each layer's probabilities are
-  // 4 * 5 * 5 * 2 elements of 2 bytes; the fused attention keeps 4 * 5 * 2 floats instead.
-  const WorkloadSpec spec = tiny_transformer(DType::kBF16);
-  const PartitionPlan plan = partition(spec, 2, "balanced");
-  const PartitionPlan cuda = cuda::cuda_memory_model(spec, plan);
-  ASSERT_EQ(cuda.stages.size(), plan.stages.size());
-  std::int64_t layers = 0;
-  for (std::size_t k = 0; k < plan.stages.size(); ++k) {
-    std::int64_t here = 0;
-    for (int l = plan.stages[k].first_layer;
-         l < plan.stages[k].first_layer + plan.stages[k].num_layers; ++l)
-      here += spec.layers[static_cast<std::size_t>(l)].kind == LayerKind::kLlamaLayer;
-    layers += here;
-    EXPECT_EQ(cuda.stages[k].activation.b,
-              plan.stages[k].activation.b - here * (4 * 5 * 5 * 2 * 2 - 4 * 5 * 2 * 4))
-        << "stage " << k;
-    EXPECT_EQ(cuda.stages[k].activation.w, plan.stages[k].activation.w) << "stage " << k;
-  }
-  EXPECT_EQ(layers, 6);
-  // Other workloads keep what the CPU kernels keep.
-  MlpConfig m;
-  const WorkloadSpec mlp = build_mlp(m, 4, DType::kF32);
-  const PartitionPlan mp = partition(mlp, 2, "balanced");
-  EXPECT_EQ(cuda::cuda_memory_model(mlp, mp).stages[0].activation.b, mp.stages[0].activation.b);
 }
 
 TEST(GpuExecHost, ADeadlockingOrderIsCaughtBeforeLaunch) {

@@ -108,14 +108,16 @@ void expect_two_steps_match(const WorkloadSpec& spec, const ScheduleParams& p,
   for (std::size_t k = 0; k < updated.size(); ++k)
     EXPECT_EQ(updated[k], static_cast<int>(k)) << label << ": every part updated once";
   EXPECT_EQ(out->record["optimizer"]["name"], to_string(kind)) << label;
-  // Measured beside the model: the parameter bytes are the model's; AdamW's moments (and bf16's
-  // master copies) are the model's optimizer bytes, every copy's; SGD keeps none.
+  // Measured beside the model (ppbench memory --backend cuda's): the parameter bytes and the f32
+  // gradients' are the model's; AdamW's moments (and bf16's master copies) are the model's
+  // optimizer bytes, every copy's; SGD keeps none.
   const nlohmann::json& ranks = out->record["memory"]["ranks"];
   ASSERT_EQ(ranks.size(), static_cast<std::size_t>(p.devices)) << label;
   for (const auto& r : ranks) {
     const auto& got = r["measured"];
     const auto& want = r["model"];
     EXPECT_EQ(got["params"].get<double>(), want["params"].get<double>()) << label;
+    EXPECT_EQ(got["grads"].get<double>(), want["grads"].get<double>()) << label;
     EXPECT_EQ(got["optimizer"].get<double>(), want["optimizer"].get<double>()) << label;
     EXPECT_GT(got["activations"].get<double>(), 0) << label;
   }
