@@ -9,25 +9,16 @@
 #include "harness/backends/run_record.h"
 #include "harness/cuda_step_memory.h"
 #include "schedules/registry.h"
+#include "tests/common/pipeline_workloads.h"
 #include "workloads/mlp.h"
 #include "workloads/partition.h"
-#include "workloads/transformer.h"
 
 namespace ppbench {
 namespace {
 
+// 6 decoder layers (4 heads, 2 kv heads), micro-batch 2, seq 5.
 WorkloadSpec tiny_transformer(DType dtype) {
-  TransformerConfig c = transformer_preset("tiny-llama");
-  c.layers = 6, c.hidden = 16, c.ffn = 24, c.heads = 4, c.kv_heads = 2, c.vocab = 19, c.seq = 5;
-  return build_transformer(c, 2, dtype);
-}
-
-Schedule make(const char* name, int d, int n) {
-  ScheduleParams p;
-  p.name = name;
-  p.devices = d;
-  p.microbatches = n;
-  return generate(p);
+  return small_pipeline_transformer("tiny-llama", dtype);
 }
 
 TEST(CudaStepMemory, TheFusedAttentionKeepsTheLogSumExpInsteadOfTheProbabilities) {
@@ -62,7 +53,7 @@ TEST(CudaStepMemory, GradientsAreFp32WhateverTheParametersDtype) {
   EXPECT_EQ(parameter_bytes(DType::kF64, Optimizer::kNone, true).grad, 8);
   for (DType dt : {DType::kBF16, DType::kF32}) {
     const WorkloadSpec spec = tiny_transformer(dt);
-    const Schedule s = make("1f1b", 2, 4);
+    const Schedule s = generate({"1f1b", 2, 4, 0, 0});
     const PartitionPlan plan = partition(spec, 2, "balanced");
     const StepMemoryOptions o{Optimizer::kAdamW, false, 0};
     const StepMemory cpu = step_memory(spec, s, plan, o);

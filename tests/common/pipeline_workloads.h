@@ -1,4 +1,4 @@
-// The small workloads the CPU backend's pipelined-step tests share (tests/backends, tests/mpi):
+// The small workloads the pipelined-step tests share (tests/backends, tests/mpi, tests/cuda_exec):
 // eight partitionable layers each, so that every family fits at D = 4 with two stages per rank, and
 // small enough that a test runs every schedule in well under a second.
 #pragma once

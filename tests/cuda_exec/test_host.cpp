@@ -12,6 +12,7 @@
 #include "harness/cuda/gpu_model.h"
 #include "harness/cuda/transport_factory.h"
 #include "schedules/registry.h"
+#include "tests/common/pipeline_workloads.h"
 #include "workloads/amoebanet.h"
 #include "workloads/partition.h"
 #include "workloads/transformer.h"
@@ -20,9 +21,7 @@ namespace ppbench {
 namespace {
 
 WorkloadSpec tiny_transformer(DType dtype) {
-  TransformerConfig c = transformer_preset("tiny-llama");
-  c.layers = 6, c.hidden = 16, c.ffn = 24, c.heads = 4, c.kv_heads = 2, c.vocab = 19, c.seq = 5;
-  return build_transformer(c, 2, dtype);
+  return small_pipeline_transformer("tiny-llama", dtype);
 }
 
 std::vector<cuda::Shape> shapes_for(const WorkloadSpec& spec, const Schedule& s) {
