@@ -90,7 +90,9 @@ def ppbench_output(cmd: list[str]) -> subprocess.CompletedProcess:
 
 
 def parse_list_text(text: str) -> list[str]:
-    """The first column of `ppbench list`'s table, from the header to the first blank line."""
+    """The first column of `ppbench list`'s table, from the header to the first blank line; a
+    line that starts with a blank continues the row above (a description moved under its
+    column)."""
     names, in_table = [], False
     for line in text.splitlines():
         if not in_table:
@@ -98,6 +100,8 @@ def parse_list_text(text: str) -> list[str]:
             continue
         if not line.strip():
             break
+        if line[0].isspace():
+            continue
         name = line.split()[0]
         if re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
             names.append(name)

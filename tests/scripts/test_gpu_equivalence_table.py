@@ -28,3 +28,20 @@ def test_the_longest_variant_does_not_run_into_its_schedule(tmp_path: Path):
         assert row.index(schedule, len(variant)) == start, row  # the same column on every row
         assert row[start - 1] == " ", row
     assert lines[-1] == f"passed: {len(rows) * 2}"
+
+
+def test_the_list_table_gives_every_name_and_no_continued_description():
+    import subprocess
+    from conftest import ROOT
+    ppbench = ROOT / "build" / "ppbench"
+    table = ("schedule          constraints                              description\n"
+             "naive             D >= 1, N >= 1                           naive model parallelism\n"
+             "interleaved-1f1b  --chunks v >= 2 (default 2); --group-size g (default D), long\n"
+             "                                                           megatron's interleaved\n"
+             "zb-v              any N >= 1 (zero bubble needs N >= 2D-1)\n"
+             "                                                           zero bubble zb-v\n"
+             "\nD = --devices\n")
+    assert gpu_equivalence.parse_list_text(table) == ["naive", "interleaved-1f1b", "zb-v"]
+    if ppbench.exists():  # the real table gives the names its JSON gives
+        text = subprocess.run([str(ppbench), "list"], capture_output=True, text=True).stdout
+        assert gpu_equivalence.parse_list_text(text) == gpu_equivalence.schedules([str(ppbench)])
