@@ -193,24 +193,23 @@ def measure_points(ppbench: str, flags: list[str], schedule: str,
     """Real runs of `schedule` at each (devices, microbatches) point, RUN_REPEATS rounds of
     every point in turn (a slow spell of the machine then falls on all points, not on one); a
     point's step time is the median of all its measured steps (pooled_step_time)."""
+    args = {p: run_args(flags, schedule, *p) for p in points}
     steps: dict[tuple[int, int], list[list[float]]] = {p: [] for p in points}
-    loads: dict[tuple[int, int], list[list[float]]] = {p: [] for p in points}
     provenance: dict[tuple[int, int], dict] = {}
+    before = load_average()
     for _ in range(RUN_REPEATS):
         for p in points:
-            loads[p].append(load_average())
-            r = ppbench_json(ppbench, run_args(flags, schedule, *p))
+            r = ppbench_json(ppbench, args[p])
             steps[p].append([float(t) for t in r["step_times_s"]])
             provenance.setdefault(p, r.get("provenance", {}))
-            loads[p].append(load_average())
+    after = load_average()
     out = []
-    for d, m in points:
-        t = pooled_step_time(steps[(d, m)])
-        command = "ppbench " + " ".join(run_args(flags, schedule, d, m))
-        out.append({"K": d, "M": m, "command": command,
-                    "repeats": RUN_REPEATS, "step_times_s": steps[(d, m)], "step_time_s": t,
-                    "samples_per_s": m / t, "load_average_before": loads[(d, m)][0],
-                    "load_average_after": loads[(d, m)][-1], "provenance": provenance[(d, m)]})
+    for (d, m), runs in steps.items():
+        t = pooled_step_time(runs)
+        out.append({"K": d, "M": m, "command": "ppbench " + " ".join(args[(d, m)]),
+                    "repeats": RUN_REPEATS, "step_times_s": runs, "step_time_s": t,
+                    "samples_per_s": m / t, "load_average_before": before,
+                    "load_average_after": after, "provenance": provenance[(d, m)]})
     return out
 
 

@@ -107,8 +107,9 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
       "rebuilt its stage); comm: per "
       "destination, min(channel capacity + 1, messages) x the largest message (the mailbox holds "
       "the capacity, the waiting sender one more), charged to the sender. "
-      "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces." +
-      std::string(backend == "cuda" ? std::string(" --backend cuda: ") + kCudaNote : "");
+      "Not modelled: allocator and framework overhead, CUDA context, kernel workspaces.";
+  if (backend == "cuda")
+    r["notes"] = r["notes"].get<std::string>() + " --backend cuda: " + kCudaNote;
   return r;
 }
 

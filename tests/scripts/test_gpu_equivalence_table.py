@@ -3,9 +3,11 @@ schedule columns as wide as their longest name."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import gpu_equivalence
+from conftest import ROOT
 
 
 def test_the_longest_variant_does_not_run_into_its_schedule(tmp_path: Path):
@@ -31,8 +33,6 @@ def test_the_longest_variant_does_not_run_into_its_schedule(tmp_path: Path):
 
 
 def test_the_list_table_gives_every_name_and_no_continued_description():
-    import subprocess
-    from conftest import ROOT
     ppbench = ROOT / "build" / "ppbench"
     table = ("schedule          constraints                              description\n"
              "naive             D >= 1, N >= 1                           naive model parallelism\n"
