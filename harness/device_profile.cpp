@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "harness/report_json.h"
 
 namespace ppbench {
 
@@ -135,11 +136,12 @@ DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& s
       bad(source, at + "optimizer", "must be given for every stage or for none");
     if (updated) p.optimizer.push_back(time("optimizer", true));
   }
-  for (const char* key :
-       {"workload", "workload_config", "microbatch_size", "dtype", "layer_counts"}) {
+  const auto measured_for = [&](const char* key) {
     if (!j.contains(key)) bad(source, key, "is missing (what the times were measured for)");
     p.measured_for[key] = j[key];
-  }
+  };
+  for (const char* key : kWorkloadKeys) measured_for(key);
+  measured_for("layer_counts");
   if (!j["layer_counts"].is_array() || j["layer_counts"].size() != p.stages.size())
     bad(source, "layer_counts",
         "must be an array of " + std::to_string(p.stages.size()) + " layer counts, one per stage");
@@ -275,8 +277,7 @@ nlohmann::json measured_profile_json(const Trace& trace, const Placement& placem
                       {"granularity", "stage"},
                       {"statistic", std::string(statistic_name(statistic)) +
                                         " over the last measured step's actions"}};
-  for (const char* key : {"workload", "workload_config", "microbatch_size", "dtype"})
-    j[key] = identity.at(key);
+  for (const char* key : kWorkloadKeys) j[key] = identity.at(key);
   j["name"] = identity.value("name", std::string("measured"));
   j["layer_counts"] = plan.layer_counts;
   j["stages"] = std::move(stages);

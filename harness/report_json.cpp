@@ -92,4 +92,11 @@ nlohmann::json schedule_json(const Schedule& s) {
   return out;
 }
 
+void add_workload_json(nlohmann::json& record, const WorkloadSpec& spec) {
+  record["workload"] = spec.workload;
+  record["workload_config"] = spec.config;
+  record["microbatch_size"] = spec.microbatch_size;
+  record["dtype"] = std::string(dtype_name(spec.dtype));
+}
+
 }  // namespace ppbench

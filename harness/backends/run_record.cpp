@@ -101,10 +101,7 @@ nlohmann::json run_record(const StepSummary& in, const char* backend) {
   nlohmann::json r = schedule_json(s);
   r["command"] = "run";
   r["backend"] = backend;
-  r["workload"] = spec.workload;
-  r["workload_config"] = spec.config;
-  r["microbatch_size"] = spec.microbatch_size;
-  r["dtype"] = std::string(dtype_name(spec.dtype));
+  add_workload_json(r, spec);
   r["steps"] = t.steps;
   r["warmup"] = t.warmup;
   r["seed"] = in.seed;

@@ -66,10 +66,7 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
   nlohmann::json r = schedule_json(s);
   r["command"] = "memory";
   r["backend"] = backend;
-  r["workload"] = spec.workload;
-  r["workload_config"] = spec.config;
-  r["microbatch_size"] = spec.microbatch_size;
-  r["dtype"] = std::string(dtype_name(spec.dtype));
+  add_workload_json(r, spec);
   r["optimizer"] = to_string(o);
   r["recompute"] = opts.recompute;
   r["channel_capacity"] = opts.channel_capacity;

@@ -5,7 +5,6 @@
 #include <memory>
 
 #include "core/error.h"
-#include "harness/backends/cpu/cpu_run.h"
 #include "harness/backends/run_loop.h"
 #include "harness/backends/run_record.h"
 #include "harness/cuda/cuda_executor.h"
@@ -188,16 +187,7 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
               {"nccl_version", cuda::nccl_version_text()}};
   r["data_parallel"] =
       mpi::job_json(procs, s.placement, n, static_cast<double>(spec.microbatch_size), dp.overlap);
-  mpi::count_every_replica(r, dp.replicas);
-  // Against the CPU's float64 step over all R*N micro-batches, judged as the CPU run across
-  // processes is (the dtype's tolerance, widened where the reference itself moves that much).
-  if (o.run.check)
-    r["check"] = cpu_check(spec, o.run, n * dp.replicas, out.values,
-                           "the CPU float64 single-device step over all " +
-                               std::to_string(n * dp.replicas) + " micro-batches");
-  if (!o.run.keep_gradients) out.values.tensors.clear();
-  out.record = std::move(r);
-  out.trace = mpi::job_trace(procs, d, "cuda");
+  mpi::finish_job_record(out, std::move(r), spec, o.run, n, dp.replicas, procs, d, "cuda");
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "harness/backends/cpu/cpu_run.h"
 #include "harness/metrics.h"
 #include "harness/mpi/mpi_session.h"
 
@@ -247,12 +248,25 @@ std::vector<std::string> process_environment() {
   return out;
 }
 
-void count_every_replica(nlohmann::json& record, int replicas) {
-  if (replicas <= 1) return;
-  for (const char* k : {"samples_per_s", "wall_samples_per_s", "tokens_per_s", "wall_tokens_per_s"})
-    if (record["throughput"].contains(k))
-      record["throughput"][k] = record["throughput"][k].get<double>() * replicas;
-  record["throughput"]["note"] = "all " + std::to_string(replicas) + " replicas' micro-batches";
+void finish_job_record(RunOutput& out, nlohmann::json record, const WorkloadSpec& spec,
+                       const RunOptions& o, int microbatches, int replicas,
+                       const std::vector<ProcessReport>& procs, int pipeline_ranks,
+                       const std::string& backend) {
+  if (replicas > 1) {
+    for (const char* k :
+         {"samples_per_s", "wall_samples_per_s", "tokens_per_s", "wall_tokens_per_s"})
+      if (record["throughput"].contains(k))
+        record["throughput"][k] = record["throughput"][k].get<double>() * replicas;
+    record["throughput"]["note"] = "all " + std::to_string(replicas) + " replicas' micro-batches";
+  }
+  const int all = microbatches * replicas;
+  if (o.check)
+    record["check"] = cpu_check(
+        spec, o, all, out.values,
+        "the CPU float64 single-device step over all " + std::to_string(all) + " micro-batches");
+  if (!o.keep_gradients) out.values.tensors.clear();
+  out.record = std::move(record);
+  out.trace = job_trace(procs, pipeline_ranks, backend);
 }
 
 }  // namespace ppbench::mpi

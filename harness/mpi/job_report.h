@@ -11,6 +11,7 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/backends/run_options.h"
 #include "harness/backends/run_record.h"
 #include "harness/backends/step_values.h"
 #include "harness/mpi/wire.h"
@@ -138,8 +139,15 @@ void summarize_replica0_gradients(const WorkloadSpec& spec,
                                   const std::vector<std::vector<char>>& gradients,
                                   int pipeline_ranks, int parts, bool keep, StepValues& values);
 
-// A record's throughput counts every replica's samples: the step trains on R x N micro-batches.
-void count_every_replica(nlohmann::json& record, int replicas);
+// On process 0, how the CPU and CUDA runs across processes both finish `out` with their
+// `record`: its throughput counts every replica's samples (the step trains on R x N
+// micro-batches); with `--check`, the step is held to the CPU's float64 single-device step over
+// all R x N micro-batches, judged as a run in threads is; the full gradients are dropped unless
+// kept; the exported timeline holds every process, numbered by process.
+void finish_job_record(RunOutput& out, nlohmann::json record, const WorkloadSpec& spec,
+                       const RunOptions& o, int microbatches, int replicas,
+                       const std::vector<ProcessReport>& procs, int pipeline_ranks,
+                       const std::string& backend);
 
 // The MPI library this process runs on and how its transports were set, for the record's
 // `launch.mpi`: `library` (the first line of MPI_Get_library_version), `standard` (MPI_Get_version)

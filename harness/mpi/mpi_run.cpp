@@ -182,15 +182,7 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
                  {"spin_us", spin.count()},
                  {"mpi", mpi::mpi_library_json(mpi::process_environment())}};
   r["data_parallel"] = mpi::job_json(procs, s.placement, n, samples, dp.overlap);
-  mpi::count_every_replica(r, dp.replicas);
-  if (o.check)
-    r["check"] = cpu_check(spec, o, n * dp.replicas, out.values,
-                           "the CPU float64 single-device step over all " +
-                               std::to_string(n * dp.replicas) + " micro-batches");
-  if (!o.keep_gradients) out.values.tensors.clear();
-  out.record = std::move(r);
-  // The exported timeline holds every process, numbered by process.
-  out.trace = mpi::job_trace(procs, d, "cpu");
+  mpi::finish_job_record(out, std::move(r), spec, o, n, dp.replicas, procs, d, "cpu");
   return out;
 }
 
