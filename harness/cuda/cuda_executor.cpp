@@ -141,6 +141,7 @@ CudaExecutor::CudaExecutor(const Schedule& s, const GpuDevices& devices, std::ve
     throw UsageError("the schedule has " + std::to_string(ranks) + " ranks but the GPU placement " +
                      std::to_string(devices.ranks()));
   plan_ = std::make_unique<NcclPlan>(plan_transfers(s, program_, shapes_, dtype_));
+  transport_.connect(send_links(*plan_));
   for (int r = 0; r < ranks; ++r) {
     devices.rank(r).make_current();
     events_.push_back(std::make_unique<EventPool>());

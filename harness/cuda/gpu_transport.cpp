@@ -228,6 +228,7 @@ class CopyTransport final : public GpuTransport {
   std::vector<Channel> channels_;
   std::vector<Returns> returns_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> captured_{false};  // a group went into a CUDA graph
 };
 
 }  // namespace
@@ -256,16 +257,15 @@ ncclDataType_t nccl_type(WireDType t) {
 
 namespace {
 
-void check_nccl(ncclResult_t r, const char* call) {
-  if (r != ncclSuccess && r != ncclInProgress)
-    throw cuda::CudaError(std::string(call) + " failed: " + nccl().GetErrorString(r));
-}
-#define NCCL_CHECK(call) check_nccl((call), #call)
+#define NCCL_CHECK(call) nccl_check((call), #call)
 
 class NcclTransport final : public GpuTransport {
  public:
   explicit NcclTransport(const std::vector<int>& devices)
-      : comms_(devices.size()), locks_(devices.size()), in_flight_(devices.size()) {
+      : devices_(devices),
+        comms_(devices.size()),
+        locks_(devices.size()),
+        in_flight_(devices.size()) {
     NCCL_CHECK(nccl().CommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
   }
   // One rank of a communicator made by every process of the pipeline (nccl_comm.h); the other
@@ -305,6 +305,7 @@ class NcclTransport final : public GpuTransport {
     }
     cudaEvent_t begin = io.events->next(), end = io.events->next();
     record_timing_event(begin, io.comm, io.capturing);
+    if (io.capturing) captured_ = true;
     {
       // NCCL takes one thread at a time on a communicator: abort() waits for this group.
       std::lock_guard<std::timed_mutex> hold(locks_[static_cast<std::size_t>(io.rank)]);
@@ -364,6 +365,53 @@ class NcclTransport final : public GpuTransport {
 
   void release_sent(int rank) override { in_flight_[static_cast<std::size_t>(rank)].clear(); }
 
+  // One element over each link, in one group posted for every rank from this thread (NCCL's way
+  // of driving several GPUs from one thread), so that no step's group is the first to use a
+  // pair. Only the communicator of one process has every rank's side here; across processes a
+  // rank that fails ends the job (MPI_Abort), so no thread waits for it.
+  void connect(const std::vector<std::pair<int, int>>& links) override {
+    if (devices_.empty() || links.empty()) return;
+    struct Side {
+      float* buffer = nullptr;  // [0] is sent, [1 + peer] receives from peer
+      cudaStream_t stream = nullptr;
+    };
+    std::vector<Side> sides(devices_.size());
+    const auto release = [&] {
+      for (std::size_t r = 0; r < sides.size(); ++r) {
+        if (sides[r].buffer == nullptr && sides[r].stream == nullptr) continue;
+        cudaSetDevice(devices_[r]);
+        if (sides[r].stream) cudaStreamDestroy(sides[r].stream);
+        if (sides[r].buffer) cudaFree(sides[r].buffer);
+      }
+    };
+    try {
+      for (std::size_t r = 0; r < sides.size(); ++r) {
+        CUDA_CHECK(cudaSetDevice(devices_[r]));
+        CUDA_CHECK(cudaMalloc(&sides[r].buffer, (sides.size() + 1) * sizeof(float)));
+        CUDA_CHECK(cudaMemset(sides[r].buffer, 0, (sides.size() + 1) * sizeof(float)));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&sides[r].stream, cudaStreamNonBlocking));
+      }
+      nccl_group([&] {
+        for (const auto& [src, dst] : links) {
+          const Side& from = sides.at(static_cast<std::size_t>(src));
+          const Side& to = sides.at(static_cast<std::size_t>(dst));
+          NCCL_CHECK(nccl().Send(from.buffer, 1, ncclFloat32, dst,
+                                 comms_[static_cast<std::size_t>(src)], from.stream));
+          NCCL_CHECK(nccl().Recv(to.buffer + 1 + src, 1, ncclFloat32, src,
+                                 comms_[static_cast<std::size_t>(dst)], to.stream));
+        }
+      });
+      for (std::size_t r = 0; r < sides.size(); ++r) {
+        CUDA_CHECK(cudaSetDevice(devices_[r]));
+        CUDA_CHECK(cudaStreamSynchronize(sides[r].stream));
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
+    release();
+  }
+
   void abort() override {
     // A rank stuck in a transfer that will never complete: aborting the communicators makes
     // its kernels return, so the step can end with the watchdog's error. The thread that fails
@@ -372,6 +420,12 @@ class NcclTransport final : public GpuTransport {
     // communicator (aborting it under that thread would free what the thread uses); the run is
     // failing and the destructor or the process's end takes it.
     if (aborted_.exchange(true)) return;
+    // Once a group was captured, ncclCommAbort waits until every graph holding work of the
+    // communicator is destroyed (NCCL 2.26 and newer), and the executor destroys its graphs
+    // only after this rank thread has returned: aborting here would wait for ever. A replay's
+    // wait still ends at the watchdog's limit, and the destructor aborts the communicators
+    // after the executor's graphs are gone, which also stops NCCL kernels still running.
+    if (captured_) return;
     for (std::size_t r = 0; r < comms_.size(); ++r) {
       std::unique_lock<std::timed_mutex> hold(locks_[r], std::defer_lock);
       if (!hold.try_lock_for(std::chrono::seconds(2))) continue;
@@ -385,8 +439,7 @@ class NcclTransport final : public GpuTransport {
   // group before it is reported.
   static void post_group(ncclComm_t comm, const RankIo& io, const std::vector<P2POp>& ops,
                          std::vector<cuda::DTensor>& tensors) {
-    NCCL_CHECK(nccl().GroupStart());
-    try {
+    nccl_group([&] {
       for (std::size_t i = 0; i < ops.size(); ++i) {
         const P2POp& op = ops[i];
         if (op.dir == P2POp::Dir::Send)
@@ -396,17 +449,15 @@ class NcclTransport final : public GpuTransport {
           NCCL_CHECK(nccl().Recv(tensors[i].data(), op.count, nccl_type(op.dtype), op.peer, comm,
                                  io.comm));
       }
-    } catch (...) {
-      nccl().GroupEnd();
-      throw;
-    }
-    NCCL_CHECK(nccl().GroupEnd());
+    });
   }
 
+  std::vector<int> devices_;  // one per rank where this process holds every rank (else empty)
   std::vector<ncclComm_t> comms_;
   std::vector<std::timed_mutex> locks_;  // per rank: held while its group is posted
   std::vector<std::deque<std::pair<cudaEvent_t, cuda::DTensor>>> in_flight_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> captured_{false};  // a group went into a CUDA graph
 };
 
 }  // namespace

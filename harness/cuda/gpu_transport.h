@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -125,6 +126,12 @@ class GpuTransport {
   virtual void reclaim(int rank, bool wait) = 0;
   // Makes every blocked host wait return (another rank failed).
   virtual void abort() = 0;
+  // Sets up, before the first step, every (sender, receiver) link a step sends over (send_links
+  // of its plan), on the constructing thread with no rank thread running. A transport that
+  // connects a pair lazily, inside the first group that uses it, blocks that group's thread
+  // until the peer posts its own side: a peer that failed first would leave it there, out of
+  // abort()'s reach.
+  virtual void connect(const std::vector<std::pair<int, int>>& links) { (void)links; }
   virtual void begin_step() {}
   // Whether a rank's groups can be captured into a CUDA graph; if not, `why` says why in one
   // line naming the flag to use instead.

@@ -108,6 +108,11 @@ void release_comm(ncclComm_t comm, bool failed) {
   failed ? nccl().CommAbort(comm) : nccl().CommDestroy(comm);
 }
 
+void nccl_check(ncclResult_t r, const char* call) {
+  if (r != ncclSuccess)
+    throw EnvironmentError(std::string("NCCL: ") + call + ": " + nccl().GetErrorString(r));
+}
+
 std::string nccl_version_text() {
   if (!g_loaded) return "not loaded";
   int v = 0;

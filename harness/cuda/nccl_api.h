@@ -38,8 +38,28 @@ struct NcclApi {
 const NcclApi& nccl();
 
 // Lets a communicator go: ncclCommDestroy, or ncclCommAbort where a step failed with work still
-// posted on it (destroy would wait for peers that may never come). Null: nothing.
+// posted on it (destroy would wait for peers that may never come). Null: nothing. Either one
+// waits until every CUDA graph that captured work on the communicator is destroyed (NCCL 2.26
+// and newer): destroy those graphs first.
 void release_comm(ncclComm_t comm, bool failed);
+
+// Throws EnvironmentError naming `call` and NCCL's own words where `r` is not ncclSuccess.
+void nccl_check(ncclResult_t r, const char* call);
+
+// Runs `post` (ncclSend, ncclRecv, ncclAllReduce calls, each checked) between ncclGroupStart and
+// ncclGroupEnd. A throw inside still closes the group before it goes on: a group left open on a
+// thread swallows that thread's later NCCL calls, ncclCommAbort's clean-up included.
+template <class Post>
+void nccl_group(Post&& post) {
+  nccl_check(nccl().GroupStart(), "ncclGroupStart");
+  try {
+    post();
+  } catch (...) {
+    nccl().GroupEnd();
+    throw;
+  }
+  nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
+}
 #endif
 
 // Whether this build can use NCCL at all (nccl.h was found), and whether this process has loaded

@@ -86,6 +86,17 @@ NcclPlan build_nccl_plan(const Schedule& s, const Program& program, const NcclPl
   return plan;
 }
 
+std::vector<std::pair<int, int>> send_links(const NcclPlan& plan) {
+  std::vector<std::pair<int, int>> links;
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    for (const P2PStep& step : plan.ranks[r])
+      for (const P2POp& op : step.ops)
+        if (op.dir == P2POp::Dir::Send) links.emplace_back(static_cast<int>(r), op.peer);
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  return links;
+}
+
 int match_receive_order(NcclPlan& plan) {
   const std::size_t ranks = plan.ranks.size();
   int hoisted = 0;

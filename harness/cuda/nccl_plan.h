@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "schedules/lower.h"
@@ -82,6 +83,10 @@ int match_receive_order(NcclPlan& plan);
 // the plan completes or nothing can move (a real deadlock, which the checker then reports).
 // Returns how many moves it made. Keeps the per-peer order of sends, which NCCL matches by.
 int defer_blocked_sends(NcclPlan& plan);
+
+// The (sender, receiver) rank pairs the plan's sends use, each once, sender then receiver in
+// rising order: the links a transport sets up before the first step (GpuTransport::connect).
+std::vector<std::pair<int, int>> send_links(const NcclPlan& plan);
 
 std::string to_string(const P2POp& op);     // "send(F0.3->1, 4096 B)"
 std::string to_text(const NcclPlan& plan);  // one line per rank, groups in [ ]

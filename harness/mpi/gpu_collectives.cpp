@@ -17,11 +17,6 @@
 
 namespace ppbench::mpi {
 
-void nccl_check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess)
-    throw EnvironmentError(std::string("NCCL: ") + what + ": " + cuda::nccl().GetErrorString(r));
-}
-
 ncclComm_t init_nccl_comm(MPI_Comm comm) {
   int rank = 0, size = 1;
   check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
@@ -30,13 +25,13 @@ ncclComm_t init_nccl_comm(MPI_Comm comm) {
   const auto bytes = broadcast_from_root<NCCL_UNIQUE_ID_BYTES>(
       comm, [](std::array<char, NCCL_UNIQUE_ID_BYTES>& out) {
         ncclUniqueId id;
-        nccl_check(cuda::nccl().GetUniqueId(&id), "ncclGetUniqueId");
+        cuda::nccl_check(cuda::nccl().GetUniqueId(&id), "ncclGetUniqueId");
         std::copy(std::begin(id.internal), std::end(id.internal), out.begin());
       });
   ncclUniqueId id;
   std::copy(bytes.begin(), bytes.end(), std::begin(id.internal));
   ncclComm_t c = nullptr;
-  nccl_check(cuda::nccl().CommInitRank(&c, size, id, rank), "ncclCommInitRank");
+  cuda::nccl_check(cuda::nccl().CommInitRank(&c, size, id, rank), "ncclCommInitRank");
   return c;
 }
 
@@ -85,15 +80,15 @@ double GpuGradientAllReduce::stage_bytes(std::size_t k) const {
 }
 
 void GpuGradientAllReduce::enqueue_stage(std::size_t k) {
-  nccl_check(cuda::nccl().GroupStart(), "ncclGroupStart");
-  for (const cuda::Param* p : all_params(stages_[k])) {
-    const cuda::DTensor& g = p->grad;
-    nccl_check(cuda::nccl().AllReduce(g.data(), g.data(), static_cast<std::size_t>(g.numel()),
-                                      cuda::nccl_type(cuda::plan_dtype(g.dtype())), ncclSum, comm_,
-                                      stream_),
-               "ncclAllReduce");
-  }
-  nccl_check(cuda::nccl().GroupEnd(), "ncclGroupEnd");
+  cuda::nccl_group([&] {
+    for (const cuda::Param* p : all_params(stages_[k])) {
+      const cuda::DTensor& g = p->grad;
+      cuda::nccl_check(cuda::nccl().AllReduce(
+                           g.data(), g.data(), static_cast<std::size_t>(g.numel()),
+                           cuda::nccl_type(cuda::plan_dtype(g.dtype())), ncclSum, comm_, stream_),
+                       "ncclAllReduce");
+    }
+  });
 }
 
 double GpuGradientAllReduce::reduce_stage(std::size_t k) {
@@ -158,11 +153,12 @@ const float* GpuTwinGradients::summed(int twin, const cuda::Param& p, cuda::Cont
   if (g.numel() > received_.numel())
     throw std::logic_error("a twin gradient larger than the buffer sized for the largest");
   const auto n = static_cast<std::size_t>(g.numel());
-  nccl_check(cuda::nccl().GroupStart(), "ncclGroupStart");
-  nccl_check(cuda::nccl().Send(g.data(), n, ncclFloat32, twin, comm_, ctx.stream), "ncclSend");
-  nccl_check(cuda::nccl().Recv(received_.data(), n, ncclFloat32, twin, comm_, ctx.stream),
-             "ncclRecv");
-  nccl_check(cuda::nccl().GroupEnd(), "ncclGroupEnd");
+  cuda::nccl_group([&] {
+    cuda::nccl_check(cuda::nccl().Send(g.data(), n, ncclFloat32, twin, comm_, ctx.stream),
+                     "ncclSend");
+    cuda::nccl_check(cuda::nccl().Recv(received_.data(), n, ncclFloat32, twin, comm_, ctx.stream),
+                     "ncclRecv");
+  });
   // Stream order: the sum waits for the receive, and the next receive waits for the update
   // that reads this sum.
   cuda::add_f32(ctx, received_.as<float>(), g.as<float>(), g.numel());

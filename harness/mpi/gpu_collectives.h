@@ -23,9 +23,6 @@
 
 namespace ppbench::mpi {
 
-// Throws EnvironmentError naming `what` and NCCL's own words where `r` is not ncclSuccess.
-void nccl_check(ncclResult_t r, const char* what);
-
 // ncclCommInitRank over the processes of `comm`, process 0's unique id broadcast over MPI.
 // Collective: every process of `comm` makes its communicators in the same order. The calling
 // thread's current device is the GPU the rank takes.

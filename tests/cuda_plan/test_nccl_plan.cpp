@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -102,6 +104,35 @@ TEST(NcclPlan, RejectsBadBoundaryBytes) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("stage 1 (6)"), std::string::npos) << e.what();
   }
+}
+
+// The links a transport connects before the first step: every pair a step sends over, from the
+// lowered program itself (not the plan's groups), and nothing else; every receive comes over one.
+TEST(NcclPlan, SendLinksAreThePairsTheProgramSendsOver) {
+  const Schedule one_f_one_b = generate({"1f1b", 4, 8});
+  const std::vector<std::pair<int, int>> neighbours = {{0, 1}, {1, 0}, {1, 2},
+                                                       {2, 1}, {2, 3}, {3, 2}};
+  EXPECT_EQ(send_links(build_nccl_plan(one_f_one_b, lower(one_f_one_b), options_for(one_f_one_b))),
+            neighbours);
+  for (const auto& info : all_schedules())
+    for (int d : {2, 4}) {
+      const Schedule s = generate({std::string(info.name), d, 4 * d, info.uses_chunks ? 2 : 0, 0});
+      const Program prog = lower(s);
+      std::vector<std::pair<int, int>> sent, received;
+      for (std::size_t r = 0; r < prog.ranks.size(); ++r)
+        for (const Instr& in : prog.ranks[r]) {
+          if (in.kind == Instr::Kind::Send) sent.emplace_back(static_cast<int>(r), in.peer);
+          if (in.kind == Instr::Kind::Recv) received.emplace_back(in.peer, static_cast<int>(r));
+        }
+      for (auto* v : {&sent, &received}) {
+        std::sort(v->begin(), v->end());
+        v->erase(std::unique(v->begin(), v->end()), v->end());
+      }
+      const auto links = send_links(build_nccl_plan(s, prog, options_for(s)));
+      EXPECT_EQ(links, sent) << info.name << " D=" << d;
+      EXPECT_EQ(links, received) << info.name << " D=" << d;
+      EXPECT_FALSE(links.empty()) << info.name << " D=" << d;
+    }
 }
 
 TEST(P2PDeadlock, EveryGeneratedScheduleIsDeadlockFreeWhenGrouped) {
