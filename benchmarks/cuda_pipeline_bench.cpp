@@ -380,12 +380,19 @@ std::string name_of(const char* bench, const ScheduleParams& p) {
   return p.chunks > 0 ? name + "/v" + std::to_string(p.chunks) : name;
 }
 
+// Steps of one repetition of a BM_Overhead row: about 2,560 micro-batches' worth, tens of
+// milliseconds of empty steps. Fixed, because each call of the function builds the partitions,
+// arenas and executor again, and Google Benchmark's search for an iteration count (MinTime)
+// would call it four or five times per repetition: minutes over the 62 rows, where gpu-check
+// gives the program one step limit and a program stopped at it leaves no JSON.
+constexpr int kOverheadMicrobatches = 2560;
+
 // Wall clock: the ranks' host threads and the GPU are what is measured, not this thread's CPU
 // time. The median of three resists a stall of the shared host.
 void register_overhead(const char* bench, const ScheduleParams& p, cuda::StepMode mode) {
   benchmark::RegisterBenchmark(name_of(bench, p).c_str(), BM_Overhead, p, mode)
       ->UseRealTime()
-      ->MinTime(0.2)
+      ->Iterations(std::max(20, kOverheadMicrobatches / p.microbatches))
       ->Repetitions(3)
       ->DisplayAggregatesOnly(true)
       ->Unit(benchmark::kMicrosecond);

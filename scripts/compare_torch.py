@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Put ppbench's Llama layer and its parts beside PyTorch's, measured in the same gpu-check run.
 
-    scripts/compare_torch.py CUDA_LAYER_BENCH.json TORCH_REFERENCE.json [--out FILE] [--goal 1.25]
+    scripts/compare_torch.py CUDA_LAYER_BENCH.json TORCH_REFERENCE.json
+                             [--gemm CUDA_GEMM_BENCH.json] [--out FILE] [--goal 1.25]
 
 Inputs: the Google Benchmark JSON of benchmarks/cuda_layer_bench (BM_LlamaLayer/<model>/seq<S>/
 mb<M>/<dtype> with counters F_ms, I_ms, W_ms, FIW_ms; BM_LlamaPart/<model>/<part>/seq<S>/mb<M>/
@@ -12,10 +13,16 @@ rows compared are those at the PyTorch run's sequence, micro-batch and dtype.
 Output: FILE (default layer_vs_torch.json beside the PyTorch JSON), written atomically, and a table:
   - the whole layer: ppbench F + I + W ms against PyTorch forward + backward ms, the ratio
     ppbench / PyTorch and whether it meets the goal (ratio <= --goal, default 1.25);
+  - each side's model TFLOP/s (torch_reference's layer_flops: backward = 2 x forward, no
+    recomputation) and MFU against the best dense GEMM rate measured in the same run: PyTorch's
+    torch.mm (the JSON's gemm_peak) and, with --gemm, benchmarks/cuda_gemm_bench's
+    BM_SquarePeak rows at the layer's dtype (bf16), whichever is higher;
   - each part matched by name: both sides' ms, ratio, and its gap in the layer (its gap times how
     often the layer runs it, per_layer), sorted by the absolute gap, so the rows explain the
     layer's gap per kernel. "rest" is the layer minus its matched parts on each side (RoPE and
-    head permutes, residual adds, gaps between kernels): with it the gaps add up to the layer's;
+    head permutes, residual adds, gaps between kernels): with it the gaps add up to the layer's.
+    Where a part is missing or failed on either side, its time is in "rest" too, which is then
+    labelled as holding it;
   - parts found on one side only, or whose ppbench row failed, as missing; ppbench rows with
     per_layer 0 (alternatives the layer does not run, e.g. the materialised attention core) beside
     the PyTorch part whose name they extend, outside the sum.
@@ -35,10 +42,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from types import SimpleNamespace
+
 from compare_perf import normalize_name
 from results_io import atomic_write
 from script_cli import InputError, OneLineParser, json_kind, number, output_path, read_json, \
     run, shaped
+from torch_reference import FLOPS_CONVENTION, layer_flops
 
 # The layer shapes cuda_layer_bench names, to check that PyTorch ran the same one.
 MODELS = {"llama3-8b": {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336}}
@@ -47,6 +57,7 @@ DTYPES = {"fp32": "f32"}
 _SHAPE = r"seq(?P<seq>\d+)/mb(?P<mb>\d+)/(?P<dtype>[^/]+)$"
 LAYER_RE = re.compile(r"^BM_LlamaLayer/(?P<model>[^/]+)/" + _SHAPE)
 PART_RE = re.compile(r"^BM_LlamaPart/(?P<model>[^/]+)/(?P<part>[^/]+)/" + _SHAPE)
+SQUARE_PEAK_RE = re.compile(r"^BM_SquarePeak/(?P<dtype>[^/]+)/\d+$")
 _MS_PER_UNIT = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -119,6 +130,11 @@ def load_torch(path: Path) -> dict:
             raise InputError(f"{path}: no '{key}' (not torch_reference.py output)")
     if not positive(data["median_ms"]):
         raise InputError(f"{path}: median_ms is not a positive number: {data['median_ms']!r}")
+    # The layer's shape, which its FLOPs (MFU) and the shape check read.
+    for key in ("seq", "micro_batch", "hidden", "heads", "kv_heads", "ffn"):
+        v = data.get(key)
+        if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+            raise InputError(f"{path}: {key} is not a positive integer: {v!r}")
     parts = data.get("parts", {})
     if not isinstance(parts, dict):
         raise InputError(f"{path}: 'parts' is not an object")
@@ -174,8 +190,36 @@ def ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
+def gemm_peaks(torch: dict, gemm: dict[str, Bench] | None) -> dict[str, float]:
+    """The dense GEMM rates (TFLOP/s) measured in the run, by source: PyTorch's torch.mm
+    (torch_reference's gemm_peak) and cuda_gemm_bench's best square GEMM at the layer's dtype."""
+    peaks = {}
+    torch_peak = torch.get("gemm_peak")
+    if isinstance(torch_peak, dict) and positive(torch_peak.get("tflops")):
+        peaks["torch.mm"] = float(torch_peak["tflops"])
+    dtype = DTYPES.get(str(torch["dtype"]), str(torch["dtype"]))
+    squares = [b.values.get("TFLOP/s") for name, b in (gemm or {}).items()
+               if b.error is None and (m := SQUARE_PEAK_RE.match(name)) and m["dtype"] == dtype]
+    squares = [v for v in squares if positive(v)]
+    if squares:
+        peaks["cuda_gemm_bench"] = max(squares)
+    return peaks
+
+
+def mfu_json(torch: dict, layer_p: float, layer_t: float, peaks: dict[str, float]) -> dict:
+    """Each side's model TFLOP/s and, where a peak was measured, its MFU."""
+    dims = SimpleNamespace(micro_batch=torch["micro_batch"], seq=torch["seq"],
+                           **{k: torch[k] for k in ("hidden", "heads", "kv_heads", "ffn")})
+    flops = layer_flops(dims)
+    tflops = {"ppbench": flops / (layer_p * 1e-3) / 1e12, "torch": flops / (layer_t * 1e-3) / 1e12}
+    peak = max(peaks.values()) if peaks else None
+    return {"flops": flops, "flops_convention": FLOPS_CONVENTION, "tflops": tflops,
+            "gemm_peak_tflops": peak, "gemm_peaks": peaks,
+            "mfu": {k: v / peak for k, v in tflops.items()} if peak else None}
+
+
 def compare(bench: dict[str, Bench], context: dict, torch: dict, bench_path: Path,
-            goal: float) -> dict:
+            goal: float, gemm: dict[str, Bench] | None = None) -> dict:
     model, layer, pparts = select(bench, torch, bench_path)
     tparts = torch.get("parts", {})
     layer_p, layer_t = layer.ms("FIW_ms"), float(torch["median_ms"])
@@ -217,11 +261,14 @@ def compare(bench: dict[str, Bench], context: dict, torch: dict, bench_path: Pat
         rows.append(row)
     if rows:
         rest_p, rest_t = layer_p - sum_p, layer_t - sum_t
+        what = "layer minus its matched parts: RoPE and head permutes, residual adds, gaps " \
+               "between kernels"
+        unmatched = sorted(set(missing_torch) | set(missing_ppbench))
+        if unmatched:
+            what += "; and the parts not timed on both sides: " + ", ".join(unmatched)
         rows.append({"part": "rest", "per_layer": 1, "ppbench_ms": rest_p, "torch_ms": rest_t,
                      "ratio": ratio(rest_p, rest_t), "gap_ms": rest_p - rest_t,
-                     "layer_gap_ms": rest_p - rest_t,
-                     "what": "layer minus its matched parts: RoPE and head permutes, residual "
-                             "adds, gaps between kernels"})
+                     "layer_gap_ms": rest_p - rest_t, "what": what, "holds": unmatched})
     for row in rows:
         row["share_of_layer_gap"] = row["layer_gap_ms"] / layer_gap if layer_gap else None
     rows.sort(key=lambda r: -abs(r["layer_gap_ms"]))
@@ -251,7 +298,9 @@ def compare(bench: dict[str, Bench], context: dict, torch: dict, bench_path: Pat
                   "ppbench_passes": {k: layer.values[k] for k in ("F_ms", "I_ms", "W_ms")
                                      if k in layer.values},
                   "torch_passes": {k: torch[k] for k in ("fwd_median_ms", "bwd_median_ms")
-                                   if k in torch}},
+                                   if k in torch},
+                  **mfu_json(torch, layer_p, layer_t, gemm_peaks(torch, gemm))},
+        "torch_rmsnorm": torch.get("rmsnorm"),
         "parts": rows, "alternatives": alt_rows,
         "missing": {"torch": missing_torch, "ppbench": missing_ppbench},
         "ppbench_failed": failed,
@@ -275,13 +324,25 @@ def print_table(c: dict, out=sys.stdout) -> None:
         print(f"PyTorch's attention ran on SDPA's {kernel} kernels{note}", file=out)
     print(f"layer F+I+W: ppbench {L['ppbench_ms']:.3f} ms, PyTorch {L['torch_ms']:.3f} ms, ratio "
           f"{fmt(L['ratio'], '.3f')} (goal <= {c['goal_ratio']:g}: {verdict})", file=out)
+    t = L["tflops"]
+    if L["mfu"]:
+        sources = ", ".join(f"{k} {v:.0f}" for k, v in L["gemm_peaks"].items())
+        print(f"model TFLOP/s: ppbench {t['ppbench']:.0f}, PyTorch {t['torch']:.0f}; MFU ppbench "
+              f"{L['mfu']['ppbench'] * 100:.1f} %, PyTorch {L['mfu']['torch'] * 100:.1f} % of "
+              f"{L['gemm_peak_tflops']:.0f} TFLOP/s, the best dense GEMM of this run "
+              f"({sources})", file=out)
+    else:
+        print(f"model TFLOP/s: ppbench {t['ppbench']:.0f}, PyTorch {t['torch']:.0f}; no MFU: no "
+              "GEMM peak measured in this run (torch_reference's gemm_peak, or --gemm)", file=out)
     if c["parts"]:
         print(f"{'part':<28} {'n':>2} {'ppbench ms':>11} {'torch ms':>9} {'ratio':>7} "
               f"{'layer gap ms':>13} {'share':>6}", file=out)
         for r in c["parts"]:
             share = r["share_of_layer_gap"]
             share = "-" if share is None else f"{share * 100:.0f}%"
-            name = "rest (layer - parts)" if r["part"] == "rest" else r["part"]
+            name = r["part"]
+            if name == "rest":
+                name = "rest (layer - parts)" if not r["holds"] else "rest (+ unmatched parts)"
             print(f"{name:<28} {r['per_layer']:>2g} {r['ppbench_ms']:>11.3f} "
                   f"{r['torch_ms']:>9.3f} {fmt(r['ratio'], '.3f'):>7} "
                   f"{r['layer_gap_ms']:>+13.3f} {share:>6}", file=out)
@@ -305,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("bench", type=Path, help="cuda_layer_bench's Google Benchmark JSON")
     p.add_argument("torch", type=Path,
                    help="torch_reference.py's JSON (ideally with --parts)")
+    p.add_argument("--gemm", type=Path,
+                   help="cuda_gemm_bench's Google Benchmark JSON from the same run: its best "
+                        "BM_SquarePeak row at the layer's dtype is a GEMM peak for MFU too")
     p.add_argument("--out", type=Path,
                    help="where to write the comparison (default: layer_vs_torch.json beside the "
                         "PyTorch JSON)")
@@ -315,10 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         output_path(a.out, "--out")
     context, bench = load_bench(a.bench)
     torch = load_torch(a.torch)
+    gemm = load_bench(a.gemm)[1] if a.gemm is not None else None
     # The default goes beside the PyTorch JSON, so it is checked once that file was read.
     out = a.out or output_path(a.torch.parent / "layer_vs_torch.json", "--out (default)")
     with shaped(f"the inputs {a.bench} and {a.torch}"):
-        result = compare(bench, context, torch, a.bench, a.goal)
+        result = compare(bench, context, torch, a.bench, a.goal, gemm)
     atomic_write(out, json.dumps(result, indent=2) + "\n")
     print_table(result)
     print(f"wrote {out}")

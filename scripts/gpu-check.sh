@@ -686,11 +686,14 @@ part_torch() {
     return
   fi
   step torch-reference "$py" "$HELPERS/torch_reference.py" --parts --out "$PDIR/torch_reference.json"
-  # ppbench's layer and its parts beside PyTorch's, when the benchmarks part ran in this call.
+  # ppbench's layer and its parts beside PyTorch's, when the benchmarks part ran in this call;
+  # cuda_gemm_bench's square GEMMs, where it ran too, are a GEMM peak for MFU beside torch.mm's.
   local layer="$RUN_DIR/benchmarks/cuda_layer_bench.json"
+  local gemm="$RUN_DIR/benchmarks/cuda_gemm_bench.json" gemm_args=()
+  [ -s "$gemm" ] && gemm_args=(--gemm "$gemm")
   if [ -s "$layer" ] && [ -s "$PDIR/torch_reference.json" ]; then
     step compare-torch python3 "$HELPERS/compare_torch.py" "$layer" "$PDIR/torch_reference.json" \
-      --out "$PDIR/layer_vs_torch.json"
+      "${gemm_args[@]}" --out "$PDIR/layer_vs_torch.json"
     sed 's/^/    /' "$PDIR/compare-torch.log"
   else
     note "no cuda_layer_bench.json from a benchmarks part in this call: no comparison with PyTorch"

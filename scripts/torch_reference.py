@@ -5,7 +5,11 @@ CUDA layer (F + I + W) is compared with in the same run on the same GPU.
 Defaults are a Llama-3-8B layer: hidden 4096, 32 heads, 8 kv heads, ffn 14336, sequence 4096,
 micro-batch 1, bf16. The layer is built as ppbench builds it (pre-norm RMSNorm, one fused qkv
 projection without bias, rotate-half RoPE, causal GQA through scaled_dot_product_attention,
-SwiGLU with a fused gate|up projection, residuals), so the FLOPs are the same.
+SwiGLU with a fused gate|up projection, residuals), so the FLOPs are the same; each op is
+PyTorch's own best (SDPA, torch.nn.functional.rms_norm where this torch has it). The JSON names
+the SDPA kernels the layer ran and the layer's model FLOPs, and holds a dense GEMM rate of the
+same GPU measured in the same run (gemm_peak, torch.mm on random values), which
+scripts/compare_torch.py turns into each side's MFU.
 
 With --parts it also times the layer's parts alone, forward + backward each, under the names
 benchmarks/cuda_layer_bench.cpp gives its BM_LlamaPart rows (see PARTS), in "parts" of the JSON;
@@ -57,8 +61,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
+# What layer_flops counts, for the records that divide by it (MFU).
+FLOPS_CONVENTION = ("model FLOPs of forward + backward: the GEMMs and causal attention (half the "
+                    "s x s scores), backward = 2 x forward, no recomputation")
+
+
 def layer_flops(a: argparse.Namespace) -> float:
-    """Model FLOPs of F + B (backward = 2x forward), causal attention counted at half."""
+    """Model FLOPs of F + B (backward = 2x forward), causal attention counted at half; `a` needs
+    micro_batch, seq, hidden, heads, kv_heads and ffn."""
     t, h, d = a.micro_batch * a.seq, a.hidden, a.hidden // a.heads
     proj = 2 * t * h * (a.heads + 2 * a.kv_heads) * d + 2 * t * a.heads * d * h
     mlp = 2 * t * h * 2 * a.ffn + 2 * t * a.ffn * h
@@ -79,6 +89,22 @@ def part_flops(a: argparse.Namespace) -> dict[str, float | None]:
     return {"rmsnorm": None, "qkv_proj": linear(h, (a.heads + 2 * a.kv_heads) * d),
             "attention_core": 3.5 * attn_forward, "out_proj": linear(a.heads * d, h),
             "swiglu_mlp": linear(h, 2 * a.ffn) + linear(a.ffn, h)}
+
+
+def rmsnorm_impl(torch, dt, eps: float = 1e-5):
+    """(fn(x, w), name): PyTorch's own RMSNorm where it has one (torch.nn.functional.rms_norm,
+    one fused CUDA kernel in recent releases), else the eager composition of five element-wise
+    ops in f32. The reference should be PyTorch at its best: the eager form cost the H100 run
+    about 2 ms of a 12 ms layer."""
+    F = torch.nn.functional
+    if hasattr(F, "rms_norm"):
+        return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, eps)), "torch.nn.functional.rms_norm"
+
+    def eager(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(dt) * w
+
+    return eager, "eager: (x * rsqrt(mean(x^2) + eps)) * w in f32"
 
 
 def build(a: argparse.Namespace, torch, dev, dt) -> SimpleNamespace:
@@ -113,9 +139,7 @@ def build(a: argparse.Namespace, torch, dev, dt) -> SimpleNamespace:
         x1, x2 = x[..., : d // 2], x[..., d // 2 :]
         return x * cos + torch.cat([-x2, x1], -1) * sin
 
-    def rmsnorm(x, w):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(dt) * w
+    rmsnorm, rmsnorm_name = rmsnorm_impl(torch, dt)
 
     gqa_native = "enable_gqa" in (F.scaled_dot_product_attention.__doc__ or "")
 
@@ -156,7 +180,7 @@ def build(a: argparse.Namespace, torch, dev, dt) -> SimpleNamespace:
     }
     assert set(parts) == set(PARTS)
     return SimpleNamespace(layer=layer, params=[w_qkv, w_o, w_gu, w_down, g1, g2], parts=parts,
-                           gqa_native=gqa_native)
+                           gqa_native=gqa_native, rmsnorm=rmsnorm_name)
 
 
 def time_fwd_bwd(torch, fn, inputs, leaves, warmup: int, iters: int) -> dict:
@@ -192,6 +216,31 @@ def time_fwd_bwd(torch, fn, inputs, leaves, warmup: int, iters: int) -> dict:
             "fwd_median_ms": statistics.median(fwd), "bwd_median_ms": statistics.median(bwd)}
 
 
+def gemm_peak(torch, dev, dt, warmup: int, iters: int, sizes=(4096, 8192, 16384)) -> dict:
+    """The best dense GEMM rate of this GPU at the layer's dtype, measured in this run: the
+    median of `iters` timed torch.mm calls of n x n x n for each size, on values uniform in
+    [-1, 1) (a GPU runs a GEMM on zeros at a higher clock). What the layer's MFU divides by."""
+    by_size = {}
+    for n in sizes:
+        a = torch.rand(n, n, device=dev, dtype=dt) * 2 - 1
+        b = torch.rand(n, n, device=dev, dtype=dt) * 2 - 1
+        for _ in range(max(warmup, 1)):
+            torch.mm(a, b)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(iters):
+            start, stop = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            torch.mm(a, b)
+            stop.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(stop))
+        by_size[str(n)] = 2.0 * n ** 3 / (statistics.median(times) * 1e-3) / 1e12
+        del a, b
+    return {"tflops": max(by_size.values()), "by_size": by_size, "op": "torch.mm",
+            "inputs": "uniform in [-1, 1)"}
+
+
 def sdpa_backends(torch) -> dict:
     """Which scaled-dot-product-attention backends this torch may pick (enabled, not chosen)."""
     out = {}
@@ -218,10 +267,11 @@ def sdpa_kernel_family(kernel_names) -> str:
     return "math"
 
 
-def sdpa_kernel_used(torch, fn, inputs) -> dict:
-    """One forward and backward of the attention core under the profiler: the backend the
-    enabled list leaves open is not necessarily the one that runs (GQA or a head size can send
-    a call to the slower math path, which would flatter ppbench's ratio), so the record says."""
+def sdpa_kernel_used(torch, fn, inputs, leaves) -> dict:
+    """One forward and backward of the whole layer under the profiler: the backend the enabled
+    list leaves open is not necessarily the one that runs (GQA, a head size or the layer's
+    transposed views can send a call to the slower math path, which would flatter ppbench's
+    ratio), so the record says. The GEMMs' and norms' kernels name no attention backend."""
     try:
         from torch.profiler import ProfilerActivity, profile
 
@@ -233,9 +283,13 @@ def sdpa_kernel_used(torch, fn, inputs) -> dict:
                         and "cuda" in str(e.device_type).lower()})
     except Exception as e:  # the profiler (CUPTI) may be missing on a rented machine
         return {"sdpa_kernel": "unknown", "sdpa_kernel_why": f"{type(e).__name__}: {e}"[:200]}
-    for t in inputs:
-        t.grad = None
-    return {"sdpa_kernel": sdpa_kernel_family(names), "sdpa_kernel_names": names[:12]}
+    finally:
+        for t in leaves:
+            t.grad = None
+    # The attention kernels among the layer's, or (none: the math path) the first few of all.
+    attention = [n for n in names if sdpa_kernel_family([n]) != "math"]
+    return {"sdpa_kernel": sdpa_kernel_family(names),
+            "sdpa_kernel_names": (attention or names)[:12]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,9 +313,12 @@ def main(argv: list[str] | None = None) -> int:
         "hidden": a.hidden, "heads": a.heads, "kv_heads": a.kv_heads, "ffn": a.ffn,
         "seq": a.seq, "micro_batch": a.micro_batch, "dtype": a.dtype,
         "sdpa_gqa_native": m.gqa_native, "sdpa_backends": sdpa_backends(torch),
-        **sdpa_kernel_used(torch, *m.parts["attention_core"][:2]),
+        **sdpa_kernel_used(torch, m.layer, [x], m.params + [x]),
+        "rmsnorm": m.rmsnorm,
         "iters": a.iters, **layer,
+        "flops": layer_flops(a), "flops_convention": FLOPS_CONVENTION,
         "tflops": layer_flops(a) / (ms * 1e-3) / 1e12,
+        "gemm_peak": gemm_peak(torch, dev, dt, a.warmup, a.iters),
         "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
         "cuda": torch.version.cuda,
     }

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -335,3 +336,88 @@ def test_the_sdpa_kernel_pytorch_ran_is_shown_and_kept(tmp_path):
     assert result["torch_sdpa_kernel"] == "flash" and "SDPA's flash kernels\n" in out
     result, out = compare(tmp_path)  # an older record without the field
     assert result["torch_sdpa_kernel"] is None and "SDPA's" not in out
+
+
+# The default layer's model FLOPs by hand: QKV 2*t*h*(32 + 2*8)*128 and O 2*t*h*h, gate|up
+# 2*t*h*2*14336 and down 2*t*14336*h, causal attention half of 4*32*s^2*128; forward + backward
+# = 3x forward.
+LAYER_FLOPS = 5_772_436_045_824.0
+
+
+def gemm_bench(tmp_path, rows):
+    path = tmp_path / "cuda_gemm_bench.json"
+    path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
+    return path
+
+
+def square_row(n, tflops, dtype="bf16", **kw):
+    return gbench_row(f"BM_SquarePeak/{dtype}/{n}", "/manual_time", **{"TFLOP/s": tflops}, **kw)
+
+
+def test_mfu_against_the_best_gemm_measured_in_the_run(tmp_path):
+    doc = torch_doc(gemm_peak={"tflops": 700.0, "by_size": {"8192": 700.0}})
+    rows = [square_row(4096, 650.0), square_row(8192, 720.0), square_row(16384, 0.0, error="oom"),
+            square_row(8192, 900.0, dtype="f32")]
+    aggregate = dict(square_row(8192, 5000.0), run_type="aggregate", aggregate_name="mean")
+    result, out = compare(tmp_path, None, doc, "--gemm", gemm_bench(tmp_path, rows + [aggregate]))
+    layer = result["layer"]
+    assert layer["flops"] == pytest.approx(LAYER_FLOPS)
+    # The bf16 squares only, without the failed and aggregate rows: 720 beats torch.mm's 700.
+    assert layer["gemm_peaks"] == {"torch.mm": 700.0, "cuda_gemm_bench": 720.0}
+    assert layer["gemm_peak_tflops"] == 720.0
+    assert layer["tflops"]["ppbench"] == pytest.approx(LAYER_FLOPS / 40e-3 / 1e12)
+    assert layer["tflops"]["torch"] == pytest.approx(LAYER_FLOPS / 30e-3 / 1e12)
+    assert layer["mfu"]["ppbench"] == pytest.approx(LAYER_FLOPS / 40e-3 / 1e12 / 720)
+    assert layer["mfu"]["torch"] == pytest.approx(LAYER_FLOPS / 30e-3 / 1e12 / 720)
+    assert "MFU ppbench 20.0 %, PyTorch 26.7 % of 720 TFLOP/s" in out
+    # Without --gemm, PyTorch's own torch.mm is the peak.
+    result, _ = compare(tmp_path, None, doc)
+    assert result["layer"]["gemm_peak_tflops"] == 700.0
+
+
+def test_no_mfu_without_a_peak_from_the_run(tmp_path):
+    result, out = compare(tmp_path)
+    assert result["layer"]["mfu"] is None and result["layer"]["gemm_peaks"] == {}
+    assert result["layer"]["tflops"]["ppbench"] == pytest.approx(LAYER_FLOPS / 40e-3 / 1e12)
+    assert "no MFU: no GEMM peak measured in this run" in out
+
+
+def test_rest_says_it_holds_a_part_that_failed(tmp_path):
+    rows = [r for r in default_bench_rows() if "/attention_core/" not in r["name"]]
+    rows.append(part_row("attention_core", 0.0, error="does not fit on this device: arena"))
+    result, out = compare(tmp_path, rows)
+    rest = by_part(result)["rest"]
+    assert rest["holds"] == ["attention_core"]
+    assert "parts not timed on both sides: attention_core" in rest["what"]
+    assert "rest (+ unmatched parts)" in out and "rest (layer - parts)" not in out
+    result, out = compare(tmp_path)
+    assert by_part(result)["rest"]["holds"] == [] and "rest (layer - parts)" in out
+
+
+def test_torch_json_without_the_layer_shape_exits_2(tmp_path):
+    doc = torch_doc()
+    del doc["ffn"]
+    bench = write_bench(tmp_path, default_bench_rows())
+    rc, _, err = run(bench, write_torch(tmp_path, doc))
+    assert rc == 2 and "ffn is not a positive integer: None" in err
+
+
+def test_torch_reference_uses_pytorchs_own_rmsnorm_where_it_has_one():
+    import torch_reference as tr
+
+    calls = []
+
+    def rms_norm(x, shape, w, eps):
+        calls.append((shape, w, eps))
+        return "normed"
+
+    class X:
+        shape = (1, 8, 4096)
+
+    fused = SimpleNamespace(nn=SimpleNamespace(functional=SimpleNamespace(rms_norm=rms_norm)))
+    fn, name = tr.rmsnorm_impl(fused, "bf16")
+    assert name == "torch.nn.functional.rms_norm"
+    assert fn(X(), "w") == "normed" and calls == [((4096,), "w", 1e-5)]
+    older = SimpleNamespace(nn=SimpleNamespace(functional=SimpleNamespace()))
+    _, name = tr.rmsnorm_impl(older, "bf16")
+    assert name.startswith("eager")

@@ -25,14 +25,19 @@ NAME = re.compile(r"^BM_(?P<bench>Scaling|Fidelity|Overhead|OverheadGraph)/(?P<s
 
 
 @pytest.fixture(scope="module")
-def listed() -> list[re.Match]:
+def listed_raw() -> list[str]:
     if not (BENCH.is_file() and PPBENCH.is_file()):
         pytest.skip(f"cuda_pipeline_bench or ppbench not built in {BUILD}")
     run = subprocess.run([str(BENCH), "--benchmark_list_tests"], capture_output=True, text=True,
                          check=False, timeout=120)
     assert run.returncode == 0, run.stderr
+    return [line.strip() for line in run.stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def listed(listed_raw) -> list[re.Match]:
     # Without Google Benchmark's option parts (/iterations:1, /manual_time, ...).
-    names = [normalize_name(line.strip()) for line in run.stdout.splitlines() if line.strip()]
+    names = [normalize_name(line) for line in listed_raw]
     matches = [NAME.match(n) for n in names]
     assert all(matches), [n for n, m in zip(names, matches) if not m]
     return matches
@@ -67,3 +72,13 @@ def test_each_cuda_graph_row_has_its_eager_row_on_one_rank(listed):
     eager_one_rank = {(m["schedule"], m["n"]) for m in listed
                       if m["bench"] == "Overhead" and m["d"] == "1"}
     assert graph == eager_one_rank
+
+
+def test_every_row_runs_a_fixed_number_of_iterations(listed_raw):
+    # Each call of a row's function builds its partitions and executor again; a row left to
+    # Google Benchmark's iteration search is called several times per repetition, and the whole
+    # program can outrun gpu-check's step limit, which leaves no JSON at all.
+    loose = [name for name in listed_raw if "/iterations:" not in name]
+    assert loose == []
+    overhead = [name for name in listed_raw if name.startswith("BM_Overhead")]
+    assert len(overhead) > 50
