@@ -81,9 +81,23 @@ def families():
     return [s["name"] for s in json.loads(r.stdout)["schedules"]]
 
 
+def run_job(cmd, timeout, env):
+    """subprocess.run of an mpirun job; one that outlives `timeout` fails the test with what it
+    had printed by then, so that a rare hang says where it stopped."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        def tail(out):
+            text = out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+            return text[-3000:] or "(nothing)"
+
+        raise AssertionError(f"{' '.join(map(str, cmd))} did not end in {timeout} s; its stderr "
+                             f"so far:\n{tail(e.stderr)}\nits stdout so far:\n{tail(e.stdout)}"
+                             ) from None
+
+
 def mpirun(processes, *args, timeout=300):
-    return subprocess.run([MPIRUN, "-np", str(processes), PPBENCH, *args], capture_output=True,
-                          text=True, timeout=timeout, env=ENV)
+    return run_job([MPIRUN, "-np", str(processes), PPBENCH, *args], timeout, ENV)
 
 
 def threads(*args):
@@ -286,11 +300,11 @@ class MultiProcessRun(unittest.TestCase):
             hosts = write_hostfile(os.path.join(tmp, "hosts"),
                                    {"emulated-node-a": 2, "emulated-node-b": 2})
             trace_path = os.path.join(tmp, "trace.json")
-            r = subprocess.run(
+            r = run_job(
                 [MPIRUN, "-np", "4", *mpirun_options(hosts),
                  PPBENCH, "run", *WORKLOAD, *args, "-n", str(N), "--check", "--format", "json",
                  *(["--trace-out", trace_path] if trace else [])],
-                capture_output=True, text=True, timeout=120, env=dict(ENV, **(agent_env or {})))
+                120, dict(ENV, **(agent_env or {})))
             self.assertEqual(r.returncode, 0, r.stderr)
             rec = json.loads(r.stdout)
             self.assertTrue(rec["check"]["passed"], rec["check"])
