@@ -304,7 +304,8 @@ class MultiProcessRun(unittest.TestCase):
                 [MPIRUN, "-np", "4", *mpirun_options(hosts),
                  PPBENCH, "run", *WORKLOAD, *args, "-n", str(N), "--check", "--format", "json",
                  *(["--trace-out", trace_path] if trace else [])],
-                120, dict(ENV, **(agent_env or {})))
+                # The agent makes each node's temporary directory under TMPDIR: here, not /tmp.
+                120, dict(ENV, TMPDIR=tmp, **(agent_env or {})))
             self.assertEqual(r.returncode, 0, r.stderr)
             rec = json.loads(r.stdout)
             self.assertTrue(rec["check"]["passed"], rec["check"])

@@ -99,13 +99,30 @@ def test_the_agent_refuses_a_bad_clock_entry_in_one_line(clocks):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_the_agent_runs_the_command_it_is_given_for_its_host():
+def test_the_agent_runs_the_command_it_is_given_for_its_host(tmp_path):
     # As OpenMPI calls it: ssh options, the host, then the daemon's command line as words.
     r = subprocess.run([str(ROOT / "scripts" / "mpi-local-agent.sh"), "-x", "-o", "Opt=1",
                         "node-b", "echo", "ran;", "echo", "here"],
                        capture_output=True, text=True, timeout=60, check=False,
-                       env=dict(os.environ, PPBENCH_AGENT_CLOCKS="node-a=5"))
+                       env=dict(os.environ, PPBENCH_AGENT_CLOCKS="node-a=5", TMPDIR=str(tmp_path)))
     assert (r.returncode, r.stdout) == (0, "ran\nhere\n"), r.stderr
+
+
+def test_the_agent_gives_each_node_a_temporary_directory_of_its_own(tmp_path):
+    # Open MPI's daemons make their session directories under TMPDIR, named after the machine's
+    # hostname and the job: two nodes' daemons sharing one raced each other at start-up.
+    def tmpdir_of(host: str) -> str:
+        r = subprocess.run([str(ROOT / "scripts" / "mpi-local-agent.sh"), host,
+                            'test -d "$TMPDIR" && test -w "$TMPDIR" && echo "$TMPDIR"'],
+                           capture_output=True, text=True, timeout=60, check=False,
+                           env=dict(os.environ, TMPDIR=str(tmp_path)))
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    a, b = tmpdir_of("node-a"), tmpdir_of("node-b")
+    assert a != b
+    assert os.path.dirname(a) == os.path.dirname(b) == str(tmp_path)
+    assert tmpdir_of("node-a") == a  # the same node the same directory, launch after launch
 
 
 @pytest.mark.parametrize("script,first", [
