@@ -17,9 +17,10 @@ Output: FILE (default layer_vs_torch.json beside the PyTorch JSON), written atom
     recomputation) and MFU against the best dense GEMM rate measured in the same run: PyTorch's
     torch.mm (the JSON's gemm_peak) and, with --gemm, benchmarks/cuda_gemm_bench's
     BM_SquarePeak rows at the layer's dtype (bf16), whichever is higher;
-  - each part matched by name: both sides' ms, ratio, and its gap in the layer (its gap times how
-    often the layer runs it, per_layer), sorted by the absolute gap, so the rows explain the
-    layer's gap per kernel. "rest" is the layer minus its matched parts on each side (RoPE and
+  - each part matched by name: both sides' ms, ratio, TFLOP/s (torch_reference's part_flops,
+    attention's backward with its recomputation: parts_flops_convention), and its gap in the
+    layer (its gap times how often the layer runs it, per_layer), sorted by the absolute gap,
+    so the rows explain the layer's gap per kernel. "rest" is the layer minus its matched parts on each side (RoPE and
     head permutes, residual adds, gaps between kernels): with it the gaps add up to the layer's.
     Where a part is missing or failed on either side, its time is in "rest" too, which is then
     labelled as holding it;
@@ -48,7 +49,7 @@ from compare_perf import normalize_name
 from results_io import atomic_write
 from script_cli import InputError, OneLineParser, json_kind, number, output_path, read_json, \
     run, shaped
-from torch_reference import FLOPS_CONVENTION, layer_flops
+from torch_reference import FLOPS_CONVENTION, PART_FLOPS_CONVENTION, layer_flops
 
 # The layer shapes cuda_layer_bench names, to check that PyTorch ran the same one.
 MODELS = {"llama3-8b": {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336}}
@@ -302,6 +303,8 @@ def compare(bench: dict[str, Bench], context: dict, torch: dict, bench_path: Pat
                   **mfu_json(torch, layer_p, layer_t, gemm_peaks(torch, gemm))},
         "torch_rmsnorm": torch.get("rmsnorm"),
         "parts": rows, "alternatives": alt_rows,
+        # The rows' ppbench_tflops and torch_tflops, not shares of the layer's model FLOPs.
+        "parts_flops_convention": PART_FLOPS_CONVENTION,
         "missing": {"torch": missing_torch, "ppbench": missing_ppbench},
         "ppbench_failed": failed,
         "torch_parts_timed": "parts" in torch,

@@ -66,6 +66,14 @@ FLOPS_CONVENTION = ("model FLOPs of forward + backward: the GEMMs and causal att
                     "s x s scores), backward = 2 x forward, no recomputation")
 
 
+# What part_flops counts: the parts' TFLOP/s on both sides of compare_torch. Attention's backward
+# includes the flash recomputation of the scores, so a part's rate is not a share of the layer's
+# model FLOPs (FLOPS_CONVENTION) and the parts' FLOPs do not add up to layer_flops.
+PART_FLOPS_CONVENTION = ("FLOPs each part's kernels do in forward + backward: a bias-free linear "
+                         "3 GEMMs; causal attention forward 4 b h s^2 d / 2 and backward 2.5 x "
+                         "forward (flash recomputes the scores); RMSNorm none")
+
+
 def layer_flops(a: argparse.Namespace) -> float:
     """Model FLOPs of F + B (backward = 2x forward), causal attention counted at half; `a` needs
     micro_batch, seq, hidden, heads, kv_heads and ffn."""
@@ -325,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.parts:
         flops = part_flops(a)
         result["parts"] = {}
+        result["parts_flops_convention"] = PART_FLOPS_CONVENTION
         for name, (fn, inputs, leaves) in m.parts.items():
             r = time_fwd_bwd(torch, fn, inputs, leaves, a.warmup, a.iters)
             f = flops[name]

@@ -153,6 +153,9 @@ def test_parts_matched_by_name_not_order(tmp_path):
     assert parts["attention_core"]["torch_ms"] == pytest.approx(6.0)
     assert parts["attention_core"]["ppbench_passes"] == pytest.approx({"F_ms": 3.0, "B_ms": 6.0})
     assert result["missing"] == {"torch": [], "ppbench": []}
+    # The parts' TFLOP/s count attention's recomputation, the layer's MFU does not: both named.
+    assert "2.5 x forward" in result["parts_flops_convention"]
+    assert "no recomputation" in result["layer"]["flops_convention"]
 
 
 def test_alternative_core_shown_beside_torch_not_summed(tmp_path):
