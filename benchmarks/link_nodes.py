@@ -177,7 +177,7 @@ def on_nodes(mpirun: str, names: list[str], network: str, tmp: Path, *program: s
     cmd = [mpirun, "-np", str(len(names)), *mpirun_options(hosts, network), *mca, *program]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
                        env=dict(os.environ, PPBENCH_AGENT_NETNS="1", PPBENCH_AGENT_HOSTNAMES="1",
-                                **MPI_ENV))
+                                TMPDIR=str(tmp), **MPI_ENV))  # the nodes' own /tmp go with tmp
     if r.returncode != 0:
         raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
     return r

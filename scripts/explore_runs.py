@@ -237,6 +237,7 @@ def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str,
     if case.processes and case.map_by:
         hosts = write_hostfile(os.path.join(tmp, "hosts"), {n: 2 for n in NODES})
         command[len(MPIRUN):len(MPIRUN)] = ["--map-by", case.map_by, *mpirun_options(hosts)]
+        env.update(TMPDIR=tmp)  # the agent makes the nodes' temporary directories there
         if skew:
             env.update(PPBENCH_AGENT_HOSTNAMES="1", PPBENCH_AGENT_CLOCKS=f"{NODES[1]}={AHEAD_S}")
     try:
