@@ -98,6 +98,11 @@ CXX_SOURCES = $(wildcard $(shell git ls-files --cached --others --exclude-standa
                 find core schedules harness workloads benchmarks tests \
                   \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \)))
 
+# The scripts format-check lints: pyflakes (mistakes: unused or undefined names) for Python,
+# shellcheck's warnings for shell.
+PY_SOURCES = $(wildcard $(shell git ls-files --cached --others --exclude-standard '*.py' 2>/dev/null))
+SH_SOURCES = $(wildcard $(shell git ls-files --cached --others --exclude-standard '*.sh' 2>/dev/null) .ci/run)
+
 # Quiet recursion, including the make that `cmake --build` runs.
 MAKEFLAGS += --no-print-directory
 
@@ -392,8 +397,10 @@ fuzz:  ## search the input parsers for FUZZ_SECONDS each (clang, libFuzzer, ASan
 format:  ## clang-format -i every C++/CUDA source
 	clang-format -i $(CXX_SOURCES)
 
-format-check: deps  ## fail if any C++/CUDA source is not clang-formatted (part of make test)
-	@clang-format --dry-run -Werror $(CXX_SOURCES) && echo "format-check: $(words $(CXX_SOURCES)) files clean"
+format-check: deps  ## fail if a C++/CUDA source is not clang-formatted or a script fails its linters (part of make test)
+	@clang-format --dry-run -Werror $(CXX_SOURCES) && echo "format-check: $(words $(CXX_SOURCES)) C++/CUDA files clean"
+	@pyflakes3 $(PY_SOURCES) && echo "format-check: $(words $(PY_SOURCES)) Python files clean (pyflakes)"
+	@shellcheck -S warning $(SH_SOURCES) && echo "format-check: $(words $(SH_SOURCES)) shell scripts clean (shellcheck)"
 
 clean:  ## remove $(BUILD_DIR) and the sanitizer build dirs
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-sanitize-*
