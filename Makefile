@@ -98,9 +98,12 @@ CXX_SOURCES = $(wildcard $(shell git ls-files --cached --others --exclude-standa
                 find core schedules harness workloads benchmarks tests \
                   \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \)))
 
-# The scripts format-check lints: pyflakes (mistakes: unused or undefined names) for Python,
-# shellcheck's warnings for shell.
+# The scripts format-check lints: pyflakes (mistakes: unused or undefined names) and pycodestyle
+# (layout, 100 columns like the C++) for Python, shellcheck's warnings for shell.
 PY_SOURCES = $(wildcard $(shell git ls-files --cached --others --exclude-standard '*.py' 2>/dev/null))
+# pycodestyle with its default checks at 100 columns; an import that must follow sys.path or
+# matplotlib.use() says so with `# noqa: E402`.
+PYCODESTYLE = pycodestyle --max-line-length=100
 SH_SOURCES = $(wildcard $(shell git ls-files --cached --others --exclude-standard '*.sh' 2>/dev/null) .ci/run)
 
 # Quiet recursion, including the make that `cmake --build` runs.
@@ -399,7 +402,8 @@ format:  ## clang-format -i every C++/CUDA source
 
 format-check: deps  ## fail if a C++/CUDA source is not clang-formatted or a script fails its linters (part of make test)
 	@clang-format --dry-run -Werror $(CXX_SOURCES) && echo "format-check: $(words $(CXX_SOURCES)) C++/CUDA files clean"
-	@pyflakes3 $(PY_SOURCES) && echo "format-check: $(words $(PY_SOURCES)) Python files clean (pyflakes)"
+	@pyflakes3 $(PY_SOURCES) && $(PYCODESTYLE) $(PY_SOURCES) && \
+	  echo "format-check: $(words $(PY_SOURCES)) Python files clean (pyflakes, pycodestyle)"
 	@shellcheck -S warning $(SH_SOURCES) && echo "format-check: $(words $(SH_SOURCES)) shell scripts clean (shellcheck)"
 
 clean:  ## remove $(BUILD_DIR) and the sanitizer build dirs

@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "makespan": m_ours})
 
     s = out["simulate_d256_n8192"]
+
     def mib(b):
         return f"{b / 2**20:7.1f} MiB" if b else "    ? MiB (no GNU time)"
     print(f"list                      {ls['wall_s'] * 1e3:8.2f} ms  {mib(ls['rss_bytes'])}"

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from emulated_nodes import mpirun_options, write_hostfile  # noqa: E402
 from mpi_bench import MPI_ENV, Failure  # noqa: E402
-from script_cli import OneLineParser  # noqa: E402
+from script_cli import OneLineParser, last_line  # noqa: E402
 
 NODES = ROOT / "scripts" / "emulated-nodes.sh"
 PROBE = Path(__file__).resolve().parent / "link_probe.py"
@@ -68,10 +68,6 @@ class Nodes:
     addresses: dict[str, str]
     network: str  # the subnet the mpirun options name
     burst_bytes: int = 0  # the shaper's bucket (0 for `down`)
-
-
-def last_line(text: str) -> str:
-    return next((l.strip() for l in reversed(text.splitlines()) if l.strip()), "no message")
 
 
 def nodes(action: str, names: list[str], rate: str | None = None,

@@ -17,7 +17,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from results_io import atomic_write  # noqa: E402
-from script_cli import number, output_path  # noqa: E402
+from script_cli import first_line, number, output_path  # noqa: E402
 
 # OpenMPI refuses to run as root unless told; CI containers run as root.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -60,7 +60,7 @@ def git_commit() -> str:
 
 def mpirun_version(mpirun: str) -> str:
     r = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
-    return next((l.strip() for l in r.stdout.splitlines() if l.strip()), "unknown")
+    return first_line(r.stdout, "unknown")
 
 
 def check_environment(ppbench: str) -> str:

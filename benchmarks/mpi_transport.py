@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from mpi_bench import (MPI_ENV, Failure, load_average, non_negative, positive,  # noqa: E402
                        record_benchmark)
-from script_cli import OneLineParser, run  # noqa: E402
+from script_cli import OneLineParser, last_line, run  # noqa: E402
 
 PIPELINE_RANKS = 2
 BYTES_PER_FLOAT = 4  # f32
@@ -85,8 +85,7 @@ def run_ppbench(ppbench: str, mpirun: str, launcher: str, args: list[str],
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
                        env=dict(os.environ, **MPI_ENV))
     if r.returncode != 0:
-        last = next((l for l in reversed(r.stderr.splitlines()) if l.strip()), "no message")
-        raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last.strip()}")
+        raise Failure(f"'{' '.join(cmd)}' exited {r.returncode}: {last_line(r.stderr)}")
     record = json.loads(r.stdout)
     if launcher == "mpirun" and (record.get("launch") or {}).get("transport") != "mpi":
         raise Failure(f"'{' '.join(cmd)}': the record does not say it ran over MPI "
@@ -104,6 +103,7 @@ def quantiles(values: list[float]) -> dict:
     values = sorted(values)
     if not values:
         return {"median": None, "p10": None, "p90": None, "count": 0}
+
     def at(q: float) -> float:
         return values[min(len(values) - 1, int(q * len(values)))]
     return {"median": statistics.median(values), "mean": statistics.fmean(values),
@@ -117,8 +117,9 @@ def measure_latency(ppbench: str, mpirun: str, steps: int, warmup: int, repeats:
         args = ["--workload", "mlp", "--layers", "2", "--width", str(width), "-b", str(b),
                 "--dtype", "f32", "--schedule", LATENCY_SCHEDULE,
                 "-n", str(LATENCY_MICROBATCHES), "--steps", str(steps), "--warmup", str(warmup)]
-        found: dict[str, dict] = {l: {"handovers_s": [], "makespans_s": [], "messages": None,
-                                      "load_average": []} for l in LAUNCHERS}
+        found: dict[str, dict] = {
+            launcher: {"handovers_s": [], "makespans_s": [], "messages": None, "load_average": []}
+            for launcher in LAUNCHERS}
         for rep in range(repeats):
             for launcher in LAUNCHERS:
                 t0 = time.monotonic()
@@ -170,7 +171,7 @@ def measure_fidelity(ppbench: str, mpirun: str, steps: int, warmup: int,
         row: dict = {"case": case, "schedule": schedule, "microbatch_size": b,
                      "microbatches": microbatches,
                      "command": "ppbench run " + " ".join(args) + f" --pp {PIPELINE_RANKS}"}
-        runs: dict[str, list[dict]] = {l: [] for l in LAUNCHERS}
+        runs: dict[str, list[dict]] = {launcher: [] for launcher in LAUNCHERS}
         for rep in range(repeats):
             for launcher in LAUNCHERS:
                 record, _ = run_ppbench(ppbench, mpirun, launcher, args)
@@ -200,6 +201,7 @@ def print_tables(result: dict) -> None:
               "makespan per message, in us:")
         print(f"{'bytes':>9} | {'threads':>17} {'mpirun':>17} {'mpi-thr':>9} | "
               f"{'thr mksp/msg':>12} {'mpi mksp/msg':>12}")
+
         def us(q: dict) -> str:
             return f"{q['median'] * 1e6:.1f} ({q['p90'] * 1e6:.1f})"
         for r in result["latency"]:

@@ -20,7 +20,8 @@ in-process wall times per step (steadier on a shared machine).
 Not a test (timings belong here, not in ctest). Needs PyTorch (any build; the CUDA wheels work on
 a CPU-only machine) in the Python that runs it:
 
-    python3 benchmarks/torch_pipelining_cpu.py --ppbench build/ppbench --out results/perf/torch_cpu.json
+    python3 benchmarks/torch_pipelining_cpu.py --ppbench build/ppbench \
+        --out results/perf/torch_cpu.json
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from results_io import atomic_write  # noqa: E402
-from script_cli import (InputError, OneLineParser, ScriptError, number,  # noqa: E402
-                        output_path, require_module, run)
+from script_cli import (InputError, OneLineParser, ScriptError, last_line,  # noqa: E402
+                        number, output_path, require_module, run)
 
 # ppbench name -> PyTorch schedule class, stages per rank.
 SCHEDULES = {
@@ -63,6 +64,7 @@ def torch_worker(rank: int, world: int, args: argparse.Namespace, out_path: str)
     stages_total = world * per_rank
     layers = args.layers
     # ppbench's partition: blocks 0..L-2 and the head (L layers), cut into contiguous stages.
+
     def block(i: int) -> torch.nn.Module:
         if i == layers - 1:
             return torch.nn.Linear(args.width, args.classes)
@@ -154,9 +156,7 @@ def checked_run(cmd: list[str], what: str,
     its last line on stderr where it exits non-zero, instead of CalledProcessError's traceback."""
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
-        last = next((l.strip() for l in reversed(r.stderr.splitlines()) if l.strip()),
-                    "no message")
-        raise ScriptError(f"{what} exited {r.returncode}: {last}")
+        raise ScriptError(f"{what} exited {r.returncode}: {last_line(r.stderr)}")
     return r
 
 
@@ -224,18 +224,20 @@ def main(argv: list[str] | None = None) -> int:
             "torch_in_process_step_s": statistics.median(torch_steps),
             "torch_process_step_s": t_process,
             "process_ratio": pp_process / t_process,
-            "in_process_ratio": record["step_time"]["wall_s"]["median"] / statistics.median(torch_steps),
+            "in_process_ratio": (record["step_time"]["wall_s"]["median"]
+                                 / statistics.median(torch_steps)),
             "reported_vs_process": record["step_time_s"] / pp_process,
         }
         rows.append(row)
         print(f"{name:18} ppbench reported {1e3 * row['ppbench_reported_step_s']:8.1f} ms, "
-              f"wall {1e3 * row['ppbench_wall_step_s']:8.1f} ms, process {1e3 * pp_process:8.1f} ms | "
+              f"wall {1e3 * row['ppbench_wall_step_s']:8.1f} ms, "
+              f"process {1e3 * pp_process:8.1f} ms | "
               f"torch in-process {1e3 * row['torch_in_process_step_s']:8.1f} ms, process "
               f"{1e3 * t_process:8.1f} ms | ppbench/torch process {row['process_ratio']:.2f}, "
               f"in-process {row['in_process_ratio']:.2f}", flush=True)
     result = {
         "config": {k: getattr(args, k) for k in ("layers", "width", "classes", "microbatch_size",
-                                                  "microbatches", "steps", "repeats")},
+                                                 "microbatches", "steps", "repeats")},
         "machine": {"host": platform.node(), "cpu": record["provenance"]["cpu"] if record else None,
                     "cores": os.cpu_count(), "load_average": os.getloadavg()},
         "torch": torch.__version__,

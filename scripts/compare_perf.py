@@ -3,7 +3,8 @@
 
     scripts/compare_perf.py BASELINE.json LATEST.json [BASELINE.json LATEST.json ...]
         [--threshold 0.15] [--threshold-for PROGRAM=T ...] [--fail-on-regression] [--raw]
-        [--calibration compute[,memory]] [--normalised-dir DIR] [--compare-py PATH] [--compare-python PYTHON] [--no-compare-py]
+        [--calibration compute[,memory]] [--normalised-dir DIR]
+        [--compare-py PATH] [--compare-python PYTHON] [--no-compare-py]
 
 Arguments come in pairs: a baseline and the latest run of the same program (make perf-ci passes
 one pair per benchmark program). For each pair:
@@ -563,7 +564,8 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     limit = pct(args.threshold)
     if args.thresholds:
-        limit += " (" + ", ".join(f"{p}: {pct(t)}" for p, t in sorted(args.thresholds.items())) + ")"
+        per_program = (f"{p}: {pct(t)}" for p, t in sorted(args.thresholds.items()))
+        limit += " (" + ", ".join(per_program) + ")"
     how = ("raw times, no calibration" if args.raw else
            "medians of repetitions, each divided by its run's calibration")
     print(f"perf: {tally.compared} compared, {tally.regressions} regressions beyond {limit}, "

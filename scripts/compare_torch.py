@@ -20,8 +20,9 @@ Output: FILE (default layer_vs_torch.json beside the PyTorch JSON), written atom
   - each part matched by name: both sides' ms, ratio, TFLOP/s (torch_reference's part_flops,
     attention's backward with its recomputation: parts_flops_convention), and its gap in the
     layer (its gap times how often the layer runs it, per_layer), sorted by the absolute gap,
-    so the rows explain the layer's gap per kernel. "rest" is the layer minus its matched parts on each side (RoPE and
-    head permutes, residual adds, gaps between kernels): with it the gaps add up to the layer's.
+    so the rows explain the layer's gap per kernel. "rest" is the layer minus its matched parts
+    on each side (RoPE and head permutes, residual adds, gaps between kernels): with it the gaps
+    add up to the layer's.
     Where a part is missing or failed on either side, its time is in "rest" too, which is then
     labelled as holding it;
   - parts found on one side only, or whose ppbench row failed, as missing; ppbench rows with

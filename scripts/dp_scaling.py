@@ -79,7 +79,8 @@ def build(ppbench: str) -> dict:
     summary = (f"Two replicas reach {efficiency:.3f} of twice the one-node throughput: the step "
                f"grows from {one['makespan']:.4f} s to {two['makespan']:.4f} s (the largest "
                f"all-reduce, {two['exposed_allreduce']:.4f} s, is on a rank that ends its backward "
-               "before rank 0 does; per-rank times are in the JSON). Under 1F1B a rank holds one stage whose last "
+               "before rank 0 does; per-rank times are in the JSON). Under 1F1B a rank holds "
+               "one stage whose last "
                "backward is the rank's last action, so overlapping the all-reduce with the "
                "backward hides nothing"
                + (" (the two R = 2 rows are equal)." if over["makespan"] == two["makespan"]

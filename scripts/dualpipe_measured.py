@@ -365,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                            epilog=__doc__.split("\n\n", 1)[1],
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ppbench", default="build/ppbench", help="(default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=Path("results/reference/dualpipe_measured.json"),
+    parser.add_argument("--out", type=Path,
+                        default=Path("results/reference/dualpipe_measured.json"),
                         help="(default: %(default)s)")
     parser.add_argument("--workload", default=DEFAULT_WORKLOAD,
                         help="workload flags of run, memory and model (default: %(default)s)")

@@ -207,7 +207,8 @@ def judge(code: int, stdout: str, stderr: str, mpirun: bool = False,
             if got[key] != want[key]:
                 return f"rank {rank['rank']} measured {key} {got[key]:g}, modelled {want[key]:g}"
         if got["comm"] > want["comm"]:
-            return f"rank {rank['rank']} had {got['comm']:g} bytes in flight, bound {want['comm']:g}"
+            return (f"rank {rank['rank']} had {got['comm']:g} bytes in flight, "
+                    f"bound {want['comm']:g}")
     return judge_timeline(record, trace) if mpirun else None
 
 

@@ -70,7 +70,7 @@ OPTION = re.compile(r"^\s+((?:-\w,)?--[\w-]+(?:,--[\w-]+)*)(?: ([A-Z]+)(?=[: ]|$
 
 
 def options_of(ppbench, command):
-    """[(names, kind, choices)] from `ppbench COMMAND --help`; kind INT, UINT, FLOAT, TEXT or FLAG."""
+    """[(names, kind, choices)] of `ppbench COMMAND --help`, kind INT/UINT/FLOAT/TEXT/FLAG."""
     out = subprocess.run([ppbench, command, "--help"], capture_output=True, text=True, check=True)
     found = []
     for line in out.stdout.splitlines():

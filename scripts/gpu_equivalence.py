@@ -7,9 +7,9 @@ D in {2, 4, 8} virtual devices, on each workload variant below, run for one step
 For each (variant, schedule, D) the first N of D, 2D, 4D that ppbench accepts is run; ppbench
 exits 2 for a combination it does not allow (a schedule's N or D constraint, fewer layers than
 stages), which is recorded as not applicable where `ppbench memory` (no GPU) refuses it too; a
-refusal that only the GPU run makes (too few SMs for D partitions) is an error. Every record goes to equivalence.jsonl as soon as it
-is known (so a run stopped at its time limit keeps what it did); equivalence.txt is the table and
-equivalence.json the counts.
+refusal that only the GPU run makes (too few SMs for D partitions) is an error. Every record goes
+to equivalence.jsonl as soon as it is known (so a run stopped at its time limit keeps what it
+did); equivalence.txt is the table and equivalence.json the counts.
 
 Usage: gpu_equivalence.py --out-dir DIR [--filter REGEX] [--devices 2,4,8] [--variants LIST]
                           [--run-timeout S] -- PPBENCH_COMMAND...
@@ -190,7 +190,7 @@ def schedule_allows(ppbench: list[str], flags: list[str], schedule: str, d: int,
 
 def run_case(ppbench: list[str], variant: str, flags: list[str], schedule: str, d: int,
              timeout: float) -> dict:
-    """The record of one (variant, schedule, D): the first N ppbench accepts, else not applicable."""
+    """The record of one (variant, schedule, D): the first N ppbench takes, or not applicable."""
     refusals = []
     for n in (d, 2 * d, 4 * d):
         cmd = [*ppbench, "run", *COMMON, "--virtual-devices", str(d), "--devices", str(d),
@@ -219,7 +219,8 @@ def run_case(ppbench: list[str], variant: str, flags: list[str], schedule: str, 
         if not isinstance(check, dict) or "passed" not in check:
             return {**(rec if isinstance(rec, dict) else {}),
                     "equivalence": {**eq, "status": "error",
-                                    "error": "the record has no check.passed (is --check in this ppbench?)"}}
+                                    "error": "the record has no check.passed "
+                                             "(is --check in this ppbench?)"}}
         eq.update({k: check.get(k) for k in ("max_rel_error", "worst_tensor", "tolerance")})
         eq["status"] = "passed" if check.get("passed") is True else "failed"
         return {**rec, "equivalence": eq}
@@ -253,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def stop(signum, frame):  # the piece's time limit: keep the table of what was done
         s = rec.finish(note="stopped at the time limit (SIGTERM): the cases above are all that ran")
-        print(f"gpu_equivalence: stopped by signal {signum} after {s['cases']} cases", file=sys.stderr)
+        print(f"gpu_equivalence: stopped by signal {signum} after {s['cases']} cases",
+              file=sys.stderr)
         sys.exit(124)
 
     signal.signal(signal.SIGTERM, stop)
@@ -296,11 +298,14 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 r = run_case(ppbench, v, known[v], s, d, args.run_timeout)
                 e = r["equivalence"]
-                print(f"{label}: {e['status']}"
-                      + (f" N={e['microbatches']}" if e.get("microbatches") else "")
-                      + (f" max_rel_error={e['max_rel_error']}" if e.get("max_rel_error") is not None else "")
-                      + (f" ({e['error'][:300]})" if e.get("error") and e["status"] != "passed" else ""),
-                      flush=True)
+                line = f"{label}: {e['status']}"
+                if e.get("microbatches"):
+                    line += f" N={e['microbatches']}"
+                if e.get("max_rel_error") is not None:
+                    line += f" max_rel_error={e['max_rel_error']}"
+                if e.get("error") and e["status"] != "passed":
+                    line += f" ({e['error'][:300]})"
+                print(line, flush=True)
                 rec.add(r)
     s = rec.finish()
     print((rec.out_dir / "equivalence.txt").read_text(), end="")

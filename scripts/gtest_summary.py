@@ -150,7 +150,8 @@ def summarise(json_path: Path | None, log_path: Path | None, allowed: list[str])
                 passed.append(name)
         if unfinished:
             failed.append({"name": unfinished,
-                           "reason": "started but did not finish (crashed or killed at the time limit)"})
+                           "reason": "started but did not finish "
+                                     "(crashed or killed at the time limit)"})
     else:
         source = "none"
 
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="the --gtest_output=json file")
     ap.add_argument("--log", type=Path, help="the run's console output")
     ap.add_argument("--allow-skip", action="append", default=None, metavar="TEXT",
-                    help=f"a skip whose message contains TEXT is allowed (default: {DEFAULT_ALLOWED})")
+                    help="a skip whose message contains TEXT is allowed "
+                         f"(default: {DEFAULT_ALLOWED})")
     ap.add_argument("--out", type=Path, help="write the summary JSON here (atomically)")
     args = ap.parse_args(argv)
     if args.json is None and args.log is None:

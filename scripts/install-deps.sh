@@ -21,7 +21,7 @@ REQS="$ROOT/scripts/requirements.txt"
 STAMP="$VENV/.deps-stamp"
 
 APT_PACKAGES=(
-  cmake g++ make git clang-format pyflakes3 shellcheck
+  cmake g++ make git clang-format pyflakes3 pycodestyle shellcheck
   python3 python3-venv python3-pip
   libcli11-dev nlohmann-json3-dev libeigen3-dev libopenblas-pthread-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -26,11 +26,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
-from report_format import check_records, field
-from results_io import atomic_savefig, load_records, order_key, schedule_order, \
-    schedule_registry
-from script_cli import InputError, OneLineParser, number, number_list, output_path, run, \
-    shaped
+from report_format import check_records, field  # noqa: E402
+from results_io import (atomic_savefig, load_records, order_key, schedule_order,  # noqa: E402
+                        schedule_registry)
+from script_cli import (InputError, OneLineParser, number, number_list, output_path,  # noqa: E402
+                        run, shaped)
 
 # Okabe-Ito colours plus black, cycled with markers so 12+ series stay distinguishable.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
@@ -127,8 +127,9 @@ def plot_group(by_d: dict[int, dict[str, list[dict]]], title: str, out: Path,
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylim(0, min(1.0, top * 1.08) if top > 0 else 1.0)
     axes[0][0].set_ylabel("bubble fraction")
-    handles = [plt.Line2D([], [], color=style[l][0], marker=style[l][1], markerfacecolor="none",
-                          linestyle=style[l][2], label=l) for l in labels]
+    handles = [plt.Line2D([], [], color=style[name][0], marker=style[name][1],
+                          markerfacecolor="none", linestyle=style[name][2], label=name)
+               for name in labels]
     handles.append(plt.Line2D([], [], color="gray", marker="o", markerfacecolor="none",
                               linestyle="none", label="markers: simulated"))
     handles.append(plt.Line2D([], [], color="gray", linestyle="-", label="lines: closed form"))

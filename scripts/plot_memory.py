@@ -26,9 +26,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from report_format import check_records
-from results_io import atomic_savefig, load_records, schedule_order, schedule_registry
-from script_cli import InputError, OneLineParser, number, output_path, run, shaped
+from report_format import check_records  # noqa: E402
+from results_io import atomic_savefig, load_records, schedule_order, schedule_registry  # noqa: E402
+from script_cli import InputError, OneLineParser, number, output_path, run, shaped  # noqa: E402
 
 MEASURED_COLOUR = "#0072B2"
 MODEL_COLOUR = "#E69F00"
@@ -47,7 +47,8 @@ def field(row: dict, key: str, default=None):
 
 
 def ok_run_rows(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r.get("status", "ok") == "ok" and isinstance(r.get("measured"), dict)]
+    return [r for r in rows
+            if r.get("status", "ok") == "ok" and isinstance(r.get("measured"), dict)]
 
 
 def machine(rows: list[dict]) -> str:
@@ -161,7 +162,8 @@ def plot_bubble_fidelity(rows: list[dict], out: Path, dpi: int = 110) -> int:
     ax.set_aspect("equal")
     ax.set_xlabel("predicted bubble_fraction (simulator replaying measured op costs)")
     ax.set_ylabel("measured bubble_fraction")
-    ax.set_title(f"Measured vs predicted bubble, {total} runs\nmeasured on {machine(ok_run_rows(rows))}",
+    ax.set_title(f"Measured vs predicted bubble, {total} runs\n"
+                 f"measured on {machine(ok_run_rows(rows))}",
                  fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")

@@ -63,7 +63,7 @@ def pp_seq_figure(ppbench: str, out: Path) -> None:
         worst = []
         for d in degrees:
             j = record(ppbench, "memory", *BASE, "--seq", str(seq), "--schedule", "1f1b",
-                             "--devices", str(d), "--microbatches", str(2 * d))
+                       "--devices", str(d), "--microbatches", str(2 * d))
             worst.append(max((r["bytes"] for r in j["ranks"]), key=lambda b: b["total"]))
         stacked(ax, range(len(degrees)), worst, 0.7)
         ax.axhline(80, color="black", linestyle="--", linewidth=1, label="80 GiB GPU")
@@ -88,7 +88,7 @@ def per_rank_figure(ppbench: str, out: Path, seq: int = 4096) -> None:
                              squeeze=False)
     for ax, name in zip(axes.flat, names):
         j = record(ppbench, "memory", *BASE, "--seq", str(seq), "--schedule", name,
-                         "--devices", "4", "--microbatches", "8")
+                   "--devices", "4", "--microbatches", "8")
         stacked(ax, range(len(j["ranks"])), [r["bytes"] for r in j["ranks"]], 0.7)
         ax.axhline(80, color="black", linestyle="--", linewidth=1, label="80 GiB GPU")
         ax.set_xticks(range(len(j["ranks"])), [str(r["rank"]) for r in j["ranks"]])

@@ -274,7 +274,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="micro-batch counts of the DualPipe comparison, comma-separated "
                              "(default: 16,32)")
     parser.add_argument("--measured", type=Path, action="append", default=[],
-                        help="JSON Lines of `ppbench run` sweep rows (e.g. results/latest/cpu.jsonl): "
+                        help="JSON Lines of `ppbench run` sweep rows "
+                             "(e.g. results/latest/cpu.jsonl): "
                              "adds the measured section; again for more files, read in the order "
                              "given (a later row of a point replaces an earlier one)")
     parser.add_argument("--reference", type=Path,

@@ -173,7 +173,8 @@ def step_time_sentence(ok: list[dict]) -> str:
 
     parts = []
     if fits:
-        parts.append(span(fits) + ("" if cores is None else f" with a core per rank (≤ {cores} ranks)"))
+        parts.append(span(fits)
+                     + ("" if cores is None else f" with a core per rank (≤ {cores} ranks)"))
     if shared:
         replayed = all(replayed_on_shared_cores(r) for _, r in shared)
         parts.append(span(shared) + f" where ranks share the {cores} cores"

@@ -54,7 +54,8 @@ def reference_section(rows: list[dict], source: str, reference: list[dict] | Non
         ref_ok = [r for r in ref_runs if r.get("status", "ok") == "ok"]
         out += [f"- latest measured: `{measured_source or 'none'}`"
                 + (f", {who_made(ok or runs)}" if runs else " (no measured records)"),
-                f"- reference measured: `{reference_measured_source}`, {who_made(ref_ok or ref_runs)}"]
+                f"- reference measured: `{reference_measured_source}`, "
+                f"{who_made(ref_ok or ref_runs)}"]
         ref = {point_id(r): r for r in ref_ok}
         ratios = sorted(samples_per_s(r) / samples_per_s(ref[point_id(r)]) for r in ok
                         if point_id(r) in ref and samples_per_s(r) and

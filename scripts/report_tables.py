@@ -38,7 +38,8 @@ def measured_dualpipe_row(r: dict) -> str:
     counts = a.get("peak_count_per_rank") or []
     count = f"; count {max(counts):g}" if counts else ""
     return (f"| {r['method']} | `{r['schedule']}` {where} | {r['pp']} | "
-            f"{ms_range(b['measured_idle_per_rank_s'])} (max {b['measured_idle_max_in_F']:.2f} F) | "
+            f"{ms_range(b['measured_idle_per_rank_s'])} "
+            f"(max {b['measured_idle_max_in_F']:.2f} F) | "
             f"`{cell(b['paper_formula'])}` = {ms(b['formula_s'])} ({b['formula_in_F']:.2f} F) | "
             f"{ms_range(b.get('predicted_idle_per_rank_s'))} | "
             f"{p['relative_to_1f1b']:.2f}× ({p['paper']}) | {act}{count} ({a['paper']} = "
@@ -82,7 +83,8 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
            "stage's micro-batch activation (the mean over the stages the rank holds; min–max "
            "over ranks), with the most (stage, "
            "micro-batch) activations alive on a rank (`measured.ranks[].peak_activations`, "
-           "*count*; the paper's value in parentheses). A point with more ranks than cores is oversubscribed: its threads "
+           "*count*; the paper's value in parentheses). A point with more ranks than cores is "
+           "oversubscribed: its threads "
            "share cores, so its busy times include waiting for one.", ""]
     for comp in table["comparisons"]:
         rows = comp["rows"]
@@ -92,7 +94,8 @@ def measured_dualpipe_section(table: dict | None, source: str) -> list[str]:
                 "(paper) | Activation peak, stage units (paper) |",
                 "|---|---|---|---|---|---|---|---|"]
         out += [measured_dualpipe_row(r) for r in rows]
-        out += ["", "The measured costs (means over the stages of the per-stage medians, median over "
+        out += ["", "The measured costs (means over the stages of the per-stage medians, "
+                "median over "
                 "the runs), the step time (`step_time_s`, median) and the measured "
                 "bubble_fraction. The CPU runs the two halves of an F&B pair one after the "
                 "other, so F&B is about F + B here, not less, as the overlap the paper counts on "

@@ -66,7 +66,7 @@ def bubble_differences(rows: list[dict]) -> list[str]:
         text += ": the simulation reproduces the theory wherever the theory gives a value"
     elif valued:
         worst = max(valued, key=lambda r: abs(float(r["bubble_fraction"]) -
-                                               float(r["closed_form"]["bubble_fraction"])))
+                                              float(r["closed_form"]["bubble_fraction"])))
         gap = float(worst["bubble_fraction"]) - float(worst["closed_form"]["bubble_fraction"])
         text += (f"; the largest gap is {gap:+.4f} ({series_label(worst)}, D = "
                  f"{field(worst, 'devices')}, N = {field(worst, 'microbatches')}, costs "

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from script_cli import EXIT_INVALID, EXIT_MACHINE, InputError, OneLineParser, ScriptError, \
-    output_path, read_text, run
+    first_line, output_path, read_text, run
 
 
 class PpbenchError(ScriptError):
@@ -194,7 +194,8 @@ def rewrite_jsonl(path: Path, rows: Iterable[dict]) -> None:
 _REGISTRY: dict[str, list[dict]] = {}
 
 
-def schedule_registry(ppbench: str | os.PathLike | None, timeout: float = 60.0) -> list[dict] | None:
+def schedule_registry(ppbench: str | os.PathLike | None,
+                      timeout: float = 60.0) -> list[dict] | None:
     """`ppbench list --format json`'s schedules (name, title, source, constraints, layout,
     uses_chunks, closed_form), in the registry's order; run once per ppbench and process.
 
@@ -215,7 +216,7 @@ def schedule_registry(ppbench: str | os.PathLike | None, timeout: float = 60.0) 
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PpbenchError(f"cannot run ppbench '{path}': {e}", 3) from e
     if proc.returncode != 0:
-        message = next((l.strip() for l in proc.stderr.splitlines() if l.strip()), "")
+        message = first_line(proc.stderr, "")
         code = EXIT_MACHINE if proc.returncode == EXIT_MACHINE else 1
         raise PpbenchError(f"'{path} list --format json' exited {proc.returncode}"
                            + (f": {message}" if message else ""), code)

@@ -61,6 +61,18 @@ def say(name: str, message: str) -> None:
     print(f"{name}: {' '.join(str(message).split())}", file=sys.stderr)
 
 
+def first_line(text: str, default: str = "no message") -> str:
+    """The first non-blank line of a program's output, stripped: a ppbench refusal is one line,
+    and a tool's version banner starts with its name."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), default)
+
+
+def last_line(text: str, default: str = "no message") -> str:
+    """The last non-blank line, stripped: where a program that logs as it goes (mpirun, a
+    Python traceback) says why it stopped."""
+    return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), default)
+
+
 class StopSignal(BaseException):
     """SIGTERM or SIGHUP (`timeout`, a batch system, a closed terminal), raised where the script
     is so that its `finally` blocks still run: a temporary file is removed, emulated nodes are

@@ -402,4 +402,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(run("sweep", main))
-

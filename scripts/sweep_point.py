@@ -70,8 +70,8 @@ class Point:
     def key(self) -> tuple:
         return (self.command, self.schedule, self.devices, self.microbatches, self.chunks,
                 self.group_size, self.cost, self.comm, self.backend, self.virtual_devices,
-                self.gpus, self.workload, self.workload_flags, self.microbatch_size, self.dtype, self.steps,
-                self.warmup, self.seed, self.recompute, self.launcher, self.replicas)
+                self.gpus, self.workload, self.workload_flags, self.microbatch_size, self.dtype,
+                self.steps, self.warmup, self.seed, self.recompute, self.launcher, self.replicas)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (RUN_KEYS if self.is_run else SPEC_KEYS)}

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from results_io import EXIT_INVALID, EXIT_MACHINE, PpbenchError
+from script_cli import first_line
 from sweep_point import CLOSED_FORM_COST, Point
 
 # What `ppbench --version` prints when it was built with MPI.
@@ -136,10 +137,6 @@ def sha256_of_programs(ppbench: str) -> str:
     return digest.hexdigest()
 
 
-def first_line(text: str) -> str:
-    return next((l.strip() for l in text.splitlines() if l.strip()), "")
-
-
 def version_lines(program: str) -> list[str]:
     """`program --version`, line by line; [] where it cannot run."""
     try:
@@ -186,7 +183,7 @@ def probe(ppbench: str) -> dict[str, Any]:
     if proc.returncode != 0:
         code = EXIT_MACHINE if proc.returncode == EXIT_MACHINE else EXIT_FAILURE
         raise PpbenchError(f"--ppbench {ppbench}: '{text}' exited {proc.returncode}: "
-                           f"{first_line(proc.stderr) or 'no message'}", code)
+                           f"{first_line(proc.stderr)}", code)
     try:
         prov = json.loads(proc.stdout)["provenance"]
         if not isinstance(prov, dict):

@@ -46,7 +46,6 @@ RUN_CSV_COLUMNS = RUN_POINT_COLUMNS + (
 )
 
 
-
 def identity_of(recorded_by: Any) -> tuple | None:
     """The fields that make a record this build's on this machine, as a key; a field that is a
     list or an object (a record another tool or hand wrote) stands as its JSON text, so that the
@@ -123,7 +122,7 @@ class Records:
         returns a line saying what was set aside (None when nothing was)."""
         message = None
         if self.others:
-            atomic_write(self.previous_path, "".join(l + "\n" for l in self.others))
+            atomic_write(self.previous_path, "".join(line + "\n" for line in self.others))
             whose = [who_text(rb) for rb in list(self.other_by.values())[:2]]
             if len(self.other_by) > 2:
                 whose.append("…")

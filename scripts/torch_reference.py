@@ -144,7 +144,7 @@ def build(a: argparse.Namespace, torch, dev, dt) -> SimpleNamespace:
     sin = torch.cat([ang.sin(), ang.sin()], -1).to(dt)
 
     def rope(x):  # [b, n, s, d], rotate-half
-        x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
         return x * cos + torch.cat([-x2, x1], -1) * sin
 
     rmsnorm, rmsnorm_name = rmsnorm_impl(torch, dt)

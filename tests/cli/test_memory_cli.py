@@ -105,8 +105,8 @@ class Llama3_8B(unittest.TestCase):
         # As `run`: 4 messages per mailbox, or the least the schedule needs where that is more
         # (looped-bfs at D = 2 sends a whole chunk before its peer takes the first).
         self.assertEqual(memory_json("-s", "1f1b", "-d", "2", "-n", "12")["channel_capacity"], 4)
-        self.assertGreater(memory_json("-s", "looped-bfs", "-d", "2", "-n", "12")["channel_capacity"],
-                           4)
+        looped = memory_json("-s", "looped-bfs", "-d", "2", "-n", "12")
+        self.assertGreater(looped["channel_capacity"], 4)
 
     def test_a_mailbox_and_its_waiting_sender_hold_one_message_more_than_the_capacity(self):
         # 1F1B's first rank sends its 16 forwards to rank 1: with room for C in the mailbox and
@@ -141,7 +141,7 @@ class Llama3_8B(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("GiB", r.stdout)
         self.assertIn("8030261248 parameters", r.stdout)
-        lines = [l for l in r.stdout.splitlines() if l.startswith("   ")]
+        lines = [line for line in r.stdout.splitlines() if line.startswith("   ")]
         self.assertEqual(len(lines), 8)
 
 

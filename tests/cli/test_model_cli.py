@@ -65,8 +65,8 @@ class BadInput(unittest.TestCase):
         (["-w", "mlp", "--layers", "100000", "--stages", "100000"], "needs about"),
         (["-w", "mlp", "--input-dim", "0"], "--input-dim 0"),
         (["-w", "mlp", "--stages", "0"], "--stages"),
-        (["-w", "mlp", "--layers", "4", "--stages", "2", "--partition", "999999999,999999999,999999999"],
-         "3 entries"),
+        (["-w", "mlp", "--layers", "4", "--stages", "2",
+          "--partition", "999999999,999999999,999999999"], "3 entries"),
         (["-w", "mlp", "--max-memory", "lots"], "--max-memory"),
     ]
 
@@ -89,7 +89,7 @@ class Contract(unittest.TestCase):
             self.assertEqual(set(layer["flops"]) >= {"F", "I", "W"}, True)
             self.assertEqual(set(layer["activation_bytes"]), {"B", "W"})
             self.assertEqual(set(layer["paper_activation_bytes"]), {"B", "W"})
-        self.assertEqual(sum(l["params"] for l in spec["layers"]), spec["params"])
+        self.assertEqual(sum(layer["params"] for layer in spec["layers"]), spec["params"])
 
     def test_overrides_and_gpipe_transformer(self):
         spec = model_json("-w", "transformer", "--preset", "gpipe-transformer", "--layers", "3")
@@ -116,7 +116,7 @@ class Contract(unittest.TestCase):
         self.assertEqual(layer["activation_bytes"]["W"],
                          2 * (s * b * (6 * h + 2 * h + 2 * f) + 4 * h))
         self.assertEqual(spec["paper_activation_bytes"]["B"],
-                         sum(l["paper_activation_bytes"]["B"] for l in spec["layers"]))
+                         sum(layer["paper_activation_bytes"]["B"] for layer in spec["layers"]))
         self.assertEqual(layer["flops"]["F"], s * b * h * (24 * h + 4 * s))
 
     def test_amoebanet_published_size(self):

@@ -55,7 +55,7 @@ def open_mpi():
 
 
 BENCH_ALLREDUCE_LINK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                   "benchmarks", "allreduce_link.py")
+                                    "benchmarks", "allreduce_link.py")
 BENCH_PIPELINE_LINK = os.path.join(os.path.dirname(BENCH_ALLREDUCE_LINK), "pipeline_link.py")
 
 
@@ -550,7 +550,9 @@ def visible_gpus():
     if smi is None:
         return 0
     r = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
-    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU ")) if r.returncode == 0 else 0
+    if r.returncode != 0:
+        return 0
+    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
 
 
 @unittest.skipIf(MPIRUN is None, "mpirun not found (Debian: openmpi-bin)")

@@ -24,15 +24,18 @@ def run(*args):
 
 class BadRunInput(unittest.TestCase):
     CASES = [
-        (["run", "--workload", "mlp", "--layers", "2", "-s", "1f1b", "-d", "4", "-n", "8"], "2 layers"),
-        (["run", "--workload", "transformer", "--preset", "tiny-llama", "--heads", "5", "-s", "1f1b",
-          "-d", "2", "-n", "4"], "--heads 5"),
-        (["run", "--workload", "amoebanet", "--layers", "4", "-s", "1f1b", "-d", "2", "-n", "4"], "--layers 4"),
+        (["run", "--workload", "mlp", "--layers", "2", "-s", "1f1b", "-d", "4", "-n", "8"],
+         "2 layers"),
+        (["run", "--workload", "transformer", "--preset", "tiny-llama", "--heads", "5",
+          "-s", "1f1b", "-d", "2", "-n", "4"], "--heads 5"),
+        (["run", "--workload", "amoebanet", "--layers", "4", "-s", "1f1b", "-d", "2", "-n", "4"],
+         "--layers 4"),
         # Found by a random --check explorer: the last cells' 1x1 images left BatchNorm one value
         # per channel, and the run failed with exit 1 inside a rank.
         (["run", "--workload", "amoebanet", "--layers", "3", "--filters", "8", "--image-size", "32",
           "-s", "1f1b", "-d", "2", "-n", "2"], "--image-size 32 with --microbatch-size 1"),
-        (["run", "--workload", "mlp", "--width", "0", "-s", "1f1b", "-d", "2", "-n", "4"], "--width 0"),
+        (["run", "--workload", "mlp", "--width", "0", "-s", "1f1b", "-d", "2", "-n", "4"],
+         "--width 0"),
         (["run", "--workload", "nosuch", "-s", "1f1b", "-d", "2", "-n", "4"], "nosuch"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--dtype", "f16"], "f16"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--dtype", "bf16"], "bf16"),
@@ -41,8 +44,8 @@ class BadRunInput(unittest.TestCase):
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--partition", "1,2"], "1,2"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--steps", "0"], "--steps"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--preset", "tiny-llama"], "--preset"),
-        (["run", "--workload", "transformer", "--preset", "tiny-gpipe", "--kv-heads", "2", "-s", "1f1b",
-          "-d", "2", "-n", "4"], "--kv-heads 2"),
+        (["run", "--workload", "transformer", "--preset", "tiny-gpipe", "--kv-heads", "2",
+          "-s", "1f1b", "-d", "2", "-n", "4"], "--kv-heads 2"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--microbatch-size", "0"], "--microbatch-size"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--cuda-graph"], "--backend cuda"),
         # Numbers: seeds are 0..2^64-1 in decimal, the watchdog 0.001..1e6 seconds.
@@ -55,14 +58,14 @@ class BadRunInput(unittest.TestCase):
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--input-dim", "0"], "--input-dim 0"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--width", "99999999999999999999"], "--width"),
         # Sizes the machine cannot hold, refused before anything is allocated.
-        (["run", "--workload", "mlp", "--layers", "2", "--width", "4294967297", "-s", "1f1b", "-d", "2",
-          "-n", "4"], "overflow"),
+        (["run", "--workload", "mlp", "--layers", "2", "--width", "4294967297",
+          "-s", "1f1b", "-d", "2", "-n", "4"], "overflow"),
         (["run", "--workload", "mlp", "--layers", "2", "--width", "100000", "-s", "1f1b", "-d", "2",
           "-n", "4"], "--width 100000"),
-        (["run", "--workload", "transformer", "--preset", "llama3-8b", "-s", "1f1b", "-d", "2", "-n", "4"],
-         "needs about"),
-        (["run", "--workload", "mlp", "--layers", "10000000", "--width", "8", "-s", "1f1b", "-d", "2",
-          "-n", "4"], "--layers 10000000"),
+        (["run", "--workload", "transformer", "--preset", "llama3-8b",
+          "-s", "1f1b", "-d", "2", "-n", "4"], "needs about"),
+        (["run", "--workload", "mlp", "--layers", "10000000", "--width", "8",
+          "-s", "1f1b", "-d", "2", "-n", "4"], "--layers 10000000"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--max-memory", "1K"], "--max-memory 1K"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--optimizer", "adam"], "--optimizer"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--lr", "0"], "--lr"),
@@ -157,8 +160,9 @@ class BadRunInput(unittest.TestCase):
 
     def test_cuda_backend_takes_amoebanet(self):
         # AmoebaNet has GPU layers: without a GPU the run is refused for that, not for the workload.
-        r = run("run", "--backend", "cuda", "--workload", "amoebanet", "--layers", "3", "--filters", "16",
-                "--image-size", "64", "-s", "1f1b", "-d", "2", "-n", "4", "--virtual-devices", "2")
+        r = run("run", "--backend", "cuda", "--workload", "amoebanet", "--layers", "3",
+                "--filters", "16", "--image-size", "64", "-s", "1f1b", "-d", "2", "-n", "4",
+                "--virtual-devices", "2")
         self.assertNotIn("GPU kernel", r.stderr)
         if "no CUDA device visible" in r.stderr or "built without CUDA" in r.stderr:
             self.assertEqual(r.returncode, 3, r.stderr)  # the machine, not the input
@@ -199,8 +203,8 @@ class BadRunInput(unittest.TestCase):
         self.assertEqual(r.stdout, "")
 
 
-TINY = ["run", "--workload", "mlp", "--layers", "2", "--width", "8", "-s", "1f1b", "-d", "2", "-n", "2"]
-
+TINY = ["run", "--workload", "mlp", "--layers", "2", "--width", "8",
+        "-s", "1f1b", "-d", "2", "-n", "2"]
 
 
 class Sizes(unittest.TestCase):
@@ -340,7 +344,8 @@ class GoodRun(unittest.TestCase):
         for schedule, d in [("1f1b", 2), ("zb-h2", 2), ("interleaved-1f1b", 2), ("dualpipev", 2)]:
             rec = self.record("-s", schedule, "-d", str(d))
             self.assertAlmostEqual(rec["loss"], ref["loss"], delta=1e-10 * abs(ref["loss"]))
-            self.assertAlmostEqual(rec["grad_norm"], ref["grad_norm"], delta=1e-10 * ref["grad_norm"])
+            self.assertAlmostEqual(rec["grad_norm"], ref["grad_norm"],
+                                   delta=1e-10 * ref["grad_norm"])
 
     def test_a_breadth_first_order_gets_the_mailboxes_it_needs(self):
         # looped-bfs at D = 2 sends a whole chunk's activations before its peer takes the first:

@@ -55,7 +55,8 @@ class RoundTrip(FileTestCase):
                 path = self.write(name + ".txt", text)
                 self.assertEqual(self.show("--schedule-file", path), text)
                 csv = self.show("--schedule-file", path, "--format", "csv")
-                self.assertEqual(csv, self.show("-s", name, "-d", "4", "-n", "8", "--format", "csv"))
+                self.assertEqual(csv,
+                                 self.show("-s", name, "-d", "4", "-n", "8", "--format", "csv"))
                 back = self.write(name + ".csv", csv)
                 self.assertEqual(self.show("--schedule-file", back), text)
 
@@ -77,7 +78,8 @@ class RoundTrip(FileTestCase):
         self.assertEqual(ok.returncode, 0, ok.stderr)
 
     def test_run_from_a_pytorch_csv(self):
-        csv = self.write("zbv.csv", self.show("-s", "zb-v", "-d", "2", "-n", "4", "--format", "csv"))
+        order = self.show("-s", "zb-v", "-d", "2", "-n", "4", "--format", "csv")
+        csv = self.write("zbv.csv", order)
         got = run(*MLP, "--schedule-file", csv, "--check", "--format", "json")
         self.assertEqual(got.returncode, 0, got.stderr)
         rec = json.loads(got.stdout)

@@ -121,7 +121,8 @@ class SimulateWorkload(unittest.TestCase):
     def test_bad_input_is_one_line_exit_2(self):
         with tempfile.TemporaryDirectory() as d:
             cases = [
-                (write(d, "a.json", {k: v for k, v in RATES.items() if k != "peak_flops"}), "peak_flops"),
+                (write(d, "a.json", {k: v for k, v in RATES.items() if k != "peak_flops"}),
+                 "peak_flops"),
                 (write(d, "b.json", {**RATES, "memory_bandwidth": -1}), "memory_bandwidth"),
                 (write(d, "c.json", {**RATES, "link_latency": "soon"}), "link_latency"),
                 (write(d, "d.json", {**RATES, "kind": "guess"}), "kind"),
@@ -130,7 +131,8 @@ class SimulateWorkload(unittest.TestCase):
                 (write(d, "f.json", {"format": "ppbench-device-profile", "version": 1,
                                      "kind": "measured", "time_unit": "s",
                                      "stages": [{"F": 1, "I": 1, "W": 1, "B": 2, "FB": 3,
-                                                 "comm": 2e12}]}), "'stages[0].comm' must be at most"),
+                                                 "comm": 2e12}]}),
+                 "'stages[0].comm' must be at most"),
                 (os.path.join(d, "missing.json"), "missing.json"),
             ]
             for path, needle in cases:
@@ -141,7 +143,8 @@ class SimulateWorkload(unittest.TestCase):
         one_line_refusal(self, run("simulate", "-s", "1f1b", "-d", "2", "-n", "4", "--layers", "4"),
                          "--layers needs --workload")
         one_line_refusal(self, run("simulate", "-s", "1f1b", "-d", "2", "-n", "4",
-                                   "--device-profile", "x.json"), "--device-profile needs --workload")
+                                   "--device-profile", "x.json"),
+                         "--device-profile needs --workload")
 
 
 class EagerLimit(unittest.TestCase):

@@ -143,7 +143,7 @@ class Tune(unittest.TestCase):
 
     def test_default_global_batch_from_microbatch_size(self):
         tune_default = run("tune", *WL, "-d", "2", "-b", "3", "--memory-limit-bytes", "1G",
-                               "--format", "json")
+                           "--format", "json")
         self.assertEqual(tune_default.returncode, 0, tune_default.stderr)
         j = json.loads(tune_default.stdout)
         self.assertEqual(j["global_batch"], 8 * 2 * 3)  # 8 D b

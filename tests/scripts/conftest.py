@@ -78,7 +78,7 @@ def result_row(schedule: str, d: int, n: int, bubble: float, closed: float | Non
     makespan = 10.0
     row = {"schedule": schedule, "devices": d, "microbatches": n, "chunks": chunks,
            "group_size": 0, "stages": d * chunks, "costs": {"F": 1, "B": 2, "I": 1, "W": 1,
-                                                           "FB": 3, "comm": 0},
+                                                            "FB": 3, "comm": 0},
            "makespan": makespan, "bubble_fraction": bubble, "bubble_ratio": bubble / (1 - bubble),
            "zb_bubble_rate": bubble, "peak_activations": d, "peak_activation_share": 1.0,
            "param_copies": 1,

@@ -20,8 +20,8 @@ exits 2 as ppbench does on a machine without a GPU.
 `--version` prints ppbench's version lines, with "GPU 0: Fake H100, ..." when FAKE_PPBENCH_GPU is
 set, and "MPI: compiled in" unless FAKE_PPBENCH_NO_MPI is set. `run --dp R` needs a launcher: it
 exits 2 unless OMPI_COMM_WORLD_SIZE (set by mpirun, or by the tests' fake mpirun in conftest.py)
-is D x R; under one the record has "launch" as a multi-process run's. Records' provenance names commit FAKE_PPBENCH_COMMIT (default fake123) on host
-FAKE_PPBENCH_HOST (default testhost).
+is D x R; under one the record has "launch" as a multi-process run's. Records' provenance names
+commit FAKE_PPBENCH_COMMIT (default fake123) on host FAKE_PPBENCH_HOST (default testhost).
 
 Test hooks: schedule "crash" exits 1; "garbage" prints non-JSON; "slow" (simulate or run) writes
 its pid to FAKE_PPBENCH_PIDFILE when that is set, then sleeps 30 s; when FAKE_PPBENCH_LOG is set,
@@ -54,8 +54,8 @@ REGISTRY = [  # (name, uses_chunks, bubble formula, idle formula, activations fo
     ("zb-h1", False, "idle / (idle + N(F+I+W))", "(D-1)(F+I-W) when W <= F, I", "D", "1x"),
     ("zb-h2", False, "idle / (idle + N(F+I+W))", "(D-1)(F+I-2W)", "2D-1", "1x"),
     ("zb-v", False, "idle / (idle + 2N(F+I+W))", "(D-1)F when F = I = W", "2D chunks", "1x"),
-    ("dualpipe", False, "idle / (idle + N(F+B))", "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = D",
-     "PP+1 on every rank", "2x"),
+    ("dualpipe", False, "idle / (idle + N(F+B))",
+     "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = D", "PP+1 on every rank", "2x"),
     ("dualpipev", False, "idle / (idle + 2N(F+B))",
      "(PP/2-1)(F&B+B-3W) on the most idle rank, PP = 2D stages", "PP+1 = 2D+1 on every rank", "2x"),
 ]
@@ -105,7 +105,8 @@ def check(s: str, d: int, n: int, v: int) -> None:
         "zb-h2": (n >= 2 * d - 1, "zb-h2 needs N >= 2D-1"),
         "zb-v": (n >= 2 * d, "zb-v needs N >= 2D"),
         "dualpipev": (n >= 2 * d, "dualpipev needs N >= 2D"),
-        "dualpipe": (d % 2 == 0 and n % 2 == 0 and n >= 2 * d, "dualpipe needs D even, N even, N >= 2D"),
+        "dualpipe": (d % 2 == 0 and n % 2 == 0 and n >= 2 * d,
+                     "dualpipe needs D even, N even, N >= 2D"),
         "chimera": (d % 2 == 0 and n % d == 0, "chimera needs D even and N a multiple of D"),
         "interleaved-1f1b": (v >= 2 and n >= d, "interleaved-1f1b needs --chunks >= 2 and N >= D"),
     }
@@ -134,7 +135,8 @@ def rank_orders(s: str, d: int, n: int) -> list[list[tuple[str, int]]]:
     return orders
 
 
-def simulate(s: str, d: int, n: int, f: float, b: float) -> list[tuple[int, str, int, float, float]]:
+def simulate(s: str, d: int, n: int, f: float,
+             b: float) -> list[tuple[int, str, int, float, float]]:
     """(rank, op, mb, start, end) of every action, list-scheduled in rank order."""
     return simulate_with(s, d, n, lambda _rank, op: f if op == "F" else b)
 
@@ -206,6 +208,7 @@ def main() -> None:
     peaks = [peak_alive(events, r) for r in range(d)]
     idle = makespan - busy
     bubble = closed_bubble(s, d, n, v)
+    flush = s in ("gpipe", "1f1b")  # the schedules whose idle time has a closed form here
     result = {
         "schedule": s, "devices": d, "microbatches": n, "chunks": v, "group_size": a.group_size,
         "stages": d * v, "actions": 2 * d * n, "costs": costs, "makespan": makespan,
@@ -217,9 +220,10 @@ def main() -> None:
                    "peak_activations": peaks[r], "peak_activation_share": peaks[r] / d}
                   for r in range(d)],
         "closed_form": {"bubble_formula": CLOSED_FORMS.get(s, "-"), "bubble_fraction": bubble,
-                        "idle_formula": "(D-1)(F+B)" if s in ("gpipe", "1f1b") else None,
-                        "idle_per_rank": (d - 1) * (costs["F"] + costs["B"]) if s in ("gpipe", "1f1b") else None,
-                        "activations_formula": "D-r on rank r", "peak_activations": d if s == "1f1b" else None,
+                        "idle_formula": "(D-1)(F+B)" if flush else None,
+                        "idle_per_rank": (d - 1) * (costs["F"] + costs["B"]) if flush else None,
+                        "activations_formula": "D-r on rank r",
+                        "peak_activations": d if s == "1f1b" else None,
                         "params": "1x", "note": None},
         "provenance": provenance(),
     }
@@ -284,7 +288,8 @@ def run_main() -> None:
     unit = 1e-3  # seconds per cost unit
     kind = s if s in ("gpipe", "naive") else "1f1b"
     predicted = simulate(kind, d, n, 1.0, 2.0)
-    measured = simulate_with(kind, d, n, lambda r, op: (1.1 if r == d - 1 else 1.0) if op == "F" else 2.0)
+    measured = simulate_with(kind, d, n,
+                             lambda r, op: (1.1 if r == d - 1 else 1.0) if op == "F" else 2.0)
     pred = metrics(predicted, d, max(e[4] for e in predicted))
     meas = metrics(measured, d, max(e[4] for e in measured))
     for m in (pred, meas):
@@ -369,7 +374,8 @@ def write_trace(path: str, events: list, result: dict, time_unit: str = "unit",
              for r in range(result["devices"])]
     for r, op, m, start, end in events:
         trace.append({"name": f"{op}{r}.{m}", "cat": op, "ph": "X", "pid": 0, "tid": r,
-                      "ts": start * 1000, "dur": (end - start) * 1000, "args": {"stage": r, "mb": m}})
+                      "ts": start * 1000, "dur": (end - start) * 1000,
+                      "args": {"stage": r, "mb": m}})
         peer = r + 1 if op == "F" else r - 1
         if handover_us is not None and 0 <= peer < result["devices"]:
             trace.append({"name": f"{op}{r}.{m} {r}->{peer}", "cat": "comm", "ph": "X", "pid": 1,
@@ -377,7 +383,8 @@ def write_trace(path: str, events: list, result: dict, time_unit: str = "unit",
                           "dur": handover_us, "args": {"src": r, "dst": peer}})
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": trace, "displayTimeUnit": "ms",
-                   "otherData": {k: result[k] for k in ("schedule", "devices", "microbatches", "chunks")}
+                   "otherData": {k: result[k]
+                                 for k in ("schedule", "devices", "microbatches", "chunks")}
                    | {"time_unit": time_unit} | (
                        {k: result["provenance"][k] for k in ("cpu", "cpu_cores", "host")}
                        if time_unit == "s" else {})}, f)

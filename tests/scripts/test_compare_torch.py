@@ -262,7 +262,7 @@ def bad_layer_failed(tmp_path):
 
 def bad_shape_mismatch(tmp_path):
     return write_bench(tmp_path, default_bench_rows()), write_torch(tmp_path,
-                                                                     torch_doc(hidden=2048))
+                                                                    torch_doc(hidden=2048))
 
 
 @pytest.mark.parametrize("make,words", [

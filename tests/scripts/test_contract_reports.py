@@ -151,7 +151,7 @@ CASES: list[Case] = [
      "traceEvents[0] is number, not an object", ("out/t.png",)),
     ("timeline-args-list", "plot_timeline",
      lambda i: [str(i.json("t.json", trace(events=[{"ph": "X", "tid": 0, "ts": 0, "dur": 1,
-                                                     "args": [1]}])))], 2,
+                                                    "args": [1]}])))], 2,
      "traceEvents[0].args is array", ()),
     ("timeline-other-data-list", "plot_timeline",
      lambda i: [str(i.json("t.json", trace(other=[1])))], 2, "otherData is array", ()),
@@ -166,7 +166,7 @@ CASES: list[Case] = [
      lambda i: [str(i.trace), "--out", UNWRITABLE + "/t.png"], 2, "cannot write there", ()),
     ("timeline-too-many-pixels", "plot_timeline",
      lambda i: [str(i.json("t.json", trace(events=[{"ph": "X", "pid": 0, "tid": 1023, "ts": 0,
-                                                     "dur": 1000, "cat": "F"}]))),
+                                                    "dur": 1000, "cat": "F"}]))),
                 "--dpi", "1200", "--out", str(i.out / "t.png")], 2, "lower --dpi or --width",
      ("out/t.png",)),
     # report.py

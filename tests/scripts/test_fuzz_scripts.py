@@ -87,7 +87,7 @@ def test_explore_runs_names_each_broken_promise():
     assert "check failed" in explore_runs.judge(
         0, json.dumps({"check": {"passed": False, "max_rel_error": 0.1}}), "")
     assert "measured activations 16, modelled 32" in explore_runs.judge(0, record(activations=16),
-                                                                         "")
+                                                                        "")
     assert "in flight" in explore_runs.judge(0, record(comm=9.0), "")
     assert explore_runs.judge(1, "", "ppbench: error: rank 1: batchnorm\n") == "exit code 1"
     assert "exactly one" in explore_runs.judge(2, "", "ppbench: error: a\nb\n")

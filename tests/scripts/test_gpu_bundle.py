@@ -164,7 +164,8 @@ def test_a_versioned_file_without_its_soname_link_gets_one(world):
     assert r.returncode == 0, r.stderr
     ld = dict(line.split("=", 1) for line in r.stdout.splitlines())["LD_LIBRARY_PATH"].split(":")
     link = Path(ld[1]) / "libcublasLt.so.13"
-    assert link.is_symlink() and link.resolve() == (world["system"] / "libcublasLt.so.13.1.0").resolve()
+    assert link.is_symlink()
+    assert link.resolve() == (world["system"] / "libcublasLt.so.13.1.0").resolve()
 
 
 def test_unknown_program_exits_2_listing_the_programs(world):
@@ -194,8 +195,8 @@ def test_gpu_bundle_script_usage():
 def test_the_bundle_lists_its_programs_once_and_carries_the_check():
     text = GPU_BUNDLE.read_text()
     targets = re.search(r"^TARGETS=\((.*)\)$", text, re.M).group(1).split()
-    assert targets == ["ppbench", "ppbench-cuda", "cuda_kernel_tests", "cuda_exec_tests", "cuda_gemm_bench",
-                       "cuda_layer_bench", "cuda_pipeline_bench"]
+    assert targets == ["ppbench", "ppbench-cuda", "cuda_kernel_tests", "cuda_exec_tests",
+                       "cuda_gemm_bench", "cuda_layer_bench", "cuda_pipeline_bench"]
     helpers = re.search(r"^HELPERS=\(([^)]*)\)", text, re.M).group(1).split()
     # Every script gpu-check.sh runs from its helper folder is carried.
     check = (SCRIPTS / "gpu-check.sh").read_text()

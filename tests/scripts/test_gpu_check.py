@@ -3,9 +3,15 @@ scripts/device-deps.sh's unpacking, which gpu-check uses on machines that can in
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
+import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +29,8 @@ def run(args, env=None):
 
 def test_gtest_filter_reaches_the_programs_and_the_summary(gpu_world):
     w = gpu_world
-    r = check(w, "--only", "sanitizer-memcheck,kernel-tests", "--gtest-filter", "Dtypes/Amoeba*:-*D8*")
+    r = check(w, "--only", "sanitizer-memcheck,kernel-tests",
+              "--gtest-filter", "Dtypes/Amoeba*:-*D8*")
     assert r.returncode == 0, r.stdout + r.stderr
     tb = tarballs(w)
     for piece in ("sanitizer-memcheck", "kernel-tests"):
@@ -110,13 +117,6 @@ def test_device_deps_unpacks_into_a_cmake_prefix(tmp_path):
 # gpu-check with a GPU (a fake nvidia-smi) and a fake bundle: fake programs that print GoogleTest
 # output and write its JSON, a fake ppbench, ncu and compute-sanitizer. Nothing is built.
 
-import json
-import re
-import sys
-import signal
-import tarfile
-import time
-
 LAUNCHER = SCRIPTS / "gpu-bundle-run.sh"
 GPU = "NVIDIA H100 80GB HBM3"
 SLUG = "NVIDIA-H100-80GB-HBM3"
@@ -151,7 +151,8 @@ def fake_gtest(tests, sleep: int = 0, rc: int | None = None) -> str:
         if result == "FAILED":
             entry["failures"] = [{"failure": msg, "type": ""}]
         suites.setdefault(suite, []).append(entry)
-    data = {"tests": len(tests), "testsuites": [{"name": s, "testsuite": t} for s, t in suites.items()]}
+    data = {"tests": len(tests),
+            "testsuites": [{"name": s, "testsuite": t} for s, t in suites.items()]}
     failed = any(r == "FAILED" for _, r, _ in tests)
     code = rc if rc is not None else (1 if failed else 0)
     return ("#!/bin/sh\nout=''\nfor a in \"$@\"; do case \"$a\" in --gtest_output=json:*) "
@@ -174,7 +175,8 @@ if a[:1] == ["--version"]:
     sys.exit(0)
 if a[:1] == ["list"]:
     if "--format" in a:
-        print("ppbench: error: The following arguments were not expected: json --format", file=sys.stderr)
+        print("ppbench: error: The following arguments were not expected: json --format",
+              file=sys.stderr)
         sys.exit(2)
     print("schedule          constraints                              description")
     print("gpipe             D >= 1, N >= 1                           GPipe")
@@ -193,7 +195,9 @@ if a[:1] == ["memory"]:  # the model without a GPU: refuses what the schedule re
     sys.exit(0)
 if a[:1] == ["run"]:
     if "--help" in a:
-        print("  --format TEXT\n" + ("  --check  compare with the unpipelined step\n" if os.environ.get("FAKE_NO_CHECK") != "1" else ""))
+        has_check = os.environ.get("FAKE_NO_CHECK") != "1"
+        print("  --format TEXT\n"
+              + ("  --check  compare with the unpipelined step\n" if has_check else ""))
         sys.exit(0)
     opt = {a[i]: a[i + 1] for i in range(len(a) - 1) if a[i].startswith("--")}
     s, d, n = opt["--schedule"], int(opt["--devices"]), int(opt["--microbatches"])
@@ -220,7 +224,11 @@ FAKE_NCU = r'''#!/bin/bash
 # Profiles one kernel when the NVTX filter names the ppbench domain, none otherwise.
 filter=""
 while [ $# -gt 0 ]; do
-  case "$1" in --nvtx-include) filter="$2"; shift 2 ;; --version) echo "NVIDIA Nsight Compute fake"; exit 0 ;; *) shift ;; esac
+  case "$1" in
+    --nvtx-include) filter="$2"; shift 2 ;;
+    --version) echo "NVIDIA Nsight Compute fake"; exit 0 ;;
+    *) shift ;;
+  esac
 done
 echo "==PROF== Connected to process 1 (/x/ppbench)"
 case "$filter" in
@@ -332,7 +340,8 @@ def test_all_tests_skipped_without_a_device_is_a_failure_where_a_gpu_is_visible(
     s, _ = piece_summary(tarballs(w)["kernel-tests"])
     assert s["status"] == "failed"
     assert s["tests"]["passed"] == 0 and s["tests"]["skipped"] == 2
-    assert [t["name"] for t in s["tests"]["skipped_disallowed"]] == ["Layers.Gemm/f32", "Layers.Gemm/bf16"]
+    assert [t["name"] for t in s["tests"]["skipped_disallowed"]] == ["Layers.Gemm/f32",
+                                                                     "Layers.Gemm/bf16"]
     assert s["tests"]["skipped_disallowed"][0]["reason"] == NO_DEVICE
     assert s["gpu"] == GPU and s["commit"] == "0123abc" and s["part"] == "kernel-tests"
     assert s["driver"] == "580.95.05" and s["cublas"] == "13.1.0" and s["mode"] == "bundle"
@@ -389,7 +398,8 @@ def test_one_tarball_per_piece_and_gtest_shards(gpu_world):
                        "sanitizer-synccheck-shard1of3", "kernel-tests-shard1of3"}
     s, files = piece_summary(tb["sanitizer-racecheck-shard1of3"])
     assert s["shard"] == "1/3" and s["status"] == "passed"
-    assert {st["name"] for st in s["steps"]} == {"racecheck-cuda_kernel_tests", "racecheck-cuda_exec_tests"}
+    assert {st["name"] for st in s["steps"]} == {"racecheck-cuda_kernel_tests",
+                                                 "racecheck-cuda_exec_tests"}
     log = next(v for k, v in files.items() if k.endswith("/racecheck-cuda_exec_tests.log"))
     assert "shard 1/3" in log and "COMPUTE-SANITIZER" in log
     # unpacked records beside the tarballs, no temporary folders left
@@ -455,7 +465,8 @@ def test_equivalence_runs_every_schedule_and_d_and_records_them(gpu_world):
     rows = [json.loads(line) for line in
             next(v for k, v in files.items() if k.endswith("/equivalence.jsonl")).splitlines()]
     eq = {r["equivalence"]["label"]: r["equivalence"] for r in rows}
-    assert eq["mlp-f32/1f1b/D4"]["microbatches"] == 4 and eq["mlp-f32/1f1b/D4"]["status"] == "passed"
+    assert eq["mlp-f32/1f1b/D4"]["microbatches"] == 4
+    assert eq["mlp-f32/1f1b/D4"]["status"] == "passed"
     assert eq["mlp-f32/dualpipe/D2"]["status"] == "not_applicable"
     assert "--virtual-devices 4" in eq["mlp-f32/1f1b/D4"]["command"]
     assert "--check" in eq["mlp-f32/1f1b/D4"]["command"]
@@ -579,7 +590,8 @@ def test_without_a_bundle_it_configures_builds_then_runs(gpu_world, tmp_path):
               "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --benchmark_out=*) "
               "echo '{\"benchmarks\": []}' >\"${a#--benchmark_out=}\";; esac; done\necho ran\n")
     calls = tmp_path / "cmake-calls.txt"
-    write_exe(w["fakebin"] / "nvcc", "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    write_exe(w["fakebin"] / "nvcc",
+              "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
     write_exe(w["fakebin"] / "cmake", f"""#!/bin/bash
 echo "$*" >>'{calls}'
 [ "$1" = -S ] && exit 0
@@ -590,8 +602,10 @@ for a in "$@"; do
   case "$a" in
     help) echo "... cuda_gemm_bench"; echo "... ppbench" ;;
     ppbench) cp '{progs}/ppbench' "$dir/ppbench" ;;
-    cuda_kernel_tests) mkdir -p "$dir/tests/cuda"; cp '{progs}/cuda_kernel_tests' "$dir/tests/cuda/" ;;
-    cuda_exec_tests) mkdir -p "$dir/tests/cuda_exec"; cp '{progs}/cuda_exec_tests' "$dir/tests/cuda_exec/" ;;
+    cuda_kernel_tests)
+      mkdir -p "$dir/tests/cuda"; cp '{progs}/cuda_kernel_tests' "$dir/tests/cuda/" ;;
+    cuda_exec_tests)
+      mkdir -p "$dir/tests/cuda_exec"; cp '{progs}/cuda_exec_tests' "$dir/tests/cuda_exec/" ;;
     *) mkdir -p "$dir/benchmarks"; cp "{progs}/$a" "$dir/benchmarks/" ;;
   esac
 done
@@ -599,7 +613,8 @@ done
     build = tmp_path / "build"
     build.mkdir()
     r = subprocess.run(["bash", str(GPU_CHECK), "--build-dir", str(build), "--results",
-                        str(w["results"]), "--out", str(w["out"]), "--only", "kernel-tests,benchmarks"],
+                        str(w["results"]), "--out", str(w["out"]),
+                        "--only", "kernel-tests,benchmarks"],
                        capture_output=True, text=True, timeout=60, env=w["env"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(tarballs(w)) == {"build", "kernel-tests", "benchmarks"}
@@ -682,7 +697,7 @@ def test_a_benchmark_that_reports_an_error_fails_the_piece(gpu_world):
     w = gpu_world
     for name in ("cuda_gemm_bench", "cuda_layer_benchERR"):
         write_exe(w["bundle"] / "bin" / name, FAKE_BENCH.replace("/usr/bin/env python3",
-                                                                  sys.executable))
+                                                                 sys.executable))
     r = check(w, "--only", "benchmarks")
     assert r.returncode == 1, r.stdout + r.stderr
     s, _ = piece_summary(tarballs(w)["benchmarks"])
@@ -703,7 +718,7 @@ def test_what_a_benchmark_keeps_is_packed_with_its_json(gpu_world):
         "    open(os.path.join(keep, 'fidelity-1f1b-D4-N8.trace.json'), 'w').write('{}')\n")
     for name in ("cuda_pipeline_bench", "cuda_gemm_bench"):
         write_exe(w["bundle"] / "bin" / name, keeping.replace("/usr/bin/env python3",
-                                                               sys.executable))
+                                                              sys.executable))
     r = check(w, "--only", "benchmarks")
     assert r.returncode == 0, r.stdout + r.stderr
     with tarfile.open(tarballs(w)["benchmarks"]) as tf:
@@ -793,8 +808,8 @@ def test_sweep_runs_the_subset_on_the_bundles_ppbench_and_records_it(gpu_world):
     # the default subset, N = 1, 4, 32: the spec's N = 8 is left out
     assert {(r["schedule"], r["devices"], r["microbatches"]) for r in rows} == {
         (sch, d, n) for sch in ("gpipe", "1f1b") for d in (1, 2, 4) for n in (1, 4, 32)}
-    assert {r["status"] for r in rows if r["schedule"] == "1f1b" and r["microbatches"] < r["devices"]} \
-        == {"invalid"}
+    too_few = [r for r in rows if r["schedule"] == "1f1b" and r["microbatches"] < r["devices"]]
+    assert {r["status"] for r in too_few} == {"invalid"}
     ok = [r for r in rows if r["status"] == "ok"]
     assert ok and all(len(r["gpu"]["sms_per_rank"]) == r["devices"] for r in ok)
     assert all(r["recorded_by"]["ppbench"].endswith("/bin/ppbench") for r in rows)
@@ -812,7 +827,7 @@ def test_sweep_only_all_runs_the_whole_spec_and_an_error_row_fails_the_piece(gpu
     s, files = piece_summary(tarballs(w)["sweep"])
     assert s["status"] == "failed"
     assert {r["schedule"]: r["status"] for r in sweep_rows(files)} == {"gpipe": "ok",
-                                                                      "crash": "error"}
+                                                                       "crash": "error"}
 
 
 def zip_packages(path: Path, names: list[str]) -> None:

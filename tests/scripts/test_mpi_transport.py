@@ -40,8 +40,8 @@ def test_it_times_threads_against_processes_and_records_the_machine(tmp_path, fa
     # every point twice per repeat, threads first, then the same argv under mpirun -np 2
     runs = [c for c in calls(log) if c[0] == "run"]
     assert len(runs) == 2 * 2 * (3 + 3 + 5)
-    launched = [json.loads(l)["argv"] for l in fake_mpirun.read_text().splitlines()
-                if json.loads(l)["argv"][0] == "-np"]
+    launched = [json.loads(line)["argv"] for line in fake_mpirun.read_text().splitlines()
+                if json.loads(line)["argv"][0] == "-np"]
     assert len(launched) == 2 * (3 + 3 + 5)
     assert all(a[:3] == ["-np", "2", binary] for a in launched)
     assert [a[3:] for a in launched] == runs[1::2]

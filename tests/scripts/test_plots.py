@@ -275,7 +275,7 @@ def legend_labels(monkeypatch, draw) -> list[str]:
 
     monkeypatch.setattr(plot_bubble.plt.Figure, "legend", spy)
     draw()
-    return [l for l in seen if not l.startswith(("markers", "lines"))]
+    return [label for label in seen if not label.startswith(("markers", "lines"))]
 
 
 def test_bubble_series_follow_the_registry_else_the_data(tmp_path, monkeypatch, fake_ppbench):
@@ -297,7 +297,7 @@ def test_bubble_series_follow_the_registry_else_the_data(tmp_path, monkeypatch, 
 
 
 def test_memory_figure_without_schedules_draws_every_schedule_of_the_data(tmp_path, monkeypatch,
-                                                                         fake_ppbench):
+                                                                          fake_ppbench):
     drawn = {}
     real = plot_memory.plot_memory
 

@@ -56,7 +56,7 @@ def test_sections_come_by_paper_in_publication_order_then_the_shared_ones():
 def test_the_contents_list_links_every_section_by_its_anchor():
     text = full_report()
     links = re.findall(r"^- \[(.+)\]\(#(.+)\)$", text[text.index("## Contents"):
-                                                        text.index("## 1.")], re.M)
+                                                      text.index("## 1.")], re.M)
     assert [title for title, _ in links] == top_headings(text)[1:]
     assert links[1] == ("2. PipeDream-Flush / 1F1B (DAPPLE)", "2-pipedream-flush--1f1b-dapple")
     assert all(anchor == report_papers.slug(title) for title, anchor in links)
@@ -104,8 +104,8 @@ def test_missing_optional_fields_give_dashes_not_a_crash():
     for key in ("predicted", "throughput", "step_time_s", "activation_bytes", "closed_form"):
         del sparse[key]
     text = report.build_report(rows(), "t.jsonl", measured=[sparse], measured_source="c.jsonl")
-    line = next(l for l in section(text, "PipeDream-Flush / 1F1B (DAPPLE)").splitlines()
-                if l.startswith("| 1f1b | 4 | 8 |"))
+    line = next(row for row in section(text, "PipeDream-Flush / 1F1B (DAPPLE)").splitlines()
+                if row.startswith("| 1f1b | 4 | 8 |"))
     assert line == "| 1f1b | 4 | 8 | — | 0.2727 | — | 0.4000 | — | — | — | — / — |"
     # a GPipe record without scaling runs, a table without the measured subsection
     table = fake_table()

@@ -85,6 +85,14 @@ def test_number_names_the_value_and_the_range():
             fraction(text)
 
 
+def test_a_program_s_output_gives_its_first_and_last_non_blank_line():
+    text = "\n  ppbench: error: --devices 0 is not in 1..4096  \n\nat exit\n \n"
+    assert script_cli.first_line(text) == "ppbench: error: --devices 0 is not in 1..4096"
+    assert script_cli.last_line(text) == "at exit"
+    assert script_cli.first_line(" \n\n") == script_cli.last_line("") == "no message"
+    assert script_cli.first_line("", "unknown") == "unknown"
+
+
 def test_number_list_takes_commas_and_refuses_an_empty_list():
     parse = script_cli.number_list(int, 1)
     assert parse("1, 4,32") == [1, 4, 32]
@@ -155,7 +163,7 @@ def test_output_path_is_checked_before_the_work(tmp_path: Path):
 
 
 def test_run_gives_each_failure_its_exit_status_and_one_line(capsys: pytest.CaptureFixture,
-                                                            monkeypatch: pytest.MonkeyPatch):
+                                                             monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("PPBENCH_TRACEBACK", raising=False)
 
     def failing(error: BaseException):
@@ -211,7 +219,7 @@ def test_require_module_is_a_machine_error():
 
 @pytest.mark.parametrize("script", ["scripts/zb_table5.py", "scripts/dp_scaling.py"])
 def test_a_table_script_checks_ppbench_and_out_before_it_runs(script: str, tmp_path: Path,
-                                                             fake_ppbench: tuple[str, Path]):
+                                                              fake_ppbench: tuple[str, Path]):
     ppbench, calls = fake_ppbench
     cases = [
         (["--ppbench", str(tmp_path / "none"), "--out", str(tmp_path / "t.json")], 2,

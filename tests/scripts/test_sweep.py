@@ -332,7 +332,7 @@ def test_run_progress_line(tmp_path, fake_ppbench):
     run = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
                           binary, "--out", str(tmp_path / "res")], capture_output=True,
                          text=True, check=True)
-    line = next(l for l in run.stdout.splitlines() if l.startswith("[1/1]"))
+    line = next(ln for ln in run.stdout.splitlines() if ln.startswith("[1/1]"))
     assert line.startswith("[1/1] mlp 1f1b D=2 N=4 b=8 ... bubble ")
     assert "predicted 0.2000" in line and "samples/s" in line
 
@@ -470,13 +470,13 @@ def test_gpu_progress_line_names_the_partitions(tmp_path, fake_ppbench):
     run = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
                           binary, "--out", str(tmp_path / "res")], capture_output=True,
                          text=True, check=True)
-    line = next(l for l in run.stdout.splitlines() if l.startswith("[1/1]"))
+    line = next(ln for ln in run.stdout.splitlines() if ln.startswith("[1/1]"))
     assert line.startswith("[1/1] mlp 1f1b D=4 N=8 b=8 on cuda (4 partitions) ... bubble ")
     assert "4x32 SMs" in line and line.endswith(" s)")
 
 
 def test_no_gpu_is_an_error_row_that_is_retried_not_an_invalid_point(tmp_path, fake_ppbench,
-                                                                        monkeypatch):
+                                                                     monkeypatch):
     binary, log = fake_ppbench
     spec = write_spec(tmp_path / "s.json", [{**GPU_GROUP, "schedule": "1f1b", "devices": 2,
                                              "microbatches": [1, 4]}])
@@ -557,7 +557,7 @@ def test_mpirun_sweep_records_multi_process_rows(tmp_path, fake_ppbench, fake_mp
     spec = write_spec(tmp_path / "s.json", [{**MPI_GROUP, "replicas": [1, 2]}])
     counts = sweep.run_sweep(spec, binary, tmp_path / "mpi")
     assert counts == {"ok": 2, "invalid": 0, "error": 0, "skipped": 0}
-    launched = [json.loads(l) for l in fake_mpirun.read_text().splitlines()]
+    launched = [json.loads(ln) for ln in fake_mpirun.read_text().splitlines()]
     assert [c["argv"][:4] for c in launched] == [["-np", "2", binary, "run"],
                                                  ["-np", "4", binary, "run"]]
     assert all(c["env"]["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1" for c in launched)
@@ -582,7 +582,7 @@ def test_mpirun_progress_line(tmp_path, fake_ppbench, fake_mpirun):
     run = subprocess.run([sys.executable, str(SCRIPTS / "sweep.py"), str(spec), "--ppbench",
                           binary, "--out", str(tmp_path / "res")], capture_output=True,
                          text=True, check=True)
-    line = next(l for l in run.stdout.splitlines() if l.startswith("[1/1]"))
+    line = next(ln for ln in run.stdout.splitlines() if ln.startswith("[1/1]"))
     assert line.startswith("[1/1] mlp 1f1b D=2 N=4 b=8 in 2 processes (mpirun) ... bubble ")
 
 
@@ -596,7 +596,7 @@ def test_without_mpirun_the_mpirun_groups_are_skipped_with_one_note(tmp_path, fa
                          text=True, env=dict(os.environ, PATH=str(empty)))
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
-    notes = [l for l in run.stdout.splitlines() if "note:" in l]
+    notes = [ln for ln in run.stdout.splitlines() if "note:" in ln]
     assert notes == ["sweep 't': note: no mpirun on PATH (Debian: openmpi-bin; make deps installs "
                      "it): skipping runs[1] (\"m\") (\"launcher\": \"mpirun\")"]
     # the threads group ran, the mpirun group did not
@@ -616,7 +616,7 @@ def test_a_spec_of_mpirun_groups_only_runs_nothing_without_mpirun(tmp_path, fake
 
 
 def test_a_ppbench_without_mpi_is_refused_for_an_mpirun_spec(tmp_path, fake_ppbench, fake_mpirun,
-                                                            monkeypatch):
+                                                             monkeypatch):
     binary, log = fake_ppbench
     monkeypatch.setenv("FAKE_PPBENCH_NO_MPI", "1")
     spec = write_spec(tmp_path / "s.json", [MPI_GROUP])
@@ -631,7 +631,7 @@ def test_a_ppbench_without_mpi_is_refused_for_an_mpirun_spec(tmp_path, fake_ppbe
 # --- GPU groups: "gpus" (--gpus 0,...,D-1) and "min_gpus" ----------------------------------
 
 GPUS_GROUP = {**RUN_GROUP, "name": "g", "backend": "cuda", "gpus": True, "min_gpus": 2,
-             "schedule": "1f1b", "devices": [2, 4], "microbatches": 4}
+              "schedule": "1f1b", "devices": [2, 4], "microbatches": 4}
 
 
 def test_gpus_points_list_one_gpu_per_rank():
@@ -671,7 +671,7 @@ def test_a_group_needing_more_gpus_than_listed_is_skipped_with_a_note(tmp_path, 
     counts = sweep.run_sweep(spec, binary, tmp_path / "res")
     ran = counts["ok"] + counts["invalid"] + counts["error"]
     assert ran == len(sweep_spec.expand_spec({"runs": [RUN_GROUP]}))
-    notes = [l for l in capsys.readouterr().out.splitlines() if "note:" in l]
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if "note:" in ln]
     listed = "1 GPU" if gpus == 1 else "0 GPUs"
     assert notes == [f"sweep 't': note: nvidia-smi lists {listed}: skipping runs[1] (\"g\") "
                      "(needs 2) (\"min_gpus\")"]
@@ -722,7 +722,7 @@ def test_only_runs_the_selected_points_which_a_whole_sweep_then_skips(tmp_path, 
     simulated = [c for c in calls(log) if c[0] == "simulate"]
     assert [(c[c.index("--schedule") + 1], c[c.index("--devices") + 1],
              c[c.index("--microbatches") + 1]) for c in simulated] == [("1f1b", "2", "8"),
-                                                                      ("1f1b", "4", "8")]
+                                                                       ("1f1b", "4", "8")]
     assert "note: --only schedule=1f1b microbatches=8: 2 of the spec's 8 points" in \
         capsys.readouterr().out
     # The subset's records are the whole sweep's: it runs only the other six.

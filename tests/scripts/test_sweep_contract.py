@@ -216,7 +216,7 @@ def test_without_jsonschema_the_sweep_says_how_to_install_it_and_exits_3(tmp_pat
 
 def test_jsonschema_is_a_requirement():
     lines = (SCRIPTS / "requirements.txt").read_text().splitlines()
-    assert any(l.split(">")[0].split("=")[0].strip() == "jsonschema" for l in lines)
+    assert any(req.split(">")[0].split("=")[0].strip() == "jsonschema" for req in lines)
 
 
 # --- 1. --ppbench -------------------------------------------------------------------------------
@@ -264,7 +264,8 @@ def fake_with_exit(tmp_path: Path, code: int, message: str) -> str:
     binary = tmp_path / "ppbench-exit"
     binary.write_text(f"""#!/bin/sh
 case "$*" in
-  *"--schedule naive --devices 1 --microbatches 1"*|--version) exec '{sys.executable}' '{FAKE_PPBENCH}' "$@" ;;
+  *"--schedule naive --devices 1 --microbatches 1"*|--version)
+    exec '{sys.executable}' '{FAKE_PPBENCH}' "$@" ;;
 esac
 echo '{message}' >&2
 exit {code}
@@ -398,7 +399,8 @@ def test_a_signal_kills_the_running_point_and_leaves_whole_records(tmp_path, fak
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == code, err
-    assert err.splitlines() == [f"sweep: interrupted after 2 of 4 points; records in {prefix}.jsonl"]
+    assert err.splitlines() == [
+        f"sweep: interrupted after 2 of 4 points; records in {prefix}.jsonl"]
     assert "Traceback" not in out + err
     with pytest.raises(ProcessLookupError):  # the running point's process was killed
         os.kill(slow_pid, 0)
@@ -415,7 +417,7 @@ def test_a_signal_kills_the_running_point_and_leaves_whole_records(tmp_path, fak
 # --- 2. resume only from the same ppbench build on the same machine ----------------------------
 
 def test_records_of_another_commit_are_not_taken_for_this_run(tmp_path, fake_ppbench,
-                                                             monkeypatch):
+                                                              monkeypatch):
     binary, log = fake_ppbench
     spec = write_spec(tmp_path / "s.json", [GOOD])
     monkeypatch.setenv("FAKE_PPBENCH_COMMIT", "aaaa111")
@@ -432,7 +434,7 @@ def test_records_of_another_commit_are_not_taken_for_this_run(tmp_path, fake_ppb
 
 
 def test_records_of_a_dirty_tree_resume_only_with_the_same_binary(tmp_path, fake_ppbench,
-                                                                 monkeypatch):
+                                                                  monkeypatch):
     binary, log = fake_ppbench
     spec = write_spec(tmp_path / "s.json", [GOOD])
     monkeypatch.setenv("FAKE_PPBENCH_COMMIT", "aaaa111-dirty")
@@ -450,7 +452,7 @@ def test_records_of_a_dirty_tree_resume_only_with_the_same_binary(tmp_path, fake
 
 
 def test_records_of_another_machine_are_not_taken_for_this_run(tmp_path, fake_ppbench,
-                                                              monkeypatch):
+                                                               monkeypatch):
     binary, _ = fake_ppbench
     spec = write_spec(tmp_path / "s.json", [GOOD])
     monkeypatch.setenv("FAKE_PPBENCH_HOST", "laptop")
@@ -496,7 +498,7 @@ def test_a_second_sweep_into_the_same_prefix_is_refused_with_exit_3(tmp_path, fa
 
 
 def test_the_summary_names_counts_machine_commit_report_and_figures(tmp_path, fake_ppbench,
-                                                                   monkeypatch):
+                                                                    monkeypatch):
     binary, _ = fake_ppbench
     spec = write_spec(tmp_path / "s.json", [GOOD], name="theory")
     sweep.run_sweep(spec, binary, tmp_path / "theory")
