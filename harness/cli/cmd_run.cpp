@@ -307,9 +307,9 @@ Command add_run(CLI::App& parent) {
           "a file");
     if (st->pin_option->count() > 0 && (st->backend != "cpu" || multi_process))
       throw UsageError("--pin-ranks places the rank threads of one CPU process; " +
-                       std::string(multi_process ? "across processes, mpirun's --bind-to places "
-                                                   "them"
-                                                 : "--backend cuda runs its ranks on GPUs"));
+                       std::string(multi_process
+                                       ? "across processes, mpirun's --bind-to places them"
+                                       : "--backend cuda runs its ranks on GPUs"));
     st->options.executor.pin_ranks = st->pin_ranks == "on";
     st->options.optimizer.kind = parse_optimizer(st->optimizer.empty() ? "adamw" : st->optimizer);
     if ((st->dp > 1 || st->dp_overlap) && !multi_process)

@@ -152,10 +152,9 @@ Command add_simulate(CLI::App& parent) {
       "has reached the action that needs it and its sender is between actions, each control "
       "message taking the profile's link_latency (default: every hand-over eager)");
   app->footer(
-      "Metrics (docs/metrics.md): bubble_fraction = sum idle / (ranks x makespan); bubble_ratio = "
-      "sum "
-      "idle / sum busy;\nzb_bubble_rate = (max span - busy) / max span; peak activations per "
-      "rank.\n"
+      "Metrics (docs/metrics.md): bubble_fraction = sum idle / (ranks x makespan);\n"
+      "bubble_ratio = sum idle / sum busy; zb_bubble_rate = (max span - busy) / max span;\n"
+      "peak activations per rank.\n"
       "Example: ppbench simulate --schedule zb-h1 --devices 4 --microbatches 8 --cost F=1,I=1,W=1\n"
       "         ppbench simulate --schedule-file my_schedule.txt --cost F=1,I=1,W=1\n"
       "         ppbench simulate --schedule 1f1b -d 4 -n 8 --workload mlp --layers 8 --width 1024 "

@@ -133,9 +133,9 @@ int environment_error(const std::string& message) {
 int main(int argc, char** argv) {
   ppbench::cli::remember_command_line(argc, argv);
   CLI::App app{
-      "ppbench: generate, prove, simulate and run pipeline-parallel training schedules (GPipe, "
-      "1F1B, "
-      "interleaved 1F1B, Chimera, Zero Bubble, DualPipe) and report their bubble and memory.",
+      "ppbench: generate, prove, simulate and run pipeline-parallel training schedules "
+      "(GPipe, 1F1B, interleaved 1F1B, Chimera, Zero Bubble, DualPipe) and report their bubble "
+      "and memory.",
       "ppbench"};
   // A callback: the GPU query (CUDA initialisation) runs only when --version is asked for.
   app.set_version_flag("--version", std::function<std::string()>(version_text));

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The commands that README.md and docs/*.md show, run as a reader would run them.
+"""The commands that README.md, docs/*.md and each command's --help show, run as a reader would.
 
 Every fenced block is read for its commands: the lines that start (after an optional `$ `) with
 `ppbench`, `build/ppbench` or `sed` (a reader's edit between two of them), a trailing backslash
@@ -10,7 +10,9 @@ commands run in order in one temporary folder, `ppbench` and `build/ppbench` bot
 binary under test, so that an example that reads what an earlier one wrote (mine.csv, cpu.json)
 runs as it does for a reader; the project's committed inputs an example names (INPUTS) are
 linked into it. Commands that need what CI does not have (a GPU, a placeholder `...`) are left
-out.
+out. The examples at the foot of each command's --help run the same way, after the files they
+name as the reader's own (MY_FILES) are made: a schedule by `show`, a device profile copied from
+the committed H100 one.
 
 Run with pytest (PPBENCH=build/ppbench by default) or as a script: test_docs_examples.py PPBENCH."""
 import os
@@ -27,6 +29,10 @@ PPBENCH = os.environ.get("PPBENCH") or (
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ("ppbench", "build/ppbench", "sed")
 INPUTS = ("results/reference",)  # read by examples, never written
+MY_FILES = {  # how the test makes a file a --help example names as the reader's own
+    "my_schedule.txt": "ppbench show -s 1f1b -d 4 -n 8 > my_schedule.txt",
+    "my_gpu.json": "cp results/reference/h100_sxm_profile.json my_gpu.json",
+}
 NEEDS_MORE = ("--backend cuda", "--gpus", "...")  # a GPU, or a placeholder to fill in
 FENCE = re.compile(r"^```[\w-]*\n(.*?)^```", re.M | re.S)
 
@@ -86,6 +92,37 @@ def documents() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def help_examples(binary: str) -> dict[str, list[str]]:
+    """Each subcommand's --help examples: the `ppbench ...` lines from its "Example" line on."""
+    top = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60).stdout
+    listed = top.split("Subcommands:", 1)[1].split("\n\n", 1)[0]
+    found = {}
+    for name in (line.split()[0] for line in listed.splitlines() if line.strip()):
+        text = subprocess.run([binary, name, "--help"], capture_output=True, text=True,
+                              timeout=60).stdout
+        foot = text[text.find("\nExample"):] if "\nExample" in text else ""
+        found[name] = [line.strip().removeprefix("Example:").strip()
+                       for line in foot.splitlines()
+                       if line.strip().removeprefix("Example:").strip().startswith("ppbench ")]
+    return found
+
+
+def workspace(folder: Path) -> dict[str, str]:
+    """Make `folder` a reader's working directory: build/ppbench and `ppbench` on PATH name the
+    binary under test, INPUTS are linked in; returns the environment to run commands with."""
+    (folder / "build").mkdir()
+    (folder / "build" / "ppbench").symlink_to(Path(PPBENCH).resolve())
+    for name in INPUTS:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).symlink_to(ROOT / name)
+    return {**os.environ, "PATH": f"{folder / 'build'}{os.pathsep}{os.environ['PATH']}"}
+
+
+def shell(command: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
 class DocsExamples(unittest.TestCase):
     def test_the_examples_are_found(self):
         # The reader-facing examples this test exists for: if the parsing stops finding them,
@@ -105,24 +142,17 @@ class DocsExamples(unittest.TestCase):
         self.assertFalse(matches(["a"], ["a", "b"]))
 
     def test_every_example_runs_as_shown(self):
-        binary = str(Path(PPBENCH).resolve())
         for doc in documents():
             found = examples(doc)
             if not found:
                 continue
             with tempfile.TemporaryDirectory() as folder:
                 work = Path(folder)
-                (work / "build").mkdir()
-                (work / "build" / "ppbench").symlink_to(binary)
-                for name in INPUTS:
-                    (work / name).parent.mkdir(parents=True, exist_ok=True)
-                    (work / name).symlink_to(ROOT / name)
-                env = {**os.environ, "PATH": f"{work / 'build'}{os.pathsep}{os.environ['PATH']}"}
+                env = workspace(work)
                 for e in found:
                     where = f"{doc.relative_to(ROOT)}:{e.line}: {e.command}"
                     with self.subTest(example=where):
-                        r = subprocess.run(["bash", "-c", e.command], cwd=work, env=env,
-                                           capture_output=True, text=True, timeout=120)
+                        r = shell(e.command, work, env)
                         refused = e.shown is not None and any(
                             line.startswith("ppbench: error:") for line in e.shown)
                         self.assertEqual(r.returncode, 2 if refused else 0,
@@ -132,6 +162,23 @@ class DocsExamples(unittest.TestCase):
                             printed = [line.rstrip() for line in output.splitlines()]
                             self.assertTrue(matches(e.shown, printed),
                                             f"{where} printed:\n" + "\n".join(printed))
+
+    def test_every_help_example_runs(self):
+        found = help_examples(PPBENCH)
+        # A subcommand whose help lost its examples, or a parse that finds none, fails here.
+        self.assertEqual([name for name, lines in found.items() if not lines], ["list"])
+        with tempfile.TemporaryDirectory() as folder:
+            work = Path(folder)
+            env = workspace(work)
+            for name, lines in found.items():
+                for command in lines:
+                    with self.subTest(example=f"ppbench {name} --help: {command}"):
+                        for mine, make in MY_FILES.items():
+                            if mine in command.split() and not (work / mine).exists():
+                                made = shell(make, work, env)
+                                self.assertEqual(made.returncode, 0, made.stderr)
+                        r = shell(command, work, env)
+                        self.assertEqual(r.returncode, 0, f"{command}\n{r.stderr}")
 
 
 if __name__ == "__main__":
