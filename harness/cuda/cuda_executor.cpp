@@ -33,10 +33,12 @@ double host_seconds() {
 // about 100 us late. A GPU rank's thread has a core of its own on a GPU node.
 constexpr std::chrono::microseconds kEventSpin{2000};
 
-// Polls until `done` completes (true) or the watchdog's deadline passes (false): spinning for
-// kEventSpin, then in naps of at most 50 us (Naps; the rank thread's timer slack is 1 us).
-bool wait_for_event(cudaEvent_t done, Clock::time_point deadline) {
-  SpinThenNap pause(kEventSpin);
+// Polls until `done` completes (true) or the watchdog's deadline passes (false), pausing as
+// `pause` says: one SpinThenNap(kEventSpin) for a whole wait phase, so that a rank waiting on
+// several transfers spins for kEventSpin in all, not afresh for each, and then naps of at most
+// 50 us (Naps; the rank thread's timer slack is 1 us) leave the driver to the ranks still
+// launching.
+bool wait_for_event(cudaEvent_t done, Clock::time_point deadline, SpinThenNap& pause) {
   for (;;) {
     const cudaError_t q = cudaEventQuery(done);
     if (q == cudaSuccess) return true;
@@ -319,7 +321,8 @@ void CudaExecutor::replay_rank(int r, RankResult& out, bool& per_action, double&
     g.graph->launch();
     CUDA_CHECK(cudaEventRecord(g.done, dev.compute));
     // The watchdog sees the whole step: a graph runs its transfers out of the host's sight.
-    if (!wait_for_event(g.done, watchdog_.deadline()))
+    SpinThenNap pause(kEventSpin);
+    if (!wait_for_event(g.done, watchdog_.deadline(), pause))
       return errors_.fail(StepFailure::kWatchdog, r,
                           watchdog_.message(r, "its step, launched as a CUDA graph",
                                             "a graph hides which transfer hangs: rerun without "
@@ -452,8 +455,9 @@ void CudaExecutor::run_rank(int r, RankResult& out) {
   // that does not names the instruction the rank is stuck at.
   const std::vector<Instr>& instrs = program_.ranks[static_cast<std::size_t>(r)];
   const auto deadline = watchdog_.deadline();
+  SpinThenNap pause(kEventSpin);
   for (const PendingTransfer& t : walk.pending) {
-    if (!wait_for_event(t.done, deadline))
+    if (!wait_for_event(t.done, deadline, pause))
       return errors_.fail(
           StepFailure::kWatchdog, r,
           watchdog_.message(r, t.instr < instrs.size() ? to_string(instrs[t.instr]) : "?",

@@ -93,8 +93,11 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
       std::cerr << "ppbench: warning: virtual devices are not isolated: " << probe->summary << "\n";
   }
   // Declared before the transport so that they outlive it: after a failed step the transport may
-  // still hold tensors (sends never received) whose blocks go back to the ranks' arenas.
+  // still hold tensors (sends never received) whose blocks go back to the ranks' arenas. The
+  // optimizer's arenas too: freeing device memory waits for the device, and after a failed CUDA
+  // graph replay only the transport's destructor aborts the NCCL kernels it would wait for.
   std::vector<std::unique_ptr<GpuPipelineRank>> ranks;
+  std::unique_ptr<cuda::GpuOptimizer> optimizer;
   std::shared_ptr<cuda::GpuTransport> transport = gp.uses_nccl()
                                                       ? cuda::make_nccl_transport(gp.gpus)
                                                       : cuda::make_copy_transport(gp.ranks(), link);
@@ -132,7 +135,6 @@ RunOutput run_measured(const WorkloadSpec& spec, const CudaRunOptions& o, const 
       s, *devices, work, arenas, *transport, cuda::stage_output_shapes(spec, plan, s.placement), dt,
       {.watchdog_seconds = o.run.executor.watchdog_seconds, .cuda_graph = o.cuda_graph});
   // Each stage updated right after its last backward on its rank (gpu_optimizer.h).
-  std::unique_ptr<cuda::GpuOptimizer> optimizer;
   if (o.run.optimizer.enabled()) {
     std::vector<GpuPipelineRank*> plain;
     for (auto& r : ranks) plain.push_back(r.get());

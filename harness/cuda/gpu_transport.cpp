@@ -228,7 +228,6 @@ class CopyTransport final : public GpuTransport {
   std::vector<Channel> channels_;
   std::vector<Returns> returns_;
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> captured_{false};  // a group went into a CUDA graph
 };
 
 }  // namespace
@@ -388,8 +387,11 @@ class NcclTransport final : public GpuTransport {
       for (std::size_t r = 0; r < sides.size(); ++r) {
         CUDA_CHECK(cudaSetDevice(devices_[r]));
         CUDA_CHECK(cudaMalloc(&sides[r].buffer, (sides.size() + 1) * sizeof(float)));
-        CUDA_CHECK(cudaMemset(sides[r].buffer, 0, (sides.size() + 1) * sizeof(float)));
         CUDA_CHECK(cudaStreamCreateWithFlags(&sides[r].stream, cudaStreamNonBlocking));
+        // On the stream the sends use: a non-blocking stream is not ordered after the legacy
+        // default one.
+        CUDA_CHECK(cudaMemsetAsync(sides[r].buffer, 0, (sides.size() + 1) * sizeof(float),
+                                   sides[r].stream));
       }
       nccl_group([&] {
         for (const auto& [src, dst] : links) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -109,8 +110,12 @@ void release_comm(ncclComm_t comm, bool failed) {
 }
 
 void nccl_check(ncclResult_t r, const char* call) {
-  if (r != ncclSuccess)
-    throw EnvironmentError(std::string("NCCL: ") + call + ": " + nccl().GetErrorString(r));
+  if (r == ncclSuccess) return;
+  const std::string what = std::string("NCCL: ") + call + ": " + nccl().GetErrorString(r);
+  // A call NCCL calls wrong is ppbench's own bug (exit 1); anything else is the machine's: the
+  // library, a driver, the network or a peer that failed (exit 3).
+  if (r == ncclInvalidArgument || r == ncclInvalidUsage) throw std::logic_error(what);
+  throw EnvironmentError(what);
 }
 
 std::string nccl_version_text() {

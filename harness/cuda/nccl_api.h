@@ -43,7 +43,8 @@ const NcclApi& nccl();
 // and newer): destroy those graphs first.
 void release_comm(ncclComm_t comm, bool failed);
 
-// Throws EnvironmentError naming `call` and NCCL's own words where `r` is not ncclSuccess.
+// Throws where `r` is not ncclSuccess, naming `call` and NCCL's own words: std::logic_error for
+// an invalid argument or usage (ppbench's bug), EnvironmentError for the rest.
 void nccl_check(ncclResult_t r, const char* call);
 
 // Runs `post` (ncclSend, ncclRecv, ncclAllReduce calls, each checked) between ncclGroupStart and
