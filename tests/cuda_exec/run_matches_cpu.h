@@ -21,6 +21,7 @@
 
 #include "harness/backends/cpu/cpu_run.h"
 #include "harness/cuda/cuda_run.h"
+#include "harness/optimizer.h"
 #include "tests/common/reference_spread.h"
 
 namespace ppbench {
@@ -43,8 +44,8 @@ inline const ReferenceStep& reference_step(const WorkloadSpec& spec, int microba
   const std::string key = spec.workload + spec.config.dump() + std::string(dtype_name(spec.dtype)) +
                           "/" + std::to_string(spec.microbatch_size) + "/" +
                           std::to_string(microbatches) + "/" + std::to_string(seed) + "/" +
-                          std::to_string(steps) + "/" + to_string(optimizer.kind) + "/" +
-                          std::to_string(optimizer.lr) + "/" + std::to_string(tol);
+                          std::to_string(steps) + "/" + optimizer_json(optimizer).dump() + "/" +
+                          std::to_string(tol);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   ReferenceStep r;
   r.plain = single_device_step(spec, microbatches, seed, steps, optimizer);
