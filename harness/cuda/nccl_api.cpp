@@ -112,8 +112,8 @@ void release_comm(ncclComm_t comm, bool failed) {
 void nccl_check(ncclResult_t r, const char* call) {
   if (r == ncclSuccess) return;
   const std::string what = std::string("NCCL: ") + call + ": " + nccl().GetErrorString(r);
-  // A call NCCL calls wrong is ppbench's own bug (exit 1); anything else is the machine's: the
-  // library, a driver, the network or a peer that failed (exit 3).
+  // A call NCCL finds malformed is ppbench's own bug (exit 1); anything else is the machine's:
+  // the library, a driver, the network or a peer that failed (exit 3).
   if (r == ncclInvalidArgument || r == ncclInvalidUsage) throw std::logic_error(what);
   throw EnvironmentError(what);
 }
