@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import ROOT
+from report_papers import slug  # the report's own anchors follow the same rule
 
 FENCED = re.compile(r"^```.*?^```", re.M | re.S)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -16,10 +17,6 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 def prose(text: str) -> str:
     return re.sub(r"`[^`\n]*`", "", FENCED.sub("", text))
-
-
-def slug(heading: str) -> str:
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def anchors(text: str) -> set[str]:
