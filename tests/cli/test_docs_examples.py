@@ -101,9 +101,8 @@ def help_examples(binary: str) -> dict[str, list[str]]:
         text = subprocess.run([binary, name, "--help"], capture_output=True, text=True,
                               timeout=60).stdout
         foot = text[text.find("\nExample"):] if "\nExample" in text else ""
-        found[name] = [line.strip().removeprefix("Example:").strip()
-                       for line in foot.splitlines()
-                       if line.strip().removeprefix("Example:").strip().startswith("ppbench ")]
+        lines = (line.strip().removeprefix("Example:").strip() for line in foot.splitlines())
+        found[name] = [line for line in lines if line.startswith("ppbench ")]
     return found
 
 
