@@ -86,7 +86,7 @@ std::size_t activation_arena_bytes(std::size_t cap) {
   std::size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const std::size_t margin = std::size_t{2} << 30;
-  if (free_b <= margin) throw ArenaOutOfMemory("cuda_layer_bench: no device memory left");
+  if (free_b <= margin) throw DeviceOutOfMemory("cuda_layer_bench: no device memory left");
   return std::min(free_b - margin, cap);
 }
 
@@ -180,7 +180,7 @@ void BM_LlamaLayer(benchmark::State& state, std::int64_t seq, std::int64_t mb, D
     state.counters["W_ms"] = median(t.pass[2]);
     state.counters["FIW_ms"] = median(t.total);
     state.counters["arena_peak_GiB"] = static_cast<double>(acts.peak()) / (1u << 30);
-  } catch (const ArenaOutOfMemory& e) {
+  } catch (const DeviceOutOfMemory& e) {
     state.SkipWithError((std::string("does not fit on this device: ") + e.what()).c_str());
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -223,7 +223,7 @@ void BM_LayerPart(benchmark::State& state, const LayerPart& part) {
     } else {
       state.counters["GB/s"] = tera_per_s(part.min_bytes * 1e3, ms);
     }
-  } catch (const ArenaOutOfMemory& e) {
+  } catch (const DeviceOutOfMemory& e) {
     state.SkipWithError((std::string("does not fit on this device: ") + e.what()).c_str());
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -307,7 +307,7 @@ void BM_AttentionCore(benchmark::State& state, AttentionKernel kernel, int per_l
                            static_cast<double>(kHeadDim) / 2;
     const double ms = report_part(state, t, kNames, 2, per_layer, acts);
     state.counters["TFLOP/s"] = tera_per_s(forward * 3.5, ms);  // backward = 2.5 x forward
-  } catch (const ArenaOutOfMemory& e) {
+  } catch (const DeviceOutOfMemory& e) {
     state.SkipWithError((std::string("does not fit on this device: ") + e.what()).c_str());
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());

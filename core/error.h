@@ -21,6 +21,14 @@ class EnvironmentError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The machine's memory, host or device, ran out while working: its limit (exit code 3), not a
+// failed step. An exception of this kind on a rank's thread keeps its kind when the step
+// rethrows it (harness/executor/executor_core.h).
+class OutOfMemory : public EnvironmentError {
+ public:
+  using EnvironmentError::EnvironmentError;
+};
+
 // A measurement that ran but failed its own check (`run --check` past its tolerance): the record
 // is written, then exit code 1 with one line.
 class CheckFailed : public std::runtime_error {

@@ -202,7 +202,7 @@ CudaStepRecord CudaExecutor::run_step(StepMode mode) {
     try {
       transport_.reclaim(r, !failed);
     } catch (const std::exception& e) {
-      errors_.fail(StepFailure::kWork, r, "rank " + std::to_string(r) + ": " + e.what());
+      errors_.fail(r, e);
     }
   }
   devices_.release_current();
@@ -354,7 +354,7 @@ void CudaExecutor::replay_rank(int r, RankResult& out, bool& per_action, double&
     }
     out.memory = g.memory;
   } catch (const std::exception& e) {
-    errors_.fail(StepFailure::kWork, r, "rank " + std::to_string(r) + ": " + e.what());
+    errors_.fail(r, e);
   }
 }
 

@@ -21,7 +21,7 @@ CudaStepRecord CudaExecutor::run_rank_step(int r) {
     devices_.rank(r).make_current();
     transport_.reclaim(r, true);
   } catch (const std::exception& e) {
-    errors_.fail(StepFailure::kWork, r, "rank " + std::to_string(r) + ": " + e.what());
+    errors_.fail(r, e);
   }
   errors_.rethrow();
   // The other ranks' entries are empty: their start is this rank's, so that the alignment

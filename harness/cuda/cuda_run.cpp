@@ -280,21 +280,9 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
   int visible = 0;
   CUDA_CHECK(cudaGetDeviceCount(&visible));
   const GpuPlacement gp = placement_of(o, s.placement.ranks, visible);
-  // Too little device memory for what was asked is the machine's limit (exit code 3), whether
-  // the arenas cannot be reserved or a step outgrows them.
-  auto measure = [&](const CudaRunOptions& opts, const Schedule& sched, const PartitionPlan& pl,
-                     const GpuPlacement& place) {
-    try {
-      return run_measured(spec, opts, sched, pl, place);
-    } catch (const cuda::ArenaOutOfMemory& e) {
-      throw EnvironmentError(e.what());
-    } catch (const ExecutionError& e) {
-      if (std::string(e.what()).find("out of device memory") != std::string::npos)
-        throw EnvironmentError(e.what());
-      throw;
-    }
-  };
-  RunOutput out = measure(o, s, plan, gp);
+  // Too little device memory for what was asked, whether the arenas cannot be reserved or a
+  // step outgrows them, arrives as ppbench::OutOfMemory: the machine's limit (exit code 3).
+  RunOutput out = run_measured(spec, o, s, plan, gp);
   if (o.run.check) {
     // The same step on one device: the first GPU of the run, whole, one rank holding every
     // layer, the naive schedule over the same micro-batches, in the same dtype. The measured
@@ -314,7 +302,7 @@ RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& o) {
     ref.gpus = std::to_string(gp.gpus.at(0));
     const Schedule rs = generate(ref.run.schedule);
     const PartitionPlan rplan = partition(spec, 1, "uniform");
-    const RunOutput reference = measure(ref, rs, rplan, placement_of(ref, 1, visible));
+    const RunOutput reference = run_measured(spec, ref, rs, rplan, placement_of(ref, 1, visible));
     const double tol =
         o.run.check_tolerance > 0 ? o.run.check_tolerance : check_tolerance(spec.dtype);
     const GradientComparison c = compare_gradients(out.values.tensors, reference.values.tensors);

@@ -43,8 +43,8 @@ struct CudaRunOptions {
 };
 
 // Throws UsageError for flags or shapes the run cannot take (named), ExecutionError when a step
-// fails (watchdog, CUDA or NCCL error, naming the rank), ppbench::cuda::CudaError when the
-// device cannot be opened.
+// fails (watchdog, CUDA or NCCL error, naming the rank), ppbench::OutOfMemory when the device's
+// memory cannot hold the run, ppbench::cuda::CudaError when the device cannot be opened.
 RunOutput run_cuda(const WorkloadSpec& spec, const CudaRunOptions& options);
 
 // The host-side checks of run_cuda, without touching a GPU (for the CLI and the tests).

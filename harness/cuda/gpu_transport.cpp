@@ -375,6 +375,7 @@ class NcclTransport final : public GpuTransport {
       cudaStream_t stream = nullptr;
     };
     std::vector<Side> sides(devices_.size());
+    bool posted = false;  // sends or receives may be in flight on the sides' streams
     const auto release = [&] {
       for (std::size_t r = 0; r < sides.size(); ++r) {
         if (sides[r].buffer == nullptr && sides[r].stream == nullptr) continue;
@@ -393,6 +394,7 @@ class NcclTransport final : public GpuTransport {
         CUDA_CHECK(cudaMemsetAsync(sides[r].buffer, 0, (sides.size() + 1) * sizeof(float),
                                    sides[r].stream));
       }
+      posted = true;
       nccl_group([&] {
         for (const auto& [src, dst] : links) {
           const Side& from = sides.at(static_cast<std::size_t>(src));
@@ -408,6 +410,9 @@ class NcclTransport final : public GpuTransport {
         CUDA_CHECK(cudaStreamSynchronize(sides[r].stream));
       }
     } catch (...) {
+      // A receive whose send NCCL refused waits for ever, and cudaFree waits for the device:
+      // aborting the communicators first makes their kernels return. The run fails either way.
+      if (posted) abort();
       release();
       throw;
     }

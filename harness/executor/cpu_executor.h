@@ -151,7 +151,7 @@ class CpuExecutor {
             StepFailure::kWatchdog, r,
             watchdog_.message(r, "the end of its step", "a message it sent is never taken"));
     } catch (const std::exception& e) {
-      errors.fail(StepFailure::kWork, r, "rank " + std::to_string(r) + ": " + e.what());
+      errors.fail(r, e);
     }
     errors.rethrow();
     if (shared_cores_ > 0) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <latch>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -27,7 +28,7 @@ void run_rank_threads(int ranks, StepErrors& errors, const std::function<void(in
           try {
             body(r);
           } catch (const std::exception& e) {
-            errors.fail(StepFailure::kWork, r, "rank " + std::to_string(r) + ": " + e.what());
+            errors.fail(r, e);
           }
         });
     } catch (const std::system_error& e) {
@@ -42,6 +43,20 @@ void run_rank_threads(int ranks, StepErrors& errors, const std::function<void(in
     start.arrive_and_wait();
   }  // joins
   if (!refused.empty()) throw EnvironmentError(refused);
+}
+
+void StepErrors::fail(int rank, const std::exception& e) {
+  const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+                      dynamic_cast<const OutOfMemory*>(&e) != nullptr;
+  fail(memory ? StepFailure::kOutOfMemory : StepFailure::kWork, rank,
+       "rank " + std::to_string(rank) + ": " + e.what());
+}
+
+void StepErrors::rethrow(const std::string& context) const {
+  std::lock_guard lock(mutex_);
+  if (!failed_) return;
+  if (kind_ == StepFailure::kOutOfMemory) throw OutOfMemory(context + message_);
+  throw ExecutionError(kind_, rank_, context + message_);
 }
 
 std::string Watchdog::message(int rank, const std::string& at, const std::string& why) const {

@@ -48,9 +48,10 @@ struct ExecutorOptions {
 
 // Why a step stopped.
 enum class StepFailure {
-  kWatchdog,  // a rank waited longer than the watchdog allows
-  kWork,      // a pass, a transfer or a device call failed on a rank
-  kCapture,   // capturing the step as CUDA graphs failed
+  kWatchdog,     // a rank waited longer than the watchdog allows
+  kWork,         // a pass, a transfer or a device call failed on a rank
+  kCapture,      // capturing the step as CUDA graphs failed
+  kOutOfMemory,  // a rank ran out of host or device memory: the machine's limit
 };
 
 class ExecutionError : public std::runtime_error {
@@ -70,6 +71,10 @@ class ExecutionError : public std::runtime_error {
 class StepErrors {
  public:
   explicit StepErrors(std::function<void()> abort) : abort_(std::move(abort)) {}
+
+  // What rank r threw: "rank r: <what>", of kind kOutOfMemory where memory ran out
+  // (std::bad_alloc, ppbench::OutOfMemory), else kWork.
+  void fail(int rank, const std::exception& e);
 
   void fail(StepFailure kind, int rank, const std::string& message) {
     {
@@ -91,11 +96,9 @@ class StepErrors {
     failed_ = false;
     message_.clear();
   }
-  // Throws the first failure as an ExecutionError, `context` prefixed to its message.
-  void rethrow(const std::string& context = "") const {
-    std::lock_guard lock(mutex_);
-    if (failed_) throw ExecutionError(kind_, rank_, context + message_);
-  }
+  // Throws the first failure, `context` prefixed to its message: as an ExecutionError, or as
+  // ppbench::OutOfMemory where memory ran out, so that the run ends as the machine's limit.
+  void rethrow(const std::string& context = "") const;
 
  private:
   std::function<void()> abort_;

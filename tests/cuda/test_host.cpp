@@ -59,7 +59,8 @@ TEST(DeviceArena, OutOfMemoryNamesScopeWhatAndBytes) {
   try {
     DTensor big(arena, {1024, 1024}, DType::kF32, "attention scores");
     FAIL() << "expected an out-of-memory error";
-  } catch (const ArenaOutOfMemory& e) {
+  } catch (const ppbench::OutOfMemory& e) {  // the machine's limit: exit code 3
+    EXPECT_NE(dynamic_cast<const ArenaOutOfMemory*>(&e), nullptr);
     const std::string m = e.what();
     EXPECT_NE(m.find("rank 3"), std::string::npos) << m;
     EXPECT_NE(m.find("stage 7 F mb 2"), std::string::npos) << m;
@@ -127,6 +128,24 @@ TEST(CheckMacros, FormatCarriesFileLineCallAndLibraryText) {
         << e.what();
   }
   EXPECT_NO_THROW(CUDA_CHECK(cudaSuccess));
+}
+
+// Memory running out is the machine's limit (exit code 3); any other failure is not.
+TEST(CheckMacros, OutOfMemoryIsTheMachinesLimit) {
+  EXPECT_THROW(CUDA_CHECK(cudaErrorMemoryAllocation), DeviceOutOfMemory);
+  EXPECT_THROW(CUBLAS_CHECK(CUBLAS_STATUS_ALLOC_FAILED), DeviceOutOfMemory);
+  try {
+    CUDA_CHECK(cudaErrorMemoryAllocation);
+  } catch (const ppbench::EnvironmentError& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaErrorMemoryAllocation"), std::string::npos)
+        << e.what();
+  }
+  try {
+    CUDA_CHECK(cudaErrorLaunchFailure);
+  } catch (const ppbench::EnvironmentError& e) {
+    ADD_FAILURE() << "not a memory error: " << e.what();
+  } catch (const CudaError&) {
+  }
 }
 
 TEST(DType, Bf16RoundsToNearestEven) {

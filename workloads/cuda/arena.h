@@ -20,10 +20,10 @@
 namespace ppbench::cuda {
 
 // Raised when an allocation does not fit: names the arena, the stage/action being run and the
-// bytes asked for. A CudaError, so callers catching CUDA failures catch it too.
-class ArenaOutOfMemory : public CudaError {
+// bytes asked for. The device's limit, as a failed cudaMalloc is.
+class ArenaOutOfMemory : public DeviceOutOfMemory {
  public:
-  using CudaError::CudaError;
+  using DeviceOutOfMemory::DeviceOutOfMemory;
 };
 
 // The bookkeeping, on offsets only: host code, testable without a GPU.
