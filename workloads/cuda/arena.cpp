@@ -61,7 +61,7 @@ DeviceArena::DeviceArena(std::string label, std::size_t bytes)
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, plan_.capacity());
   if (e == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clear the sticky-free error state
+    (void)cudaGetLastError();  // not sticky: the next launch's check must not find it
     throw ArenaOutOfMemory("cuda arena '" + label_ + "': cannot reserve " +
                            std::to_string(plan_.capacity()) + " bytes of device memory up front");
   }

@@ -37,7 +37,12 @@ inline void check_cuda(cudaError_t e, const char* expr, const char* file, int li
   if (e == cudaSuccess) return;
   const std::string what =
       format_error(file, line, expr, cudaGetErrorName(e), cudaGetErrorString(e));
-  if (e == cudaErrorMemoryAllocation) throw DeviceOutOfMemory(what);
+  if (e == cudaErrorMemoryAllocation) {
+    // Not sticky: the context stays usable, so the next launch's check must not find this one
+    // as the thread's last error.
+    (void)cudaGetLastError();
+    throw DeviceOutOfMemory(what);
+  }
   throw CudaError(what);
 }
 
