@@ -59,7 +59,10 @@
 #   --piece-timeout SECS   time limit of each step (default 420), enforced with
 #                          `timeout --kill-after=10`; a step stopped at it is recorded as timed_out,
 #                          its partial logs are kept and packed, and the next pieces still run.
-#                          Configuring and building (without --bundle) have no limit.
+#                          Configuring and building (without --bundle) have no limit. The
+#                          equivalence, tables and sweep parts, one step of many ppbench runs
+#                          each, give the limit to each run instead (equivalence at most 180 s,
+#                          tables 120 s) and end at --deadline.
 #   --deadline SECS        the whole call's time, from its start: each step gets at most what is
 #                          left of it less 20 s (to pack the piece), a step with under 5 s left is
 #                          not started (recorded as not_run, its piece timed_out), and a piece with
@@ -747,7 +750,7 @@ json.dump({"nvtx": {"domain": "ppbench", "filter": e["NVTX_USED"] or None,
 part_equivalence() {
   prog ppbench
   local run_timeout=$(( PIECE_TIMEOUT < 180 ? PIECE_TIMEOUT : 180 ))
-  step equivalence env PPBENCH_BUNDLE_QUIET=1 python3 "$HELPERS/gpu_equivalence.py" --out-dir "$PDIR" \
+  step equivalence --no-limit env PPBENCH_BUNDLE_QUIET=1 python3 "$HELPERS/gpu_equivalence.py" --out-dir "$PDIR" \
     --filter "$EQUIV_FILTER" --run-timeout "$run_timeout" -- "${CMD[@]}"
   [ -f "$PDIR/equivalence.txt" ] && sed 's/^/    /' "$PDIR/equivalence.txt"
   if [ -f "$PDIR/equivalence.json" ]; then
@@ -761,7 +764,7 @@ json.dump({"equivalence": s}, open(sys.argv[2], "w"))' "$PDIR/equivalence.json" 
 part_tables() {
   prog ppbench
   local run_timeout=$(( PIECE_TIMEOUT < 120 ? PIECE_TIMEOUT : 120 ))
-  step tables env PPBENCH_BUNDLE_QUIET=1 python3 "$HELPERS/gpu_tables.py" --out-dir "$PDIR" \
+  step tables --no-limit env PPBENCH_BUNDLE_QUIET=1 python3 "$HELPERS/gpu_tables.py" --out-dir "$PDIR" \
     --run-timeout "$run_timeout" -- "${CMD[@]}"
   [ -f "$PDIR/gpu_tables.txt" ] && sed 's/^/    /' "$PDIR/gpu_tables.txt"
 }
@@ -818,7 +821,7 @@ part_sweep() {
   mkdir -p "$keep"
   for f in "${files[@]}"; do [ -f "$keep/$f" ] && cp "$keep/$f" "$PDIR/"; done
   # A point gets at most the piece's limit; one that hangs is an error row and the sweep goes on.
-  step sweep env "${envs[@]}" PYTHONUNBUFFERED=1 "${SWEEP_PY[@]}" "$HELPERS/sweep.py" "$spec" \
+  step sweep --no-limit env "${envs[@]}" PYTHONUNBUFFERED=1 "${SWEEP_PY[@]}" "$HELPERS/sweep.py" "$spec" \
     --ppbench "$ppbench" --out "$PDIR/cuda" --timeout "$PIECE_TIMEOUT" --fail-on-error "${only[@]}" \
     && tail -n 1 "$PDIR/sweep.log" | sed 's/^/    /'
   for f in "${files[@]}"; do [ -f "$PDIR/$f" ] && cp "$PDIR/$f" "$keep/"; done

@@ -205,6 +205,9 @@ if a[:1] == ["run"]:
         print(f"ppbench: error: {s} does not allow D={d}, N={n}", file=sys.stderr)
         sys.exit(2)
     bad = os.environ.get("FAKE_BAD", "")
+    if os.environ.get("FAKE_RUN_SECONDS"):
+        import time
+        time.sleep(float(os.environ["FAKE_RUN_SECONDS"]))
     if os.environ.get("FAKE_GPU_REFUSES") == f"D{d}":
         print(f"ppbench: error: --virtual-devices {d}: this GPU has too few SMs", file=sys.stderr)
         sys.exit(2)
@@ -498,6 +501,19 @@ def test_equivalence_a_filter_that_matches_no_case_says_so(gpu_world):
     assert "matches none of the" in out and "e.g. mlp-f32/" in out and "mlp-f32-sgd" in out
     s, _ = piece_summary(tarballs(w)["equivalence"])
     assert s["status"] == "failed"
+
+
+def test_equivalence_is_bounded_per_run_not_as_a_whole(gpu_world):
+    # Six runs of 0.6 s under a 2 s piece limit: each run is within it, the whole part is not,
+    # and only --deadline bounds the part.
+    w = gpu_world
+    w["env"]["FAKE_RUN_SECONDS"] = "0.6"
+    r = check(w, "--only", "equivalence", "--equiv-filter", "^mlp-f32/", "--piece-timeout", "2",
+              "--deadline", "120")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s, _ = piece_summary(tarballs(w)["equivalence"])
+    assert s["status"] == "passed"
+    assert s["equivalence"]["counts"] == {"passed": 6, "not_applicable": 3}
 
 
 def test_equivalence_a_refusal_only_the_gpu_run_makes_is_an_error(gpu_world):
