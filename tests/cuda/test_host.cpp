@@ -130,6 +130,50 @@ TEST(CheckMacros, FormatCarriesFileLineCallAndLibraryText) {
   EXPECT_NO_THROW(CUDA_CHECK(cudaSuccess));
 }
 
+// The fused kernels index every tensor by q's and k's sizes: a tensor of another shape or dtype is
+// refused, by name, before any launch.
+TEST(FusedAttentionShapes, EveryTensorIsCheckedAgainstQKAndV) {
+  const Shape qs{2, 8, 16, 64}, ks{2, 2, 16, 64}, rows{2, 8, 16};
+  const DTensor q = DTensor::shape_only(qs, DType::kBF16);
+  const DTensor k = DTensor::shape_only(ks, DType::kBF16), v = k;
+  const DTensor o = q, lse = DTensor::shape_only(rows, DType::kF32);
+  const auto refusal = [](auto pass) -> std::string {
+    try {
+      pass();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(refusal([&] { check_flash_forward(q, k, v, o, lse); }), "accepted");
+  EXPECT_EQ(refusal([&] { check_flash_backward(q, k, v, q, lse, lse, q, k, v); }), "accepted");
+
+  const DTensor flat = DTensor::shape_only({2 * 8 * 16}, DType::kF32);
+  const DTensor lse_bf16 = DTensor::shape_only(rows, DType::kBF16);
+  const DTensor k_f32 = DTensor::shape_only(ks, DType::kF32);
+  EXPECT_NE(refusal([&] { check_flash_forward(q, k, v, o, flat); }).find("lse must be [2, 8, 16]"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { check_flash_forward(q, k, v, o, lse_bf16); }).find("got [2, 8, 16] bf16"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { check_flash_forward(q, k, v, k, lse); }).find("o must be"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { check_flash_forward(q, k_f32, k_f32, o, lse); }).find("share a dtype"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal([&] { check_flash_backward(q, k, v, q, lse, flat, q, k, v); }).find("delta must be"),
+      std::string::npos);
+  EXPECT_NE(
+      refusal([&] { check_flash_backward(q, k, v, q, lse, lse, q, q, v); }).find("dk must be"),
+      std::string::npos);
+  EXPECT_NE(refusal([&] {
+              check_flash_backward(q, k, v, q, lse, lse, q, k, k_f32);
+            }).find("dv must be [2, 2, 16, 64] bf16"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal([&] { check_flash_backward(q, k, v, k, lse, lse, q, k, v); }).find("dO must be"),
+      std::string::npos);
+}
+
 // Memory running out is the machine's limit (exit code 3); any other failure is not.
 TEST(CheckMacros, OutOfMemoryIsTheMachinesLimit) {
   EXPECT_THROW(CUDA_CHECK(cudaErrorMemoryAllocation), DeviceOutOfMemory);

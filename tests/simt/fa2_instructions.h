@@ -76,10 +76,15 @@ inline constexpr std::size_t kSharedCapacity = 227 * 1024;
 alignas(128) inline unsigned char smem[kSharedCapacity];
 inline void fill_shared() { std::memset(smem, 0xFF, sizeof smem); }
 
+// The dynamic shared memory the launch asked for (its sharedMem bytes): an access past it faults on
+// a GPU even where the array above would hold it. The tests set it for each launch.
+inline std::size_t shared_launched = kSharedCapacity;
+
 inline unsigned char* shared_at(std::uint32_t addr, std::size_t bytes, const char* what) {
-  if (std::size_t{addr} + bytes > kSharedCapacity)
+  if (std::size_t{addr} + bytes > shared_launched)
     throw simt::SimtError(std::string(what) + ": shared address " + std::to_string(addr) + " + " +
-                          std::to_string(bytes) + " bytes is past the shared memory");
+                          std::to_string(bytes) + " bytes is past the " +
+                          std::to_string(shared_launched) + " bytes the launch asked for");
   return smem + addr;
 }
 

@@ -121,6 +121,48 @@ void reset_block(unsigned) {
   reset_copies();
 }
 
+// The launchers' launches (flash_fa2_{forward,backward}.cu): as many blocks, threads and dynamic
+// shared bytes, less `shortfall` bytes of the latter, for one launch only.
+struct SharedLaunched {
+  explicit SharedLaunched(std::size_t bytes) { shared_launched = bytes; }
+  ~SharedLaunched() { shared_launched = kSharedCapacity; }
+};
+
+template <int D>
+void launch_forward(const Shape& s, const Bf16Tensor& q, const Bf16Tensor& k, const Bf16Tensor& v,
+                    std::vector<bf16>& o, std::vector<float>& lse, float scale,
+                    simt::Interleaving interleaving = {}, std::size_t shortfall = 0) {
+  const SharedLaunched launched(ForwardTiles<D>::kSharedBytes - shortfall);
+  const Dims dims{s.batch, s.heads, s.kv_heads, s.seq};
+  simt::launch(
+      static_cast<unsigned>(forward_blocks(s.seq, std::int64_t{s.batch} * s.heads)),
+      ForwardTiles<D>::kThreads,
+      [&] {
+        fa2_forward_kernel<D>(q.bits.data(), k.bits.data(), v.bits.data(), o.data(), lse.data(),
+                              dims, scale, scale * kLog2e);
+      },
+      reset_block, interleaving);
+}
+
+template <int D>
+void launch_backward(const Shape& s, const Bf16Tensor& q, const Bf16Tensor& k, const Bf16Tensor& v,
+                     const Bf16Tensor& d_o, const std::vector<float>& lse,
+                     const std::vector<float>& delta, std::vector<float>& dq, std::vector<bf16>& dk,
+                     std::vector<bf16>& dv, float scale, simt::Interleaving interleaving = {},
+                     std::size_t shortfall = 0) {
+  const SharedLaunched launched(BackwardTiles<D>::kSharedBytes - shortfall);
+  const Dims dims{s.batch, s.heads, s.kv_heads, s.seq};
+  simt::launch(
+      static_cast<unsigned>(backward_blocks(s.seq, std::int64_t{s.batch} * s.kv_heads)),
+      BackwardTiles<D>::kThreads,
+      [&] {
+        fa2_backward_kernel<D>(q.bits.data(), k.bits.data(), v.bits.data(), d_o.bits.data(),
+                               lse.data(), delta.data(), dq.data(), dk.data(), dv.data(), dims,
+                               scale, scale * kLog2e);
+      },
+      reset_block, interleaving);
+}
+
 // What a check computed, to compare across interleavings.
 struct Outputs {
   std::vector<bf16> o, dk, dv;
@@ -145,19 +187,11 @@ Outputs check(const Shape& s, simt::Interleaving interleaving = {}) {
   const Bf16Tensor q = random_bf16(qn, gen), k = random_bf16(kn, gen), v = random_bf16(kn, gen),
                    d_o = random_bf16(qn, gen);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const Dims dims{s.batch, s.heads, s.kv_heads, s.seq};
   const Reference ref = reference(s, q.value, k.value, v.value, d_o.value, scale);
 
   std::vector<bf16> o(qn, bf16{0xFFFF});
   std::vector<float> lse(rows, NAN);
-  simt::launch(
-      static_cast<unsigned>(forward_blocks(s.seq, std::int64_t{s.batch} * s.heads)),
-      ForwardTiles<D>::kThreads,
-      [&] {
-        fa2_forward_kernel<D>(q.bits.data(), k.bits.data(), v.bits.data(), o.data(), lse.data(),
-                              dims, scale, scale * kLog2e);
-      },
-      reset_block, interleaving);
+  launch_forward<D>(s, q, k, v, o, lse, scale, interleaving);
   const std::vector<double> o_values = values_of(o);
   EXPECT_LT(relative_error(o_values, ref.o), 1e-2) << "O";
   double worst_lse = 0;
@@ -174,15 +208,7 @@ Outputs check(const Shape& s, simt::Interleaving interleaving = {}) {
   }
   std::vector<float> dq(qn, 0.0f);
   std::vector<bf16> dk(kn, bf16{0xFFFF}), dv(kn, bf16{0xFFFF});
-  simt::launch(
-      static_cast<unsigned>(backward_blocks(s.seq, std::int64_t{s.batch} * s.kv_heads)),
-      BackwardTiles<D>::kThreads,
-      [&] {
-        fa2_backward_kernel<D>(q.bits.data(), k.bits.data(), v.bits.data(), d_o.bits.data(),
-                               lse.data(), delta.data(), dq.data(), dk.data(), dv.data(), dims,
-                               scale, scale * kLog2e);
-      },
-      reset_block, interleaving);
+  launch_backward<D>(s, q, k, v, d_o, lse, delta, dq, dk, dv, scale, interleaving);
   EXPECT_LT(relative_error(std::vector<double>(dq.begin(), dq.end()), ref.dq), 1e-2) << "dQ";
   EXPECT_LT(relative_error(values_of(dk), ref.dk), 1e-2) << "dK";
   EXPECT_LT(relative_error(values_of(dv), ref.dv), 1e-2) << "dV";
@@ -230,6 +256,32 @@ TEST(Flash2Emulated, TileEdgesAndGqaGroups) {
   check<64>({1, 8, 2, 64, 64});
   check<64>({2, 4, 1, 129, 64});
   check<128>({1, 8, 1, 65, 128});
+}
+
+// Each kernel reaches the end of the shared memory its launcher asks for, and no further: 16 bytes
+// less and a copy or ldmatrix falls outside the launch's shared memory, as it would fault on a
+// GPU. (Two key tiles, so that both of the forward's stages are used.)
+template <int D>
+void check_shared_bounds() {
+  const Shape s{1, 1, 1, 128, D};
+  std::mt19937 gen(7);
+  const std::size_t n = std::size_t(s.seq) * D, rows = std::size_t(s.seq);
+  const Bf16Tensor q = random_bf16(n, gen), k = random_bf16(n, gen), v = random_bf16(n, gen),
+                   d_o = random_bf16(n, gen);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<bf16> o(n), dk(n), dv(n);
+  std::vector<float> lse(rows), delta(rows, 0.0f), dq(n, 0.0f);
+  EXPECT_NO_THROW(launch_forward<D>(s, q, k, v, o, lse, scale)) << "D" << D;
+  EXPECT_NO_THROW(launch_backward<D>(s, q, k, v, d_o, lse, delta, dq, dk, dv, scale)) << "D" << D;
+  EXPECT_THROW(launch_forward<D>(s, q, k, v, o, lse, scale, {}, 16), simt::SimtError) << "D" << D;
+  EXPECT_THROW(launch_backward<D>(s, q, k, v, d_o, lse, delta, dq, dk, dv, scale, {}, 16),
+               simt::SimtError)
+      << "D" << D;
+}
+
+TEST(Flash2Emulated, TheKernelsStayInTheSharedMemoryTheirLaunchersAskFor) {
+  check_shared_bounds<64>();
+  check_shared_bounds<128>();
 }
 
 }  // namespace

@@ -48,6 +48,16 @@ void flash_attention_backward(Context& ctx, const DTensor& q, const DTensor& k, 
                               const DTensor& dq, const DTensor& dk, const DTensor& dv, float scale,
                               FlashPath path = FlashPath::kAuto);
 
+// What the fused passes check before any launch, since their kernels index every tensor by q's
+// and k's sizes and trust it: q [B, H, S, D], k and v [B, Hkv, S, D] (Hkv divides H, B x H at
+// most 65535), one dtype; o, dO and dq as q; dk and dv as k; lse and delta [B, H, S] f32.
+// Throws std::invalid_argument naming the first tensor that differs. Host code: no GPU needed.
+void check_flash_forward(const DTensor& q, const DTensor& k, const DTensor& v, const DTensor& o,
+                         const DTensor& lse);
+void check_flash_backward(const DTensor& q, const DTensor& k, const DTensor& v, const DTensor& d_o,
+                          const DTensor& lse, const DTensor& delta, const DTensor& dq,
+                          const DTensor& dk, const DTensor& dv);
+
 // Materialised forward: writes o and returns the probabilities P [B, H, S, S] (layer dtype).
 DTensor materialised_attention_forward(Context& ctx, const DTensor& q, const DTensor& k,
                                        const DTensor& v, const DTensor& o, float scale);

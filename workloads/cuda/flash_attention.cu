@@ -427,18 +427,6 @@ Dims dims_of(const DTensor& q, const DTensor& k) {
           static_cast<int>(q.dim(3))};
 }
 
-void check_heads(const DTensor& q, const DTensor& k, const DTensor& v) {
-  require(q.shape().size() == 4 && k.shape() == v.shape() && k.shape().size() == 4 &&
-              q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2) && q.dim(3) == k.dim(3) &&
-              k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0,
-          "fused attention: expects q [B, H, S, D], k and v [B, Hkv, S, D] with Hkv dividing H, "
-          "got q " +
-              shape_text(q.shape()) + ", k " + shape_text(k.shape()));
-  require(q.dim(2) <= (std::int64_t{1} << 30) && q.dim(0) * q.dim(1) <= 65535,
-          "fused attention: batch x heads must be at most 65535, got " +
-              std::to_string(q.dim(0) * q.dim(1)));
-}
-
 [[noreturn]] void too_big(int head_dim, std::size_t limit) {
   throw std::invalid_argument("ppbench cuda kernel: fused attention: head_dim " +
                               std::to_string(head_dim) + " needs more shared memory than the " +
@@ -473,7 +461,7 @@ FlashTiles flash_backward_tiles(int head_dim, int elem_bytes, std::size_t limit)
 
 void flash_attention_forward(Context& ctx, const DTensor& q, const DTensor& k, const DTensor& v,
                              const DTensor& o, const DTensor& lse, float scale, FlashPath path) {
-  check_heads(q, k, v);
+  check_flash_forward(q, k, v, o, lse);
   const Dims dims = dims_of(q, k);
   const std::int64_t bh = q.dim(0) * q.dim(1);
   if (bh * dims.seq == 0) return;
@@ -523,7 +511,7 @@ void flash_attention_backward(Context& ctx, const DTensor& q, const DTensor& k, 
                               const DTensor& d_o, const DTensor& lse, const DTensor& delta,
                               const DTensor& dq, const DTensor& dk, const DTensor& dv, float scale,
                               FlashPath path) {
-  check_heads(q, k, v);
+  check_flash_backward(q, k, v, d_o, lse, delta, dq, dk, dv);
   const Dims dims = dims_of(q, k);
   if (q.dim(0) * q.dim(1) * dims.seq == 0) return;
   const std::size_t limit = shared_limit();

@@ -246,6 +246,10 @@ __global__ void __launch_bounds__(BackwardTiles<D>::kThreads, 1)
           pack_bf16(dv_acc[n][2 * h], dv_acc[n][2 * h + 1]);
     }
   }
+#else
+  // A build without sm_80 code, run on an sm_80+ GPU from older PTX, would dispatch here (the
+  // dispatch reads the device, not the build): fail the launch rather than leave outputs unset.
+  __trap();
 #endif
 }
 

@@ -204,6 +204,10 @@ __global__ void __launch_bounds__(ForwardTiles<D>::kThreads, ForwardTiles<D>::kM
     if ((lane & 3) == 0)
       lse[static_cast<std::int64_t>(bh) * seq + row] = m_run[r] * scale + logf(l);
   }
+#else
+  // A build without sm_80 code, run on an sm_80+ GPU from older PTX, would dispatch here (the
+  // dispatch reads the device, not the build): fail the launch rather than leave outputs unset.
+  __trap();
 #endif
 }
 
