@@ -31,4 +31,9 @@ inline void add_benchmark_context() {
 #endif
 }
 
+// stdout flushed at every line, where a file would hold it until the program ends: a benchmark
+// stopped at a time limit (gpu-check's pieces) leaves every row that finished in its log, the
+// JSON of --benchmark_format=json included, as far as it got.
+inline void line_buffered_output() { std::setvbuf(stdout, nullptr, _IOLBF, 0); }
+
 }  // namespace ppbench

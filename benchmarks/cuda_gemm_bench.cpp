@@ -16,9 +16,14 @@
 //              on c/4 (im2col K = 9 c/4), as GEMMs of N*H*W rows
 //   llama3-8b  hidden 4096, 32 q / 8 kv heads of 128, ffn 14336, vocab 128256, seq 4096, mb 1
 //
-// Timing: CUDA events around each iteration's GEMM (manual time), so the figure is device time.
+// Timing: CUDA events around a span of back-to-back launches of the GEMM (manual time, the
+// span's time over its launches), so the figure is device time. Each span waits on the GPU
+// (enqueue_delay) until the host has queued all of its launches: around a single short GEMM
+// (a 256 x 1024 x 1024 one takes about 2 us) the events would also hold the host's time to
+// launch it, 3 to 8 us with the GPU idle. A span holds enough launches for about 200 us.
 // Without a visible GPU the program prints why and exits 0 without running anything.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -28,6 +33,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench_context.h"
+#include "harness/cuda/link_delay.h"
 #include "workloads/cuda/init_fill.h"
 #include "workloads/cuda/kernels.h"
 
@@ -79,22 +85,32 @@ void run_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int6
     };
     once();  // algorithm choice and warm-up outside the timing
     CUDA_CHECK(cudaDeviceSynchronize());
-    double total_s = 0;
-    for (auto _ : state) {
+    // Device seconds per launch of a span of `launches`, the span queued behind a wait long
+    // enough for the host to launch them all (20 us each is far more than a launch takes).
+    const auto span = [&](int launches) {
+      ppbench::cuda::enqueue_delay(g.ctx->stream, 50e-6 + 20e-6 * launches);
       CUDA_CHECK(cudaEventRecord(g.start, g.ctx->stream));
-      once();
+      for (int i = 0; i < launches; ++i) once();
       CUDA_CHECK(cudaEventRecord(g.stop, g.ctx->stream));
       CUDA_CHECK(cudaEventSynchronize(g.stop));
       float ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
-      state.SetIterationTime(ms * 1e-3);
-      total_s += ms * 1e-3;
+      return ms * 1e-3 / launches;
+    };
+    const double one = span(1);
+    const int launches = static_cast<int>(std::clamp(std::ceil(200e-6 / one), 1.0, 256.0));
+    double total_s = 0;
+    for (auto _ : state) {
+      const double s = span(launches);
+      state.SetIterationTime(s);
+      total_s += s;
     }
     // From the event times themselves: Google Benchmark's rate counters divide by host CPU time.
     const double flops =
         2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
     state.counters["TFLOP/s"] =
         total_s > 0 ? flops * static_cast<double>(state.iterations()) / total_s * 1e-12 : 0.0;
+    state.counters["launches_per_span"] = launches;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
@@ -143,6 +159,7 @@ class PeakReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ppbench::line_buffered_output();
   std::string why;
   if (!ppbench::cuda::has_gpu(&why)) {
     std::printf("cuda_gemm_bench: skipped, no CUDA device visible (%s)\n", why.c_str());

@@ -352,6 +352,7 @@ std::string part_name(const std::string& part) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ppbench::line_buffered_output();
   std::string why;
   if (!has_gpu(&why)) {
     std::printf("cuda_layer_bench: skipped, no CUDA device visible (%s)\n", why.c_str());

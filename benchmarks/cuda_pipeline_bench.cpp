@@ -25,18 +25,21 @@
 //   rate(D), how much longer the same work took on a partition while the others ran beside it
 //   than on that partition alone (shared L2, memory bandwidth and power: 1 if partitions were
 //   isolated machines). efficiency = (1 - measured_bubble) / ((1 - theory_bubble) x slowdown).
+//   The one-partition run's own gaps between actions count as its compute here (so that the
+//   identity holds); its measured bubble is in its kept record.
 //   pipeline_efficiency = (1 - measured_bubble) / (1 - theory_bubble), the schedule's and the
 //   executor's share alone, and replayed_bubble, the simulator's replay of the step with its own
 //   measured per-op costs: a measured bubble close to the replay is the costs' doing (a stage
 //   slowed more than its FLOPs say), one far above it the executor's.
 //   samples_per_s, samples_per_s_one_partition, theory_bubble, closed_form_bubble,
-//   measured_bubble, sms_per_partition, partitions_as_requested (the driver granted k SMs each).
+//   measured_bubble, sms_per_partition, partitions_as_requested (the driver granted k SMs each),
+//   kept (1: both runs' files were written where PPBENCH_BENCH_KEEP_DIR says, or it is unset).
 //
 // BM_Fidelity/<schedule>/D4/N8 (every family; interleaved-1f1b with v = 2): the bubble_fraction
 // measured on the GPU beside the simulator replaying the same step's measured per-op costs
 // (ppbench's run record holds both, as for benchmarks/bubble_fidelity on CPU threads). Counters
 // measured_bubble, predicted_bubble, gap_pp (measured - predicted, percentage points; goal
-// within 3), within_3pp.
+// within 3), within_3pp, kept.
 //
 // Where PPBENCH_BENCH_KEEP_DIR names a folder (gpu-check sets it), every run of BM_Scaling and
 // BM_Fidelity keeps its record, trace and measured profile (per-op means, as the replay takes
@@ -52,15 +55,19 @@
 // transport's device-to-device copies and host hand-over, the trace. Counters:
 //   us_per_rank_action = wall per step x D / actions: how much every action lengthens its rank's
 //       timeline (goal < 10 us; under_10us); it includes starting and joining the D host threads
-//       of a step, which is why N = 128 is the fairer row;
+//       of a step, which is why N = 128 is the fairer row, and reading back each action's timing
+//       events into the trace;
 //   gpu_us_per_rank_action: the same from the GPU timeline (first to last event of the step),
 //       without the host threads' start-up and the final synchronisation;
 //   us_per_action = wall / actions; compute_us, handoff_us: mean compute and transfer event on
-//       the GPU timeline; actions (DualPipe's overlapped pairs count once).
+//       the GPU timeline; actions (DualPipe's overlapped pairs count once); per_action_timing (0:
+//       the driver refused a graph's timing events, and the GPU-timeline counters are empty).
 // At D = 1 the rank has the whole GPU (no partition), so that its row stands beside
 // BM_OverheadGraph/<schedule>/D1/N<N>: the same step captured once as a CUDA graph
 // (--cuda-graph, docs/cuda-graphs.md) and launched again each iteration, where the executor's
-// cost is the graph's launch and its timing-event nodes (goal < 3 us; under_3us). --cuda-graph
+// cost is the graph's launch and its timing-event nodes: graph_us_per_rank_action, from the
+// graphs' launch to their completion, with no host walk and no read-back (goal < 3 us;
+// under_3us); its us_per_rank_action holds the read-back too. --cuda-graph
 // runs one rank per GPU (--gpus), so on a GPU lent alone D = 1 is where it can be measured.
 #include <algorithm>
 #include <chrono>
@@ -148,8 +155,8 @@ std::size_t arena_bytes(const WorkloadSpec& spec, int devices, int microbatches)
 // Keeps a run's record, trace and measured profile as <what>-<schedule>-D<D>-N<N>.*.json where
 // PPBENCH_BENCH_KEEP_DIR says (nothing when it is unset or empty). The runs here use run_cuda's
 // default partition, so the profile's stages are that partition's.
-void keep_run(const std::string& what, const ScheduleParams& params, const WorkloadSpec& spec,
-              const RunOutput& out) {
+void write_kept_run(const std::string& what, const ScheduleParams& params, const WorkloadSpec& spec,
+                    const RunOutput& out) {
   const char* dir = std::getenv("PPBENCH_BENCH_KEEP_DIR");
   if (dir == nullptr || *dir == '\0') return;
   const std::string base = std::string(dir) + "/" + what + "-" + params.name + "-D" +
@@ -172,6 +179,20 @@ void keep_run(const std::string& what, const ScheduleParams& params, const Workl
            .dump(1));
 }
 
+// write_kept_run, whose failure (a full disk, a profile it cannot make) costs the files, not
+// the row measured: said on stderr, and false for the row's `kept` counter.
+bool keep_run(const std::string& what, const ScheduleParams& params, const WorkloadSpec& spec,
+              const RunOutput& out) {
+  try {
+    write_kept_run(what, params, spec, out);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_pipeline_bench: %s-%s D=%d N=%d kept nothing: %s\n", what.c_str(),
+                 params.name.c_str(), params.devices, params.microbatches, e.what());
+    return false;
+  }
+}
+
 RunOutput run_1f1b(const WorkloadSpec& spec, int devices, int microbatches, int partition_sms) {
   CudaRunOptions o;
   o.run.schedule = {"1f1b", devices, microbatches, 0, 0};
@@ -192,10 +213,10 @@ void BM_Scaling(benchmark::State& state, int devices) {
       // partition's starts, so the two never hold the GPU or the host's memory together.
       double rate = 0, step_s = 0, measured_bubble = 0, replayed_bubble = 0;
       int k = 0;
-      bool as_requested = false;
+      bool as_requested = false, kept = true;
       {
         const RunOutput piped = run_1f1b(spec, devices, kMicrobatches, 0);
-        keep_run("scaling", {"1f1b", devices, kMicrobatches, 0, 0}, spec, piped);
+        kept = keep_run("scaling", {"1f1b", devices, kMicrobatches, 0, 0}, spec, piped);
         const nlohmann::json& parts = piped.record["gpu"]["partitions"];
         k = parts["requested"]["sms_per_partition"].get<int>();
         as_requested = parts["as_requested"].get<bool>();
@@ -209,8 +230,9 @@ void BM_Scaling(benchmark::State& state, int devices) {
         // The same work on one partition of the same k SMs, the others idle: against the
         // pipelined run's trace, which op slows most while the partitions share the GPU.
         const RunOutput one = run_1f1b(spec, 1, kMicrobatches, k);
-        keep_run("scaling-one-partition-of-D" + std::to_string(devices),
-                 {"1f1b", 1, kMicrobatches, 0, 0}, spec, one);
+        kept = keep_run("scaling-one-partition-of-D" + std::to_string(devices),
+                        {"1f1b", 1, kMicrobatches, 0, 0}, spec, one) &&
+               kept;
         rate_one = one.record["throughput"]["samples_per_s"].get<double>();
       }
 
@@ -232,6 +254,7 @@ void BM_Scaling(benchmark::State& state, int devices) {
       state.counters["sms_per_partition"] = k;
       state.counters["partitions_as_requested"] = as_requested ? 1 : 0;
       state.counters["layers"] = kLayersPerStage * (devices - 1);
+      state.counters["kept"] = kept ? 1 : 0;
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());  // e.g. not enough SMs for D partitions, out of memory
       return;
@@ -252,7 +275,7 @@ void BM_Fidelity(benchmark::State& state, ScheduleParams params) {
       o.run.warmup = 1;
       o.virtual_devices = params.devices;
       const RunOutput out = run_cuda(spec, o);
-      keep_run("fidelity", params, spec, out);
+      const bool kept = keep_run("fidelity", params, spec, out);
       const double measured = out.record["measured"]["bubble_fraction"].get<double>();
       const double predicted = out.record["predicted"]["bubble_fraction"].get<double>();
       const double gap = measured - predicted;
@@ -261,6 +284,7 @@ void BM_Fidelity(benchmark::State& state, ScheduleParams params) {
       state.counters["predicted_bubble"] = predicted;
       state.counters["gap_pp"] = 100 * gap;
       state.counters["within_3pp"] = std::abs(100 * gap) <= 3 ? 1 : 0;
+      state.counters["kept"] = kept ? 1 : 0;
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());
       return;
@@ -327,13 +351,21 @@ void BM_Overhead(benchmark::State& state, const ScheduleParams& params, cuda::St
     executor.run_step();  // first use: stream, event and copy-path set-up; eager, before a capture
     if (graph) executor.run_step(mode);  // the capture (and its first launch), not measured
 
-    double wall = 0, gpu_span = 0, compute_s = 0, handoff_s = 0;
+    double wall = 0, gpu_span = 0, compute_s = 0, handoff_s = 0, graph_s = 0;
     std::size_t compute_n = 0, handoff_n = 0;
+    bool per_action_timing = true;
     for (auto _ : state) {
+      // The wall time holds the whole of run_step: the ranks' walks (or the graphs' launches),
+      // and reading back each action's timing events into the trace, which every step that
+      // records its trace pays.
       const auto t0 = WallClock::now();
       const cuda::CudaStepRecord record = executor.run_step(mode);
       wall += std::chrono::duration<double>(WallClock::now() - t0).count();
-      state.PauseTiming();  // reading the trace is not the executor's cost
+      state.PauseTiming();  // summing the trace here is the benchmark's own cost
+      if (record.graph) {
+        graph_s += record.graph->step_seconds;
+        per_action_timing = per_action_timing && record.graph->per_action_timing;
+      }
       gpu_span += makespan_of(record.trace);
       for (const ComputeEvent& e : record.trace.compute) compute_s += e.end - e.start;
       for (const CommEvent& e : record.trace.comm) handoff_s += e.end - e.start;
@@ -344,11 +376,25 @@ void BM_Overhead(benchmark::State& state, const ScheduleParams& params, cuda::St
     const double steps =
         static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
     const double actions = static_cast<double>(s.action_count());
-    const double per_rank = 1e6 * wall / steps * params.devices / actions;
+    const auto per_rank_action = [&](double seconds) {
+      return 1e6 * seconds / steps * params.devices / actions;
+    };
+    const double per_rank = per_rank_action(wall);
     state.counters["us_per_rank_action"] = per_rank;
-    state.counters["gpu_us_per_rank_action"] = 1e6 * gpu_span / steps * params.devices / actions;
+    state.counters["gpu_us_per_rank_action"] = per_rank_action(gpu_span);
     state.counters["us_per_action"] = 1e6 * wall / steps / actions;
-    state.counters[graph ? "under_3us" : "under_10us"] = per_rank < (graph ? 3 : 10) ? 1 : 0;
+    // 0: the driver refused the graph's timing events, and the trace (gpu_us_per_rank_action,
+    // compute_us, handoff_us) is empty; the graph's own launch-to-completion time still counts.
+    state.counters["per_action_timing"] = per_action_timing ? 1 : 0;
+    if (graph) {
+      // A replayed step's cost is its graphs' launch to completion: no host walk, and no
+      // read-back of the timings, which the wall time above holds.
+      const double replay = per_rank_action(graph_s);
+      state.counters["graph_us_per_rank_action"] = replay;
+      state.counters["under_3us"] = replay < 3 ? 1 : 0;
+    } else {
+      state.counters["under_10us"] = per_rank < 10 ? 1 : 0;
+    }
     state.counters["compute_us"] = compute_n ? 1e6 * compute_s / static_cast<double>(compute_n) : 0;
     state.counters["handoff_us"] = handoff_n ? 1e6 * handoff_s / static_cast<double>(handoff_n) : 0;
     state.counters["actions"] = actions;
@@ -384,7 +430,8 @@ std::string name_of(const char* bench, const ScheduleParams& p) {
 // milliseconds of empty steps. Fixed, because each call of the function builds the partitions,
 // arenas and executor again, and Google Benchmark's search for an iteration count (MinTime)
 // would call it four or five times per repetition: minutes over the 62 rows, where gpu-check
-// gives the program one step limit and a program stopped at it leaves no JSON.
+// gives the program one step limit and a program stopped at it leaves no --benchmark_out file
+// (its log keeps the rows that finished: main() line-buffers stdout).
 constexpr int kOverheadMicrobatches = 2560;
 
 // Wall clock: the ranks' host threads and the GPU are what is measured, not this thread's CPU
@@ -444,6 +491,7 @@ bool listing_only(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  line_buffered_output();
   const bool listing = listing_only(argc, argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;

@@ -693,7 +693,10 @@ part_torch() {
   # cuda_gemm_bench's square GEMMs, where it ran too, are a GEMM peak for MFU beside torch.mm's.
   local layer="$RUN_DIR/benchmarks/cuda_layer_bench.json"
   local gemm="$RUN_DIR/benchmarks/cuda_gemm_bench.json" gemm_args=()
-  [ -s "$gemm" ] && gemm_args=(--gemm "$gemm")
+  # Only a whole JSON: a program stopped at its limit leaves a cut one, which would fail the
+  # comparison of the two layers as well.
+  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$gemm" 2>/dev/null \
+    && gemm_args=(--gemm "$gemm")
   if [ -s "$layer" ] && [ -s "$PDIR/torch_reference.json" ]; then
     step compare-torch python3 "$HELPERS/compare_torch.py" "$layer" "$PDIR/torch_reference.json" \
       "${gemm_args[@]}" --out "$PDIR/layer_vs_torch.json"
