@@ -20,7 +20,8 @@
 // span's time over its launches), so the figure is device time. Each span waits on the GPU
 // (enqueue_delay) until the host has queued all of its launches: around a single short GEMM
 // (a 256 x 1024 x 1024 one takes about 2 us) the events would also hold the host's time to
-// launch it, 3 to 8 us with the GPU idle. A span holds enough launches for about 200 us.
+// launch it, 3 to 8 us with the GPU idle. A span holds enough launches for about 200 us; a row
+// times 30 spans (kSpans).
 // Without a visible GPU the program prints why and exits 0 without running anything.
 #include <algorithm>
 #include <cmath>
@@ -86,9 +87,9 @@ void run_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int6
     once();  // algorithm choice and warm-up outside the timing
     CUDA_CHECK(cudaDeviceSynchronize());
     // Device seconds per launch of a span of `launches`, the span queued behind a wait long
-    // enough for the host to launch them all (20 us each is far more than a launch takes).
+    // enough for the host to launch them all (10 us each, more than a cuBLASLt launch takes).
     const auto span = [&](int launches) {
-      ppbench::cuda::enqueue_delay(g.ctx->stream, 50e-6 + 20e-6 * launches);
+      ppbench::cuda::enqueue_delay(g.ctx->stream, 50e-6 + 10e-6 * launches);
       CUDA_CHECK(cudaEventRecord(g.start, g.ctx->stream));
       for (int i = 0; i < launches; ++i) once();
       CUDA_CHECK(cudaEventRecord(g.stop, g.ctx->stream));
@@ -119,6 +120,11 @@ void run_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int6
   state.counters["n"] = static_cast<double>(n);
   state.counters["k"] = static_cast<double>(k);
 }
+
+// Timed spans per row, each about 200 us or one GEMM, whichever is longer: a fixed count, as
+// Google Benchmark's search for one (0.5 s of measured time) would spend seconds of waits on
+// each short GEMM's row.
+constexpr int kSpans = 30;
 
 struct Shape3 {
   const char* workload;
@@ -177,6 +183,7 @@ int main(int argc, char** argv) {
                                             0.0f);
                                  })
         ->UseManualTime()
+        ->Iterations(kSpans)
         ->Unit(benchmark::kMicrosecond);
   }
   for (const Shape3& sh : kShapes) {
@@ -188,17 +195,20 @@ int main(int argc, char** argv) {
           (base + "F" + dt).c_str(),
           [s, t](benchmark::State& st) { run_gemm(st, s.m, s.n, s.k, false, true, t, t, 0.0f); })
           ->UseManualTime()
+          ->Iterations(kSpans)
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(
           (base + "I" + dt).c_str(),
           [s, t](benchmark::State& st) { run_gemm(st, s.m, s.k, s.n, false, false, t, t, 0.0f); })
           ->UseManualTime()
+          ->Iterations(kSpans)
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((base + "W" + dt).c_str(),
                                    [s, t](benchmark::State& st) {
                                      run_gemm(st, s.n, s.k, s.m, true, false, t, DType::kF32, 1.0f);
                                    })
           ->UseManualTime()
+          ->Iterations(kSpans)
           ->Unit(benchmark::kMicrosecond);
     }
   }
