@@ -126,6 +126,11 @@ void run_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int6
 // each short GEMM's row.
 constexpr int kSpans = 30;
 
+// Every row: the spans' own device time, kSpans of them.
+void timed_in_spans(benchmark::internal::Benchmark* b) {
+  b->UseManualTime()->Iterations(kSpans)->Unit(benchmark::kMicrosecond);
+}
+
 struct Shape3 {
   const char* workload;
   const char* op;
@@ -182,34 +187,22 @@ int main(int argc, char** argv) {
                                    run_gemm(s, n, n, n, false, false, DType::kBF16, DType::kBF16,
                                             0.0f);
                                  })
-        ->UseManualTime()
-        ->Iterations(kSpans)
-        ->Unit(benchmark::kMicrosecond);
+        ->Apply(timed_in_spans);
   }
   for (const Shape3& sh : kShapes) {
     for (DType t : {DType::kBF16, DType::kF32}) {
       const std::string base = std::string("BM_Gemm/") + sh.workload + "/" + sh.op + "/";
       const std::string dt = "/" + ppbench::cuda::dtype_name(t);
       const Shape3 s = sh;
-      benchmark::RegisterBenchmark(
-          (base + "F" + dt).c_str(),
-          [s, t](benchmark::State& st) { run_gemm(st, s.m, s.n, s.k, false, true, t, t, 0.0f); })
-          ->UseManualTime()
-          ->Iterations(kSpans)
-          ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(
-          (base + "I" + dt).c_str(),
-          [s, t](benchmark::State& st) { run_gemm(st, s.m, s.k, s.n, false, false, t, t, 0.0f); })
-          ->UseManualTime()
-          ->Iterations(kSpans)
-          ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark((base + "W" + dt).c_str(),
-                                   [s, t](benchmark::State& st) {
-                                     run_gemm(st, s.n, s.k, s.m, true, false, t, DType::kF32, 1.0f);
-                                   })
-          ->UseManualTime()
-          ->Iterations(kSpans)
-          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((base + "F" + dt).c_str(), [s, t](benchmark::State& st) {
+        run_gemm(st, s.m, s.n, s.k, false, true, t, t, 0.0f);
+      })->Apply(timed_in_spans);
+      benchmark::RegisterBenchmark((base + "I" + dt).c_str(), [s, t](benchmark::State& st) {
+        run_gemm(st, s.m, s.k, s.n, false, false, t, t, 0.0f);
+      })->Apply(timed_in_spans);
+      benchmark::RegisterBenchmark((base + "W" + dt).c_str(), [s, t](benchmark::State& st) {
+        run_gemm(st, s.n, s.k, s.m, true, false, t, DType::kF32, 1.0f);
+      })->Apply(timed_in_spans);
     }
   }
   PeakReporter reporter;
