@@ -430,8 +430,8 @@ std::string name_of(const char* bench, const ScheduleParams& p) {
 // milliseconds of empty steps. Fixed, because each call of the function builds the partitions,
 // arenas and executor again, and Google Benchmark's search for an iteration count (MinTime)
 // would call it four or five times per repetition: minutes over the 62 rows, where gpu-check
-// gives the program one step limit and a program stopped at it leaves no --benchmark_out file
-// (its log keeps the rows that finished: main() line-buffers stdout).
+// gives the program one step limit and a program stopped at it leaves a cut --benchmark_out file
+// (gpu-check keeps the rows that finished from its log: main() line-buffers stdout).
 constexpr int kOverheadMicrobatches = 2560;
 
 // Wall clock: the ranks' host threads and the GPU are what is measured, not this thread's CPU

@@ -36,9 +36,9 @@ LIMIT_MIB=64
 # The programs of the bundle, in one place.
 TARGETS=(ppbench ppbench-cuda cuda_kernel_tests cuda_exec_tests cuda_gemm_bench cuda_layer_bench cuda_pipeline_bench)
 # What gpu-check.sh needs at run time besides the programs (read them: these are their imports).
-HELPERS=(gtest_summary.py gpu_equivalence.py gpu_tables.py gpu_runs.py gpipe_tables.py
-         gpipe_tables_data.py torch_reference.py compare_torch.py compare_perf.py results_io.py
-         script_cli.py sweep.py sweep_point.py sweep_process.py sweep_records.py sweep_spec.py)
+HELPERS=(gtest_summary.py benchmark_rows.py gpu_equivalence.py gpu_tables.py gpu_runs.py
+         gpipe_tables.py gpipe_tables_data.py torch_reference.py compare_torch.py compare_perf.py
+         results_io.py script_cli.py sweep.py sweep_point.py sweep_process.py sweep_records.py sweep_spec.py)
 SWEEP_FILES=(benchmarks/sweeps/cuda.json benchmarks/sweeps/sweep.schema.json)
 # sweep.py checks its spec with jsonschema, which GPU images often lack (the lent H100s' do): its
 # wheels and their needs travel along, for each CPython a target may run (rpds-py is compiled per

@@ -656,7 +656,15 @@ part_benchmarks() {
       --benchmark_out="$PDIR/$t.json"
     local rc=$?
     rmdir "$PDIR/kept" 2>/dev/null  # kept nothing
-    [ $rc -eq 0 ] || continue
+    if [ $rc -ne 0 ]; then
+      # Stopped at its limit (or crashed): the --benchmark_out file is cut or missing, and the
+      # log holds the rows that finished. They are kept as one whole JSON marked "cut".
+      local kept
+      kept="$(python3 "$HELPERS/benchmark_rows.py" --json "$PDIR/$t.json" \
+              --log "$PDIR/bench-$t.log" --out "$PDIR/$t.json" 2>&1)"
+      log "$PIECE: bench-$t: $kept"
+      continue
+    fi
     if grep -q "no CUDA device visible" "$PDIR/bench-$t.log"; then
       # It ran nothing and wrote no JSON: say that, not the missing file.
       log "$PIECE: bench-$t: saw no CUDA device although nvidia-smi lists one (see bench-$t.log)"
@@ -693,10 +701,10 @@ part_torch() {
   # cuda_gemm_bench's square GEMMs, where it ran too, are a GEMM peak for MFU beside torch.mm's.
   local layer="$RUN_DIR/benchmarks/cuda_layer_bench.json"
   local gemm="$RUN_DIR/benchmarks/cuda_gemm_bench.json" gemm_args=()
-  # Only a whole JSON: a program stopped at its limit leaves a cut one, which would fail the
-  # comparison of the two layers as well.
-  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$gemm" 2>/dev/null \
-    && gemm_args=(--gemm "$gemm")
+  # Only a whole run: the rows kept from a program stopped at its limit ("cut") may lack the
+  # large GEMMs, and their best would understate the peak.
+  python3 -c 'import json, sys; sys.exit("cut" in json.load(open(sys.argv[1])))' "$gemm" \
+    2>/dev/null && gemm_args=(--gemm "$gemm")
   if [ -s "$layer" ] && [ -s "$PDIR/torch_reference.json" ]; then
     step compare-torch python3 "$HELPERS/compare_torch.py" "$layer" "$PDIR/torch_reference.json" \
       "${gemm_args[@]}" --out "$PDIR/layer_vs_torch.json"

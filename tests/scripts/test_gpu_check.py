@@ -745,6 +745,36 @@ def test_what_a_benchmark_keeps_is_packed_with_its_json(gpu_world):
     assert any(n.endswith("/cuda_gemm_bench.json") for n in names)
 
 
+FAKE_BENCH_STOPPED = r"""#!/usr/bin/env python3
+import json, sys, time
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark_out="))
+rows = [{"name": "BM_Layer/F", "real_time": 1.0}, {"name": "BM_Layer/I", "real_time": 2.0}]
+text = json.dumps({"context": {"host_name": "vm"}, "benchmarks": rows}, indent=2)
+cut = text[:text.index('"BM_Layer/I"') + 5]  # stopped while writing the second row
+open(out, "w").write(cut[:20])  # what of the file stream's buffer reached the disk
+print(cut[:text.index('"BM_Layer/I"')], flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_benchmark_stopped_at_its_limit_keeps_its_finished_rows(gpu_world):
+    # The piece's limit stops the program mid-row: the rows that finished are in the tarball as
+    # one whole JSON marked "cut", and the step is timed out.
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "cuda_layer_bench",
+              FAKE_BENCH_STOPPED.replace("/usr/bin/env python3", sys.executable))
+    r = check(w, "--only", "benchmarks", "--piece-timeout", "2", timeout=40)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ("bench-cuda_layer_bench: cut: 1 finished rows kept from the log, the last BM_Layer/F"
+            in r.stdout)
+    s, files = piece_summary(tarballs(w)["benchmarks"])
+    assert s["status"] == "timed_out" and s["timed_out"] == ["bench-cuda_layer_bench"]
+    kept = json.loads(next(v for k, v in files.items() if k.endswith("/cuda_layer_bench.json")))
+    assert kept == {"context": {"host_name": "vm"},
+                    "benchmarks": [{"name": "BM_Layer/F", "real_time": 1.0}],
+                    "cut": {"source": "log", "rows": 1}}
+
+
 def test_a_benchmark_that_sees_no_gpu_fails_the_piece_and_says_so(gpu_world):
     # A driver older than the bundle's CUDA runtime: the program says so, runs nothing, writes
     # no JSON and exits 0. The console names that, not the JSON file it did not write.
