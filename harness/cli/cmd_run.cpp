@@ -289,15 +289,24 @@ Command add_run(CLI::App& parent) {
       exec_program_beside(cuda_program_name(), "--backend cuda", "CUDA (no nvcc found)");
 #endif
     // Refuse an unwritable output before spending the run on it (nothing is created or
-    // truncated here), then a size that cannot fit.
-    OutputTarget trace_out, results;
-    if (st->trace_option->count() > 0)
-      trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
-    if (st->results_option->count() > 0)
-      results = check_output("--results", st->results, OutputMode::kAppend);
-    OutputTarget profile_out;
-    if (st->profile_option->count() > 0)
-      profile_out = check_output("--profile-out", st->profile_out, OutputMode::kReplace);
+    // truncated here), then a size that cannot fit. Across processes only process 0 writes, so
+    // only it looks at the paths (another node need not have their folder); every process still
+    // knows which ask for stdout, for the refusals below that all of them must make alike.
+    const bool writer = !multi_process || launch.rank <= 0;  // -1: the launcher does not say
+    const auto output = [&](const CLI::Option* given, const char* flag, const std::string& path,
+                            OutputMode mode) {
+      OutputTarget t;
+      if (given->count() == 0) return t;
+      if (writer) return check_output(flag, path, mode);
+      if (path == "-") t.kind = OutputTarget::Kind::kStdout;
+      return t;
+    };
+    const OutputTarget trace_out =
+        output(st->trace_option, "--trace-out", st->trace_out, OutputMode::kReplace);
+    const OutputTarget results =
+        output(st->results_option, "--results", st->results, OutputMode::kAppend);
+    const OutputTarget profile_out =
+        output(st->profile_option, "--profile-out", st->profile_out, OutputMode::kReplace);
     if (trace_out.is_stdout() && results.is_stdout())
       throw UsageError(
           "--trace-out - and --results - both ask for stdout: give one of them a file");

@@ -33,10 +33,7 @@ void summarize_on_device(const GpuDevices& devices,
     devices.rank(first.rank).make_current();
     GpuPipelineRank& home = *ranks[static_cast<std::size_t>(first.rank)];
     cuda::Context& ctx = home.context();
-    // Scratch from the home rank's activation arena, which the finished step left empty:
-    // 2 * kStatsBlocks doubles, held as twice as many f32 elements.
-    cuda::DTensor partials(home.activations(), {2 * cuda::kStatsBlocks * 2}, cuda::DType::kF32,
-                           "gradient statistics");
+    DeviceGradientStats reduce(home);
     std::int64_t largest = 0;
     for (const auto& [layer, params] : first.layers)
       for (const cuda::Param* p : params) largest = std::max(largest, p->grad.numel());
@@ -62,15 +59,25 @@ void summarize_on_device(const GpuDevices& devices,
           }
           x = sum.as<float>();
         }
-        const cuda::VectorStats v = cuda::vector_stats(ctx, x, g.numel(), partials.as<double>());
-        stats.sum_squares += v.sum_squares;
-        stats.sum += v.sum;
-        stats.elements += g.numel();
+        reduce.add(stats, x, g.numel());
       }
   }
 }
 
 }  // namespace
+
+// 2 * kStatsBlocks doubles of scratch, held as twice as many f32 elements.
+DeviceGradientStats::DeviceGradientStats(GpuPipelineRank& home)
+    : ctx_(home.context()),
+      partials_(home.activations(), {2 * cuda::kStatsBlocks * 2}, cuda::DType::kF32,
+                "gradient statistics") {}
+
+void DeviceGradientStats::add(PartGradients& stats, const float* grad, std::int64_t n) {
+  const cuda::VectorStats v = cuda::vector_stats(ctx_, grad, n, partials_.as<double>());
+  stats.sum_squares += v.sum_squares;
+  stats.sum += v.sum;
+  stats.elements += n;
+}
 
 void summarize_gradients(const WorkloadSpec& spec, const GpuDevices& devices,
                          const std::vector<std::unique_ptr<GpuPipelineRank>>& ranks, int parts,

@@ -5,6 +5,7 @@
 // the CPU backend's layout (for tests and --check, which compare them tensor by tensor).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -13,6 +14,19 @@
 #include "harness/cuda/gpu_model.h"
 
 namespace ppbench::cuda {
+
+// The sums of squares and the sums of f32 gradients, reduced in double on the device of the rank
+// `home` (its compute context; scratch from its activation arena, which a finished step leaves
+// empty): only the two scalars cross to the host.
+class DeviceGradientStats {
+ public:
+  explicit DeviceGradientStats(GpuPipelineRank& home);
+  void add(PartGradients& stats, const float* grad, std::int64_t n);
+
+ private:
+  cuda::Context& ctx_;
+  cuda::DTensor partials_;
+};
 
 // Every rank's compute stream must be idle (the step synchronised).
 void summarize_gradients(const WorkloadSpec& spec, const GpuDevices& devices,

@@ -48,14 +48,18 @@ void run_rank_threads(int ranks, StepErrors& errors, const std::function<void(in
 void StepErrors::fail(int rank, const std::exception& e) {
   const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
                       dynamic_cast<const OutOfMemory*>(&e) != nullptr;
-  fail(memory ? StepFailure::kOutOfMemory : StepFailure::kWork, rank,
-       "rank " + std::to_string(rank) + ": " + e.what());
+  const bool machine = dynamic_cast<const EnvironmentError*>(&e) != nullptr;
+  const StepFailure kind = memory    ? StepFailure::kOutOfMemory
+                           : machine ? StepFailure::kEnvironment
+                                     : StepFailure::kWork;
+  fail(kind, rank, "rank " + std::to_string(rank) + ": " + e.what());
 }
 
 void StepErrors::rethrow(const std::string& context) const {
   std::lock_guard lock(mutex_);
   if (!failed_) return;
   if (kind_ == StepFailure::kOutOfMemory) throw OutOfMemory(context + message_);
+  if (kind_ == StepFailure::kEnvironment) throw EnvironmentError(context + message_);
   throw ExecutionError(kind_, rank_, context + message_);
 }
 

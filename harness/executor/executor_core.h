@@ -52,6 +52,7 @@ enum class StepFailure {
   kWork,         // a pass, a transfer or a device call failed on a rank
   kCapture,      // capturing the step as CUDA graphs failed
   kOutOfMemory,  // a rank ran out of host or device memory: the machine's limit
+  kEnvironment,  // the machine failed under a rank: its MPI or NCCL library, a driver, a peer
 };
 
 class ExecutionError : public std::runtime_error {
@@ -73,7 +74,8 @@ class StepErrors {
   explicit StepErrors(std::function<void()> abort) : abort_(std::move(abort)) {}
 
   // What rank r threw: "rank r: <what>", of kind kOutOfMemory where memory ran out
-  // (std::bad_alloc, ppbench::OutOfMemory), else kWork.
+  // (std::bad_alloc, ppbench::OutOfMemory), kEnvironment where the machine failed under it (any
+  // other ppbench::EnvironmentError: an MPI or NCCL call, say), else kWork.
   void fail(int rank, const std::exception& e);
 
   void fail(StepFailure kind, int rank, const std::string& message) {
@@ -97,7 +99,8 @@ class StepErrors {
     message_.clear();
   }
   // Throws the first failure, `context` prefixed to its message: as an ExecutionError, or as
-  // ppbench::OutOfMemory where memory ran out, so that the run ends as the machine's limit.
+  // ppbench::OutOfMemory where memory ran out and ppbench::EnvironmentError where the machine
+  // failed, so that the run ends as the machine's problem (exit code 3), not a failed step.
   void rethrow(const std::string& context = "") const;
 
  private:

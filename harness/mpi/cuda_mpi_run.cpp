@@ -10,6 +10,7 @@
 #include "harness/cuda/cuda_executor.h"
 #include "harness/cuda/gpu_devices.h"
 #include "harness/cuda/gpu_model.h"
+#include "harness/cuda/grad_summary.h"
 #include "harness/cuda/local_gpu.h"
 #include "harness/cuda/nccl_api.h"
 #include "harness/cuda/nccl_comm.h"
@@ -21,6 +22,7 @@
 #include "harness/mpi/launch_check.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/nccl_bootstrap.h"
+#include "harness/mpi/part_gradients.h"
 #include "harness/mpi/wire.h"
 #include "schedules/validate.h"
 #include "workloads/cuda/check.h"
@@ -147,13 +149,15 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
                           .node_leader = world.node_leader(),
                           .local_rank = world.local_rank()};
   const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
-  const auto grads = mpi::gather_bytes(
-      world.comm(), grid.replica == 0
-                        ? mpi::encode_gradients(rank.params_by_layer(),
-                                                [](const cuda::Param& p) {
-                                                  return cuda::download_cpu_layout(p, p.grad);
-                                                })
-                        : std::vector<char>{});
+  cuda::DeviceGradientStats on_device(rank);
+  mpi::replica0_gradients(
+      spec, s.placement, grid, world.comm(), static_cast<int>(plan.stages.size()),
+      o.run.keep_gradients || o.run.check, out.report, rank.params_by_layer(),
+      [](const cuda::Param& p) { return cuda::download_cpu_layout(p, p.grad); },
+      [&](PartGradients& stats, const cuda::Param& p) {
+        on_device.add(stats, p.grad.as<float>(), p.grad.numel());
+      },
+      out.values);
   if (!out.report) return out;
 
   const std::vector<mpi::ProcessReport> procs = mpi::decode_reports(reports, d);
@@ -164,8 +168,6 @@ RunOutput run_job(const WorkloadSpec& spec, const CudaRunOptions& o, const DataP
     peaks.push_back(procs[static_cast<std::size_t>(p)].held.activations);
     held_by_rank.push_back(procs[static_cast<std::size_t>(p)].held);
   }
-  mpi::summarize_replica0_gradients(spec, grads, d, static_cast<int>(plan.stages.size()),
-                                    o.run.keep_gradients || o.run.check, out.values);
 
   nlohmann::json r = run_record({&spec, &s, &plan, o.run.seed, false, timings, &replica0,
                                  out.values, dp.replicas, dp.overlap},

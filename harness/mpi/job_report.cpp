@@ -9,36 +9,36 @@
 #include "harness/backends/cpu/cpu_run.h"
 #include "harness/metrics.h"
 #include "harness/mpi/mpi_session.h"
+#include "harness/mpi/mpi_types.h"
 
 namespace ppbench::mpi {
 
-// Every process's bytes on process 0 (in process order); elsewhere, nothing.
+// Every process's bytes on process 0 (in process order); elsewhere, nothing. Point to point, in
+// pieces: a collective's int counts would cap a record (a kept model's gradients) at 2 GiB.
 std::vector<std::vector<char>> gather_bytes(MPI_Comm comm, const std::vector<char>& mine) {
+  constexpr int kTag = 7200;
   int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw EnvironmentError("a process's record is larger than one MPI message may be");
-  int n = static_cast<int>(mine.size());
-  std::vector<int> sizes(static_cast<std::size_t>(size)), at(static_cast<std::size_t>(size));
-  check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm), "MPI_Gather");
-  long total = 0;
-  for (int k = 0; k < size; ++k) {
-    at[static_cast<std::size_t>(k)] = static_cast<int>(total);
-    total += sizes[static_cast<std::size_t>(k)];
-  }
-  if (total > std::numeric_limits<int>::max())
-    throw EnvironmentError("the processes' records together exceed one MPI message");
-  std::vector<char> all(rank == 0 ? static_cast<std::size_t>(total) : 0);
-  check(
-      MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), at.data(), MPI_BYTE, 0, comm),
-      "MPI_Gatherv");
+  check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  const auto n = static_cast<std::int64_t>(mine.size());
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(size));
+  check(MPI_Gather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, 0, comm), "MPI_Gather");
   std::vector<std::vector<char>> out;
-  if (rank == 0)
-    for (int k = 0; k < size; ++k)
-      out.emplace_back(
-          all.begin() + at[static_cast<std::size_t>(k)],
-          all.begin() + at[static_cast<std::size_t>(k)] + sizes[static_cast<std::size_t>(k)]);
+  if (rank != 0) {
+    in_pieces(mine.size(), [&](std::size_t at, int k) {
+      check(MPI_Send(mine.data() + at, k, MPI_BYTE, 0, kTag, comm), "MPI_Send (a record)");
+    });
+    return out;
+  }
+  out.push_back(mine);
+  for (int p = 1; p < size; ++p) {
+    std::vector<char>& theirs =
+        out.emplace_back(static_cast<std::size_t>(sizes[static_cast<std::size_t>(p)]));
+    in_pieces(theirs.size(), [&](std::size_t at, int k) {
+      check(MPI_Recv(theirs.data() + at, k, MPI_BYTE, p, kTag, comm, MPI_STATUS_IGNORE),
+            "MPI_Recv (a record)");
+    });
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "harness/mpi/launch_check.h"
 
 #include <exception>
+#include <new>
 #include <string>
 
 #include "core/error.h"
@@ -30,6 +31,8 @@ void agree_to_start(const World& world, const std::function<void()>& checks) {
     code = 2, message = e.what();
   } catch (const EnvironmentError& e) {
     code = 3, message = e.what();
+  } catch (const std::bad_alloc& e) {
+    code = 3, message = std::string("out of host memory: ") + e.what();  // the machine's limit
   } catch (const std::exception& e) {
     code = 1, message = e.what();
   }

@@ -20,6 +20,7 @@
 #include "harness/mpi/launch_check.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/mpi_transport.h"
+#include "harness/mpi/part_gradients.h"
 #include "harness/mpi/process_optimizer.h"
 #include "harness/mpi/wire.h"
 #include "schedules/validate.h"
@@ -143,12 +144,15 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
       .local_rank = world.local_rank(),
       .rank_cpu = replay_cores > 0 ? last.trace.rank_cpu.at(static_cast<std::size_t>(me)) : -1.0};
   const auto reports = mpi::gather_bytes(world.comm(), mine.encode());
-  const auto grads = mpi::gather_bytes(
-      world.comm(),
-      grid.replica == 0
-          ? mpi::encode_gradients(
-                rank.params_by_layer(), [](const auto& p) -> const auto& { return p.grad.data; })
-          : std::vector<char>{});
+  const auto grad_of = [](const auto& p) -> const auto& { return p.grad.data; };
+  mpi::replica0_gradients(
+      spec, s.placement, grid, world.comm(), static_cast<int>(plan.stages.size()),
+      o.keep_gradients || o.check, out.report, rank.params_by_layer(), grad_of,
+      [&](PartGradients& stats, const auto& p) {
+        const std::vector<double> g(grad_of(p).begin(), grad_of(p).end());
+        accumulate(stats, g.data(), g.size());
+      },
+      out.values);
   if (!out.report) return out;
 
   const std::vector<ProcessReport> procs = mpi::decode_reports(reports, d);
@@ -157,8 +161,6 @@ RunOutput run_typed(const WorkloadSpec& spec, const RunOptions& o, const DataPar
   for (int p = 0; p < d; ++p) {
     peaks.push_back(procs[static_cast<std::size_t>(p)].held.activations);
   }
-  mpi::summarize_replica0_gradients(spec, grads, d, static_cast<int>(plan.stages.size()),
-                                    o.keep_gradients || o.check, out.values);
 
   nlohmann::json r = run_record({&spec, &s, &plan, o.seed, o.recompute, timings, &replica0,
                                  out.values, dp.replicas, dp.overlap},

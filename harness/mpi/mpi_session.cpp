@@ -15,7 +15,12 @@ namespace ppbench::mpi {
 
 namespace {
 bool g_started = false;
-}
+// Whether World's constructor finished. Until it has, World::get() would run it again, and with
+// it MPI_Init_thread, which MPI allows once: a constructor that failed after MPI started (a
+// library without MPI_THREAD_SERIALIZED) must still let the error's report and the exit ask MPI
+// what they need without get().
+bool g_constructed = false;
+}  // namespace
 
 void check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
@@ -53,6 +58,7 @@ World::World() {
   int len = 0;
   check(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name");
   host_.assign(name, static_cast<std::size_t>(len));
+  g_constructed = true;
 }
 
 World& World::get() {
@@ -65,8 +71,10 @@ bool World::started() { return g_started; }
 void World::finalize() {
   if (!g_started) return;
   g_started = false;
-  World& w = get();
-  if (w.node_ != MPI_COMM_NULL) MPI_Comm_free(&w.node_);
+  if (g_constructed) {
+    World& w = get();
+    if (w.node_ != MPI_COMM_NULL) MPI_Comm_free(&w.node_);
+  }
   MPI_Finalize();
 }
 
@@ -90,8 +98,16 @@ Grid::~Grid() {
   if (data != MPI_COMM_NULL) MPI_Comm_free(&data);
 }
 
-bool in_multi_process_job() { return World::started() && World::get().size() > 1; }
-int job_rank() { return World::started() ? World::get().rank() : 0; }
+// MPI's own answers, not World's: these report a failure, which may be World's constructor's.
+bool in_multi_process_job() {
+  int size = 1;
+  return World::started() && MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS && size > 1;
+}
+int job_rank() {
+  int rank = 0;
+  if (World::started()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
 void finish_job() { World::finalize(); }
 void abort_job(int code) { World::abort(code); }
 

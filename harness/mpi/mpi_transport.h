@@ -26,6 +26,7 @@
 
 #include <mpi.h>
 
+#include "core/error.h"
 #include "harness/executor/naps.h"
 #include "harness/executor/transport.h"
 #include "harness/mpi/mpi_session.h"
@@ -58,10 +59,12 @@ class MpiTransport final : public Transport<Message> {
       for (const Instr& in : program.ranks[static_cast<std::size_t>(src)]) {
         if (in.kind != Instr::Kind::Send) continue;
         const int tag = next[static_cast<std::size_t>(in.peer)]++;
+        // The same on every process (the same schedule, the same library): a request this MPI
+        // cannot carry, refused by all alike (exit 2).
         if (tag > tag_ub)
-          throw std::runtime_error("a step sends more messages between two ranks (" +
-                                   std::to_string(tag) + ") than MPI tags allow (" +
-                                   std::to_string(tag_ub) + ")");
+          throw UsageError("a step of this schedule sends more messages between two ranks (" +
+                           std::to_string(tag) + ") than this MPI library's tags allow (" +
+                           std::to_string(tag_ub) + "): fewer micro-batches or chunks");
         if (src == self_) out_[static_cast<std::size_t>(in.peer)].tags[name_of(in.payload)] = tag;
         if (in.peer == self_) in_[static_cast<std::size_t>(src)][name_of(in.payload)] = tag;
       }

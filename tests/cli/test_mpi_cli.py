@@ -229,6 +229,29 @@ class MultiProcessRun(unittest.TestCase):
                     self.assertGreater(p["allreduce_bytes"], 0)
                     self.assertGreaterEqual(p["allreduce_s"], 0)
 
+    def test_without_check_each_part_is_counted_where_it_lies(self):
+        # No --check: no gradient tensor travels to process 0. Each part's statistics are
+        # counted on its home process, Chimera's and DualPipe's second copy summed into it there,
+        # and only the numbers gathered; they equal those of the same schedule in one process
+        # over the same R x N micro-batches, part by part.
+        for family, pp, dp in (("1f1b", 4, 1), ("interleaved-1f1b", 2, 2), ("chimera", 4, 1),
+                               ("dualpipe", 2, 2), ("zb-v", 2, 1)):
+            with self.subTest(family=family, pp=pp, dp=dp):
+                reference = threads("run", *WORKLOAD, "--schedule", family, "--pp", str(pp),
+                                    "-n", str(N * dp), "--format", "json")
+                self.assertEqual(reference.returncode, 0, reference.stderr)
+                r = mpirun(pp * dp, "run", *WORKLOAD, "--schedule", family, "--pp", str(pp),
+                           "--dp", str(dp), "-n", str(N), "--format", "json")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = json.loads(r.stdout)["gradients"]["parts"]
+                want = json.loads(reference.stdout)["gradients"]["parts"]
+                self.assertEqual([p["part"] for p in got], list(range(len(want))))
+                for g, w in zip(got, want):
+                    self.assertEqual(g["elements"], w["elements"])
+                    self.assertGreater(w["norm"], 0)
+                    self.assertAlmostEqual(g["norm"], w["norm"], delta=1e-12 * w["norm"])
+                    self.assertAlmostEqual(g["sum"], w["sum"], delta=1e-12 * w["norm"])
+
     def test_two_optimizer_steps_equal_two_steps_on_one_device(self):
         # Chimera keeps two copies of each part on two processes: their gradients meet before
         # the update (MPI_Sendrecv), and the replicas' after the all-reduce.
@@ -486,6 +509,25 @@ class MultiProcessRun(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(out) as f:
                 return json.load(f)
+
+    def test_only_process_0_needs_the_folder_of_its_outputs(self):
+        # Process 0 writes the record and the trace; on another node their folder need not
+        # exist. Two working folders stand for two nodes (mpirun's MPMD form), the outputs'
+        # folder only in process 0's.
+        with tempfile.TemporaryDirectory() as tmp:
+            home, other = os.path.join(tmp, "node0"), os.path.join(tmp, "node1")
+            os.makedirs(os.path.join(home, "out"))
+            os.makedirs(other)
+            args = [os.path.abspath(PPBENCH), "run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2",
+                    "-n", "4",
+                    "--results", "out/r.jsonl", "--trace-out", "out/t.json"]
+            r = run_job([MPIRUN, "-np", "1", "--wdir", home, *args, ":",
+                         "-np", "1", "--wdir", other, *args], 300, ENV)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(home, "out", "r.jsonl")) as f:
+                self.assertEqual(json.loads(f.read())["launch"]["processes"], 2)
+            self.assertTrue(os.path.isfile(os.path.join(home, "out", "t.json")))
+            self.assertEqual(os.listdir(other), [])
 
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,7 @@
 // How a step's first failure leaves the executors: a rank that ran out of memory (the host's
-// std::bad_alloc, a device's ppbench::OutOfMemory) ends the run as the machine's limit (exit
-// code 3), anything else as a failed step (exit code 1) naming the rank.
+// std::bad_alloc, a device's ppbench::OutOfMemory) ends the run as the machine's limit, one
+// whose machine failed under it (an MPI or NCCL call) as the machine's problem (both exit code
+// 3), anything else as a failed step (exit code 1) naming the rank.
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,21 @@ TEST(StepErrors, DeviceMemoryRunningOutIsTheMachinesLimit) {
   StepErrors errors({});
   step_where_one_rank_throws(errors, 2, OutOfMemory("arena 'rank 2': out of device memory"));
   EXPECT_THROW(errors.rethrow(), EnvironmentError);
+}
+
+TEST(StepErrors, TheMachineFailingUnderARankIsTheMachinesProblem) {
+  StepErrors errors({});
+  step_where_one_rank_throws(errors, 1, EnvironmentError("MPI: MPI_Issend: MPI_ERR_TRUNCATE"));
+  try {
+    errors.rethrow("step 1: ");
+    ADD_FAILURE() << "expected an error";
+  } catch (const ExecutionError& e) {
+    ADD_FAILURE() << "a failed step, not the machine's problem: " << e.what();
+  } catch (const OutOfMemory& e) {
+    ADD_FAILURE() << "not a memory limit: " << e.what();
+  } catch (const EnvironmentError& e) {
+    EXPECT_STREQ(e.what(), "step 1: rank 1: MPI: MPI_Issend: MPI_ERR_TRUNCATE");
+  }
 }
 
 TEST(StepErrors, AnyOtherFailureIsAFailedStepNamingItsRank) {
