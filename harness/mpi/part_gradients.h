@@ -1,7 +1,7 @@
 // Replica 0's gradient statistics (StepValues::parts) computed where its gradients are, so that a
-// run across processes moves no gradient tensor to process 0 unless --check or --keep-gradients
-// asks for the tensors (an 8B-shaped model's gradients, widened to double, would not fit one
-// process's memory, nor one MPI message).
+// run across processes moves no gradient tensor to process 0 unless --check (or a test, with
+// RunOptions::keep_gradients) asks for the tensors (an 8B-shaped model's gradients, widened to
+// double, would not fit one process's memory, nor one MPI message).
 //
 // Each model part is counted on its home, the lowest pipeline rank that holds a copy of it.
 // Where Chimera or DualPipe keep a second copy on another rank, that rank sends its gradients to

@@ -671,6 +671,28 @@ class CudaAcrossProcesses(unittest.TestCase):
 
     @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built")
     @unittest.skipIf(visible_gpus() < 2, "needs 2 GPUs on this node (one per process)")
+    def test_without_check_each_part_is_reduced_on_its_gpu(self):
+        # No --check: each part's statistics are reduced on the GPU that holds it, Chimera's
+        # second copy summed into the first at the part's home; they equal the same step's with
+        # the tensors gathered to process 0 (--check), part by part, to f32 summation order.
+        for family in ("1f1b", "chimera"):
+            with self.subTest(family=family):
+                parts = []
+                for extra in ([], ["--check"]):
+                    r = mpirun(2, "run", *GPU_WORKLOAD, "--schedule", family, "--pp", "2",
+                               "-n", "4", "--backend", "cuda", "--optimizer", "none",
+                               "--format", "json", *extra, timeout=240)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    parts.append(json.loads(r.stdout)["gradients"]["parts"])
+                self.assertEqual(len(parts[0]), 2)
+                for got, want in zip(*parts):
+                    self.assertEqual(got["elements"], want["elements"])
+                    self.assertGreater(want["norm"], 0)
+                    self.assertAlmostEqual(got["norm"], want["norm"], delta=1e-5 * want["norm"])
+                    self.assertAlmostEqual(got["sum"], want["sum"], delta=1e-5 * want["norm"])
+
+    @unittest.skipUnless(os.path.exists(CUDA_MPI), "ppbench-cuda-mpi not built")
+    @unittest.skipIf(visible_gpus() < 2, "needs 2 GPUs on this node (one per process)")
     def test_two_sgd_steps_with_twin_copies_equal_one_device(self):
         # Chimera keeps each part on two ranks: their gradients are summed over NCCL before each
         # copy's update, and the second step's gradients hold the first step's update. SGD, since
