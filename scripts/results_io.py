@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -52,6 +53,25 @@ def load_rows(path: Path) -> list[dict]:
         else:
             print(f"warning: {path}:{n}: not a JSON object, skipped", file=sys.stderr)
     return rows
+
+
+def finite_float(text: str) -> float:
+    """json.loads's parse_float that refuses a number beyond a double (1e999 would be inf)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a double (a finite number is needed)")
+    return value
+
+
+def reject_constant(name: str) -> Any:
+    """json.loads's parse_constant that refuses NaN and Infinity (Python's, not JSON's)."""
+    raise ValueError(f"{name} is not a JSON number (a finite number is needed)")
+
+
+def loads_finite(text: str) -> Any:
+    """json.loads of strict JSON: every number finite, so that what is read can be written
+    back with allow_nan=False (append_jsonl). ValueError otherwise."""
+    return json.loads(text, parse_float=finite_float, parse_constant=reject_constant)
 
 
 def point_key(row: dict) -> str | None:
@@ -149,28 +169,66 @@ def append_jsonl(path: Path, row: dict) -> None:
     """Append one row to a JSON Lines file: the only way a sweep adds a record.
 
     The line is written with a single os.write under an exclusive fcntl.flock on the file, and
-    synced before the lock is released (append_text).
+    synced before the lock is released (append_text). A row holding NaN or an infinity is a
+    ValueError: those are not JSON, and a reader other than Python's would reject the line.
     """
-    append_text(path, json.dumps(row, separators=(",", ":")) + "\n")
+    append_text(path, json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
 
 
 def append_text(path: Path, text: str) -> None:
     """Append whole lines to a file with one os.write under an exclusive fcntl.flock, synced
     before the lock is released. Should the file not end with a newline (a writer killed in the
     middle of its write by something harsher than a signal), the text starts on a new line so
-    that its lines stay whole; the broken line is then skipped by load_rows."""
-    data = text.encode("utf-8")
+    that its lines stay whole; the broken line is then skipped by load_rows. A write that fails
+    or is cut short (a full disk, a file size limit) is undone before the error is raised, so
+    the file never keeps a torn line of ours."""
+    _append_locked(path, lambda old: text.encode("utf-8"))
+
+
+def append_new_lines(path: Path, lines: Iterable[str]) -> int:
+    """Append lines (each without its newline) as append_text does, leaving out every line the
+    file already holds or that came earlier in lines: records set aside twice (a sweep stopped
+    between setting them aside and compacting) are not doubled. Returns the lines written."""
+    written: list[str] = []
+
+    def data(old: bytes) -> bytes:
+        seen = set(old.decode("utf-8", "replace").split("\n"))
+        for line in lines:
+            if line not in seen:
+                seen.add(line)
+                written.append(line)
+        return "".join(line + "\n" for line in written).encode("utf-8")
+
+    _append_locked(path, data, read_old=True)
+    return len(written)
+
+
+def _append_locked(path: Path, make_data: Callable[[bytes], bytes], read_old: bool = False) -> None:
+    """The one write of append_text and append_new_lines: make_data(what the file holds, when
+    read_old, else b"") gives the bytes to append, under the lock; undone on failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, file_mode(path))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
+        data = make_data(os.pread(fd, size, 0) if read_old and size else b"")
+        if not data:
+            return
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        written = os.write(fd, data)
-        if written != len(data):
-            raise OSError(f"{path}: short write ({written} of {len(data)} bytes)")
-        os.fsync(fd)
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(f"{path}: short write ({written} of {len(data)} bytes)")
+            os.fsync(fd)
+        except BaseException:
+            # Back to the size before this write: a torn line would be read as a damaged
+            # record, and the caller, who sees the error, has not recorded it.
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise
     finally:
         os.close(fd)  # releases the lock
 
@@ -211,8 +269,8 @@ def schedule_registry(ppbench: str | os.PathLike | None,
     if not os.path.exists(path):
         raise PpbenchError(f"ppbench '{path}' does not exist (build it first: make)", 2)
     try:
-        proc = subprocess.run([path, "list", "--format", "json"], capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        proc = subprocess.run([path, "list", "--format", "json"], capture_output=True,
+                              encoding="utf-8", errors="replace", timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PpbenchError(f"cannot run ppbench '{path}': {e}", 3) from e
     if proc.returncode != 0:
@@ -264,7 +322,8 @@ def ppbench_text(ppbench: str, args: Iterable[str]) -> str:
         raise PpbenchError(f"ppbench '{ppbench}' is not a program (build it first: make)",
                            EXIT_INVALID)
     try:
-        done = subprocess.run([ppbench, *args], capture_output=True, text=True, check=False)
+        done = subprocess.run([ppbench, *args], capture_output=True, encoding="utf-8",
+                              errors="replace", check=False)
     except OSError as e:
         raise PpbenchError(f"cannot run ppbench '{ppbench}': {e.strerror or e}",
                            EXIT_MACHINE) from None

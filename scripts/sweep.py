@@ -25,8 +25,9 @@ green-context partitions (`--virtual-devices D`). "launcher": "mpirun" runs each
 `mpirun -np P ppbench run ... --devices D [--dp R]`, one pipeline rank per process, with
 "replicas" R data-parallel replicas (default 1) and P = D x R ("threads", the default, runs the
 ranks as threads of one ppbench; with "backend": "cuda" each process takes the GPU of its local
-rank). Where mpirun is not on PATH such groups are skipped with one note line and the rest runs;
-a ppbench built without MPI refuses the spec before any point runs (one line, exit 3). "gpus":
+rank). Where mpirun is not on PATH the points under mpirun are skipped with one note line and the
+rest runs (the points of the same group in threads too); a ppbench built without MPI refuses a
+sweep with points under mpirun before any point runs (one line, exit 3). "gpus":
 true (cuda only) puts rank k on GPU k (`--gpus 0,...,D-1`, NCCL in one process). A group's
 "min_gpus" K runs it only where `nvidia-smi -L` lists at least K GPUs (skipped with one note line
 elsewhere). It starts
@@ -50,7 +51,9 @@ an fcntl.flock):
   - exit 3: {"status": "error", ...}: the machine, not the point (no CUDA device visible, a
     ppbench built without CUDA, a library missing); retried on the next sweep
   - else:   {"status": "error", "error": ..., ...point}  (crash, timeout, unparseable output)
-The exit code decides, never the message. Every row also carries "recorded_by": the ppbench
+The exit code decides, never the message. A row without ppbench's record (invalid, error) has
+"date" (UTC) in place of its provenance, and its CSV row takes commit, host and CPU from
+"recorded_by". Every row also carries "recorded_by": the ppbench
 that made it (git commit as ppbench reports it, "-dirty" included, and the sha256 of the binary
 with the programs beside it that run CUDA and mpirun points) and the machine (host, CPU model and
 cores, GPU model).
@@ -64,25 +67,29 @@ a bad option (exit 2, one line naming it and the values the spec has).
 Resume: a point is skipped when PREFIX.jsonl holds an ok or invalid row of it whose
 "recorded_by" equals this sweep's: the same machine and the same ppbench (commit and binary).
 Rows of another machine, commit or build are never taken for this one: at the start they are
-moved to PREFIX.previous.jsonl (replacing what was there) and their points run again. "error"
-rows are retried, and --force re-runs everything. A re-run point is appended again; the later
+added to the end of PREFIX.previous.jsonl (what earlier sweeps set aside stays there; a line it
+holds already is not written again) and their points run again. "error" rows are retried, and
+--force re-runs everything. A re-run point is appended again; the later
 line stands (results_io.latest_rows), and the file is compacted when the sweep ends.
 
-PREFIX.csv is rewritten atomically after every recorded point, so it always holds the same
-points as PREFIX.jsonl: simulate rows in the simulate columns, run rows in the run columns (step
-time, throughput, measured and predicted bubble, gap, loss, grad norm, peak bytes, and for GPU
-runs the GPU, the placement, the SMs of each rank's partition, whether the driver granted them
-as requested, and the transport). When one file holds both kinds, the run rows go to
-PREFIX-run.csv. PREFIX.summary.json records what this sweep did (see --summarize).
+PREFIX.csv follows every recorded point, so it always holds the same points as PREFIX.jsonl: a
+new point's row is appended (one locked write, undone should it fail), anything else (a point
+run again, the first row of a kind, the start of a sweep) rewrites it atomically. Simulate rows
+go in the simulate columns, run rows in the run columns (step time, throughput, measured and
+predicted bubble, gap, loss, grad norm, peak bytes, and for GPU runs the GPU, the placement, the
+SMs of each rank's partition, whether the driver granted them as requested, and the transport).
+When one file holds both kinds, the run rows go to PREFIX-run.csv, which is removed when it does
+not. PREFIX.summary.json records what this sweep did (see --summarize).
 
-Ctrl-C (SIGINT) or SIGTERM: the running point's process is killed and that point is not
+Ctrl-C (SIGINT) or SIGTERM: the running point's processes are ended (SIGTERM, a few seconds,
+then SIGKILL to every process of its session, mpirun's ranks included) and that point is not
 recorded; every line already in PREFIX.jsonl is whole and PREFIX.csv matches it; one line
 "sweep: interrupted after K of M points; records in PREFIX.jsonl" and exit 130 (SIGINT) or
 143 (SIGTERM). The next sweep resumes there.
 
 Exit codes: 0 done (--fail-on-error: 1 if a point ended as an error row); 2 a bad spec or
 option, an --out PREFIX that cannot be written, or no ppbench at --ppbench; 3 a machine problem
-(ppbench cannot run, jsonschema is not installed, another sweep is writing PREFIX, a group under
+(ppbench cannot run, jsonschema is not installed, another sweep is writing PREFIX, points under
 mpirun with a ppbench built without MPI); 1 ppbench failed its probe; 130/143 interrupted.
 
 Progress: one line per point, "[i/n] <point> ... <outcome> (<seconds> s)"; GPU rows also name
@@ -127,13 +134,9 @@ class Interrupted(Exception):
         self.signum, self.done, self.total, self.records = signum, done, total, records
 
 
-def groups_to_skip(spec: dict, spec_path: Path, recorded_by: dict) -> tuple[set[int], list[str]]:
-    """The groups this machine cannot run, and one note line per reason, so that the rest of
-    the sweep still runs: groups under mpirun where there is no mpirun on PATH, and groups
-    whose "min_gpus" exceeds the GPUs nvidia-smi lists. A group under mpirun with mpirun
-    present but a ppbench built without MPI is a MachineError (exit 3, one line naming the
-    group): that ppbench is the wrong build for the spec, not a machine without MPI."""
-    no_mpirun: list[str] = []
+def groups_to_skip(spec: dict) -> tuple[set[int], list[str]]:
+    """The groups whose "min_gpus" exceeds the GPUs nvidia-smi lists, and a note line naming
+    them, so that the rest of the sweep still runs."""
     few_gpus: list[str] = []
     skip: set[int] = set()
     gpus: int | None = None
@@ -146,26 +149,51 @@ def groups_to_skip(spec: dict, spec_path: Path, recorded_by: dict) -> tuple[set[
             if gpus < need:
                 skip.add(i)
                 few_gpus.append(f"{group_text(i, group)} (needs {need})")
-                continue
-        if MPIRUN not in as_list(group.get("launcher")):
-            continue
-        if shutil.which(MPIRUN) is None:
-            skip.add(i)
-            no_mpirun.append(group_text(i, group))
-            continue
-        if not recorded_by.get("mpi"):
-            where = f"{spec_path}: {group_text(i, group)}"
-            raise MachineError(f"{where}: \"launcher\": \"mpirun\" needs a ppbench built with "
-                               f"MPI and {recorded_by.get('ppbench')} was not (its --version "
-                               f"lacks '{MPI_VERSION_LINE}': install libopenmpi-dev, re-run cmake)")
     notes = []
-    if no_mpirun:
-        notes.append(f"no mpirun on PATH (Debian: openmpi-bin; make deps installs it): skipping "
-                     f"{', '.join(no_mpirun)} (\"launcher\": \"mpirun\")")
     if few_gpus:
         listed = f"{gpus} GPU{'' if gpus == 1 else 's'}"
         notes.append(f"nvidia-smi lists {listed}: skipping {', '.join(few_gpus)} (\"min_gpus\")")
     return skip, notes
+
+
+def mpirun_groups(spec: dict, points: list[Point], skip: set[int],
+                  only: dict[str, set]) -> list[str]:
+    """The groups (not in skip) that give points under mpirun among `points`: "runs[3] (\"m\")",
+    or "the mpirun points of runs[3] (\"m\")" where the group runs other points in threads."""
+    wanted = {p.key() for p in points if p.launcher == MPIRUN}
+    named = []
+    for i, group in enumerate(spec.get("runs") or []):
+        if i in skip or not isinstance(group, dict) or \
+                MPIRUN not in as_list(group.get("launcher")):
+            continue
+        own = [p for p in expand_spec({"runs": [group]}) if matches(p, only)]
+        mine = [p for p in own if p.key() in wanted]
+        if mine:
+            text = group_text(i, group)
+            named.append(text if len(mine) == len(own) else f"the mpirun points of {text}")
+    return named
+
+
+def mpirun_points(spec: dict, spec_path: Path, points: list[Point], skip: set[int],
+                  only: dict[str, set], recorded_by: dict) -> tuple[list[Point], list[str]]:
+    """The points this machine runs, and a note: a point under mpirun where there is no
+    mpirun on PATH is left out, with one note line naming its groups; the points in threads
+    run, those of the same groups included. Points under mpirun with mpirun present but a
+    ppbench built without MPI are a MachineError (exit 3, one line naming their groups): that
+    ppbench is the wrong build for those points, not a machine without MPI."""
+    if not any(p.launcher == MPIRUN for p in points):
+        return points, []
+    groups = ", ".join(mpirun_groups(spec, points, skip, only))
+    if shutil.which(MPIRUN) is None:
+        return [p for p in points if p.launcher != MPIRUN], [
+            f"no mpirun on PATH (Debian: openmpi-bin; make deps installs it): skipping "
+            f"{groups} (\"launcher\": \"mpirun\")"]
+    if not recorded_by.get("mpi"):
+        raise MachineError(f"{spec_path}: {groups}: \"launcher\": \"mpirun\" needs a ppbench "
+                           f"built with MPI and {recorded_by.get('ppbench')} was not (its "
+                           f"--version lacks '{MPI_VERSION_LINE}': install libopenmpi-dev, "
+                           f"re-run cmake)")
+    return points, []
 
 
 @contextmanager
@@ -214,11 +242,14 @@ def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
         except Stopped:
             raise Interrupted(STOP.signum or signal.SIGINT, 0, len(points),
                               prefix.with_name(prefix.name + ".jsonl")) from None
-        skip, notes = groups_to_skip(spec, spec_path, recorded_by)
+        skip, notes = groups_to_skip(spec)
         if skip:
             kept = [g for i, g in enumerate(spec["runs"]) if i not in skip]
             points = expand_spec({**spec, "runs": kept}) if kept else []
             points = [p for p in points if matches(p, only or {})]
+        points, mpirun_notes = mpirun_points(spec, spec_path, points, skip, only or {},
+                                             recorded_by)
+        notes = mpirun_notes + notes
         if only:
             notes.append(f"--only {only_text(only)}: {len(points)} of the spec's {whole} points")
         with prefix_lock(prefix):

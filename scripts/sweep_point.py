@@ -220,7 +220,9 @@ def make_point(schedule: str, devices: int, microbatches: int, chunks: int | Non
         replicas = None
     return Point(**common, command="run", backend=backend or None,
                  virtual_devices=bool(virtual_devices), gpus=bool(gpus), workload=str(workload),
-                 workload_flags=" ".join(shlex.split(str(workload_flags or ""))),
+                 # One spelling per list of words; shlex.join keeps a quoted value one word
+                 # when run_argv splits it again.
+                 workload_flags=shlex.join(shlex.split(str(workload_flags or ""))),
                  microbatch_size=optional_int(microbatch_size),
                  dtype=None if dtype is None else str(dtype), steps=optional_int(steps),
                  warmup=optional_int(warmup), seed=optional_int(seed),

@@ -1,24 +1,25 @@
 """ppbench (and nvidia-smi) as child processes of a sweep.
 
-run_child runs one in its own process group under stop_signals (SIGINT or SIGTERM kills the
-running child's group and raises Stopped, so no record is cut in half); probe checks that
---ppbench runs and says who records (recorded_by); visible_gpu_count asks nvidia-smi;
-run_point runs one point and turns its outcome (exit code, JSON, timeout) into a row.
+run_child runs one in a session of its own under stop_signals (SIGINT or SIGTERM ends every
+process of the running child, mpirun's ranks included, and raises Stopped, so no record is cut
+in half); probe checks that --ppbench runs and says who records (recorded_by);
+visible_gpu_count asks nvidia-smi; run_point runs one point and turns its outcome (exit code,
+JSON, timeout) into a row.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import signal
 import subprocess
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from results_io import EXIT_INVALID, EXIT_MACHINE, PpbenchError
+from results_io import EXIT_INVALID, EXIT_MACHINE, PpbenchError, loads_finite
 from script_cli import first_line
 from sweep_point import CLOSED_FORM_COST, Point
 
@@ -32,6 +33,19 @@ EXIT_FAILURE = 1
 PROBE_ARGV = ["simulate", "--schedule", "naive", "--devices", "1", "--microbatches", "1",
               "--format", "json"]
 PROBE_TIMEOUT = 120.0
+
+
+# How long a point's processes get to end after SIGTERM (mpirun passes it on to its ranks)
+# before whatever is left of the point is SIGKILLed.
+TERM_GRACE_S = 5.0
+# How often run_child looks whether a stop signal came while it waits for the child.
+POLL_S = 0.2
+# How long the output of a killed point is still read: a process that left the point's session
+# may hold its pipes open, and the sweep must not wait for it.
+DRAIN_S = 5.0
+# How many times stop_child looks again for processes left in the point's session (one may
+# start another while they are being killed).
+SESSION_ROUNDS = 20
 
 
 class Stopped(Exception):
@@ -49,18 +63,17 @@ STOP = _Stop()
 
 
 def _on_signal(signum: int, frame: Any) -> None:
+    # Only the first step of stop_child, which run_child takes within POLL_S: waiting out the
+    # grace period here would stall the main thread inside a handler.
     STOP.signum = signum
     child = STOP.child
     if child is not None and child.returncode is None:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_group(child.pid, signal.SIGTERM)
 
 
 @contextmanager
 def stop_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM kill the running child and set STOP.signum instead of raising, so
+    """SIGINT and SIGTERM stop the running child and set STOP.signum instead of raising, so
     that a record is never cut in half; the old handlers come back afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -76,39 +89,125 @@ def stop_signals() -> Iterator[None]:
 
 def run_child(argv: list[str], timeout: float,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess | None:
-    """Run argv in its own process group (env: its environment, None to inherit); None on
-    timeout (the group is killed, mpirun's processes with it). Raises Stopped when a stop
-    signal came while it ran (the handler killed it), OSError when it cannot start."""
+    """Run argv in a session of its own (env: its environment, None to inherit); None on
+    timeout (every process of the point is ended, see stop_child). Raises Stopped when a stop
+    signal came while it ran (it is ended the same way), OSError when it cannot start. Its
+    output is read as UTF-8, each byte that is not UTF-8 read as U+FFFD: a point that prints
+    garbage is that point's error row, never the end of the sweep."""
     if STOP.signum is not None:
         raise Stopped()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=env)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            encoding="utf-8", errors="replace", start_new_session=True, env=env)
     STOP.child = proc
     try:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            proc.communicate()
-            if STOP.signum is not None:
-                raise Stopped() from None
-            return None
+        out, err = wait_child(proc, timeout)
     finally:
         STOP.child = None
-        if proc.returncode is None:  # an exception in communicate: leave nothing running
-            kill_group(proc)
-            proc.wait()
+        if proc.returncode is None:  # an exception while waiting: leave nothing running
+            stop_child(proc)
     if STOP.signum is not None:
         raise Stopped()
+    if out is None:
+        return None
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL a point's whole process group (ppbench and anything it started)."""
+def wait_child(proc: subprocess.Popen, timeout: float) -> tuple[str | None, str | None]:
+    """The child's (stdout, stderr) once it has ended; (None, None) where it ran past timeout
+    or a stop signal came, after stop_child ended it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        # Looked at before the first wait too: a signal that came after run_child's own look
+        # but before STOP.child was set found no child to stop, and would leave it running
+        # until its timeout.
+        left = deadline - time.monotonic()
+        if STOP.signum is not None or left <= 0:
+            stop_child(proc)
+            return None, None
+        try:
+            out, err = proc.communicate(timeout=min(left, POLL_S))
+        except subprocess.TimeoutExpired:
+            continue  # communicate keeps what it read so far for the next call
+        if STOP.signum is not None:
+            # The handler's SIGTERM ended the child, but what it started in process groups of
+            # their own may still run.
+            stop_child(proc)
+            return None, None
+        return out, err
+
+
+def stop_child(proc: subprocess.Popen) -> None:
+    """End every process of a point: SIGTERM to the child's process group (mpirun passes it on
+    to its ranks), up to TERM_GRACE_S for the session to empty, then SIGKILL to the group and to
+    every process left in the child's session: mpirun starts its ranks in process groups of
+    their own, which a signal to its group misses, but they stay in its session. The child is
+    reaped and its pipes closed."""
+    signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + TERM_GRACE_S
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+        proc.communicate(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
         pass
+    # mpirun may end before its ranks do: they get the rest of the grace period.
+    while time.monotonic() < deadline and session_members(proc.pid):
+        time.sleep(0.05)
+    signal_group(proc.pid, signal.SIGKILL)
+    kill_session(proc.pid)
+    try:
+        proc.communicate(timeout=DRAIN_S)
+    except subprocess.TimeoutExpired:  # a process outside the session holds the pipes
+        proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass  # nothing left in the group (or only what another user owns)
+
+
+def session_members(sid: int) -> list[int]:
+    """The live processes of session sid (zombies left out: they are already dead), from
+    /proc/*/stat; [] where there is no /proc."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # ended meanwhile
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 1:].split()
+        try:
+            if fields[0] not in (b"Z", b"X") and int(fields[3]) == sid:
+                found.append(int(name))
+        except (IndexError, ValueError):
+            continue
+    return found
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session sid, looking again until none is left (one may fork
+    while the others die) or SESSION_ROUNDS looks have passed (one stuck in the kernel)."""
+    for _ in range(SESSION_ROUNDS):
+        members = [pid for pid in session_members(sid) if pid != os.getpid()]
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
 
 
 # The programs ppbench hands runs to, beside it (harness/cli/program_beside.h): CUDA runs, the
@@ -185,7 +284,7 @@ def probe(ppbench: str) -> dict[str, Any]:
         raise PpbenchError(f"--ppbench {ppbench}: '{text}' exited {proc.returncode}: "
                            f"{first_line(proc.stderr)}", code)
     try:
-        prov = json.loads(proc.stdout)["provenance"]
+        prov = loads_finite(proc.stdout)["provenance"]
         if not isinstance(prov, dict):
             raise TypeError("provenance is not an object")
     except (ValueError, KeyError, TypeError) as e:
@@ -203,8 +302,8 @@ def visible_gpu_count() -> int:
     if shutil.which(NVIDIA_SMI) is None:
         return 0
     try:
-        proc = subprocess.run([NVIDIA_SMI, "-L"], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT)
+        proc = subprocess.run([NVIDIA_SMI, "-L"], capture_output=True, encoding="utf-8",
+                              errors="replace", timeout=PROBE_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired):
         return 0
     if proc.returncode != 0:
@@ -237,7 +336,7 @@ def run_point(ppbench: str, point: Point, sweep: str, timeout: float,
         return failed_row(point, base, "error", f"exit {proc.returncode}: {message}".strip(),
                           proc.returncode)
     try:
-        result = json.loads(proc.stdout)
+        result = loads_finite(proc.stdout)  # the row is appended with allow_nan=False
         if not isinstance(result, dict):
             raise ValueError("not a JSON object")
     except ValueError as e:
@@ -257,18 +356,25 @@ def closed_form(ppbench: str, point: Point, timeout: float) -> dict | None:
     """The closed form ppbench states for this schedule, D, N, v (None when it cannot say)."""
     try:
         proc = run_child([ppbench, *point.closed_form_argv()], timeout)
-        result = json.loads(proc.stdout) if proc is not None and proc.returncode == 0 else None
+        result = loads_finite(proc.stdout) if proc is not None and proc.returncode == 0 \
+            else None
     except (OSError, ValueError):
         return None
     value = result.get("closed_form") if isinstance(result, dict) else None
     return value if isinstance(value, dict) else None
 
 
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def failed_row(point: Point, base: dict, status: str, error: str,
                exit_code: int | None = None) -> dict:
+    """A row of a point that gave no record: the point, the error, and the date (UTC, as
+    ppbench's provenance writes it), which a record would have carried in its provenance."""
     row = point.as_dict()
     row.update(base)
-    row.update({"status": status, "error": error})
+    row.update({"status": status, "error": error, "date": utc_now()})
     if exit_code is not None:
         row["exit_code"] = exit_code
     return row

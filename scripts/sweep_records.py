@@ -1,9 +1,10 @@
 """PREFIX.jsonl and PREFIX.csv: the rows a sweep records, and which of them stand.
 
 Records holds the rows of this sweep's ppbench and machine (identity_of their recorded_by), one
-per point (row_key, the last line of a point stands), and sets the others aside in
+per point (row_key, the last line of a point stands), and sets the others aside at the end of
 PREFIX.previous.jsonl. PREFIX.csv follows every append: simulate rows in CSV_COLUMNS, run rows
-in RUN_CSV_COLUMNS, in PREFIX.csv when no simulate row is there, else in PREFIX-run.csv.
+in RUN_CSV_COLUMNS, in PREFIX.csv when no simulate row is there, else in PREFIX-run.csv (which
+is removed when there are not both kinds, so that the CSVs hold the JSONL's points).
 describe is a row's outcome on the sweep's progress line.
 """
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from results_io import append_jsonl, append_text, atomic_write, rewrite_jsonl
+from results_io import append_jsonl, append_new_lines, append_text, atomic_write, rewrite_jsonl
 from script_cli import read_text
 from sweep_point import RUN_KEYS, SPEC_KEYS, Point, format_number, make_point
 
@@ -78,7 +79,7 @@ def row_key(row: dict) -> tuple | None:
     try:
         keys = RUN_KEYS if point.get("command") == "run" else SPEC_KEYS
         return make_point(**{k: point.get(k) for k in keys}).key()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: "devices": 1e999
         return None
 
 
@@ -118,11 +119,15 @@ class Records:
                         self.unattributed += 1
 
     def settle(self) -> str | None:
-        """Move other rows to PREFIX.previous.jsonl, compact PREFIX.jsonl, write PREFIX.csv;
-        returns a line saying what was set aside (None when nothing was)."""
+        """Move other rows to the end of PREFIX.previous.jsonl, compact PREFIX.jsonl, write
+        PREFIX.csv; returns a line saying what was set aside (None when nothing was).
+
+        previous.jsonl is only appended to (under its lock, lines it holds already left out): what
+        an earlier sweep set aside stays there, and the records are in one of the two files at
+        every moment, since PREFIX.jsonl loses them only after the append."""
         message = None
         if self.others:
-            atomic_write(self.previous_path, "".join(line + "\n" for line in self.others))
+            append_new_lines(self.previous_path, self.others)
             whose = [who_text(rb) for rb in list(self.other_by.values())[:2]]
             if len(self.other_by) > 2:
                 whose.append("…")
@@ -182,7 +187,6 @@ def listed(value: Any) -> list:
 def csv_row(row: dict) -> dict[str, Any]:
     point = part(row, "point")
     closed = part(row, "closed_form")
-    prov = part(row, "provenance")
     out: dict[str, Any] = {}
     for k in SPEC_KEYS:
         value = row.get(k, point.get(k))
@@ -193,9 +197,23 @@ def csv_row(row: dict) -> dict[str, Any]:
         out[k] = row.get(k, "")
     out["closed_form_bubble_fraction"] = closed.get("bubble_fraction")
     out["closed_form_idle_per_rank"] = closed.get("idle_per_rank")
-    out["git_commit"] = prov.get("git_commit", "")
-    out["date"] = prov.get("date", "")
+    out.update(provenance_columns(row, ("git_commit", "date")))
     return {k: ("" if v is None else v) for k, v in out.items()}
+
+
+def provenance_columns(row: dict, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The row's provenance fields; where it has none (an error or invalid row: ppbench gave no
+    record), what the sweep knows: recorded_by (the ppbench and machine that ran the point) and
+    the row's own date."""
+    prov = part(row, "provenance")
+    by = part(row, "recorded_by")
+    out = {}
+    for k in keys:
+        value = prov.get(k)
+        if value is None:
+            value = row.get(k) if k == "date" else by.get(k)
+        out[k] = value
+    return out
 
 
 def is_run_row(row: dict) -> bool:
@@ -212,7 +230,6 @@ def run_csv_row(row: dict) -> dict[str, Any]:
     measured = part(row, "measured")
     predicted = part(row, "predicted")
     throughput = part(row, "throughput")
-    prov = part(row, "provenance")
     closed = part(row, "closed_form")
     act = [a for a in listed(row.get("activation_bytes")) if isinstance(a, dict)]
     out: dict[str, Any] = {}
@@ -242,8 +259,7 @@ def run_csv_row(row: dict) -> dict[str, Any]:
     out["max_measured_peak_bytes"] = max(measured_bytes) if measured_bytes else None
     out["max_model_peak_bytes"] = max(model_bytes) if model_bytes else None
     out.update(gpu_columns(row))
-    for k in ("cpu", "cpu_cores", "host", "git_commit", "date"):
-        out[k] = prov.get(k, "")
+    out.update(provenance_columns(row, ("cpu", "cpu_cores", "host", "git_commit", "date")))
     return {k: ("" if v is None else v) for k, v in out.items()}
 
 
@@ -300,15 +316,21 @@ def write_csv(path: Path, rows: Iterable[dict]) -> list[Path]:
     rows = list(rows)
     runs = [r for r in rows if is_run_row(r)]
     sims = [r for r in rows if not is_run_row(r)]
-    if runs and not sims:
-        atomic_write(path, csv_text(RUN_CSV_COLUMNS, run_csv_row, runs))
-        return [path]
-    atomic_write(path, csv_text(CSV_COLUMNS, csv_row, sims))
-    if not runs:
-        return [path]
     run_path = path.with_name(path.stem + "-run" + path.suffix)
-    atomic_write(run_path, csv_text(RUN_CSV_COLUMNS, run_csv_row, runs))
-    return [path, run_path]
+    if runs and sims:
+        atomic_write(path, csv_text(CSV_COLUMNS, csv_row, sims))
+        atomic_write(run_path, csv_text(RUN_CSV_COLUMNS, run_csv_row, runs))
+        return [path, run_path]
+    if runs:
+        atomic_write(path, csv_text(RUN_CSV_COLUMNS, run_csv_row, runs))
+    else:
+        atomic_write(path, csv_text(CSV_COLUMNS, csv_row, sims))
+    # An earlier sweep's PREFIX-run.csv would still list run points the JSONL no longer holds
+    # (set aside, or moved into PREFIX.csv). It is made from the JSONL, so nothing is lost; a
+    # prefix that ends in -run has that file as its own CSV and keeps it.
+    if not run_path.with_suffix(".jsonl").exists():
+        run_path.unlink(missing_ok=True)
+    return [path]
 
 
 def describe(row: dict) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import script_cli
+from results_io import finite_float, reject_constant
 from script_cli import InputError
 from sweep_point import COMMANDS, RUN_KEYS, SPEC_KEYS, Point, make_point
 
@@ -89,16 +90,11 @@ def short_json(value: Any, limit: int = 60) -> str:
 
 # --- checking a spec -----------------------------------------------------------------------
 
-def reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number (a finite number is needed)")
-
-
 def load_spec(path: Path) -> tuple[dict, list[Point]]:
     """Read, check against the schema and expand a spec; SpecError (exit 2) with one line
     naming the file, the group and the key; MachineError (exit 3) without jsonschema."""
     try:
-        spec = script_cli.parse_json(script_cli.read_text(path, "spec"), str(path),
-                                     parse_constant=reject_constant)
+        spec = parse_spec(script_cli.read_text(path, "spec"), str(path))
     except InputError as e:
         raise SpecError(str(e)) from None
     problem = schema_problem(spec)
@@ -109,6 +105,19 @@ def load_spec(path: Path) -> tuple[dict, list[Point]]:
     except ValueError as e:
         raise SpecError(f"{path}: {e}") from None
     return spec, points
+
+
+def parse_spec(text: str, where: str) -> Any:
+    """The spec's JSON with every number finite: NaN and Infinity are refused, and so is a
+    number too large for a double (1e999, which Python would read as inf and pass on to
+    ppbench and into the records). InputError naming the value."""
+    try:
+        return json.loads(text, parse_float=finite_float, parse_constant=reject_constant)
+    except (RecursionError, json.JSONDecodeError):
+        # The syntax errors, worded as everywhere else (parse_json raises them again).
+        return script_cli.parse_json(text, where, parse_constant=reject_constant)
+    except ValueError as e:  # finite_float's or reject_constant's
+        raise InputError(f"{where}: not JSON this program can read ({e})") from None
 
 
 def load_schema() -> dict:
