@@ -110,9 +110,8 @@ nlohmann::json check_json(const GradientComparison& c, double tolerance, double 
   const double loss_error =
       std::abs(loss - reference_loss) / std::max(std::abs(reference_loss), 1e-300);
   const double grad_tolerance =
-      spread ? std::max(tolerance, kReferenceSpreadFactor * spread->gradients) : tolerance;
-  const double loss_tolerance =
-      spread ? std::max(tolerance, kReferenceSpreadFactor * spread->loss) : tolerance;
+      spread ? widened_tolerance(tolerance, spread->gradients) : tolerance;
+  const double loss_tolerance = spread ? widened_tolerance(tolerance, spread->loss) : tolerance;
   const bool passed = c.within(grad_tolerance) && loss_error <= loss_tolerance;
   nlohmann::json j = {
       {"reference", reference},

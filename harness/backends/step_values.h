@@ -8,6 +8,7 @@
 //     `--check` asks for them (`keep_gradients`).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -67,6 +68,14 @@ inline constexpr double kGradientScaleFloor = 0.1;
 // too, not only its start.
 inline constexpr int kPerturbedReferenceRuns = 2;
 inline constexpr double kReferenceSpreadFactor = 4;
+// However far the reference moves, the spread widens a tolerance to at most this: a result off
+// by half its size, or all zeros (error 1), fails whatever the spread, since it says that
+// nothing was computed, not that a rounding moved the reference.
+inline constexpr double kReferenceSpreadCeiling = 0.5;
+// `tolerance` as the spread widens it: max(tolerance, min(ceiling, factor x spread)).
+inline double widened_tolerance(double tolerance, double spread) {
+  return std::max(tolerance, std::min(kReferenceSpreadCeiling, kReferenceSpreadFactor * spread));
+}
 struct ReferenceSpread {
   double gradients = 0, loss = 0;  // the largest relative errors of the perturbed references
   double relative = 0;             // the perturbation: the dtype's unit roundoff

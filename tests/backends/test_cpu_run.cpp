@@ -79,11 +79,14 @@ void expect_same_step(const WorkloadSpec& spec, double tolerance) {
     // One stage per rank and backwards in micro-batch order accumulate in the
     // reference's order, so float64 agrees to the last bit.
     if (spec.dtype == DType::kF64 && (c.params.name == "1f1b" || c.params.name == "naive")) {
-      for (std::size_t t = 0; t < ref.tensors.size() && t < out.values.tensors.size(); ++t) {
+      ASSERT_EQ(out.values.tensors.size(), ref.tensors.size()) << label(c);
+      for (std::size_t t = 0; t < ref.tensors.size(); ++t) {
         EXPECT_EQ(out.values.tensors[t].values, ref.tensors[t].values)
             << label(c) << " " << ref.tensors[t].name << " should be bitwise equal";
       }
     }
+    ASSERT_EQ(out.record.at("activation_bytes").size(), static_cast<std::size_t>(c.params.devices))
+        << label(c);
     for (const auto& mem : out.record["activation_bytes"])
       EXPECT_EQ(mem["measured_peak_bytes"].get<double>(), mem["model_peak_bytes"].get<double>())
           << label(c) << " rank " << mem["rank"];
@@ -253,6 +256,13 @@ TEST(CheckJson, AllowsForHowFarTheReferenceItselfMoves) {
   EXPECT_DOUBLE_EQ(j["reference_spread"]["gradient_tolerance"].get<double>(), 0.04);
   // The loss is held to its own spread.
   EXPECT_FALSE(check_json(c, 1e-10, 1.5, 1, "ref", &wide)["passed"].get<bool>());
+  // However far the reference moves, gradients all zero (error 1) never pass.
+  c.max_rel_error = 1;
+  const ReferenceSpread wild{.gradients = 0.4, .loss = 0.4, .relative = 1e-16};
+  const nlohmann::json z = check_json(c, 1e-10, 1, 1, "ref", &wild);
+  EXPECT_FALSE(z["passed"].get<bool>()) << z.dump();
+  EXPECT_DOUBLE_EQ(z["reference_spread"]["gradient_tolerance"].get<double>(),
+                   kReferenceSpreadCeiling);
 }
 
 // AmoebaNet's last BatchNorms see two values per channel at 32 pixels and micro-batch 2: after an

@@ -48,6 +48,20 @@ TEST(ReferenceSpread, NearZeroTensorsAreJudgedAgainstTheSetsScale) {
   EXPECT_FALSE(alone.judge(0, std::vector<double>(4, 0.01)).ok());
 }
 
+// However unstable the reference, zeros (error 1) or a result off by more than half never pass:
+// they say that nothing was computed, not that a rounding moved the reference.
+TEST(ReferenceSpread, TheSpreadWidensTheToleranceOnlyToTheCeiling) {
+  const std::vector<double> ref{1, 2, 3, 4};
+  const ReferenceSpread s({ref}, {{scaled(ref, 1.3)}}, 0.02);  // moved by 30 %: 4 x = 1.2
+  EXPECT_NEAR(s.judge(0, ref).spread, 0.3, 1e-12);
+  EXPECT_EQ(s.judge(0, ref).tolerance, kReferenceSpreadCeiling);
+  EXPECT_TRUE(s.judge(0, scaled(ref, 1.45)).ok());
+  EXPECT_FALSE(s.judge(0, scaled(ref, 1.6)).ok());
+  EXPECT_FALSE(s.judge(0, std::vector<double>(4, 0.0)).ok());
+  // A base tolerance the caller chose above the ceiling stays as chosen.
+  EXPECT_EQ(ReferenceSpread({ref}, {{scaled(ref, 1.3)}}, 0.8).judge(0, ref).tolerance, 0.8);
+}
+
 TEST(ReferenceSpread, ToleranceWidensWithTheReferencesOwnSpread) {
   const std::vector<double> ref{1, 2, 3, 4};
   // The perturbed reference moved by 5 %: a result 15 % off is within 4 x that, 25 % is not.

@@ -144,6 +144,7 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual([(p["node"], p["local_rank"]) for p in job["per_process"]],
                          [(0, w) for w in range(pp * dp)])
         # What each process held, measured, against `ppbench memory`'s model.
+        self.assertEqual(len(rec["memory"]["ranks"]), pp, family)
         for rank in rec["memory"]["ranks"]:
             got, want = rank["measured"], rank["model"]
             for k in ("params", "grads", "optimizer", "activations"):

@@ -6,7 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "workloads/cpu/layer.h"
 
@@ -43,9 +46,11 @@ inline double dot(const Tensor<double>& a, const Tensor<double>& b) {
   return s;
 }
 
-// max |a - b| / max |b|: a norm-wise relative error that tiny entries cannot blow up.
+// max |a - b| / max |b|: a norm-wise relative error that tiny entries cannot blow up. Infinity
+// where the sizes differ: an empty or truncated gradient must fail, not score 0.
 template <typename A, typename B>
 double rel_error(const A& a, const B& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   double diff = 0, scale = 1e-30;
   for (std::size_t i = 0; i < a.size(); ++i) {
     diff = std::max(diff, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
@@ -76,6 +81,7 @@ inline GradErrors check_gradients(Layer<double>& layer, const Tensor<double>& x,
   layer.zero_grad();
   const Tensor<double> dx = layer.backward_input(r, saved);
   layer.backward_weight(saved);
+  EXPECT_EQ(dx.shape, x.shape) << "backward_input's dx has another shape than its input";
 
   auto loss = [&] {
     Saved<double> s;

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <stdexcept>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -128,6 +130,8 @@ ToyRun run_toy(const Schedule& s, const ToyModel& model, ExecutorOptions options
 }
 
 TEST(CpuExecutor, EveryScheduleMatchesTheSingleDeviceStep) {
+  std::set<std::string> ran;  // the families that produced at least one schedule
+  int runs = 0;
   for (const auto& info : all_schedules())
     for (int d : {1, 2, 4})
       for (int n : {1, 2, 4, 8}) {
@@ -138,6 +142,8 @@ TEST(CpuExecutor, EveryScheduleMatchesTheSingleDeviceStep) {
         } catch (const UsageError&) {
           continue;
         }
+        ran.insert(std::string(info.name));
+        ++runs;
         const ToyModel model = ToyModel::make(s.placement.stages_per_chain(), n);
         const ToyRun run = run_toy(s, model);
         const auto expected = model.reference_grads();
@@ -147,8 +153,13 @@ TEST(CpuExecutor, EveryScheduleMatchesTheSingleDeviceStep) {
               << info.name << " D=" << d << " N=" << n << " part " << k;
         EXPECT_EQ(run.record.trace.compute.size(), s.action_count());
         // Everything kept for a backward is released by the end of the step.
+        ASSERT_EQ(run.record.arenas.size(), static_cast<std::size_t>(d));
         for (const auto& arena : run.record.arenas) EXPECT_EQ(arena.live(), 0.0);
       }
+  // Every family ran, most of the 12 (D, N) pairs: a generator that began refusing would
+  // otherwise leave this test checking nothing.
+  EXPECT_EQ(ran.size(), all_schedules().size());
+  EXPECT_GT(runs, static_cast<int>(all_schedules().size()) * 6);
 }
 
 // Rank threads that outnumber their cores: each action carries its thread's CPU time and each

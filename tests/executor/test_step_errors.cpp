@@ -38,7 +38,14 @@ TEST(StepErrors, HostMemoryRunningOutIsTheMachinesLimit) {
 TEST(StepErrors, DeviceMemoryRunningOutIsTheMachinesLimit) {
   StepErrors errors({});
   step_where_one_rank_throws(errors, 2, OutOfMemory("arena 'rank 2': out of device memory"));
-  EXPECT_THROW(errors.rethrow(), EnvironmentError);
+  try {
+    errors.rethrow();
+    ADD_FAILURE() << "expected an error";
+  } catch (const OutOfMemory& e) {
+    EXPECT_STREQ(e.what(), "rank 2: arena 'rank 2': out of device memory");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not the machine's memory limit: " << e.what();
+  }
 }
 
 TEST(StepErrors, TheMachineFailingUnderARankIsTheMachinesProblem) {

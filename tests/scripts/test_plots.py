@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import plot_bubble
 import plot_timeline
@@ -73,10 +72,9 @@ def test_timeline_cli_writes_png(tmp_path):
 
 
 def test_timeline_handles_16_ranks_by_1000_actions(tmp_path):
+    # How long it takes is benchmarks' business (no timing here); that it draws at all is this.
     out = tmp_path / "big.png"
-    start = time.monotonic()
     plot_timeline.plot_timeline(big_trace(), out)
-    assert time.monotonic() - start < 60
     assert out.read_bytes()[:8] == PNG_MAGIC
     assert out.stat().st_size < 1_000_000
 
