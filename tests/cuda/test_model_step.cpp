@@ -2,7 +2,8 @@
 // (embedding, 2 decoder layers, final RMSNorm, LM head, softmax cross-entropy) built from the same
 // seeds on both, every layer's F over each micro-batch, then I and W in reverse per micro-batch,
 // gradients accumulated over the micro-batches. The loss (mean over micro-batches) and the global
-// gradient norm must agree within the layer tolerances (f32 1e-4, bf16 2e-2). Skips without a GPU.
+// gradient norm must agree within the layer tolerances (f32 1e-4, bf16 2e-2), and in f32 every
+// gradient tensor too. Skips without a GPU.
 #include <cmath>
 
 #include "tests/cuda/gpu_test_util.h"
@@ -95,6 +96,18 @@ TEST_P(ModelStep, LossAndGradientNormMatchTheCpu) {
     square_c += grad_square_sum(c[l]->params());
   }
   expect_same_step(loss_g, square_g, loss_c, square_c, tol());
+  // Tensor by tensor too: gradients swapped between layers, transposed or of the wrong sign keep
+  // the norm. In f32; bf16's tensors against float64 are judged with the reference's own spread
+  // (VirtualDeviceEquivalence, tests/common/reference_spread.h), and by the norm here.
+  if (dtype() != DType::kF32) return;
+  for (std::size_t l = 0; l < layers; ++l) {
+    const std::vector<Param*> gp = g[l]->params();
+    const std::vector<cpu::Param<double>*> cp = c[l]->params();
+    ASSERT_EQ(gp.size(), cp.size()) << g[l]->name();
+    for (std::size_t k = 0; k < gp.size(); ++k)
+      EXPECT_LE(rel_error(download_cpu_layout(*gp[k], gp[k]->grad), cp[k]->grad.data), tol())
+          << g[l]->name() << " " << gp[k]->name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ModelStep, ::testing::Values(DType::kF32, DType::kBF16),
