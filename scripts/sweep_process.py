@@ -245,20 +245,28 @@ def version_lines(program: str) -> list[str]:
     return (version.stdout + version.stderr).splitlines() if version else []
 
 
-def version_facts(ppbench: str) -> tuple[list[str], bool]:
-    """The GPU models ppbench's CUDA runs see ("GPU k: <model>, ..." lines) and whether it runs
-    across processes (MPI). A ppbench that hands its CUDA runs to ppbench-cuda beside it says so
-    in its --version, and then that program lists the GPUs."""
+# ppbench-cuda --version's line of the CUDA runtime, driver and cuBLASLt versions.
+CUDA_STACK_LINE = "CUDA runtime "
+
+
+def version_facts(ppbench: str) -> tuple[list[str], bool, str | None]:
+    """The GPU models ppbench's CUDA runs see ("GPU k: <model>, ..." lines), whether it runs
+    across processes (MPI), and the CUDA stack they run on ("CUDA runtime 13.0, driver 13.0,
+    cuBLASLt 13.1.0"; None without a GPU). A ppbench that hands its CUDA runs to ppbench-cuda
+    beside it says so in its --version, and then that program lists the GPUs."""
     own = version_lines(ppbench)
     cuda = own
     if any(CUDA_BESIDE in line for line in own):
         cuda = version_lines(os.path.join(os.path.dirname(ppbench), "ppbench-cuda"))
     gpus: list[str] = []
+    stack = None
     for line in cuda:
         head, _, rest = line.partition(": ")
         if head.startswith("GPU ") and head[4:].strip().isdigit() and rest:
             gpus.append(rest.split(",")[0].strip())
-    return gpus, any(line.startswith(MPI_VERSION_LINE) for line in own)
+        elif line.startswith(CUDA_STACK_LINE):
+            stack = line.strip()
+    return gpus, any(line.startswith(MPI_VERSION_LINE) for line in own), stack
 
 
 def probe(ppbench: str) -> dict[str, Any]:
@@ -290,11 +298,11 @@ def probe(ppbench: str) -> dict[str, Any]:
     except (ValueError, KeyError, TypeError) as e:
         raise PpbenchError(f"--ppbench {ppbench}: '{text}' printed no record with provenance: "
                            f"{e}", EXIT_FAILURE) from None
-    gpus, mpi = version_facts(ppbench)
+    gpus, mpi, stack = version_facts(ppbench)
     return {"git_commit": prov.get("git_commit"), "host": prov.get("host"),
             "cpu": prov.get("cpu"), "cpu_cores": prov.get("cpu_cores"),
-            "gpu": ", ".join(gpus) or None, "mpi": mpi, "ppbench": ppbench,
-            "ppbench_sha256": sha256_of_programs(ppbench)}
+            "gpu": ", ".join(gpus) or None, "gpu_stack": stack if gpus else None, "mpi": mpi,
+            "ppbench": ppbench, "ppbench_sha256": sha256_of_programs(ppbench)}
 
 
 def visible_gpu_count() -> int:

@@ -17,8 +17,9 @@ partitions of 128/D SMs (the record's "gpu" object); with FAKE_PPBENCH_NO_GPU se
 exits 2 as ppbench does on a machine without a GPU.
 
 `list --format json` prints a registry of the ten schedules (ppbench's order and shape);
-`--version` prints ppbench's version lines, with "GPU 0: Fake H100, ..." when FAKE_PPBENCH_GPU is
-set, and "MPI: compiled in" unless FAKE_PPBENCH_NO_MPI is set. `run --dp R` needs a launcher: it
+`--version` prints ppbench's version lines, with "GPU 0: Fake H100, ..." and "CUDA runtime 13.0,
+driver <FAKE_PPBENCH_DRIVER, default 13.0>, ..." when FAKE_PPBENCH_GPU is set, and "MPI: compiled
+in" unless FAKE_PPBENCH_NO_MPI is set. `run --dp R` needs a launcher: it
 exits 2 unless OMPI_COMM_WORLD_SIZE (set by mpirun, or by the tests' fake mpirun in conftest.py)
 is D x R; under one the record has "launch" as a multi-process run's. Records' provenance names
 commit FAKE_PPBENCH_COMMIT (default fake123) on host FAKE_PPBENCH_HOST (default testhost).
@@ -73,7 +74,9 @@ def list_main() -> None:
 def version_main() -> None:
     print("ppbench 0.1.0 (fake, built without CUDA)" if not os.environ.get("FAKE_PPBENCH_GPU")
           else "ppbench 0.1.0 (CUDA support compiled in)\n"
-               "GPU 0: Fake H100, 132 SMs, 79.1 GiB, compute capability 9.0")
+               "GPU 0: Fake H100, 132 SMs, 79.1 GiB, compute capability 9.0\n"
+               f"CUDA runtime 13.0, driver {os.environ.get('FAKE_PPBENCH_DRIVER', '13.0')}, "
+               "cuBLASLt 13.1.0")
     if not os.environ.get("FAKE_PPBENCH_NO_MPI"):
         print("MPI: compiled in (mpirun -np P ppbench run ... runs one pipeline rank per process)")
 

@@ -702,11 +702,13 @@ def test_the_gpus_of_separate_programs_are_asked_of_ppbench_cuda(tmp_path):
                                  "`ppbench-cuda --version` lists the GPUs)\nMPI: compiled in "
                                  "(mpirun -np P ppbench run ... runs one pipeline rank per "
                                  "process, by ppbench-mpi beside it)")
-    assert sweep_process.version_facts(ppbench) == ([], True)  # ppbench-cuda is not there
+    assert sweep_process.version_facts(ppbench) == ([], True, None)  # no ppbench-cuda there
     program("ppbench-cuda", "ppbench 0.1.0 (CUDA support compiled in)\nGPU 0: NVIDIA H100 80GB "
                             "HBM3, 132 SMs, 79.1 GiB\nGPU 1: NVIDIA H100 80GB HBM3, 132 SMs\n"
+                            "CUDA runtime 13.0, driver 13.0, cuBLASLt 13.1.0\n"
                             "MPI: not compiled in (runs stay in one process)")
-    assert sweep_process.version_facts(ppbench) == (["NVIDIA H100 80GB HBM3"] * 2, True)
+    assert sweep_process.version_facts(ppbench) == (
+        ["NVIDIA H100 80GB HBM3"] * 2, True, "CUDA runtime 13.0, driver 13.0, cuBLASLt 13.1.0")
 
 
 ONLY_SPEC = [{"schedule": ["gpipe", "1f1b"], "devices": [2, 4], "microbatches": [4, 8]}]

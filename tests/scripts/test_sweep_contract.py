@@ -462,6 +462,10 @@ def test_records_of_another_machine_are_not_taken_for_this_run(tmp_path, fake_pp
     monkeypatch.setenv("FAKE_PPBENCH_GPU", "1")  # the same host with a GPU now
     assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 0
     assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 4
+    # The same binary and GPU on a newer driver: the GPU's numbers may differ.
+    monkeypatch.setenv("FAKE_PPBENCH_DRIVER", "13.1")
+    assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 0
+    assert sweep.run_sweep(spec, binary, tmp_path / "out")["skipped"] == 4
 
 
 def test_the_committed_reference_records_never_stand_in_for_a_run(tmp_path, fake_ppbench):
