@@ -22,8 +22,8 @@ from script_cli import read_text
 from sweep_point import RUN_KEYS, SPEC_KEYS, Point, format_number, make_point
 
 # What makes a recorded row stand for this sweep's run of the same point (sweep.py: Resume).
-# gpu_stack: the CUDA runtime, driver and cuBLASLt the GPU points ran on, which the binary's
-# sha256 does not cover (the bundle's launcher takes the target's cuBLAS).
+# gpu_stack: the CUDA runtime, the driver's CUDA version and cuBLASLt the GPU points ran on,
+# which the binary's sha256 does not cover (the bundle's launcher takes the target's cuBLAS).
 IDENTITY_FIELDS = ("git_commit", "host", "cpu", "cpu_cores", "gpu", "gpu_stack", "ppbench_sha256")
 
 CSV_COLUMNS = (
