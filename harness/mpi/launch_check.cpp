@@ -1,6 +1,8 @@
 #include "harness/mpi/launch_check.h"
 
+#include <cstdint>
 #include <exception>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -18,6 +20,20 @@ void require_process_count(const World& world, int pipeline_ranks, int replicas)
                      std::to_string(replicas) + " needs " +
                      std::to_string(pipeline_ranks * replicas) +
                      " (one process per pipeline rank of each replica)");
+}
+
+void require_messages_fit(const PartitionPlan& plan) {
+  // Room for the message's header (cpu_codec.h: its send time, tensor count and shapes).
+  constexpr std::int64_t kHeader = 4096;
+  constexpr std::int64_t kLargest = std::numeric_limits<int>::max() - kHeader;
+  for (std::size_t k = 0; k < plan.stages.size(); ++k) {
+    const std::int64_t bytes = plan.stages[k].boundary_bytes_out;
+    if (bytes > kLargest)
+      throw UsageError("stage " + std::to_string(k) + " hands " + std::to_string(bytes) +
+                       " bytes per micro-batch to the next, more than one MPI message carries (" +
+                       std::to_string(kLargest) +
+                       "): split the model into more stages or make the micro-batch smaller");
+  }
 }
 
 void agree_to_start(const World& world, const std::function<void()>& checks) {

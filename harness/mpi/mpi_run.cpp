@@ -207,6 +207,7 @@ RunOutput run_cpu_mpi(const WorkloadSpec& spec, const RunOptions& o,
     ro.executor.channel_capacity = validate_for_run(*s, o.executor.channel_capacity);
     plan = std::make_unique<PartitionPlan>(
         partition(spec, s->placement.stages_per_chain(), o.partition));
+    mpi::require_messages_fit(*plan);
   });
   mpi::Grid grid(world, s->placement.ranks, dp.replicas);
   return spec.dtype == DType::kF64 ? run_typed<double>(spec, ro, dp, *s, *plan, world, grid)

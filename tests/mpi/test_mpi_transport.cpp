@@ -5,6 +5,8 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,9 +14,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "core/error.h"
 #include "harness/executor/rank_passes.h"
 #include "harness/mpi/cpu_codec.h"
 #include "harness/mpi/job_report.h"
+#include "harness/mpi/launch_check.h"
 #include "harness/mpi/mpi_session.h"
 #include "harness/mpi/mpi_transport.h"
 #include "harness/mpi/nccl_bootstrap.h"
@@ -240,6 +244,24 @@ TEST(ClockOffset, TheTrueOffsetLiesWithinTheReportedUncertainty) {
     EXPECT_GT(c.uncertainty, 0.0);
     EXPECT_LT(c.uncertainty, 1.0);
     EXPECT_LE(std::abs(c.seconds), c.uncertainty + 1e-9) << "rounds " << c.rounds;
+  }
+}
+
+// A stage output past one MPI message's int count is refused before any work, naming the stage;
+// one just inside it is not.
+TEST(LaunchCheck, AHandOverLargerThanOneMpiMessageIsRefusedNamingItsStage) {
+  PartitionPlan plan;
+  plan.stages.resize(3);
+  plan.stages[0].boundary_bytes_out = std::int64_t{1} << 30;
+  plan.stages[1].boundary_bytes_out = std::numeric_limits<int>::max() - 4096;
+  EXPECT_NO_THROW(require_messages_fit(plan));
+  plan.stages[1].boundary_bytes_out = std::int64_t{3} << 30;
+  try {
+    require_messages_fit(plan);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("stage 1 hands 3221225472 bytes per micro-batch", 0), 0u)
+        << e.what();
   }
 }
 
