@@ -1,7 +1,12 @@
 #include "harness/workload_costs.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <stdexcept>
+#include <string>
+
+#include "core/error.h"
 
 namespace ppbench {
 
@@ -55,6 +60,20 @@ std::vector<StageCost> stage_costs(const WorkloadSpec& spec, const PartitionPlan
                  ? static_cast<double>(st.boundary_bytes_out) / profile.rates.link_bandwidth +
                        profile.rates.link_latency
                  : 0;
+    // Rates the profile checks allow (any positive number) can still be too small for a stage's
+    // work: a time past the cost model's bound (or a double's) is the profile's fault, said as
+    // such, not the simulator's.
+    for (const double t : {c.f, c.i, c.w, c.comm})
+      if (!(t <= kMaxCost)) {
+        char rates[160];
+        std::snprintf(rates, sizeof rates, "peak_flops %g, memory_bandwidth %g, link_bandwidth %g",
+                      profile.rates.peak_flops, profile.rates.memory_bandwidth,
+                      profile.rates.link_bandwidth);
+        throw UsageError("--device-profile's rates (" + std::string(rates) + ") make stage " +
+                         std::to_string(s) + "'s time longer than " +
+                         std::to_string(static_cast<long long>(kMaxCost)) +
+                         " s (allowed: rates under which every pass takes at most that)");
+      }
     out.push_back(c);
   }
   return out;

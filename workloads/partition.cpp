@@ -104,14 +104,28 @@ int stages_in_list(std::string_view method) {
   return static_cast<int>(std::count(method.begin(), method.end(), ',')) + 1;
 }
 
+namespace {
+bool is_layer_list(std::string_view method) {
+  return !method.empty() && std::isdigit(static_cast<unsigned char>(method[0]));
+}
+void check_method_name(std::string_view method) {
+  if (method != "balanced" && method != "uniform" && !is_layer_list(method))
+    throw UsageError("unknown --partition " + quoted(method) +
+                     " (allowed: balanced, uniform, or layer counts such as 4,4,3,5)");
+}
+}  // namespace
+
+void check_partition_method(std::string_view method, int layers) {
+  check_method_name(method);
+  if (is_layer_list(method)) explicit_partition(method, layers, stages_in_list(method));
+}
+
 PartitionPlan partition(const WorkloadSpec& spec, int stages, std::string_view method) {
   const int n = static_cast<int>(spec.layers.size());
   if (stages < 1)
     throw UsageError("--stages " + std::to_string(stages) + " is not allowed: it must be >= 1");
-  const bool is_list = !method.empty() && std::isdigit(static_cast<unsigned char>(method[0]));
-  if (method != "balanced" && method != "uniform" && !is_list)
-    throw UsageError("unknown --partition " + quoted(method) +
-                     " (allowed: balanced, uniform, or layer counts such as 4,4,3,5)");
+  const bool is_list = is_layer_list(method);
+  check_method_name(method);
   if (n < stages)
     throw UsageError("workload " + spec.workload + " has " + std::to_string(n) +
                      " layers, fewer than the pipeline's " + std::to_string(stages) + " stages" +

@@ -45,6 +45,11 @@ std::vector<int> explicit_partition(std::string_view list, int layers, int stage
 // fewer layers than stages, or for an unknown method.
 PartitionPlan partition(const WorkloadSpec& spec, int stages, std::string_view method);
 
+// Before a search over stage counts (tune): UsageError for an unknown method, or a list of layer
+// counts that does not sum to the workload's `layers` (a list then fits only candidates of its
+// own stage count).
+void check_partition_method(std::string_view method, int layers);
+
 // Stages implied by an explicit list (its entry count), 0 for "balanced"/"uniform".
 int stages_in_list(std::string_view method);
 

@@ -155,12 +155,24 @@ Command add_tune(CLI::App& parent) {
           "into N micro-batches of B/N samples (give one of them)");
     const MemoryBudget budget = st->memory.budget();
     const WorkloadCosts base = load_workload(st->workload, budget, "tune");
+    // Every candidate would be invalid for the same reason: said once, as bad input.
+    check_partition_method(st->workload.partition, static_cast<int>(base.spec.layers.size()));
     TuneSpace space;
     space.devices = st->devices;
-    space.global_batch =
-        st->global_batch_option->count() > 0
-            ? st->global_batch
-            : std::int64_t{8} * st->devices * st->workload.workload.microbatch_size;
+    if (st->global_batch_option->count() > 0) {
+      space.global_batch = st->global_batch;
+    } else {
+      // 8 D b, bounded as --global-batch is (and before it can overflow).
+      constexpr std::int64_t kMaxGlobalBatch = std::int64_t{1} << 40;
+      const std::int64_t b = st->workload.workload.microbatch_size;
+      if (b > kMaxGlobalBatch / (8 * std::int64_t{st->devices}))
+        throw UsageError("--microbatch-size " + std::to_string(b) +
+                         " makes the default global "
+                         "batch 8 D b larger than " +
+                         std::to_string(kMaxGlobalBatch) +
+                         " samples (allowed: a smaller --microbatch-size, or --global-batch)");
+      space.global_batch = 8 * std::int64_t{st->devices} * b;
+    }
     space.microbatch_counts = microbatch_counts(space.devices, space.global_batch);
     if (space.microbatch_counts.empty())
       throw UsageError("--global-batch " + std::to_string(space.global_batch) +

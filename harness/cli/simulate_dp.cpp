@@ -23,8 +23,9 @@ void DataParallelFlags::add_to(CLI::App& app) {
   bandwidth_option =
       app.add_option("--dp-bandwidth", bandwidth_gbs,
                      "With --dp and --workload: GB/s (1e9 bytes/s) of each process's link to the "
-                     "other replicas (default 25, a 200 Gb/s NIC)")
-          ->check(number_in(0, 1e9, true));
+                     "other replicas (default 25, a 200 Gb/s NIC; at least 1e-9, a byte a "
+                     "second)")
+          ->check(number_in(1e-9, 1e9));
   latency_option = app.add_option("--dp-latency", latency_us,
                                   "With --dp and --workload: microseconds per ring step (default "
                                   "10, >= 0)")

@@ -1,6 +1,7 @@
 #include "harness/cli/tune_search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <utility>
@@ -176,8 +177,16 @@ std::vector<const TuneCandidate*> ranked(const std::vector<TuneCandidate>& all) 
   std::vector<const TuneCandidate*> out;
   for (const TuneCandidate& c : all)
     if (c.status == TuneStatus::kFits) out.push_back(&c);
-  std::stable_sort(out.begin(), out.end(), [](const TuneCandidate* a, const TuneCandidate* b) {
-    if (a->makespan != b->makespan) return a->makespan < b->makespan;
+  // Step times equal but for the last bits of their sums (another order of the same additions)
+  // are a tie, which the smaller peak breaks: compared at 12 significant digits.
+  const auto rounded = [](double t) {
+    if (t == 0 || !std::isfinite(t)) return t;
+    const double unit = std::pow(10.0, std::floor(std::log10(std::abs(t))) - 11);
+    return std::round(t / unit) * unit;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const TuneCandidate* a, const TuneCandidate* b) {
+    const double ta = rounded(a->makespan), tb = rounded(b->makespan);
+    if (ta != tb) return ta < tb;
     return a->max_peak_bytes() < b->max_peak_bytes();
   });
   return out;

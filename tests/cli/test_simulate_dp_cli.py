@@ -166,6 +166,7 @@ class SimulateDataParallel(unittest.TestCase):
         cases += [
             ([*wl, "--grad-units", "1"], "--grad-units does not go with --workload"),
             ([*wl, "--dp-bandwidth", "0"], "--dp-bandwidth"),
+            ([*wl, "--dp-bandwidth", "1e-320"], "1e-320"),  # an infinite all-reduce
             ([*wl, "--dp-bandwidth", "nan"], "nan"),
             ([*wl, "--dp-bandwidth", "-3"], "-3"),
             ([*wl, "--dp-latency", "-1"], "--dp-latency"),

@@ -133,6 +133,11 @@ class SimulateWorkload(unittest.TestCase):
                                      "stages": [{"F": 1, "I": 1, "W": 1, "B": 2, "FB": 3,
                                                  "comm": 2e12}]}),
                  "'stages[0].comm' must be at most"),
+                # Rates the checks allow, too small for the work: an infinite time is the
+                # profile's, named, not an internal error.
+                (write(d, "g.json", {**RATES, "peak_flops": 1e-300, "memory_bandwidth": 1e-300,
+                                     "link_bandwidth": 1e-300}),
+                 "make stage 0's time longer than"),
                 (os.path.join(d, "missing.json"), "missing.json"),
             ]
             for path, needle in cases:
