@@ -61,8 +61,8 @@ void evaluate_candidates(std::vector<TuneCandidate>& all, const WorkloadCosts& w
                          const WorkloadCostFlags& flags, int devices,
                          const std::function<void(std::size_t)>& progress);
 
-// The candidates that fit, best first: shorter predicted step, then less peak memory (the
-// largest rank's), then the order of the space.
+// The candidates that fit, best first: shorter predicted step (at 12 significant digits), then
+// less peak memory (the largest rank's), then the order of the space.
 std::vector<const TuneCandidate*> ranked(const std::vector<TuneCandidate>& all);
 
 }  // namespace ppbench::cli
