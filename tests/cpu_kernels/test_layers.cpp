@@ -1,8 +1,10 @@
 // Every layer type and composite block, in one parameterised suite: finite-difference gradients
 // of I and W (float64), the I/W split, accumulation over micro-batches, the Saved memory model,
 // deterministic initialisation, and float32 against float64.
+#include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -268,6 +270,26 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, LayerTest, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<LayerCase>& param) {
                            return param.param.name;
                          });
+
+// A diverged run's NaN reaches a max-pool: the output is NaN, as in PyTorch, and the backward
+// hands each output's gradient to a position inside the image (a border window of NaN once
+// named its padding corner, and the backward wrote before the start of dx).
+TEST(MaxPool, NaNWinsAndItsGradientLandsInsideTheImage) {
+  MaxPool2d<double> pool(3, 1, 1);
+  Tensor<double> x({1, 4, 4, 1});
+  for (double& v : x.data) v = std::numeric_limits<double>::quiet_NaN();
+  x.data[5] = 2.0;  // one number among the NaN: it never wins over them
+  Saved<double> saved;
+  const Tensor<double> y = pool.forward(x, saved);
+  for (double v : y.data) EXPECT_TRUE(std::isnan(v));
+  Tensor<double> dy(y.shape);
+  for (double& v : dy.data) v = 1.0;
+  const Tensor<double> dx = pool.backward_input(dy, saved);
+  double sum = 0;
+  for (double v : dx.data) sum += v;
+  EXPECT_EQ(sum, 16.0);  // every output's gradient, none lost to the padding
+  EXPECT_EQ(dx.data[5], 0.0);
+}
 
 }  // namespace
 }  // namespace ppbench::cpu

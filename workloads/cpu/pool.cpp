@@ -1,5 +1,6 @@
 #include "workloads/cpu/pool.h"
 
+#include <cmath>
 #include <limits>
 
 #include "workloads/cpu/eigen_util.h"
@@ -36,14 +37,17 @@ Tensor<T> MaxPool2d<T>::forward(const Tensor<T>& x, Saved<T>& saved) {
     for (std::int64_t oy = 0; oy < g.ho; ++oy)
       for (std::int64_t ox = 0; ox < g.wo; ++ox)
         for (std::int64_t ch = 0; ch < g.c; ++ch) {
+          // The first in-image position to start, and NaN wins (as in PyTorch): a window of
+          // NaN must still name a position inside the image, or its backward writes outside.
           T best = -std::numeric_limits<T>::infinity();
-          std::int64_t best_at = 0;
+          std::int64_t best_at = -1;
           for (std::int64_t ky = 0; ky < k_; ++ky)
             for (std::int64_t kx = 0; kx < k_; ++kx) {
               const std::int64_t iy = oy * stride_ - pad_ + ky, ix = ox * stride_ - pad_ + kx;
               if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
               const T v = x.data[static_cast<std::size_t>(((b * g.h + iy) * g.w + ix) * g.c + ch)];
-              if (v > best) best = v, best_at = ky * k_ + kx;
+              if (best_at < 0 || v > best || (std::isnan(v) && !std::isnan(best)))
+                best = v, best_at = ky * k_ + kx;
             }
           const auto o = static_cast<std::size_t>(((b * g.ho + oy) * g.wo + ox) * g.c + ch);
           y.data[o] = best;

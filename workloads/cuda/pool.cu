@@ -31,14 +31,17 @@ __global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ 
     const int ch = static_cast<int>(i % g.c), ox = static_cast<int>((i / g.c) % g.wo);
     const int oy = static_cast<int>((i / g.c / g.wo) % g.ho);
     const std::int64_t b = i / (static_cast<std::int64_t>(g.c) * g.wo * g.ho);
+    // The first in-image position to start, and NaN wins (as in PyTorch and the CPU kernel):
+    // a window of NaN still names a position inside the image, whose input gets the gradient.
     float best = -INFINITY;
-    int best_at = 0;
+    int best_at = -1;
     for (int ky = 0; ky < g.k; ++ky)
       for (int kx = 0; kx < g.k; ++kx) {
         const int iy = oy * g.stride - g.pad + ky, ix = ox * g.stride - g.pad + kx;
         if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
         const float v = to_f(x[((b * g.h + iy) * g.w + ix) * g.c + ch]);
-        if (v > best) best = v, best_at = ky * g.k + kx;
+        if (best_at < 0 || v > best || (isnan(v) && !isnan(best)))
+          best = v, best_at = ky * g.k + kx;
       }
     y[i] = from_f<T>(best);
     arg[i] = best_at;
