@@ -60,7 +60,7 @@ class PipelineRank final : public StageWork<Tensors<T>> {
   Tensors<T> forward(int stage, int mb, Tensors<T> input) override {
     Stage& s = find(stage);
     const MicroBatchData<T> md = data_of(stage, mb);
-    Tensors<T> x = run_forward(s, mb, std::move(input), md);
+    Tensors<T> x = run_forward(s, mb, std::move(input), md, /*keep_input=*/recompute_);
     if (p_.is_last(stage)) losses[global_mb(stage, mb)] = x.front().data.front();
     if (recompute_) {
       for (auto& sv : s.saved[mb]) sv.clear();
@@ -74,7 +74,7 @@ class PipelineRank final : public StageWork<Tensors<T>> {
     Stage& s = find(stage);
     const MicroBatchData<T> md = data_of(stage, mb);
     if (recompute_) {
-      run_forward(s, mb, std::move(s.kept_input[mb]), md);
+      run_forward(s, mb, std::move(s.kept_input[mb]), md, /*keep_input=*/false);
       s.kept_input[mb].clear();
       // The rebuilt activations are this pass's peak: the layers free them as they go back.
       account(s, mb);
@@ -150,8 +150,11 @@ class PipelineRank final : public StageWork<Tensors<T>> {
     std::size_t live = 0;
   };
 
-  Tensors<T> run_forward(Stage& s, int mb, Tensors<T> x, const MicroBatchData<T>& md) {
-    if (recompute_) input_copy_ = x;
+  // keep_input: a recomputing F keeps a copy of its input for the backward to rebuild from; the
+  // backward's own rebuild does not (a copy there would outlive it, counted nowhere).
+  Tensors<T> run_forward(Stage& s, int mb, Tensors<T> x, const MicroBatchData<T>& md,
+                         bool keep_input) {
+    if (keep_input) input_copy_ = x;
     for (std::size_t l = 0; l < s.layers.size(); ++l)
       x = s.layers[l]->forward(std::move(x), s.saved[mb][l], md);
     return x;
