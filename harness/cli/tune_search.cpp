@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "harness/backends/run_record.h"
 #include "harness/memory_estimate.h"
+#include "harness/metrics.h"
+#include "harness/replay.h"
 #include "harness/simulator.h"
 #include "harness/workload_costs.h"
 #include "schedules/registry.h"
@@ -138,7 +140,16 @@ void evaluate(TuneCandidate& c, WorkloadCache& cache, double limit, int devices)
       s = generate(params);
     }
     validate_structure(s);
-    const Metrics m = simulate_metrics(s, schedule_cost_model(s.placement, w.parts));
+    // As simulate does: a measured profile's optimizer times are each stage's update after its
+    // last backward, which can move the step's end.
+    const CostModel costs = schedule_cost_model(s.placement, w.parts);
+    const Metrics m =
+        w.profile.optimizer.empty()
+            ? simulate_metrics(s, costs)
+            : compute_metrics(simulate(s, costs,
+                                       {.optimizer_steps = optimizer_steps_after_backwards(
+                                            s, w.profile.optimizer)}),
+                              s.placement);
     c.makespan = m.makespan;
     c.bubble_fraction = m.bubble_fraction;
     c.peak_bytes = predicted_peak_bytes(s, w.plan, false);
