@@ -154,9 +154,6 @@ Command add_tune(CLI::App& parent) {
           "--microbatch-size does not go with --global-batch: tune splits the global batch B "
           "into N micro-batches of B/N samples (give one of them)");
     const MemoryBudget budget = st->memory.budget();
-    const WorkloadCosts base = load_workload(st->workload, budget, "tune");
-    // Every candidate would be invalid for the same reason: said once, as bad input.
-    check_partition_method(st->workload.partition, static_cast<int>(base.spec.layers.size()));
     TuneSpace space;
     space.devices = st->devices;
     if (st->global_batch_option->count() > 0) {
@@ -180,6 +177,17 @@ Command add_tune(CLI::App& parent) {
                        " <= N <= " + std::to_string(8 * space.devices) +
                        " (allowed: a global batch with such a divisor, e.g. " +
                        std::to_string(8 * space.devices) + ")");
+    // The base spec (what is checked and reported once) at a micro-batch size the search uses:
+    // with --global-batch, B / the largest N, not the flag's default 1, which no candidate may
+    // use (and a workload may not allow); a measured profile's micro-batch size is then held to
+    // each candidate's, not to the base's.
+    WorkloadCostFlags base_flags = st->workload;
+    const bool batch_varies = st->global_batch_option->count() > 0;
+    if (batch_varies)
+      base_flags.workload.microbatch_size = space.global_batch / space.microbatch_counts.back();
+    const WorkloadCosts base = load_workload(base_flags, budget, "tune", batch_varies);
+    // Every candidate would be invalid for the same reason: said once, as bad input.
+    check_partition_method(st->workload.partition, static_cast<int>(base.spec.layers.size()));
     std::vector<TuneCandidate> all = enumerate_candidates(space);
     const double tasks = search_tasks(space, all);
     if (tasks > kMaxSearchTasks)

@@ -54,13 +54,14 @@ void WorkloadCostFlags::check(const CostFlags& costs) const {
 namespace {
 
 // A measured profile's times hold for the workload they were measured on, nothing else.
-void check_measured_for(const DeviceProfile& p, const WorkloadSpec& spec) {
+void check_measured_for(const DeviceProfile& p, const WorkloadSpec& spec,
+                        bool microbatch_size_varies = false) {
   const nlohmann::json have = {{"workload", spec.workload},
                                {"workload_config", spec.config},
                                {"microbatch_size", spec.microbatch_size},
                                {"dtype", std::string(dtype_name(spec.dtype))}};
   for (const auto& [key, value] : have.items())
-    if (p.measured_for.at(key) != value)
+    if (p.measured_for.at(key) != value && !(microbatch_size_varies && key == "microbatch_size"))
       throw UsageError("--device-profile " + quoted(p.source) + " was measured with " + key + " " +
                        p.measured_for.at(key).dump() + ", not " + value.dump() + " as given here");
 }
@@ -68,7 +69,7 @@ void check_measured_for(const DeviceProfile& p, const WorkloadSpec& spec) {
 }  // namespace
 
 WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& budget,
-                            const std::string& command) {
+                            const std::string& command, bool microbatch_size_varies) {
   WorkloadCosts w;
   w.profile = flags.profile_option->count() > 0 ? read_device_profile(flags.device_profile)
                                                 : default_profile();
@@ -77,7 +78,7 @@ WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& 
   require_memory(budget, estimate_spec(flags.workload.layer_count(), false, 0, false),
                  command + " " + flags.workload.describe());
   w.spec = flags.workload.build();
-  if (w.profile.kind == "measured") check_measured_for(w.profile, w.spec);
+  if (w.profile.kind == "measured") check_measured_for(w.profile, w.spec, microbatch_size_varies);
   return w;
 }
 

@@ -48,9 +48,12 @@ struct WorkloadCosts {
 };
 
 // Reads the profile and the limit (refusing bad ones before any work) and builds the spec;
-// `command` names the subcommand in a refusal for memory.
+// `command` names the subcommand in a refusal for memory. `microbatch_size_varies` (tune with
+// --global-batch): a measured profile's micro-batch size is not held to the flags' (each
+// candidate's cut holds it to its own).
 WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& budget,
-                            const std::string& command = "simulate");
+                            const std::string& command = "simulate",
+                            bool microbatch_size_varies = false);
 // Cuts the workload into `stages` stages (a measured profile's layer counts unless --partition is
 // given) and derives the per-stage costs.
 void partition_workload(WorkloadCosts& w, const WorkloadCostFlags& flags, int stages);

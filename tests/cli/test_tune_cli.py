@@ -183,6 +183,29 @@ class Tune(unittest.TestCase):
                 self.assertEqual(s.returncode, 0, s.stderr)
                 self.assertEqual(json.loads(s.stdout)["makespan"], c["makespan"], c)
 
+    def test_global_batch_builds_the_workload_only_at_sizes_it_uses(self):
+        # AmoebaNet refuses a micro-batch of 1 at this image size; with B = 24 on D = 2 every
+        # candidate's micro-batch holds 2 or more samples, so the search runs.
+        amoeba = ["--workload", "amoebanet", "--layers", "6", "--filters", "16",
+                  "--image-size", "32"]
+        r = run("tune", *amoeba, "-d", "2", "--global-batch", "24", "--memory-limit-bytes", "1G",
+                "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue([c for c in json.loads(r.stdout)["candidates"] if c["status"] == "fits"])
+        # A profile measured at b = 4 costs the candidates of b = 4 (B = 8, N = 2) under
+        # --global-batch, which cannot be given with -b.
+        with tempfile.TemporaryDirectory() as d:
+            prof = os.path.join(d, "b4.json")
+            r = run("run", *WL, "-s", "1f1b", "-d", "2", "-n", "2", "-b", "4",
+                    "--profile-out", prof)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = run("tune", *WL, "-d", "2", "--global-batch", "8", "--memory-limit-bytes", "1G",
+                    "--device-profile", prof, "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        fits = [c for c in json.loads(r.stdout)["candidates"] if c["status"] == "fits"]
+        self.assertTrue(fits)
+        self.assertEqual({c["microbatch_size"] for c in fits}, {4})
+
     def test_bad_flags_refused_in_one_line(self):
         base = ["tune", *WL, "-d", "2", "--memory-limit-bytes", "1G"]
         one_line_refusal(self, run(*base, "--global-batch", "17"), "--global-batch 17")
