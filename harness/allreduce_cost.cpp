@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ppbench {
 
@@ -16,6 +17,32 @@ namespace {
 
 // True when `t` produces weight gradients: B, or W when the backward is split (I does not).
 bool makes_weight_grad(const Task& t) { return t.op == Op::B || t.op == Op::W; }
+
+// The optimizer's updates read the summed gradients: as the runs across processes do, a rank
+// updates its stages after its last action, one at a time in their order, each once its all-
+// reduce (its stage's, or without overlap the rank's) has ended. Each keeps its duration.
+void updates_after_allreduces(Trace& trace, const Placement& p,
+                              const std::vector<double>& rank_end) {
+  if (trace.updates.empty()) return;
+  std::vector<double> summed(static_cast<std::size_t>(p.stages()), 0);
+  for (const CollectiveEvent& c : trace.collectives)
+    for (int st = 0; st < p.stages(); ++st)
+      if (c.stage == st || (c.stage < 0 && p.stage_rank[st] == c.rank))
+        summed[static_cast<std::size_t>(st)] =
+            std::max(summed[static_cast<std::size_t>(st)], c.end);
+  std::stable_sort(trace.updates.begin(), trace.updates.end(),
+                   [](const UpdateEvent& a, const UpdateEvent& b) {
+                     return a.rank != b.rank ? a.rank < b.rank : a.start < b.start;
+                   });
+  std::vector<double> free_at = rank_end;
+  for (UpdateEvent& u : trace.updates) {
+    double& at = free_at.at(static_cast<std::size_t>(u.rank));
+    const double length = u.end - u.start;
+    u.start = std::max(at, summed.at(static_cast<std::size_t>(u.stage)));
+    u.end = u.start + length;
+    at = u.end;
+  }
+}
 
 }  // namespace
 
@@ -50,6 +77,7 @@ void add_allreduces(Trace& trace, const Schedule& s, const DataParallel& dp) {
       trace.collectives.push_back(
           {static_cast<std::int32_t>(r), rank_end[r], rank_end[r] + t, -1, bytes[r]});
     }
+    updates_after_allreduces(trace, p, rank_end);
     return;
   }
 
@@ -70,6 +98,7 @@ void add_allreduces(Trace& trace, const Schedule& s, const DataParallel& dp) {
           {static_cast<std::int32_t>(r), start, free_at, st, dp.stage_bytes[st]});
     }
   }
+  updates_after_allreduces(trace, p, rank_end);
 }
 
 }  // namespace ppbench

@@ -39,7 +39,10 @@ struct DataParallel {
 // are identical in the simulator, so rank r of every replica starts its all-reduces at the same
 // time and the one replica's trace stands for all R. Nothing is added for R = 1. The compute
 // events are left as they are: the all-reduce is post-processing of the walk's result (the next
-// step's forward is not modelled, so overlapping it with the all-reduce does not arise).
+// step's forward is not modelled, so overlapping it with the all-reduce does not arise). The
+// optimizer's updates, where the trace has them, move after the all-reduces whose sums they
+// read: each rank's after its last action, one at a time, each once its stage's gradients are
+// summed (the compute events keep the times the walk gave them with the updates among them).
 void add_allreduces(Trace& trace, const Schedule& s, const DataParallel& dp);
 
 }  // namespace ppbench

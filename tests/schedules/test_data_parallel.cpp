@@ -71,6 +71,24 @@ TEST(DataParallel, EndOfStepOneFOneB) {
   EXPECT_EQ(m.collectives, 2);
 }
 
+// The updates read the summed gradients: each moves after its all-reduce, one at a time per rank,
+// keeping its length (the layout of EndOfStepOneFOneB, an update of 0.5 after each stage's B).
+TEST(DataParallel, UpdatesFollowTheirAllReduce) {
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlapped" : "after the step");
+    auto r = simulate_uniform({"1f1b", 2, 2}, stage_cost(1, 1, 1));
+    r.trace.updates = {{0, 9, 9.5, 0}, {1, 7, 7.5, 1}};
+    add_allreduces(r.trace, r.schedule, dp_of(2, overlap, {4, 4}, {1, 0.5}));
+    // Both modes: rank 0's all-reduce [9,14], rank 1's [7,12] (stage = rank here).
+    ASSERT_EQ(r.trace.updates.size(), 2u);
+    EXPECT_DOUBLE_EQ(r.trace.updates[0].start, 14);
+    EXPECT_DOUBLE_EQ(r.trace.updates[0].end, 14.5);
+    EXPECT_DOUBLE_EQ(r.trace.updates[1].start, 12);
+    EXPECT_DOUBLE_EQ(r.trace.updates[1].end, 12.5);
+    EXPECT_DOUBLE_EQ(compute_metrics(r.trace, r.schedule.placement).makespan, 14.5);
+  }
+}
+
 TEST(DataParallel, OneReplicaAddsNothing) {
   auto r = simulate_uniform({"1f1b", 2, 2}, stage_cost(1, 1, 1));
   add_allreduces(r.trace, r.schedule, dp_of(1, false, {4, 4}, {1, 0.5}));
