@@ -196,13 +196,13 @@ std::vector<ProcessReport> decode_reports(const std::vector<std::vector<char>>& 
 
 void summarize_replica0_gradients(const WorkloadSpec& spec,
                                   const std::vector<std::vector<char>>& gradients,
-                                  int pipeline_ranks, int parts, bool keep, StepValues& values) {
+                                  int pipeline_ranks, int parts, StepValues& values) {
   std::deque<HostParam> store;
   std::vector<std::vector<StageParams<HostParam>>> by_rank;
   for (int p = 0; p < pipeline_ranks; ++p)
     by_rank.push_back(decode_gradients(gradients.at(static_cast<std::size_t>(p)), p, store));
   summarize_gradients_on_host(
-      spec, by_rank, parts, keep, values,
+      spec, by_rank, parts, /*keep=*/true, values,
       [](const StageParams<HostParam>&, const HostParam* h, std::vector<double>& sum) {
         if (sum.empty()) sum.assign(h->grad.size(), 0.0);
         for (std::size_t i = 0; i < h->grad.size(); ++i) sum[i] += h->grad[i];

@@ -134,10 +134,10 @@ std::vector<ProcessReport> decode_reports(const std::vector<std::vector<char>>& 
                                           int pipeline_ranks);
 
 // On process 0: replica 0's gradients (processes 0 .. D-1, as gathered) summed per part into
-// `values`, as a run in threads does (all tensors kept where `keep`).
+// `values`, as a run in threads does, every tensor kept (they were gathered for that).
 void summarize_replica0_gradients(const WorkloadSpec& spec,
                                   const std::vector<std::vector<char>>& gradients,
-                                  int pipeline_ranks, int parts, bool keep, StepValues& values);
+                                  int pipeline_ranks, int parts, StepValues& values);
 
 // On process 0, how the CPU and CUDA runs across processes both finish `out` with their
 // `record`: its throughput counts every replica's samples (the step trains on R x N

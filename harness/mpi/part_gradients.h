@@ -120,7 +120,7 @@ void replica0_gradients(const WorkloadSpec& spec, const Placement& placement, co
   if (keep) {
     const auto grads = gather_bytes(
         world, grid.replica == 0 ? encode_gradients(mine, values) : std::vector<char>{});
-    if (report) summarize_replica0_gradients(spec, grads, d, parts, true, out);
+    if (report) summarize_replica0_gradients(spec, grads, d, parts, out);
     return;
   }
   std::vector<PartGradients> homed;
