@@ -70,7 +70,9 @@ Rows of another machine, commit or build are never taken for this one: at the st
 added to the end of PREFIX.previous.jsonl (what earlier sweeps set aside stays there; a line it
 holds already is not written again) and their points run again. "error" rows are retried, and
 --force re-runs everything. A re-run point is appended again; the later
-line stands (results_io.latest_rows), and the file is compacted when the sweep ends.
+line stands (results_io.latest_rows), and the file is compacted when the sweep ends. An error
+never takes the place of a measurement: a re-run that fails where an ok or invalid row is
+recorded leaves that row standing and adds its error row to PREFIX.previous.jsonl.
 
 PREFIX.csv follows every recorded point, so it always holds the same points as PREFIX.jsonl: a
 new point's row is appended (one locked write, undone should it fail), anything else (a point
@@ -87,7 +89,7 @@ recorded; every line already in PREFIX.jsonl is whole and PREFIX.csv matches it;
 "sweep: interrupted after K of M points; records in PREFIX.jsonl" and exit 130 (SIGINT) or
 143 (SIGTERM). The next sweep resumes there.
 
-Exit codes: 0 done (--fail-on-error: 1 if a point ended as an error row); 2 a bad spec or
+Exit codes: 0 done (--fail-on-error: 1 if a point run failed); 2 a bad spec or
 option, an --out PREFIX that cannot be written, or no ppbench at --ppbench; 3 a machine problem
 (ppbench cannot run, jsonschema is not installed, another sweep is writing PREFIX, points under
 mpirun with a ppbench built without MPI); 1 ppbench failed its probe; 130/143 interrupted.
@@ -119,7 +121,7 @@ from script_cli import OneLineParser, ScriptError, output_path, run
 from sweep_point import MPIRUN, Point
 from sweep_process import (MPI_VERSION_LINE, STOP, Stopped, probe, run_point, stop_signals,
                            visible_gpu_count)
-from sweep_records import Records, describe, machine_text, who_text
+from sweep_records import STANDING, Records, describe, machine_text, who_text
 from sweep_spec import (ONLY_KEYS, MachineError, SpecError, as_list, expand_spec, group_text,
                         load_spec, matches, only_text, parse_only, positive_finite, select_points)
 
@@ -262,7 +264,7 @@ def sweep_points(spec_path: Path, name: str, points: list[Point], ppbench: str, 
                  notes: Iterable[str] = ()) -> dict[str, int]:
     records = Records(prefix, recorded_by)
     set_aside = records.settle()
-    todo = [p for p in points if force or records.status(p) not in ("ok", "invalid")]
+    todo = [p for p in points if force or records.status(p) not in STANDING]
     counts = {"ok": 0, "invalid": 0, "error": 0, "skipped": len(points) - len(todo)}
     print(f"sweep '{name}': {who_text(recorded_by)}", flush=True)
     for note in notes:
@@ -281,10 +283,12 @@ def sweep_points(spec_path: Path, name: str, points: list[Point], ppbench: str, 
             except Stopped:
                 interrupted = STOP.signum
                 break
-            records.put(point, row)
+            kept = "" if records.put(point, row) else (
+                f"; the recorded {records.status(point)} row stands, this one is in "
+                f"{records.previous_path}")
             done += 1
             counts[row["status"]] += 1
-            print(f"[{i}/{len(todo)}] {point.label()} ... {describe(row)} "
+            print(f"[{i}/{len(todo)}] {point.label()} ... {describe(row)}{kept} "
                   f"({time.monotonic() - start:.1f} s)", flush=True)
             if STOP.signum is not None:
                 interrupted = STOP.signum

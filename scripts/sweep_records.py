@@ -26,6 +26,9 @@ from sweep_point import RUN_KEYS, SPEC_KEYS, Point, format_number, make_point
 # which the binary's sha256 does not cover (the bundle's launcher takes the target's cuBLAS).
 IDENTITY_FIELDS = ("git_commit", "host", "cpu", "cpu_cores", "gpu", "gpu_stack", "ppbench_sha256")
 
+# The statuses of a row that a sweep does not run again (unless --force) nor let an error replace.
+STANDING = ("ok", "invalid")
+
 CSV_COLUMNS = (
     "schedule", "devices", "microbatches", "chunks", "group_size", "cost", "comm", "status",
     "makespan", "bubble_fraction", "bubble_ratio", "zb_bubble_rate", "peak_activations",
@@ -146,16 +149,25 @@ class Records:
         return message
 
     def status(self, point: Point) -> str | None:
+        """The status of the point's standing row: "ok", "invalid", "error", or None."""
         row = self.rows.get(point.key())
         return None if row is None else row.get("status")
 
-    def put(self, point: Point, row: dict) -> None:
+    def put(self, point: Point, row: dict) -> bool:
         """Append the row (one locked write), then bring PREFIX.csv in step: a new point whose
         kind the CSV already holds is appended as one row; anything else (a point run again,
-        the first row of a kind) rewrites the CSV atomically."""
+        the first row of a kind) rewrites the CSV atomically.
+
+        An error row never takes the place of a measured one: when the point holds an ok or
+        invalid row (a --force re-run that crashed or timed out), the error row goes to the end
+        of PREFIX.previous.jsonl and the recorded row stands. Returns whether the row stands."""
+        key = point.key()
+        held = self.rows.get(key)
+        if row.get("status") == "error" and held is not None and held.get("status") in STANDING:
+            append_jsonl(self.previous_path, row)
+            return False
         append_jsonl(self.path, row)
         self.lines += 1
-        key = point.key()
         before = csv_layout(self.rows.values())
         new = key not in self.rows
         self.rows[key] = row
@@ -164,6 +176,7 @@ class Records:
             append_text(path, csv_text(columns, make_row, [row], header=False))
         else:
             self.write_csv()
+        return True
 
     def compact(self) -> None:
         if self.lines != len(self.rows):

@@ -24,9 +24,10 @@ exits 2 unless OMPI_COMM_WORLD_SIZE (set by mpirun, or by the tests' fake mpirun
 is D x R; under one the record has "launch" as a multi-process run's. Records' provenance names
 commit FAKE_PPBENCH_COMMIT (default fake123) on host FAKE_PPBENCH_HOST (default testhost).
 
-Test hooks: schedule "crash" exits 1; "garbage" prints non-JSON; "slow" (simulate or run) writes
-its pid to FAKE_PPBENCH_PIDFILE when that is set, then sleeps 30 s; when FAKE_PPBENCH_LOG is set,
-every invocation's arguments are appended to that file as one JSON line.
+Test hooks: schedule "crash" exits 1, as does the schedule FAKE_PPBENCH_CRASH names; "garbage"
+prints non-JSON; "slow" (simulate or run) writes its pid to FAKE_PPBENCH_PIDFILE when that is set,
+then sleeps 30 s; when FAKE_PPBENCH_LOG is set, every invocation's arguments are appended to that
+file as one JSON line.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ def main() -> None:
     a = p.parse_args()
     s, d, n, v = a.schedule, a.devices, a.microbatches, a.chunks
     check(s, d, n, v)
-    if s == "crash":
+    if s in ("crash", os.environ.get("FAKE_PPBENCH_CRASH")):
         fail("Segmentation fault (pretend)", 1)
     if s == "garbage":
         print("this is not json")
@@ -284,7 +285,7 @@ def run_main() -> None:
     check(s, d, n, v)
     if a.backend == "cuda" and os.environ.get("FAKE_PPBENCH_NO_GPU"):
         fail("ppbench: error: --backend cuda: no CUDA device visible (cudaErrorNoDevice)", 3)
-    if s == "crash":
+    if s in ("crash", os.environ.get("FAKE_PPBENCH_CRASH")):
         fail("Segmentation fault (pretend)", 1)
     if s == "slow":
         be_slow()

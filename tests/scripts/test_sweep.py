@@ -116,6 +116,30 @@ def test_sweep_extends_existing_file_and_force_reruns(tmp_path, fake_ppbench):
     assert [r["microbatches"] for r in read_jsonl(tmp_path / "out.jsonl")] == [2, 4, 8]
 
 
+def test_a_failed_force_rerun_leaves_the_measured_row_standing(tmp_path, fake_ppbench,
+                                                               monkeypatch, capsys):
+    binary, _ = fake_ppbench
+    spec = write_spec(tmp_path / "s.json", [{"schedule": "gpipe", "devices": 2,
+                                             "microbatches": [2, 3]}])
+    sweep.run_sweep(spec, binary, tmp_path / "out")
+    measured = read_jsonl(tmp_path / "out.jsonl")
+    csv_before = (tmp_path / "out.csv").read_text()
+    monkeypatch.setenv("FAKE_PPBENCH_CRASH", "gpipe")
+    counts = sweep.run_sweep(spec, binary, tmp_path / "out", force=True)
+    assert counts["error"] == 2
+    assert read_jsonl(tmp_path / "out.jsonl") == measured
+    assert (tmp_path / "out.csv").read_text() == csv_before
+    failed = read_jsonl(tmp_path / "out.previous.jsonl")
+    assert [(r["microbatches"], r["status"]) for r in failed] == [(2, "error"), (3, "error")]
+    assert "the recorded ok row stands" in capsys.readouterr().out
+    # an error row of a point with no measurement stands, and is retried by the next sweep
+    point = sweep_spec.expand_spec({"runs": [{"schedule": "gpipe", "devices": 2,
+                                              "microbatches": 5}]})[0]
+    records = sweep_records.Records(tmp_path / "out", measured[0]["recorded_by"])
+    assert records.put(point, {**failed[0], "microbatches": 5})
+    assert records.status(point) == "error"
+
+
 def test_csv_has_flat_columns_for_every_row(tmp_path, fake_ppbench):
     binary, _ = fake_ppbench
     spec = write_spec(tmp_path / "s.json", [{"schedule": ["gpipe", "1f1b"], "devices": [4],
