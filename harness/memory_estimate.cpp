@@ -256,6 +256,13 @@ MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balan
   return e;
 }
 
+MemoryEstimate estimate_tune_size(double layers, double cuts, double stages, bool balanced) {
+  MemoryEstimate e = estimate_spec(layers, false, stages, balanced);
+  e.bytes += cuts * layers * kSpecTextBytesPerLayer;
+  e.detail = num_text(1 + cuts) + " specs of " + e.detail;
+  return e;
+}
+
 double float64_step_bytes(const WorkloadSpec& spec, int arrays) {
   const ActivationBytes a = spec.activation();
   return static_cast<double>(spec.params()) * 8 * arrays +

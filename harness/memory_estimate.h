@@ -68,6 +68,9 @@ MemoryEstimate estimate_grid(int ranks, double steps, std::size_t width);
 // A workload spec of `layers` layers and its table or JSON (`model`), and the balanced
 // partition's table of stages x (layers + 1) doubles when `stages` > 0.
 MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balanced);
+// tune, while it costs one micro-batch size: that size's spec, `cuts` cuts of it (a spec copy
+// and plan each, one per stage count), and the balanced partition's table for `stages` stages.
+MemoryEstimate estimate_tune_size(double layers, double cuts, double stages, bool balanced);
 
 // The float64 single-device step (run --check's reference, and the copies that measure its
 // spread), one micro-batch at a time: `arrays` float64 arrays the size of the parameters

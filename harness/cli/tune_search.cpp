@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -83,27 +84,26 @@ struct CutWorkload {
   std::string error;
 };
 
-// Specs and cuts are shared by every candidate of the same micro-batch size (and stage count):
-// a few of them serve the whole search.
-class WorkloadCache {
+// The workload at one micro-batch size, cut once per stage count and shared by every candidate of
+// that size. The search costs one size at a time (evaluate_candidates), so that one spec and its
+// few cuts are held at once, not a copy per size of the space.
+class SizeCuts {
  public:
-  WorkloadCache(const WorkloadCosts& base, const WorkloadCostFlags& flags)
-      : base_(base), flags_(flags) {}
+  SizeCuts(const WorkloadCosts& base, const WorkloadCostFlags& flags, std::int64_t microbatch_size)
+      : base_(base), flags_(flags), microbatch_size_(microbatch_size) {}
 
-  const CutWorkload& cut(std::int64_t microbatch_size, int stages) {
-    auto key = std::make_pair(microbatch_size, stages);
-    auto it = cuts_.find(key);
+  std::int64_t microbatch_size() const { return microbatch_size_; }
+
+  const CutWorkload& cut(int stages) {
+    auto it = cuts_.find(stages);
     if (it != cuts_.end()) return it->second;
-    CutWorkload& out = cuts_[key];
-    out.costs = base_;
+    CutWorkload& out = cuts_[stages];
     try {
-      const auto& m = base_.profile.measured_for;
-      // A measured profile's times hold for the micro-batch size they were measured at only.
-      if (base_.profile.kind == "measured" && m.at("microbatch_size") != microbatch_size)
-        throw UsageError("--device-profile " + quoted(base_.profile.source) +
-                         " was measured with microbatch_size " + m.at("microbatch_size").dump() +
-                         ", not " + std::to_string(microbatch_size));
-      out.costs.spec = spec(microbatch_size);
+      // The base's profile and limits with this size's spec; the cut sets plan, parts, bounding.
+      out.costs = WorkloadCosts{.spec = spec(),
+                                .profile = base_.profile,
+                                .memory_limit = base_.memory_limit,
+                                .eager_limit = base_.eager_limit};
       partition_workload(out.costs, flags_, stages);
     } catch (const UsageError& e) {
       out.error = e.what();
@@ -112,26 +112,32 @@ class WorkloadCache {
   }
 
  private:
-  const WorkloadSpec& spec(std::int64_t microbatch_size) {
-    auto it = specs_.find(microbatch_size);
-    if (it != specs_.end()) return it->second;
+  const WorkloadSpec& spec() {
+    if (spec_) return *spec_;
+    const auto& m = base_.profile.measured_for;
+    // A measured profile's times hold for the micro-batch size they were measured at only.
+    if (base_.profile.kind == "measured" && m.at("microbatch_size") != microbatch_size_)
+      throw UsageError("--device-profile " + quoted(base_.profile.source) +
+                       " was measured with microbatch_size " + m.at("microbatch_size").dump() +
+                       ", not " + std::to_string(microbatch_size_));
     WorkloadFlags f = flags_.workload;
-    f.microbatch_size = microbatch_size;
-    return specs_.emplace(microbatch_size, f.build()).first->second;
+    f.microbatch_size = microbatch_size_;
+    return spec_.emplace(f.build());
   }
 
   const WorkloadCosts& base_;
   const WorkloadCostFlags& flags_;
-  std::map<std::int64_t, WorkloadSpec> specs_;
-  std::map<std::pair<std::int64_t, int>, CutWorkload> cuts_;
+  std::int64_t microbatch_size_;
+  std::optional<WorkloadSpec> spec_;
+  std::map<int, CutWorkload> cuts_;
 };
 
-void evaluate(TuneCandidate& c, WorkloadCache& cache, double limit, int devices) {
+void evaluate(TuneCandidate& c, SizeCuts& cache, double limit, int devices) {
   ScheduleParams params{
       .name = c.schedule, .devices = devices, .microbatches = c.microbatches, .chunks = c.chunks};
   try {
     Schedule s = generate(params);
-    const CutWorkload& cut = cache.cut(c.microbatch_size, s.placement.stages_per_chain());
+    const CutWorkload& cut = cache.cut(s.placement.stages_per_chain());
     if (!cut.error.empty()) throw UsageError(cut.error);
     const WorkloadCosts& w = cut.costs;
     // As simulate does: a cost-aware family plans again, for the workload's bounding stage.
@@ -177,10 +183,22 @@ void evaluate(TuneCandidate& c, WorkloadCache& cache, double limit, int devices)
 void evaluate_candidates(std::vector<TuneCandidate>& all, const WorkloadCosts& w,
                          const WorkloadCostFlags& flags, int devices,
                          const std::function<void(std::size_t)>& progress) {
-  WorkloadCache cache(w, flags);
-  for (std::size_t k = 0; k < all.size(); ++k) {
-    evaluate(all[k], cache, w.memory_limit, devices);
-    progress(k + 1);
+  // One micro-batch size at a time (its spec and cuts dropped before the next is built); within
+  // a size, the order of the space.
+  std::vector<std::size_t> order(all.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return all[a].microbatch_size < all[b].microbatch_size;
+  });
+  std::optional<SizeCuts> cache;
+  for (std::size_t done = 0; done < order.size(); ++done) {
+    TuneCandidate& c = all[order[done]];
+    if (!cache || cache->microbatch_size() != c.microbatch_size) {
+      cache.reset();
+      cache.emplace(w, flags, c.microbatch_size);
+    }
+    evaluate(c, *cache, w.memory_limit, devices);
+    progress(done + 1);
   }
 }
 

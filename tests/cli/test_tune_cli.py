@@ -220,6 +220,12 @@ class Tune(unittest.TestCase):
         # Every candidate would fail alike: said once, as bad input.
         one_line_refusal(self, run(*base, "--partition", "foo"), "unknown --partition 'foo'")
         one_line_refusal(self, run(*base, "--partition", "1,1"), "sums to 2 layers")
+        # The workload of one micro-batch size at a time counts against --max-memory: its spec,
+        # a cut per stage count and the balanced partition's table, beside one spec's worth that
+        # simulate --workload would hold (20000 layers: about 32 MB a spec).
+        big = ["--workload", "mlp", "--layers", "20000", "--width", "8", "-d", "2",
+               "--memory-limit-bytes", "1G", "--max-memory", "120M"]
+        one_line_refusal(self, run("tune", *big), "6 specs of 2e+04 layers")
         # A default global batch 8 D b past the bound, not an overflow.
         one_line_refusal(self, run("tune", *WL, "-d", "16", "-b", str(2**57),
                                    "--memory-limit-bytes", "1G"), "--microbatch-size")
