@@ -76,6 +76,22 @@ bool splits_backward(std::string_view name) {
          name == "dualpipe" || name == "dualpipev";
 }
 
+// v-half and v-min squeeze each rank's passes on a row of slots as long as the whole schedule
+// (about 6 (D + N) slots: v_memory.cpp's RankMemory, a max-tree over it and the rows of taken
+// slots), every rank's row at once: D^2 growth that the per-task figures do not cover.
+constexpr double kVMemoryBytesPerSlot = 24;
+
+// The estimate with the generator's own working set added, where it has one beyond its tasks.
+MemoryEstimate with_generator(MemoryEstimate e, const ScheduleParams& p) {
+  if (p.name != "v-half" && p.name != "v-min") return e;
+  const double slots = 6.0 * (static_cast<double>(p.devices) + p.microbatches);
+  const double bytes = p.devices * slots * kVMemoryBytesPerSlot;
+  e.bytes += bytes;
+  e.detail += " + " + p.name + "'s " + std::to_string(p.devices) + " rows of " + num_text(slots) +
+              " slots x " + num_text(kVMemoryBytesPerSlot) + " bytes";
+  return e;
+}
+
 }  // namespace
 
 double meminfo_available_bytes(std::string_view meminfo) {
@@ -222,8 +238,9 @@ double schedule_tasks(const ScheduleParams& p) {
 MemoryEstimate estimate_simulate(const ScheduleParams& p, bool trace_out) {
   const double tasks = schedule_tasks(p);
   const double per = trace_out ? kTraceBytesPerTask : kSimulateBytesPerTask;
-  return {tasks * per, num_text(tasks) + " actions x " + num_text(per) + " bytes" +
-                           (trace_out ? " with the trace" : "")};
+  return with_generator({tasks * per, num_text(tasks) + " actions x " + num_text(per) + " bytes" +
+                                          (trace_out ? " with the trace" : "")},
+                        p);
 }
 
 double simulate_touched_bytes(const ScheduleParams& p) {
@@ -235,7 +252,8 @@ MemoryEstimate estimate_show(const ScheduleParams& p, std::string_view format) {
   const double per = format == "lowered" ? kShowLoweredBytesPerTask
                      : format == "grid"  ? kGridSimulateBytesPerTask
                                          : kShowTextBytesPerTask;
-  return {tasks * per, num_text(tasks) + " actions x " + num_text(per) + " bytes"};
+  return with_generator({tasks * per, num_text(tasks) + " actions x " + num_text(per) + " bytes"},
+                        p);
 }
 
 MemoryEstimate estimate_grid(int ranks, double steps, std::size_t width) {
@@ -275,11 +293,12 @@ MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& 
   const double e = dtype_bytes(spec.dtype);
   const double n = p.microbatches;
   const double layers = static_cast<double>(spec.layers.size());
-  const bool two_copies = p.name == "chimera" || p.name == "dualpipe";
-  const double copies = two_copies ? 2 : 1;
+  const double copies = std::max(o.copies, 1);
   const double params = static_cast<double>(spec.params());
-
-  const double weights = params * e * 2 * copies;  // values and gradients
+  // Values, gradients and the optimizer's states, per held copy (step_memory.h's convention).
+  const ParameterBytes per = parameter_bytes(spec.dtype, o.optimizer);
+  const double per_param = static_cast<double>(per.param + per.grad + per.optimizer);
+  const double weights = params * per_param * copies;
   double activations = 0;
   for (double b : peaks) activations += b;
   double largest_layer = 0, boundary = 0;
@@ -329,8 +348,9 @@ MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& 
   est.bytes = kActivationSlack * activations +
               kTensorSlack * (weights + data + in_flight + working + check) + records + schedule +
               summary;
-  est.detail = num_text(params) + " parameters x " + num_text(e) +
-               " bytes x 2 (values, gradients)" + (two_copies ? " x 2 copies" : "") + " = " +
+  est.detail = num_text(params) + " parameters x " + num_text(per_param) +
+               " bytes (values, gradients, optimizer states)" +
+               (copies > 1 ? " x " + num_text(copies) + " copies" : "") + " = " +
                bytes_text(weights) + ", peak activations " + bytes_text(activations) + ", data " +
                bytes_text(data) + ", transfers and working set " + bytes_text(in_flight + working) +
                (o.check ? ", --check " + bytes_text(check) : "");

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/step_memory.h"
 #include "schedules/lower.h"
 #include "schedules/schedule.h"
 #include "workloads/layer_spec.h"
@@ -88,6 +89,8 @@ struct CpuRunShape {
   bool recompute = false;
   bool check = false;
   int channel_capacity = 0;  // 0: the schedule's default, bounded here by N messages a mailbox
+  Optimizer optimizer = Optimizer::kAdamW;  // its states are held beside the parameters
+  int copies = 1;  // copies of each part the ranks hold (2: Chimera's and DualPipe's chains)
 };
 MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& p,
                                 const PartitionPlan& plan, const std::vector<double>& peaks,

@@ -120,6 +120,18 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
         checked_add(checked_add(r.params, r.grads, "total"), r.optimizer, "total");
     checked_add(checked_add(weights, r.activations, "total"), r.comm, "total");
   }
+  RankMemory& sum = out.sum;
+  for (const RankMemory& r : out.ranks) {
+    sum.param_count = checked_add(sum.param_count, r.param_count, "summed parameter");
+    sum.params = checked_add(sum.params, r.params, "summed parameter");
+    sum.grads = checked_add(sum.grads, r.grads, "summed gradient");
+    sum.optimizer = checked_add(sum.optimizer, r.optimizer, "summed optimizer state");
+    sum.activations = checked_add(sum.activations, r.activations, "summed activation");
+    sum.comm = checked_add(sum.comm, r.comm, "summed communication");
+    checked_add(checked_add(checked_add(sum.params, sum.grads, "summed total"), sum.optimizer,
+                            "summed total"),
+                checked_add(sum.activations, sum.comm, "summed total"), "summed total");
+  }
   return out;
 }
 

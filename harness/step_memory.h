@@ -70,6 +70,7 @@ struct RankMemory {
 struct StepMemory {
   ParameterBytes per_param;
   std::vector<RankMemory> ranks;
+  RankMemory sum;  // param_count and every byte term summed over the ranks (no stages, parts)
   const char* model = "ppbench memory";  // the command that models the same, for records' notes
   int64_t largest_total() const;
 };

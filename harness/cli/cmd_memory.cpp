@@ -43,14 +43,15 @@ std::string join(const std::vector<int>& v) {
 
 // What the optimizer term is made of, in words, for both outputs.
 std::string optimizer_text(Optimizer o, const ParameterBytes& b) {
+  const std::string master = b.master > 0 ? " + an fp32 master copy of the parameters (4 B)" : "";
   switch (o) {
     case Optimizer::kNone:
       return "none: no optimizer states";
     case Optimizer::kSgd:
-      return "sgd: plain SGD without momentum, no states";
+      return "sgd: plain SGD without momentum, no moments" + master;
     case Optimizer::kAdamW:
       return "adamw: m and v at " + std::to_string((b.optimizer - b.master) / 2) + " B each" +
-             (b.master > 0 ? " + an fp32 master copy of the parameters (4 B)" : "");
+             master;
   }
   return "";
 }
@@ -77,26 +78,23 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
                           {"optimizer", m.per_param.optimizer},
                           {"master_copy", m.per_param.master},
                           {"optimizer_note", optimizer_text(o, m.per_param)}};
+  const auto bytes = [](const RankMemory& rk) {
+    return nlohmann::json{{"params", rk.params},       {"grads", rk.grads},
+                          {"optimizer", rk.optimizer}, {"activations", rk.activations},
+                          {"comm", rk.comm},           {"total", rk.total()}};
+  };
   nlohmann::json ranks = nlohmann::json::array();
-  nlohmann::json sum = {{"params", 0},      {"grads", 0}, {"optimizer", 0},
-                        {"activations", 0}, {"comm", 0},  {"total", 0}};
-  int64_t held = 0;
   for (std::size_t k = 0; k < m.ranks.size(); ++k) {
     const RankMemory& rk = m.ranks[k];
-    nlohmann::json bytes = {{"params", rk.params},       {"grads", rk.grads},
-                            {"optimizer", rk.optimizer}, {"activations", rk.activations},
-                            {"comm", rk.comm},           {"total", rk.total()}};
-    for (auto& [key, v] : bytes.items()) sum[key] = sum[key].get<int64_t>() + v.get<int64_t>();
-    held += rk.param_count;
     ranks.push_back({{"rank", k},
                      {"stages", rk.stages},
                      {"parts", rk.parts},
                      {"param_count", rk.param_count},
-                     {"bytes", bytes}});
+                     {"bytes", bytes(rk)}});
   }
   r["ranks"] = ranks;
-  r["sum_over_ranks"] = sum;
-  r["sum_over_ranks"]["param_count"] = held;
+  r["sum_over_ranks"] = bytes(m.sum);
+  r["sum_over_ranks"]["param_count"] = m.sum.param_count;
   r["max_total_bytes"] = m.largest_total();
   r["notes"] =
       "params and grads at the dtype; optimizer per held parameter; activations: the "
@@ -178,8 +176,8 @@ Command add_memory(CLI::App& parent) {
   app->add_option("--partition", st->partition,
                   "balanced (default), uniform, or layer counts per stage such as 4,4,3,5");
   app->add_option("--optimizer", st->optimizer,
-                  "none, sgd (plain, no momentum: no states) or adamw (default: m and v in fp32, "
-                  "plus an fp32 master copy of the parameters with --dtype bf16)")
+                  "none, sgd (plain, no momentum: no moments) or adamw (default: m and v in fp32); "
+                  "sgd and adamw add an fp32 master copy of the parameters with --dtype bf16")
       ->check(one_of({"none", "sgd", "adamw"}));
   app->add_option("--backend", st->backend,
                   "cpu (default: the CPU kernels, gradients in the parameters' dtype as "

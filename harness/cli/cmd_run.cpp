@@ -118,7 +118,11 @@ void require_run_memory(const MemoryBudget& budget, const WorkloadFlags& flags,
   require_memory(
       budget,
       estimate_cpu_run(*spec, o.schedule, plan, predicted_peak_bytes(s, plan, o.recompute),
-                       {o.recompute, o.check, o.executor.channel_capacity}),
+                       {.recompute = o.recompute,
+                        .check = o.check,
+                        .channel_capacity = o.executor.channel_capacity,
+                        .optimizer = o.optimizer.kind,
+                        .copies = s.placement.copies_per_part()}),
       what + (o.check ? " --check" : ""));
 }
 

@@ -107,7 +107,7 @@ Command add_tune(CLI::App& parent) {
   auto* app = parent.add_subcommand(
       "tune",
       "Search schedules, chunks and micro-batch counts for a workload on D ranks under a "
-      "per-rank memory limit; print the fastest by simulated step time");
+      "per-rank limit on activation memory; print the fastest by simulated step time");
   struct State {
     WorkloadCostFlags workload;
     int devices = 0;

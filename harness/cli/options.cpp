@@ -212,8 +212,8 @@ Schedule ScheduleFlags::build(const ValidateOptions& options) const {
 
 std::string ScheduleFlags::describe() const {
   if (file) return "--schedule-file " + quoted(schedule_file);
-  std::string s =
-      "--devices " + std::to_string(devices) + " --microbatches " + std::to_string(microbatches);
+  std::string s = "--schedule " + schedule + " --devices " + std::to_string(devices) +
+                  " --microbatches " + std::to_string(microbatches);
   if (chunks > 0) s += " --chunks " + std::to_string(chunks);
   if (group_size > 0) s += " --group-size " + std::to_string(group_size);
   if (memory_limit > 0) s += " --memory-limit " + number_text(memory_limit);

@@ -108,18 +108,29 @@ TEST(ScheduleTasks, CountsFBIWFromTheParameters) {
             estimate_simulate({"1f1b", 64, 64, 0, 0}, false).bytes);
 }
 
-TEST(CpuRunEstimate, CountsParametersTwiceForTwoCopiesAndGrowsWithCheck) {
+TEST(CpuRunEstimate, CountsOptimizerStatesAndEveryCopyAndGrowsWithCheck) {
   MlpConfig c;
   c.layers = 4;
   c.width = 1024;
   const WorkloadSpec spec = build_mlp(c, 8, DType::kF32);
   const PartitionPlan plan = partition(spec, 2, "balanced");
   const std::vector<double> peaks = {1e6, 1e6};
-  const double one = estimate_cpu_run(spec, {"1f1b", 2, 4, 0, 0}, plan, peaks, {}).bytes;
-  const double two = estimate_cpu_run(spec, {"chimera", 2, 4, 0, 0}, plan, peaks, {}).bytes;
-  const double weights = static_cast<double>(spec.params()) * 4 * 2;
-  EXPECT_GT(one, weights);
-  EXPECT_GT(two - one, weights);  // chimera holds every stage twice
+  const ScheduleParams p{"1f1b", 2, 4, 0, 0};
+  const auto bytes = [&](Optimizer o, int copies) {
+    return estimate_cpu_run(spec, p, plan, peaks, {.optimizer = o, .copies = copies}).bytes;
+  };
+  const double params = static_cast<double>(spec.params());
+  // f32: values and gradients 4 + 4 bytes, AdamW's m and v 4 + 4 more; the tensors' slack
+  // (1.3x) scales each term, so the differences are at least the bytes themselves.
+  const double one = bytes(Optimizer::kAdamW, 1);
+  EXPECT_GT(one, params * 16);
+  EXPECT_GT(one - bytes(Optimizer::kNone, 1), params * 8);
+  EXPECT_EQ(bytes(Optimizer::kSgd, 1), bytes(Optimizer::kNone, 1));  // no moments, no master
+  EXPECT_GT(bytes(Optimizer::kAdamW, 2) - one, params * 16);         // two chains: every part twice
+  const std::string detail =
+      estimate_cpu_run(spec, p, plan, peaks, {.optimizer = Optimizer::kAdamW, .copies = 2}).detail;
+  EXPECT_NE(detail.find("x 16 bytes"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("x 2 copies"), std::string::npos) << detail;
   CpuRunShape check;
   check.check = true;
   EXPECT_GT(estimate_cpu_run(spec, {"1f1b", 2, 4, 0, 0}, plan, peaks, check).bytes, one);

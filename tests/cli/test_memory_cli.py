@@ -202,6 +202,9 @@ class BadInput(unittest.TestCase):
         (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--partition", "1,2,5"], "3 entries"),
         (["-w", "mlp", "--layers", "2", "--width", "1000000000", "-s", "1f1b", "-d", "2", "-n",
           "2"], "overflow"),
+        # each rank's total fits in 64 bits (about 5e18 bytes), their sum does not
+        (["-w", "mlp", "--layers", "3", "--width", "560000000", "-s", "1f1b", "-d", "2", "-n",
+          "2", "--format", "json"], "summed"),
         (["-w", "mlp", "--layers", "10000000", "-s", "1f1b", "-d", "2", "-n", "4",
           "--max-memory", "1M"], "needs about"),
         (["-w", "mlp", "-s", "1f1b", "-d", "2", "-n", "4", "--backend", "tpu"], "tpu"),
