@@ -1,5 +1,6 @@
 #include "schedules/action.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/error.h"
@@ -48,7 +49,7 @@ int parse_int(std::string_view whole, std::string_view digits) {
   return value;
 }
 
-Task parse_task(std::string_view whole, std::string_view text) {
+Task parse_task(std::string_view whole, std::string_view text, int max_stage) {
   if (text.size() < 4) bad(whole, "too short");
   Op op = Op::F;
   switch (text[0]) {
@@ -70,23 +71,24 @@ Task parse_task(std::string_view whole, std::string_view text) {
   auto dot = text.find('.');
   if (dot == std::string_view::npos) bad(whole, "missing '.' between stage and micro-batch");
   const int stage = parse_int(whole, text.substr(1, dot - 1));
-  if (stage > kMaxStageId)
+  if (stage > max_stage)
     bad(whole, "stage " + std::to_string(stage) + " is out of range (allowed: 0.." +
-                   std::to_string(kMaxStageId) + ")");
+                   std::to_string(max_stage) + ")");
   return Task(op, stage, parse_int(whole, text.substr(dot + 1)));
 }
 
 }  // namespace
 
-Action parse_action(std::string_view text) {
+Action parse_action(std::string_view text, int max_stage) {
   if (text.empty()) bad(text, "empty");
-  if (text.front() != '(') return Action::single(parse_task(text, text));
+  max_stage = std::min(max_stage, kMaxStageId);
+  if (text.front() != '(') return Action::single(parse_task(text, text, max_stage));
   if (text.back() != ')') bad(text, "an overlapped pair must end with ')'");
   auto inner = text.substr(1, text.size() - 2);
   auto plus = inner.find('+');
   if (plus == std::string_view::npos) bad(text, "an overlapped pair needs '+'");
-  Task f = parse_task(text, inner.substr(0, plus));
-  Task b = parse_task(text, inner.substr(plus + 1));
+  Task f = parse_task(text, inner.substr(0, plus), max_stage);
+  Task b = parse_task(text, inner.substr(plus + 1), max_stage);
   if (f.op != Op::F) bad(text, "the first half of a pair must be a forward");
   if (b.op != Op::B && b.op != Op::I) bad(text, "the second half of a pair must be B or I");
   return Action::pair(f, b);

@@ -100,7 +100,8 @@ inline Action::Tasks Action::tasks() const& { return Tasks(*this); }
 std::string to_string(const Task& t);
 std::string to_string(const Action& a);
 
-// Parses the text form; throws UsageError naming the bad token.
-Action parse_action(std::string_view text);
+// Parses the text form; throws UsageError naming the bad token, or a stage above `max_stage`
+// (at most kMaxStageId; a schedule file allows fewer) with the range allowed.
+Action parse_action(std::string_view text, int max_stage = kMaxStageId);
 
 }  // namespace ppbench

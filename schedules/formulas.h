@@ -24,8 +24,10 @@ struct ClosedForm {
   std::optional<double> idle_per_rank;    // when the paper states the idle time
   std::string activations_formula;        // peak in-flight (stage, mb) activations
   std::optional<int> peak_activations;    // max over ranks, in (stage, mb) activations
-  std::string params_formula = "1x";      // parameter copies: "1x" or "2x"
-  std::string note;                       // why the figures are missing, where a user chooses
+  // The papers' parameter column: "1x", or "2x" where a rank holds two stages' parameters
+  // (Chimera's and DualPipe's two copies; DualPipeV's two halves, said against 1F1B on 2D ranks).
+  std::string params_formula = "1x";
+  std::string note;  // why the figures are missing, where a user chooses
 };
 
 // The closed form for a schedule's parameters, from its registry entry. Fields

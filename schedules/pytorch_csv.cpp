@@ -130,14 +130,16 @@ RankLines parse_pytorch_csv(std::string_view text, std::string_view name) {
     }
     // A blank line between rows is an idle rank, as for PyTorch; leading and trailing ones, as
     // around a header comment or at the end of a file, are no ranks (`,` is an idle rank anywhere).
+    // The bound is checked before the idle ranks are made: a file of blank lines is small on disk.
+    if (out.ranks.size() + static_cast<std::size_t>(blank_run) >=
+        static_cast<std::size_t>(kMaxFileRanks))
+      file_error(name, line_no,
+                 "more than " + std::to_string(kMaxFileRanks) + " rows (ranks; allowed: 1 to " +
+                     std::to_string(kMaxFileRanks) + ", as --devices)");
     for (; blank_run > 0; --blank_run) {
       out.ranks.emplace_back();
       out.line.push_back(line_no - blank_run);
     }
-    if (out.ranks.size() >= static_cast<std::size_t>(kMaxFileRanks))
-      file_error(name, line_no,
-                 "more than " + std::to_string(kMaxFileRanks) + " rows (ranks; allowed: 1 to " +
-                     std::to_string(kMaxFileRanks) + ", as --devices)");
     const int rank = static_cast<int>(out.ranks.size());
     std::vector<Action> actions;
     std::size_t start = 0;

@@ -228,7 +228,7 @@ RankLines parse_text_rank_lines(std::string_view text, std::string_view name) {
     std::string token;
     while (words >> token) {
       try {
-        actions.push_back(parse_action(token));
+        actions.push_back(parse_action(token, kMaxFileStages - 1));
       } catch (const UsageError& e) {
         file_error(name, line_no, "rank " + std::to_string(rank) + ": " + e.what());
       }

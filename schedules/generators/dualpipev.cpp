@@ -49,7 +49,9 @@ ClosedForm closed_form_dualpipev(const ScheduleParams& p, const UniformCost& c) 
   set_dual_idle(out, d - 1, 2 * n * (c.f + c.b), c);
   out.activations_formula = "PP+1 = 2D+1 on every rank";
   out.peak_activations = 2 * p.devices + 1;
-  out.params_formula = "2x";
+  // The DualPipe paper's column: two stages of the PP-stage model per rank, twice 1F1B's on PP
+  // ranks. Each stage is held once (param_copies 1): 1/D of the model per rank, as ZB-V.
+  out.params_formula = "2x of 1F1B on PP = 2D ranks (one copy)";
   return out;
 }
 

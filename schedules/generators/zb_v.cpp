@@ -70,8 +70,9 @@ ClosedForm closed_form_zb_v(const ScheduleParams& p, const UniformCost& c) {
     out.idle_per_rank = (d - 1) * c.f;
     out.bubble_fraction = idle_fraction(*out.idle_per_rank, 2 * n * (c.f + c.i + c.w));
   }
-  out.activations_formula = "2D chunk activations (D whole-stage equivalents)";
-  out.peak_activations = 2 * p.devices;
+  // With N < D the warm-up holds every micro-batch's two chunks: 2N.
+  out.activations_formula = "2D chunk activations (D whole-stage equivalents); 2N when N < D";
+  out.peak_activations = 2 * std::min(p.devices, p.microbatches);
   return out;
 }
 

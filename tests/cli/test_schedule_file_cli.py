@@ -7,6 +7,7 @@ Run with pytest (PPBENCH=build/ppbench by default) or as a script: test_schedule
 PPBENCH."""
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -104,9 +105,15 @@ class BrokenFiles(FileTestCase):
         ("token.txt", "rank 0: F0.0 B0.0\nrank 1: F1.0 B1.0 Q\n",
          "token.txt:2: rank 1: bad action 'Q'"),
         ("huge.txt", "rank 0: F0.0 B0.0 F999999999.0\n",
-         "huge.txt:1: rank 0: bad action 'F999999999.0': stage 999999999 is out of range"),
+         "huge.txt:1: rank 0: bad action 'F999999999.0': stage 999999999 is out of range "
+         "(allowed: 0..4194303)"),
+        # past the file's bound but within what an action can hold: the same range named
+        ("packed.txt", "rank 0: F0.0 B0.0 F8388607.0\n",
+         "packed.txt:1: rank 0: bad action 'F8388607.0': stage 8388607 is out of range "
+         "(allowed: 0..4194303)"),
         ("large.txt", "rank 0: F0.0 B0.0 F5000000.0\n",
-         "large.txt:1: rank 0, action F5000000.0: stage 5000000 is out of range"),
+         "large.txt:1: rank 0: bad action 'F5000000.0': stage 5000000 is out of range "
+         "(allowed: 0..4194303)"),
         ("many_mb.txt", "rank 0: F0.0 B0.0 F0.1048575\n",
          "many_mb.txt:1: rank 0, action F0.1048575: micro-batch 1048575 on 1 stages needs"),
         ("two_ranks.csv", "0F0,0B0,0F1\n0B1\n",
@@ -116,6 +123,20 @@ class BrokenFiles(FileTestCase):
          "placement.txt:1: unknown placement 'diagonal'"),
         ("empty.txt", "# nothing\n", "empty.txt: no actions"),
     ]
+
+    def test_blank_rows_past_the_rank_bound_are_refused_before_they_are_made(self):
+        # 50 million blank lines between two rows would be as many idle ranks (about 1.8 GB made
+        # before the bound was checked); under a 1 GiB address space only a check first refuses
+        # them in one line, not in bad_alloc.
+        path = os.path.join(self.dir.name, "blank.csv")
+        with open(path, "w") as f:
+            f.write("0F0,0B0\n" + "\n" * 50_000_000 + "1F0,1B0\n")
+
+        def limited():
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        r = subprocess.run([PPBENCH, "show", "--schedule-file", path], capture_output=True,
+                           text=True, timeout=120, preexec_fn=limited)
+        one_line_refusal(self, r, "blank.csv:50000002: more than 4096 rows")
 
     def check_one_line(self, args, expected):
         return one_line_refusal(self, run(*args), expected)

@@ -167,13 +167,14 @@ TEST(ScheduleFile, ParseErrorsNameTheLine) {
 }
 
 TEST(ScheduleFile, AbsurdNumbersAreRefusedBeforeAllocating) {
+  // The file's bound (4096 ranks x 1024 chunks) is the one named, below what a task can hold
+  // (kMaxStageId) and beyond it.
   EXPECT_EQ(error_of("rank 0: F0.0 B0.0 F5000000.0\n"),
-            "usage: f.txt:1: rank 0, action F5000000.0: stage 5000000 is out of range "
-            "(allowed: 0..4194303, 4096 ranks x 1024 chunks)");
-  // Beyond what a task can hold at all, the action itself is refused.
+            "usage: f.txt:1: rank 0: bad action 'F5000000.0': stage 5000000 is out of range "
+            "(allowed: 0..4194303) (expected e.g. F3.1, B0.2, I1.0, W1.0 or (F0.7+B15.3))");
   EXPECT_EQ(error_of("rank 0: F0.0 B0.0 F999999999.0\n"),
             "usage: f.txt:1: rank 0: bad action 'F999999999.0': stage 999999999 is out of range "
-            "(allowed: 0..8388607) (expected e.g. F3.1, B0.2, I1.0, W1.0 or (F0.7+B15.3))");
+            "(allowed: 0..4194303) (expected e.g. F3.1, B0.2, I1.0, W1.0 or (F0.7+B15.3))");
   EXPECT_EQ(error_of("rank 0: F0.0 B0.0\nrank 1: F1.999999\n"),
             "usage: f.txt:2: rank 1, action F1.999999: micro-batch 999999 on 2 stages needs "
             "2000000 (stage, micro-batch) pairs, at least 4000000 tasks, but the file has 3 "

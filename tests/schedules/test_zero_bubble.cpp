@@ -293,6 +293,22 @@ TEST(ZeroBubble, PeakActivationsMatchClosedForm) {
   }
 }
 
+// With N < D, ZB-V drops the padding micro-batches: the warm-up holds both chunks of every one,
+// 2N, and the closed form says so.
+TEST(ZbV, PeakActivationsWithFewerMicroBatchesThanRanks) {
+  const StageCost c = stage_cost(2, 2, 1);
+  for (int d : kDevices)
+    for (int n = 1; n < d; ++n) {
+      const auto r = simulate_uniform({"zb-v", d, n}, c);
+      const auto cf = closed_form(r.schedule.params, testing::uniform(c));
+      ASSERT_TRUE(cf.peak_activations);
+      EXPECT_EQ(*cf.peak_activations, 2 * n) << "D=" << d << " N=" << n;
+      int peak = 0;
+      for (const auto& rk : r.metrics.ranks) peak = std::max(peak, rk.peak_activations);
+      EXPECT_EQ(peak, *cf.peak_activations) << "D=" << d << " N=" << n;
+    }
+}
+
 // ---- Parameters ------------------------------------------------------------
 
 TEST(ZeroBubble, RejectsWhatTheirDefinitionsDoNotAllow) {
