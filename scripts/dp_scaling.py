@@ -17,13 +17,16 @@ Writes results/reference/dp_scaling.json (atomically) and prints a markdown tabl
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from results_io import PpbenchError, ppbench_json, table_script_main
+from results_io import PpbenchError, ppbench_json, record_value, table_script_main
+from script_cli import read_json, shaped
 
+# As the table names it (relative to the repository); read where this script lies, so that the
+# script runs from any folder.
 PROFILE = "results/reference/h100_sxm_profile.json"
+PROFILE_PATH = Path(__file__).resolve().parent.parent / PROFILE
 D, N = 8, 32  # N = 4 D micro-batches per replica: 1F1B's (D-1)/(N+D-1) bubble is 7/39
 WORKLOAD = ["--workload", "transformer", "--preset", "llama3-8b", "--dtype", "bf16", "-b", "1"]
 INTER_NODE_GBS, INTER_NODE_LATENCY_US = 50, 10
@@ -34,9 +37,9 @@ CASES = [  # (label, R, overlapped)
 ]
 
 
-def case_args(replicas: int, overlap: bool) -> list[str]:
+def case_args(replicas: int, overlap: bool, profile: str = PROFILE) -> list[str]:
     args = ["--schedule", "1f1b", "--devices", str(D), "--microbatches", str(N), *WORKLOAD,
-            "--device-profile", PROFILE, "--format", "json"]
+            "--device-profile", profile, "--format", "json"]
     if replicas > 1:
         args += ["--dp", str(replicas), "--dp-bandwidth", str(INTER_NODE_GBS),
                  "--dp-latency", str(INTER_NODE_LATENCY_US)]
@@ -56,24 +59,36 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def case_row(ppbench: str, label: str, replicas: int, overlap: bool) -> dict:
+    """One case's row, from `ppbench simulate` (PpbenchError where its record is of another
+    shape). Its command is recorded as run from the repository, the profile's path relative."""
+    args = ["simulate", *case_args(replicas, overlap, str(PROFILE_PATH))]
+    where = "ppbench " + " ".join(args)
+    j = ppbench_json(ppbench, args)
+
+    def value(path: str, **how):
+        return record_value(j, path, where, **how)
+
+    makespan = value("makespan")
+    if makespan <= 0:  # the throughput divides by it
+        raise PpbenchError(f"'{where}' printed makespan {makespan}, not a positive number", 1)
+    tokens = value("workload.microbatch_size") * value("workload.config.seq")
+    processes = D * replicas
+    throughput = replicas * N / makespan  # micro-batches per second, all replicas
+    return {
+        "case": label, "replicas": replicas, "overlap": overlap, "processes": processes,
+        "command": "ppbench simulate " + " ".join(case_args(replicas, overlap)),
+        "makespan": makespan, "bubble_fraction": value("bubble_fraction"),
+        "allreduce_time": value("allreduce_time", default=0.0),
+        "exposed_allreduce": value("exposed_allreduce", default=0.0),
+        "gradient_bytes_per_stage": value("data_parallel.stage_volume", default=None),
+        "partition": value("partition.layer_counts", kind=list),
+        "throughput": throughput, "tokens_per_s": throughput * tokens,
+        "tokens_per_s_per_gpu": throughput * tokens / processes}
+
+
 def build(ppbench: str) -> dict:
-    rows = []
-    for label, replicas, overlap in CASES:
-        args = case_args(replicas, overlap)
-        j = ppbench_json(ppbench, ["simulate", *args])
-        tokens = j["workload"]["microbatch_size"] * j["workload"]["config"]["seq"]
-        processes = D * replicas
-        throughput = replicas * N / j["makespan"]  # micro-batches per second, all replicas
-        rows.append({
-            "case": label, "replicas": replicas, "overlap": overlap, "processes": processes,
-            "command": "ppbench simulate " + " ".join(args),
-            "makespan": j["makespan"], "bubble_fraction": j["bubble_fraction"],
-            "allreduce_time": j.get("allreduce_time", 0.0),
-            "exposed_allreduce": j.get("exposed_allreduce", 0.0),
-            "gradient_bytes_per_stage": j.get("data_parallel", {}).get("stage_volume"),
-            "partition": j["partition"]["layer_counts"],
-            "throughput": throughput, "tokens_per_s": throughput * tokens,
-            "tokens_per_s_per_gpu": throughput * tokens / processes})
+    rows = [case_row(ppbench, *case) for case in CASES]
     one, two, over = rows
     efficiency = two["throughput"] / (2 * one["throughput"])
     summary = (f"Two replicas reach {efficiency:.3f} of twice the one-node throughput: the step "
@@ -85,14 +100,16 @@ def build(ppbench: str) -> dict:
                "backward hides nothing"
                + (" (the two R = 2 rows are equal)." if over["makespan"] == two["makespan"]
                   else f" (overlapped: {over['makespan']:.4f} s)."))
-    profile = json.loads(Path(PROFILE).read_text(encoding="utf-8"))
+    profile = read_json(PROFILE_PATH, "device profile")
+    with shaped(f"device profile {PROFILE_PATH}"):
+        rates = {k: profile[k] for k in ("peak_flops", "memory_bandwidth", "link_bandwidth",
+                                         "link_latency")}
+        notes = profile["assumptions"]
     return {
         "label": "predicted by ppbench simulate (not measured)",
         "assumptions": {
-            "device_profile": PROFILE, "device_rates": {
-                k: profile[k] for k in ("peak_flops", "memory_bandwidth", "link_bandwidth",
-                                        "link_latency")},
-            "device_notes": profile["assumptions"],
+            "device_profile": PROFILE, "device_rates": rates,
+            "device_notes": notes,
             "inter_node_link": f"{INTER_NODE_GBS} GB/s (400 Gb/s) per GPU, "
                                f"{INTER_NODE_LATENCY_US} us per ring step",
             "allreduce": "ring: 2 (R-1) latency + 2 (R-1)/R x bytes / bandwidth, bytes = the "
@@ -109,7 +126,7 @@ def build(ppbench: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     return table_script_main(__doc__, "dp_scaling", "results/reference/dp_scaling.json", build,
-                             (OSError, PpbenchError, KeyError), argv)
+                             (OSError, PpbenchError), argv)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 
 Huang et al., GPipe (NeurIPS 2019), Table 2: normalised training throughput of AmoebaNet-D(18, 256)
 and Transformer-48 on TPU v3 for K = 2, 4, 8 partitions x M = 1, 4, 32 micro-batches; Table 3: the
-same on P100 GPUs, M = 32, for AmoebaNet-D(18, 128) and Transformer-24. Each cell is normalised
-by the model's K = 2 (M = 1) cell. This script sets beside them:
+same on P100 GPUs, M = 32, for AmoebaNet-D(18, 128) and Transformer-24. A cell of Table 2 is
+normalised by the model's K = 2, M = 1 cell, one of Table 3 by its K = 2 cell (M = 32, the table's
+only M). This script sets beside them:
 
   predicted  `ppbench simulate --schedule gpipe` on the full shapes with per-layer F and B
              measured on this machine's CPU at micro-batch 1 (the full shapes are too slow to
@@ -30,7 +31,8 @@ by the model's K = 2 (M = 1) cell. This script sets beside them:
              each (--sms-per-device), so that each added partition adds compute as a TPU core
              does: rows of scripts/gpu_tables.py (gpu-check's `tables` part) found by
              --gpu-rows, at K = 2, 4, 8 x M = 1, 4, 32; none are invented, and a table without
-             such rows says so.
+             such rows says so. The cells come from one session (gpu_section says which), never
+             normalised against another session's; the others are named as not used.
 
 The scaling figure: 1F1B on the small transformer at a fixed global batch (N micro-batches of
 size 1), measured at D = 1, 2 (each rank a thread on its own core), the ideal (D x the D = 1
@@ -40,24 +42,30 @@ where gpu_tables.py rows exist, the same on fixed-size virtual devices of one GP
 Writes results/reference/gpipe_tables.json and plots/reference/gpipe_1f1b_scaling.png. Not run in
 CI (it measures); `--reuse FILE` takes the layer profiles and runs from an earlier json and only
 redoes the simulation and the outputs (and reads the GPU rows again: after a GPU session,
-`--reuse results/reference/gpipe_tables.json` adds them without timing the CPU again).
+`--reuse results/reference/gpipe_tables.json` adds them without timing the CPU again). The
+measurements are kept in OUT's sibling OUT.data.json (gpipe_tables.data.json) from the end of the
+timing until OUT is written whole, so that a simulation that fails can be redone with `--reuse
+OUT.data.json`; OUT itself is only ever written whole.
 
   scripts/gpipe_tables.py --ppbench build/ppbench
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from gpipe_tables_data import KS, MS, PAPER, TABLE2, TABLE3, TPU_VS_CPU, balanced_partition, \
     expand_layers, median_layers, normalise, pooled_step_time, scaling_series, stage_sums, \
     table2_rows, table3_row, trends
-from results_io import atomic_savefig, atomic_write, figure_path, load_rows, ppbench_json
+from results_io import atomic_savefig, atomic_write, figure_path, load_rows, ppbench_json, \
+    pyplot
 from script_cli import InputError, OneLineParser, ScriptError, json_kind, output_path, read_json, \
     run, shaped
 
@@ -222,11 +230,12 @@ GPU_TABLE_FIELDS = {"label": str, "model": str, "schedule": str, "flags": str, "
 
 
 def gpu_rows(pattern: str = GPU_ROWS) -> list[dict]:
-    """The ok rows of scripts/gpu_tables.py in the files `pattern` matches (in name order, so a
-    later session's row of the same point replaces an earlier one). A line that is not a JSON
-    object is skipped with a warning, as results_io.load_rows skips a line a killed writer left;
-    an ok row without what gpu_section reads is an InputError naming its file."""
-    rows: dict[str, dict] = {}
+    """The ok rows of scripts/gpu_tables.py in the files `pattern` matches, each with its
+    "source_file"; within a file a later row of a point replaces an earlier one (the point run
+    again). A line that is not a JSON object is skipped with a warning, as results_io.load_rows
+    skips a line a killed writer left; an ok row without what gpu_section reads, or without a
+    positive throughput to normalise, is an InputError naming its file."""
+    rows: dict[tuple[str, str], dict] = {}
     for path in sorted(glob.glob(pattern)):
         for r in load_rows(Path(path)):
             g = r.get("gpu_table")
@@ -238,15 +247,48 @@ def gpu_rows(pattern: str = GPU_ROWS) -> list[dict]:
                                      f"{g.get(key)!r}, not a {json_kind(kind)}")
             sps = (r.get("throughput") or {}).get("samples_per_s") \
                 if isinstance(r.get("throughput"), dict) else None
-            if not isinstance(sps, (int, float)) or isinstance(sps, bool):
-                raise InputError(f"--gpu-rows file {path}: the ok row {g['label']} has no number "
-                                 "throughput.samples_per_s")
+            if not isinstance(sps, (int, float)) or isinstance(sps, bool) or sps <= 0:
+                raise InputError(f"--gpu-rows file {path}: the ok row {g['label']} has "
+                                 f"throughput.samples_per_s {sps!r}, not a positive number")
             for key in ("gpu", "provenance"):
                 if key in r and not isinstance(r[key], dict):
                     raise InputError(f"--gpu-rows file {path}: the ok row {g['label']} has {key} "
                                      f"{r[key]!r}, not an object")
-            rows[g["label"]] = {**r, "source_file": path}
+            rows[(path, g["label"])] = {**r, "source_file": path}
     return list(rows.values())
+
+
+def gpu_name(row: dict) -> str:
+    names = (row.get("gpu") or {}).get("gpu_names")
+    return str(names[0]) if isinstance(names, list) and names else "?"
+
+
+def row_date(row: dict) -> str:
+    return str((row.get("provenance") or {}).get("date") or "")
+
+
+def gpu_sessions(rows: list[dict]) -> tuple[list[dict], list[list[dict]]]:
+    """The rows of the session the GPU grid is built from, and each other session's rows.
+
+    A session is one file (one gpu-check run's folder) on one GPU at one device size: cells of
+    two sessions ran on other SMs, builds or machines, so they are never normalised against each
+    other. The session used is the one with the most points, of those the latest by its recorded
+    date: a later partial run (a --filter, points that failed) does not hide a whole grid, and
+    the report names every session left out."""
+    sessions: dict[tuple[str, str, int], list[dict]] = {}
+    for r in rows:
+        key = (r["source_file"], gpu_name(r), r["gpu_table"]["sms_per_device"])
+        sessions.setdefault(key, []).append(r)
+    order = sorted(sessions, key=lambda k: (len(sessions[k]),
+                                            max(row_date(r) for r in sessions[k]), k))
+    return sessions[order[-1]], [sessions[k] for k in reversed(order[:-1])]
+
+
+def session_summary(rows: list[dict]) -> dict:
+    """Where a session ran: its file, GPU, device size, latest date and points."""
+    return {"source": rows[0]["source_file"], "gpu": gpu_name(rows[0]),
+            "sms_per_device": rows[0]["gpu_table"]["sms_per_device"],
+            "date": max(row_date(r) for r in rows) or None, "points": len(rows)}
 
 
 def gpu_cells(rows: list[dict], schedule: str, model: str) -> dict:
@@ -260,28 +302,32 @@ def gpu_cells(rows: list[dict], schedule: str, model: str) -> dict:
 
 def gpu_section(rows: list[dict]) -> dict | None:
     """The GPU grid of each smaller shape (normalised by its own K = 2, M = 1 run, as the paper
-    normalises) and the GPU scaling series, with the machine and commit they ran on."""
+    normalises) and the GPU scaling series, all from one session (gpu_sessions), with the
+    machine and commit it ran on and the sessions not used."""
     if not rows:
         return None
+    used, others = gpu_sessions(rows)
     grids = []
     for name, sname in SMALL_OF.items():
-        cells = gpu_cells(rows, "gpipe", sname)
+        cells = gpu_cells(used, "gpipe", sname)
         if (2, 1) in cells:
             norm = normalise(cells, (2, 1))
             grids.append({"model": sname, "of": name,
                           "rows": [{"M": m, "cells": {str(k): norm.get((k, m)) for k in KS}}
                                    for m in MS]})
-    scaling = {d: v for (d, n), v in gpu_cells(rows, "1f1b", SCALING_MODEL).items()
+    scaling = {d: v for (d, n), v in gpu_cells(used, "1f1b", SCALING_MODEL).items()
                if n == SCALING_N}
-    first = rows[0]
-    return {"source": sorted({r["source_file"] for r in rows}),
-            "machine": {"gpu": (first.get("gpu", {}).get("gpu_names") or ["?"])[0],
-                        "git_commit": first.get("provenance", {}).get("git_commit"),
-                        "date": first.get("provenance", {}).get("date"),
-                        "host": first.get("provenance", {}).get("host")},
-            "sms_per_device": first["gpu_table"]["sms_per_device"],
+    latest = max(used, key=row_date)
+    summary = session_summary(used)
+    return {"source": [summary["source"]],
+            "machine": {"gpu": summary["gpu"],
+                        "git_commit": latest.get("provenance", {}).get("git_commit"),
+                        "date": summary["date"],
+                        "host": latest.get("provenance", {}).get("host")},
+            "sms_per_device": summary["sms_per_device"],
             "grids": grids,
-            "scaling": scaling_series(sorted(scaling), scaling) if 1 in scaling else None}
+            "scaling": scaling_series(sorted(scaling), scaling) if 1 in scaling else None,
+            "not_used": [session_summary(s) for s in others]}
 
 
 def measure(ppbench: str) -> dict:
@@ -306,6 +352,12 @@ def measure(ppbench: str) -> dict:
     data["scaling_runs"] = measure_points(ppbench, SMALL[SCALING_MODEL], "1f1b",
                                           [(d, SCALING_N) for d in SCALING_MEASURED_D])
     return data
+
+
+# Each table's base cell is its own: Table 3 has only M = 32.
+DEFINITION = ("throughput in samples per second at micro-batch size 1, divided by the same "
+              "model's K = 2 cell at the table's first M (Table 2: K = 2, M = 1; Table 3: "
+              "K = 2, M = 32), as the paper normalises")
 
 
 def build(ppbench: str, data: dict, gpu: list[dict] | None = None) -> dict:
@@ -349,8 +401,7 @@ def build(ppbench: str, data: dict, gpu: list[dict] | None = None) -> dict:
     return {
         "discussion": discussion(table2, small, gpu_table),
         "source": PAPER,
-        "definition": "throughput in samples per second at micro-batch size 1, divided by the "
-                      "model's K = 2 (M = 1) cell, as the paper normalises",
+        "definition": DEFINITION,
         "data": data,
         "machine": runs[0]["provenance"] if runs else {},
         "table2": table2, "table3": table3, "small": small, "gpu": gpu_table,
@@ -402,9 +453,7 @@ def discussion(table2: list[dict], small: list[dict], gpu: dict | None = None) -
 def plot(table: dict, out: Path) -> None:
     """The scaling figure: the CPU panel, and beside it the GPU's where gpu_tables.py rows exist
     (its throughput is on another scale)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("gpipe_tables' scaling figure")
     s = table["scaling"]
     meas, pred = s["measured"], s["predicted"]
     gpu = (table.get("gpu") or {}).get("scaling")
@@ -447,6 +496,38 @@ def reused_data(path: Path) -> dict:
     return data
 
 
+def kept_path(out: Path) -> Path:
+    """Where the measurements wait for OUT: OUT's sibling OUT.data.json (the --reuse input)."""
+    return out.with_name(out.stem + ".data.json")
+
+
+@contextlib.contextmanager
+def records_fit() -> Iterator[None]:
+    """ppbench's records that do not fit together (a layer without a profile, a record without
+    its field) are the program's failure, not the caller's input: one line and exit 1."""
+    try:
+        yield
+    except (KeyError, ValueError, TypeError) as e:
+        raise ScriptError(f"ppbench's records do not fit together: {type(e).__name__}: {e}",
+                          1) from None
+
+
+def measure_and_build(ppbench: str, out: Path, gpu: list[dict]) -> dict:
+    """The table from new measurements. They are kept beside OUT (kept_path) before the
+    simulation, so that a failure there can be redone with --reuse without timing again; OUT
+    itself is left as it was."""
+    with records_fit():
+        data = measure(ppbench)
+    kept = kept_path(out)
+    atomic_write(kept, json.dumps({"data": data}, indent=1) + "\n")
+    try:
+        with records_fit():
+            return build(ppbench, data, gpu)
+    except ScriptError as e:
+        raise ScriptError(f"{e} (the measurements are kept in {kept}: redo with --reuse "
+                          f"{kept})", e.code) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit 0 with the table and the figure written; a bad option, --reuse file or GPU row
     raises InputError (exit 2 through run) and ppbench's failure PpbenchError (its own status),
@@ -474,17 +555,10 @@ def main(argv: list[str] | None = None) -> int:
         with shaped(f"--reuse {args.reuse}"):
             table = build(args.ppbench, data, gpu)
     else:
-        try:
-            data = measure(args.ppbench)
-            # Kept before the simulation, so a failure there can be redone with --reuse.
-            atomic_write(args.out, json.dumps({"data": data}, indent=1) + "\n")
-            table = build(args.ppbench, data, gpu)
-        except (KeyError, ValueError, TypeError) as e:
-            # ppbench's records do not fit together (a layer without a profile, a record
-            # without its field): the program's failure, not the caller's input.
-            raise ScriptError(f"ppbench's records do not fit together: {type(e).__name__}: "
-                              f"{e}", 1) from None
+        table = measure_and_build(args.ppbench, args.out, gpu)
     atomic_write(args.out, json.dumps(table, indent=1) + "\n")
+    # OUT holds the measurements now (its "data"): the copy kept for a failure goes.
+    kept_path(args.out).unlink(missing_ok=True)
     plot(table, args.plot)
     print(f"wrote {args.out} and {args.plot}", file=sys.stderr)
     return 0

@@ -27,7 +27,6 @@ Plain python3, no third-party modules.
 """
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from pathlib import Path
@@ -36,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpipe_tables import SCALING_MODEL, SCALING_N, SCALING_PREDICTED_D, SMALL  # noqa: E402
 from gpipe_tables_data import KS, MS  # noqa: E402
 from gpu_runs import check_program, parse_piece, piece_parser, regex, run_timed  # noqa: E402
-from results_io import atomic_write  # noqa: E402
+from results_io import append_jsonl, atomic_write, loads_finite  # noqa: E402
 from script_cli import InputError, number, output_path, run  # noqa: E402
 
 # Each point runs a warm-up step and then the measured ones (ppbench's record holds their median).
@@ -76,7 +75,8 @@ def run_point(ppbench: list[str], p: dict, sms: int, steps: int, timeout: float)
         status = "invalid" if run.rc == 2 else "error"
         return {"gpu_table": {**row, "status": status, "error": run.error[-800:]}}
     try:
-        rec = json.loads(run.stdout)
+        # Strict JSON: a NaN would not be JSON in the file these rows are appended to.
+        rec = loads_finite(run.stdout)
         rec["throughput"]["samples_per_s"]
     except (ValueError, KeyError, TypeError):
         return {"gpu_table": {**row, "status": "error",
@@ -133,15 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     rows: list[dict] = []
     try:
-        with open(args.out_dir / "gpu_tables.jsonl", "a", encoding="utf-8") as jsonl:
-            for i, p in enumerate(chosen, 1):
-                rec = run_point(ppbench, p, args.sms_per_device, args.steps, args.run_timeout)
-                rows.append(rec)
-                jsonl.write(json.dumps(rec) + "\n")
-                jsonl.flush()
-                g = rec["gpu_table"]
-                print(f"[{i}/{len(chosen)}] {g['label']}: {g['status']} ({g.get('seconds')} s)",
-                      flush=True)
+        for i, p in enumerate(chosen, 1):
+            rec = run_point(ppbench, p, args.sms_per_device, args.steps, args.run_timeout)
+            rows.append(rec)
+            # One locked, synced write per row (results_io): a stop between points leaves
+            # whole lines only.
+            append_jsonl(args.out_dir / "gpu_tables.jsonl", rec)
+            g = rec["gpu_table"]
+            print(f"[{i}/{len(chosen)}] {g['label']}: {g['status']} ({g.get('seconds')} s)",
+                  flush=True)
     except Stopped:
         atomic_write(args.out_dir / "gpu_tables.txt",
                      table(rows, f"stopped by SIGTERM after {len(rows)} of {len(chosen)} points"))

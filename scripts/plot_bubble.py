@@ -7,8 +7,9 @@ bubble_fraction as markers and its closed form (closed_form.bubble_fraction, whe
 as a line of the same colour. x is N on a log2 axis.
 
 bubble_fraction = sum of idle / (ranks x makespan), idle_r = makespan - busy_r.
-Series are ordered as `ppbench list --format json` lists the schedules with --ppbench, else as
-the data first names them.
+A series is a schedule with its chunks and the group size its points asked for, labelled as the
+report's tables label it (report_format.series_label); series are ordered as `ppbench list
+--format json` lists the schedules with --ppbench, else as the data first names them.
 Output: OUT_DIR/bubble_<cost>.png, e.g. plots/latest/bubble_F1_B2.png.
 """
 
@@ -20,17 +21,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
-
-from report_format import check_records, field  # noqa: E402
-from results_io import (atomic_savefig, load_records, order_key, schedule_order,  # noqa: E402
-                        schedule_registry)
-from script_cli import (InputError, OneLineParser, number, number_list, output_path,  # noqa: E402
-                        run, shaped)
+from report_format import check_records, comm_of, cost_of, field, series_label
+from results_io import atomic_savefig, load_records, order_key, pyplot, schedule_order, \
+    schedule_registry
+from script_cli import InputError, OneLineParser, number, number_list, output_path, run, shaped
 
 # Okabe-Ito colours plus black, cycled with markers so 12+ series stay distinguishable.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
@@ -39,27 +33,6 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
 # Past 1200 dpi a figure of several panels runs into tens of gigabytes of pixels.
 DPI_RANGE = (10, 1200)
 DEFINITION = "bubble_fraction = Σ idle / (ranks × makespan)"
-
-
-def cost_of(row: dict) -> str:
-    """The requested cost string of a sweep row ('' = ppbench's default)."""
-    point = row.get("point") or {}
-    return str(row.get("cost") or point.get("cost") or "")
-
-
-def comm_of(row: dict) -> float:
-    point = row.get("point") or {}
-    value = row.get("comm", point.get("comm"))
-    return float(value) if value is not None else 0.0
-
-
-def series_label(row: dict) -> str:
-    label = str(row["schedule"])
-    if int(row.get("chunks") or 1) > 1:
-        label += f" v={row['chunks']}"
-    if int(row.get("group_size") or 0) > 0:
-        label += f" g={row['group_size']}"
-    return label
 
 
 def group_rows(rows: list[dict]) -> dict[tuple[str, float], dict[int, dict[str, list[dict]]]]:
@@ -83,12 +56,29 @@ def cost_title(cost: str, comm: float) -> str:
 
 
 def file_slug(cost: str, comm: float) -> str:
+    """The name part of a cost setting's figure: F=1,B=2 -> F1_B2; comm 0.5 adds _comm0.5."""
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", cost.replace("=", "")).strip("_") or "default"
     return slug + (f"_comm{comm:g}" if comm else "")
 
 
+def figure_costs(name: str) -> tuple[str, float]:
+    """A figure's name back to its cost setting (file_slug's inverse, for the report's
+    captions): bubble_F1_I1_W1.png -> ("F=1,I=1,W=1", 0.0), bubble_default_comm0.5.png ->
+    ("", 0.5)."""
+    slug = Path(name).stem.removeprefix("bubble_")
+    comm = 0.0
+    split = re.fullmatch(r"(.+)_comm(\d+(?:\.\d*)?(?:e[+-]?\d+)?)", slug)
+    if split:
+        slug, comm = split.group(1), float(split.group(2))
+    if slug == "default":
+        return "", comm
+    return ",".join(re.sub(r"^([A-Za-z]+)", r"\1=", part) for part in slug.split("_")), comm
+
+
 def plot_group(by_d: dict[int, dict[str, list[dict]]], title: str, out: Path,
                dpi: int = 110, sort_key=None) -> None:
+    plt = pyplot("plot_bubble")
+    from matplotlib.ticker import FixedLocator, NullLocator
     devices = sorted(by_d)
     labels = sorted({label for d in devices for label in by_d[d]}, key=sort_key)
     # Past the palette, colours repeat with a dashed closed-form line and another marker.
@@ -191,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         raise InputError(f"no ok rows with a bubble_fraction in {args.results}"
                          + (" (of the rows --sweep and --devices keep)"
                             if args.sweep or args.devices else ""))
+    pyplot("plot_bubble")  # before any folder is made
     output_path(args.out_dir, "--out-dir", folder=True)
     registry = schedule_registry(args.ppbench)
     with shaped(f"records {args.results}"):

@@ -21,14 +21,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from report_format import check_records  # noqa: E402
-from results_io import atomic_savefig, load_records, schedule_order, schedule_registry  # noqa: E402
-from script_cli import InputError, OneLineParser, number, output_path, run, shaped  # noqa: E402
+from report_format import check_records
+from results_io import atomic_savefig, load_records, pyplot, schedule_order, schedule_registry
+from script_cli import InputError, OneLineParser, number, output_path, run, shaped
 
 MEASURED_COLOUR = "#0072B2"
 MODEL_COLOUR = "#E69F00"
@@ -95,6 +90,7 @@ def plot_memory(rows: list[dict], out: Path, workload: str, devices: int, microb
                          f"N={microbatches} and schedules {', '.join(schedules)}")
     cols = min(3, len(chosen))
     nrows = (len(chosen) + cols - 1) // cols
+    plt = pyplot("plot_memory")
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows + 0.9), dpi=dpi,
                              sharey=True, squeeze=False)
     width = 0.38
@@ -146,6 +142,7 @@ def plot_bubble_fidelity(rows: list[dict], out: Path, dpi: int = 110) -> int:
     total = sum(len(v) for v in points.values())
     if not total:
         raise ValueError("no ok run rows with measured and predicted bubble_fraction")
+    plt = pyplot("plot_memory")
     fig, ax = plt.subplots(figsize=(6.4, 6.0), dpi=dpi)
     top = max(max(p, m) for v in points.values() for p, m in v)
     top = min(1.0, max(0.05, top * 1.05))
@@ -229,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         if all(lacks.values()):
             raise InputError(f"nothing to draw from {where}: {lacks['memory']}; "
                              f"{lacks['bubble']}")
+        pyplot("plot_memory")  # before any folder is made
         output_path(args.out_dir, "--out-dir", folder=True)
         if lacks["memory"]:
             print(f"plot_memory: {lacks['memory']}", file=sys.stderr)

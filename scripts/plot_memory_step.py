@@ -4,8 +4,8 @@
 1. OUT_DIR/memory_8b_pp_seq.png: the Llama-3-8B-shaped transformer (bf16, AdamW, micro-batch 1)
    under 1F1B with N = 2D micro-batches: the most loaded rank's memory, stacked as parameters,
    gradients, optimizer states, peak activations and communication buffers, for pipeline degrees
-   D = 1, 2, 4, 8 (bars) at sequence lengths 1k to 16k (one panel each), with a line at 80 GiB
-   (one 80 GB GPU).
+   D = 1, 2, 4, 8 (bars) at sequence lengths 1k to 16k (one panel each, each on its own y-scale),
+   with a dashed line at 80 GiB (one GPU's memory).
 2. OUT_DIR/memory_per_rank_d4.png: the same model at sequence length 4096, D = 4, N = 8: every
    rank's stacked memory, one panel per schedule family of `ppbench list`.
 
@@ -22,13 +22,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from results_io import atomic_savefig, ppbench_json  # noqa: E402
-from script_cli import OneLineParser, output_path, run, shaped  # noqa: E402
+from results_io import atomic_savefig, ppbench_json, pyplot
+from script_cli import OneLineParser, output_path, run, shaped
 
 GIB = 1024.0**3
 PARTS = [
@@ -58,6 +53,7 @@ def stacked(ax, x, ranks_bytes: list[dict], width: float) -> None:
 def pp_seq_figure(ppbench: str, out: Path) -> None:
     degrees = [1, 2, 4, 8]
     seqs = [1024, 2048, 4096, 8192, 16384]
+    plt = pyplot("plot_memory_step")
     fig, axes = plt.subplots(1, len(seqs), figsize=(3.2 * len(seqs), 4.2))
     for ax, seq in zip(axes, seqs):
         worst = []
@@ -84,6 +80,7 @@ def per_rank_figure(ppbench: str, out: Path, seq: int = 4096) -> None:
     names = [s["name"] for s in record(ppbench, "list")["schedules"]]
     cols = 4
     rows = (len(names) + cols - 1) // cols
+    plt = pyplot("plot_memory_step")
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows), sharey=True,
                              squeeze=False)
     for ax, name in zip(axes.flat, names):
@@ -113,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ppbench", default="build/ppbench")
     ap.add_argument("--out-dir", default="plots/reference", type=Path)
     a = ap.parse_args(argv)
+    pyplot("plot_memory_step")  # before any folder is made or ppbench is asked
     output_path(a.out_dir, "--out-dir", folder=True)
     # ppbench's refusal or failure is a PpbenchError with its own exit status (run says it); a
     # --ppbench that prints records of another shape is not the ppbench these figures need.

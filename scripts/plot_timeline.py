@@ -28,16 +28,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from results_io import atomic_savefig, figure_path  # noqa: E402
-from script_cli import (InputError, OneLineParser, json_kind, number, output_path,  # noqa: E402
-                        read_json, run, shaped)
+from results_io import atomic_savefig, figure_path, pyplot
+from script_cli import InputError, OneLineParser, json_kind, number, output_path, read_json, run, \
+    shaped
 
 US_PER_UNIT = 1000.0  # simulator time unit 1 = 1000 us; for measured traces 1000 us = 1 ms
 MEASURED_TIME_UNITS = frozenset({"s", "ms", "us"})  # real time, as `ppbench run` writes it
@@ -160,7 +153,8 @@ def build_boxes(events: list[dict]) -> tuple[list[Box], int]:
 
 
 def lighten(hex_colour: str, amount: float) -> tuple[float, float, float]:
-    r, g, b = matplotlib.colors.to_rgb(hex_colour)
+    """A "#RRGGBB" colour of this file, `amount` of the way to white, as RGB in 0..1."""
+    r, g, b = (int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
     return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
 
 
@@ -222,6 +216,9 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
         raise InputError(f"the figure of {ranks} ranks would be {pixels[0]} x {pixels[1]} pixels "
                          f"(at most {MAX_SIDE_PIXELS} a side and {MAX_PIXELS} in all): lower "
                          "--dpi or --width")
+    plt = pyplot("plot_timeline")
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
     fig, ax = plt.subplots(figsize=fig_size, dpi=dpi)
 
     # Idle background: everything not covered by a box on a rank's row.
@@ -280,6 +277,7 @@ def draw_spans(ax, events: list[dict], t0: float, ranks: int, offset: float, hei
         if isinstance(rank, int) and 0 <= rank < ranks and dur > 0:
             shapes.append(rect(float(e["ts"]) / US_PER_UNIT - t0, dur, rank + offset, height))
     if shapes:
+        from matplotlib.collections import PolyCollection
         ax.add_collection(PolyCollection(shapes, facecolors=colour, edgecolors="none",
                                          zorder=zorder))
     return bool(shapes)

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
-from report_format import DASH, DEFAULT_COST, SortKey, check_records, cost_of, date_range, \
-    field, provenance_values, status_counts, who_made
+from plot_bubble import figure_costs
+from report_format import DASH, DEFAULT_COST, SortKey, check_records, comm_of, cost_of, \
+    costs_title, date_range, field, provenance_values, status_counts, who_made
 from report_html import markdown_to_html
 from report_measured import measured_overview, measured_tables, run_rows
 from report_papers import DATA_PIPELINE, DUALPIPE, GPIPE, LECTURES, ONE_F_ONE_B, PAPERS, \
@@ -131,12 +131,6 @@ class Figures:
         return [line for name, caption in items for line in self.lines(name, caption)]
 
 
-def cost_of_figure(name: str) -> str:
-    """plot_bubble.py's file name back to the costs: bubble_F1_I1_W1.png -> F=1,I=1,W=1."""
-    stem = name[len("bubble_"):-len(".png")]
-    return ",".join(re.sub(r"^([A-Za-z]+)", r"\1=", part) for part in stem.split("_"))
-
-
 def timelines(figures: Figures, schedules: list[str]) -> list[str]:
     """The simulated and measured timelines `make plots` draws for these schedules."""
     items = []
@@ -159,9 +153,7 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
                  dualpipe_measured: dict | None = None,
                  dualpipe_measured_source: str = "", figures: Figures | None = None,
                  title: str = DEFAULT_TITLE) -> str:
-    costs_present = {cost_of(r) for r in rows}
-    if cost not in costs_present and costs_present:
-        cost = max(costs_present, key=lambda c: sum(cost_of(r) == c for r in rows))
+    cost, comm = table_costs(rows, cost)
     figures = figures or Figures()
     measured = measured or []
     sort_key = order_key(schedule_order(registry, list(rows) + list(measured)))
@@ -181,14 +173,17 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
                         zb_table5_section(zb_table5, zb_table5_source))
         elif paper is DUALPIPE:
             section.add("Table 2: bubble, parameters and activations",
-                        dualpipe_table(rows, pp, cost, list(dualpipe_n)))
+                        dualpipe_table(rows, pp, cost, list(dualpipe_n), comm))
             section.add("Table 2 measured on this machine",
                         measured_dualpipe_section(dualpipe_measured, dualpipe_measured_source))
         elif paper is LECTURES:
-            section.add("Activation memory of the worked example", activation_table(rows, cost))
+            section.add("Activation memory of the worked example",
+                        activation_table(rows, cost, comm=comm))
             section.add("Memory of an 8B model", figures.lines(
                 "memory_8b_pp_seq.png", "the Llama-3-8B-shaped model under 1F1B: the most "
-                "loaded rank's memory against D and sequence length, with one 80 GB GPU marked"))
+                "loaded rank's memory in GiB against D and sequence length, one panel per "
+                "sequence length, each on its own y-scale; the dashed line is 80 GiB, one "
+                "GPU's memory"))
         elif paper is DATA_PIPELINE:
             section.intro = []
             section.add("Two replicas of an 8-stage pipeline, predicted",
@@ -218,7 +213,7 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
     together = Section("All schedules together")
     together.add("Bubble fraction against micro-batches", figures.many(
         [(name, f"bubble fraction against N, simulated (markers) and closed form (lines), "
-                f"costs {cost_of_figure(name)}")
+                f"{costs_title(*figure_costs(name))}")
          for name in figures.names("bubble_*.png") if name != "bubble_measured_vs_predicted.png"]))
     together.add("Measured records", measured_overview(
         measured, measured_source, reference_measured, reference_measured_source)
@@ -233,6 +228,17 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
     contents, body = render(sections)
     lines = header(rows, source, reference, reference_source, registry is not None, title)
     return "\n".join(lines + contents + body).rstrip() + "\n"
+
+
+def table_costs(rows: list[dict], cost: str) -> tuple[str, float]:
+    """The cost setting of the tables that take one (DualPipe's, the worked example): `cost`,
+    else the records' most common costs; no hand-over time (comm 0) where the records have it,
+    else their most common at those costs."""
+    costs = [cost_of(r) for r in rows]
+    if costs and cost not in costs:
+        cost = max(sorted(set(costs)), key=costs.count)
+    comms = [comm_of(r) for r in rows if cost_of(r) == cost]
+    return cost, (0.0 if not comms or 0.0 in comms else max(sorted(set(comms)), key=comms.count))
 
 
 def add_schedule_tables(section: Section, schedules: list[str], rows: list[dict], source: str,

@@ -32,7 +32,10 @@ def field(row: dict, key: str, default: Any = None) -> Any:
 # What the report and the plots read of a record, by kind: a record of another shape is the
 # input's fault, named as such by check_records before any table is walked.
 WHOLE_FIELDS = ("devices", "microbatches", "chunks", "group_size", "replicas", "stages")
-NUMBER_FIELDS = ("bubble_fraction", "makespan")
+# (object, key) of the finite numbers the report and the plots read ("": the record itself).
+NUMBER_FIELDS = [(part, key) for part in ("", "closed_form", "measured", "predicted")
+                 for key in ("bubble_fraction", "makespan")] + \
+    [("", "step_time_s"), ("", "comm"), ("point", "comm"), ("throughput", "samples_per_s")]
 OBJECT_FIELDS = ("point", "closed_form", "measured", "predicted", "throughput", "fidelity",
                  "provenance", "gpu")
 
@@ -67,12 +70,10 @@ def check_records(rows: list[dict], where: str) -> list[dict]:
             if field(row, key) is None:
                 raise InputError(f"{where}: a record{f' of {name}' if name else ''} has no "
                                  f"{key}")
-        for part in ("", "closed_form", "measured", "predicted"):
-            record = (row.get(part) or {}) if part else row
-            for key in NUMBER_FIELDS:
-                value = record.get(key)
-                if value is not None and not is_number(value):
-                    raise bad(f"{part}.{key}" if part else key, value, "a finite number")
+        for part, key in NUMBER_FIELDS:
+            value = ((row.get(part) or {}) if part else row).get(key)
+            if value is not None and not is_number(value):
+                raise bad(f"{part}.{key}" if part else key, value, "a finite number")
         per_rank = row.get("activation_bytes")
         if per_rank is not None:
             if not isinstance(per_rank, list):
@@ -88,7 +89,21 @@ def check_records(rows: list[dict], where: str) -> list[dict]:
 
 
 def cost_of(row: dict) -> str:
+    """The cost string the point asked for ('' = ppbench's default)."""
     return str(field(row, "cost", "") or "")
+
+
+def comm_of(row: dict) -> float:
+    """The hand-over time the point asked for (the sweep's `comm`; 0 where the record has
+    none): a second cost axis, so points that differ only in it are different points."""
+    value = field(row, "comm")
+    return float(value) if value is not None else 0.0
+
+
+def costs_title(cost: str, comm: float = 0.0) -> str:
+    """How the report names a cost setting: "costs F=1,B=2", with ", comm 0.5" where the
+    hand-over time is not 0."""
+    return f"costs {cost or 'default'}" + (f", comm {comm:g}" if comm else "")
 
 
 def series_label(row: dict) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from report_format import DASH, DEFAULT_COST, SortKey, cost_of, date_range, field, fmt, fraction, \
-    provenance_values, series_label, status_counts, who_made
+from report_format import DASH, DEFAULT_COST, SortKey, comm_of, cost_of, date_range, field, fmt, \
+    fraction, provenance_values, series_label, status_counts, who_made
 
 
 # --- measured runs ---------------------------------------------------------------------------
@@ -46,19 +46,22 @@ def samples_per_s(row: dict | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def theory_key(row: dict, cost: str) -> tuple:
-    return (series_label(row), int(field(row, "devices")), int(field(row, "microbatches")), cost)
+def theory_key(row: dict, cost: str, comm: float) -> tuple:
+    return (series_label(row), int(field(row, "devices")), int(field(row, "microbatches")), cost,
+            comm)
 
 
 def theory_index(rows: list[dict]) -> dict[tuple, dict]:
-    """The ok simulated records by (series, D, N, costs): the uniform-cost simulation of a
-    measured point."""
-    return {theory_key(r, cost_of(r)): r for r in rows if r.get("status", "ok") == "ok"}
+    """The ok simulated records by (series, D, N, costs, comm): the uniform-cost simulation of a
+    measured point; a point simulated at several hand-over times is several entries."""
+    return {theory_key(r, cost_of(r), comm_of(r)): r for r in rows
+            if r.get("status", "ok") == "ok"}
 
 
-def uniform_cost(row: dict) -> str:
-    """The costs the run's closed form was evaluated for (`closed_form_cost`)."""
-    return str(row.get("closed_form_cost") or DEFAULT_COST)
+def uniform_key(row: dict) -> tuple:
+    """The theory_index key of a run's uniform-cost simulation: the costs its closed form was
+    evaluated for (`closed_form_cost`), with no hand-over time, as the closed form assumes."""
+    return theory_key(row, str(row.get("closed_form_cost") or DEFAULT_COST), 0.0)
 
 
 def measured_line(row: dict, simulated: dict[tuple, dict],
@@ -67,7 +70,7 @@ def measured_line(row: dict, simulated: dict[tuple, dict],
     predicted = (row.get("predicted") or {}).get("bubble_fraction")
     gap = None if measured is None or predicted is None else 100 * (measured - predicted)
     closed = (row.get("closed_form") or {}).get("bubble_fraction")
-    uniform = simulated.get(theory_key(row, uniform_cost(row)), {}).get("bubble_fraction")
+    uniform = simulated.get(uniform_key(row), {}).get("bubble_fraction")
     rate = samples_per_s(row)
     step = row.get("step_time_s")
     line = (f"| {series_label(row)} | {field(row, 'devices')} | {field(row, 'microbatches')} | "
@@ -139,11 +142,24 @@ def ranks_of(row: dict) -> int:
     return int(field(row, "devices")) * int((row.get("point") or {}).get("replicas") or 1)
 
 
-def machine_cores(rows: list[dict]) -> int | None:
-    """The fewest cores among the machines that made these rows (None where none says)."""
-    cores = {int(c) for r in rows for c in [(r.get("provenance") or {}).get("cpu_cores")]
-             if isinstance(c, int)}
-    return min(cores) if cores else None
+def cores_of(row: dict) -> int | None:
+    """The cores of the machine that ran the row, from its own provenance (None where it does
+    not say): records of several machines are each held to their own."""
+    cores = (row.get("provenance") or {}).get("cpu_cores")
+    return cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 \
+        else None
+
+
+def shares_cores(row: dict) -> bool:
+    """Whether the run's ranks outnumbered its machine's cores."""
+    cores = cores_of(row)
+    return cores is not None and ranks_of(row) > cores
+
+
+def cores_said(rows: list[dict]) -> tuple[str, bool]:
+    """The core counts of the rows' machines ("2", or "2 or 8") and whether there are several."""
+    counts = sorted({c for c in map(cores_of, rows) if c is not None})
+    return " or ".join(str(c) for c in counts), len(counts) > 1
 
 
 # The issue's goal for CPU runs: the measured step within this many percent of the replay's.
@@ -156,15 +172,20 @@ def replayed_on_shared_cores(row: dict) -> bool:
     return isinstance((row.get("predicted") or {}).get("cores"), int)
 
 
+def their_cores(cores: str, several: bool, owner: str = "the") -> str:
+    """"the 2 cores" ("the machine's 2 cores" with that owner), or, for points of machines
+    with different core counts, "their machine's 2 or 8 cores"."""
+    return f"their machine's {cores} cores" if several else f"{owner} {cores} cores"
+
+
 def step_time_sentence(ok: list[dict]) -> str:
     """How the measured steps land against the replay's makespans, the points that have a core
     per rank apart from those that share cores (whose ranks also wait for one)."""
     gaps = makespan_gaps(ok)
     if not gaps:
         return ""
-    cores = machine_cores(ok)
-    fits = [(g, r) for g, r in gaps if cores is None or ranks_of(r) <= cores]
-    shared = [(g, r) for g, r in gaps if cores is not None and ranks_of(r) > cores]
+    fits = [(g, r) for g, r in gaps if not shares_cores(r)]
+    shared = [(g, r) for g, r in gaps if shares_cores(r)]
 
     def span(part: list[tuple[float, dict]]) -> str:
         within = sum(1 for g, _ in part if abs(g) <= STEP_GOAL_PCT)
@@ -173,11 +194,13 @@ def step_time_sentence(ok: list[dict]) -> str:
 
     parts = []
     if fits:
-        parts.append(span(fits)
-                     + ("" if cores is None else f" with a core per rank (≤ {cores} ranks)"))
+        cores, several = cores_said([r for _, r in fits])
+        parts.append(span(fits) + (f" with a core per rank (≤ {cores} ranks"
+                                   + (", by machine)" if several else ")") if cores else ""))
     if shared:
+        cores, several = cores_said([r for _, r in shared])
         replayed = all(replayed_on_shared_cores(r) for _, r in shared)
-        parts.append(span(shared) + f" where ranks share the {cores} cores"
+        parts.append(span(shared) + f" where ranks share {their_cores(cores, several)}"
                      + (" (replayed on those cores)" if replayed else ""))
     return "Measured step against the replay's makespan: " + "; ".join(parts) + "."
 
@@ -269,8 +292,8 @@ def measured_differences(ok: list[dict], simulated: dict[tuple, dict]) -> list[s
         return []
     worst_gap, worst = max(gaps, key=lambda g: abs(g[0]))
     mean = sum(abs(g) for g, _ in gaps) / len(gaps)
-    cores = machine_cores(ok)
-    over = [r for r in ok if cores and ranks_of(r) > cores]
+    over = [r for r in ok if shares_cores(r)]
+    machine_cores = their_cores(*cores_said(over), "the machine's")
     text = (f"**What differs and why.** Measurement − simulation with measured costs: "
             f"{min(g for g, _ in gaps):+.1f} … {max(g for g, _ in gaps):+.1f} percentage points "
             f"over {len(gaps)} points (mean |gap| {mean:.1f}), the largest {worst_gap:+.1f} at "
@@ -280,24 +303,23 @@ def measured_differences(ok: list[dict], simulated: dict[tuple, dict]) -> list[s
             "out: hand-overs between rank threads, their wake-ups and a machine shared with "
             "other work")
     if over and all(replayed_on_shared_cores(r) for r in over):
-        text += (f"; {len(over)} of these points run more ranks than the machine's {cores} "
-                 "cores. Their replay shares the cores too (each op costs its thread's CPU time, "
+        text += (f"; {len(over)} of these points run more ranks than {machine_cores}. Their "
+                 "replay shares the cores too (each op costs its thread's CPU time, "
                  "and an action waits for a free core, first ready first served), so what "
                  "remains there is how the operating system schedules the threads (a woken rank "
                  "may wait, or preempt one on the critical path); their measured busy time also "
                  "holds the slices other ranks ran in mid-action, so their bubble gap overstates "
                  "the difference and the step times below say it better")
     elif over:
-        text += (f"; {len(over)} of these points run more ranks than the machine's "
-                 f"{cores} cores, so their ranks also wait for a core")
+        text += (f"; {len(over)} of these points run more ranks than {machine_cores}, so "
+                 "their ranks also wait for a core")
     text += "."
     steps = step_time_sentence(ok)
     if steps:
         text += " " + steps
     pairs = [(float(r["measured"]["bubble_fraction"]),
-              float(simulated[theory_key(r, uniform_cost(r))]["bubble_fraction"]))
-             for r in ok if theory_key(r, uniform_cost(r)) in simulated
-             and measured_bubble(r) is not None]
+              float(simulated[uniform_key(r)]["bubble_fraction"]))
+             for r in ok if uniform_key(r) in simulated and measured_bubble(r) is not None]
     if pairs:
         diff = [100 * (m - u) for m, u in pairs]
         text += (f" Measurement − simulation with uniform costs: {min(diff):+.1f} … "

@@ -57,16 +57,26 @@ def reference_section(rows: list[dict], source: str, reference: list[dict] | Non
                 f"- reference measured: `{reference_measured_source}`, "
                 f"{who_made(ref_ok or ref_runs)}"]
         ref = {point_id(r): r for r in ref_ok}
-        ratios = sorted(samples_per_s(r) / samples_per_s(ref[point_id(r)]) for r in ok
-                        if point_id(r) in ref and samples_per_s(r) and
-                        samples_per_s(ref[point_id(r)]))
-        if ratios:
-            median = ratios[len(ratios) // 2] if len(ratios) % 2 else \
-                (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
-            out.append(f"- samples/s latest ÷ reference over the {len(ratios)} points ok in both: "
-                       f"median {median:.3g}×, range {ratios[0]:.3g}× … {ratios[-1]:.3g}× "
-                       "(each paper's measured runs have them point by point)")
-        else:
-            out.append("- no point is ok in both, so no throughput is compared")
+        out += throughput_ratios([(r, ref[point_id(r)]) for r in ok if point_id(r) in ref])
         out.append("")
     return out
+
+
+def throughput_ratios(pairs: list[tuple[dict, dict]]) -> list[str]:
+    """The samples/s of (latest, reference) points ok in both, as ratios; a point without a
+    positive throughput on either side has no ratio, and the line says how many were left out."""
+    ratios = sorted(samples_per_s(r) / samples_per_s(q) for r, q in pairs
+                    if (samples_per_s(r) or 0) > 0 and (samples_per_s(q) or 0) > 0)
+    if not pairs:
+        return ["- no point is ok in both, so no throughput is compared"]
+    left_out = len(pairs) - len(ratios)
+    over = f"the {len(ratios)} points ok in both" if not left_out else \
+        f"{len(ratios)} of the {len(pairs)} points ok in both ({left_out} left out: their " \
+        "samples/s is 0 or missing on one side)"
+    if not ratios:
+        return [f"- samples/s latest ÷ reference: no ratio over {over}"]
+    mid = len(ratios) // 2
+    median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    return [f"- samples/s latest ÷ reference over {over}: median {median:.3g}×, range "
+            f"{ratios[0]:.3g}× … {ratios[-1]:.3g}× (each paper's measured runs have them point "
+            "by point)"]

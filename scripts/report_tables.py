@@ -139,7 +139,8 @@ def zb_table5_section(table: dict | None, source: str) -> list[str]:
            "over the costs, which has none; the others' formulas, which leave out the hand-over "
            "time these costs include, are in this section's bubble tables). No measurement column: "
            "the paper measured on GPUs at these model sizes, and ppbench has no run of them.", "",
-           "| Model | p | m | F / B / W / comm | " + " | ".join(columns) + " |",
+           # The paper's B is the input gradient alone: ppbench's I, not its full backward B.
+           "| Model | p | m | F / B (ppbench's I) / W / comm, ms | " + " | ".join(columns) + " |",
            "|" + "---|" * (4 + len(columns))]
     for r in table["rows"]:
         c = r["costs"]
@@ -240,7 +241,7 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
            "smaller shapes of the same models follow the two tables.", "",
            f"Layer costs measured on {gpipe_measured_by(table)}.", ""]
     cells: list[tuple[str, str, Any, Any]] = []  # (table, where, paper, simulation)
-    out += ["**Table 2** (TPU v3):", "",
+    out += ["**Table 2** (TPU v3; each cell ÷ the model's K = 2, M = 1 cell):", "",
             "| model | M | K | paper | theory | simulation | measurement |",
             "|---|---|---|---|---|---|---|"]
     for t in table["table2"]:
@@ -250,7 +251,7 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
                            f"{DASH} | {gpipe_cell(c['predicted'])} | {DASH} |")
                 cells.append(("Table 2", f"{t['model']}, M = {r['M']}, K = {k}", c["paper"],
                               c["predicted"]))
-    out += ["", "**Table 3** (P100, M = 32):", "",
+    out += ["", "**Table 3** (P100, M = 32; each cell ÷ the model's K = 2 cell):", "",
             "| model | K | paper | theory | simulation | measurement |",
             "|---|---|---|---|---|---|"]
     for t in table["table3"]:
@@ -286,10 +287,23 @@ def gpipe_gpu_machine(gpu: dict) -> str:
 
 
 def gpipe_cuda_note(table: dict) -> str:
-    """Where the CUDA column's numbers come from."""
+    """Where the CUDA column's numbers come from, and the GPU sessions left out."""
     if not table.get("gpu"):
         return "The CUDA column is empty: no GPU run of these shapes yet."
-    return f"The CUDA column: {gpipe_gpu_machine(table['gpu'])}."
+    return f"The CUDA column: {gpipe_gpu_machine(table['gpu'])}." + \
+        gpipe_gpu_not_used(table["gpu"])
+
+
+def gpipe_gpu_not_used(gpu: dict) -> str:
+    """The other GPU sessions found: named, not used (their cells ran on other SMs, builds or
+    machines, so they are not normalised against the session used)."""
+    others = gpu.get("not_used") or []
+    if not others:
+        return ""
+    return (" Not used, as cells of different sessions are not normalised against each other: "
+            + "; ".join(f"`{o['source']}` ({o['gpu']}, {o['sms_per_device']} SMs per device, "
+                        f"{o.get('date') or 'undated'}, {o['points']} points)" for o in others)
+            + ".")
 
 
 def gpipe_gpu_grid(table: dict) -> list[str]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable
 
-from report_format import DASH, DEFAULT_COST, SortKey, cell, cost_of, field, fmt, fraction, \
-    same_number, series_label
+from report_format import DASH, DEFAULT_COST, SortKey, cell, comm_of, cost_of, costs_title, \
+    field, fmt, fraction, same_number, series_label
 
 
 # --- bubble tables ---------------------------------------------------------------------------
@@ -29,15 +29,16 @@ def bubble_cell(row: dict | None) -> str:
 
 def bubble_tables(rows: list[dict], sort_key: SortKey, measured_note: str = "",
                   source: str = "") -> list[str]:
-    """Simulated bubble beside the closed form, one table per (costs, D), then what differs."""
-    by_cost: dict[str, list[dict]] = defaultdict(list)
+    """Simulated bubble beside the closed form, one table per (costs, comm, D), then what
+    differs: points that differ only in their hand-over time are not one cell."""
+    by_cost: dict[tuple[str, float], list[dict]] = defaultdict(list)
     for r in rows:
-        by_cost[cost_of(r)].append(r)
-    costs = sorted(by_cost, key=lambda c: (c != DEFAULT_COST, c))
+        by_cost[(cost_of(r), comm_of(r))].append(r)
+    costs = sorted(by_cost, key=lambda c: (c[0] != DEFAULT_COST, c))
     tables: list[str] = []
-    for cost in costs:
-        for d, table in sorted(bubble_tables_for(by_cost[cost], sort_key).items()):
-            tables += [f"#### D = {d}, costs {cost or 'default'}", ""] + table + [""]
+    for cost, comm in costs:
+        for d, table in sorted(bubble_tables_for(by_cost[(cost, comm)], sort_key).items()):
+            tables += [f"#### D = {d}, {costs_title(cost, comm)}", ""] + table + [""]
     if not tables:
         return []
     out = [(f"Source: the paper's bubble formula as ppbench's registry states it; simulated "
@@ -69,8 +70,8 @@ def bubble_differences(rows: list[dict]) -> list[str]:
                                               float(r["closed_form"]["bubble_fraction"])))
         gap = float(worst["bubble_fraction"]) - float(worst["closed_form"]["bubble_fraction"])
         text += (f"; the largest gap is {gap:+.4f} ({series_label(worst)}, D = "
-                 f"{field(worst, 'devices')}, N = {field(worst, 'microbatches')}, costs "
-                 f"{cost_of(worst) or 'default'})")
+                 f"{field(worst, 'devices')}, N = {field(worst, 'microbatches')}, "
+                 f"{costs_title(cost_of(worst), comm_of(worst))})")
         if len(same) < len(valued):
             text += ": there the schedule ppbench generates idles otherwise than the formula " \
                     "assumes (docs/papers.md discusses each family)"
@@ -101,7 +102,8 @@ def bubble_differences(rows: list[dict]) -> list[str]:
 
 
 def bubble_tables_for(rows: list[dict], sort_key: SortKey) -> dict[int, list[str]]:
-    """D -> markdown table lines; only series with at least two N values (a sweep over N)."""
+    """D -> markdown table lines; only series with at least two N values (a sweep over N). The
+    rows are of one cost setting (costs and comm): a point is a cell of its own."""
     grid: dict[int, dict[str, dict[int, dict]]] = defaultdict(lambda: defaultdict(dict))
     formulas: dict[str, str] = {}
     for r in rows:
@@ -176,7 +178,14 @@ def cost_text(row: dict) -> str:
     return cost_of(row) or "default"
 
 
+def at_costs(rows: list[dict], cost: str, comm: float) -> list[dict]:
+    """The rows of one cost setting: costs and hand-over time (comm_of)."""
+    return [r for r in rows if cost_of(r) == cost and comm_of(r) == comm]
+
+
 def find_row(rows: Iterable[dict], **want: Any) -> dict | None:
+    """The row with the fields `want` (the ok one where several), of rows of one cost setting
+    (at_costs): across settings the same point is several rows."""
     found = None
     for r in rows:
         if all(field(r, k) == v for k, v in want.items()):
@@ -185,12 +194,13 @@ def find_row(rows: Iterable[dict], **want: Any) -> dict | None:
     return found
 
 
-def dualpipe_table(rows: list[dict], pp: int, cost: str, ns: list[int]) -> list[str]:
-    candidates = [r for r in rows if cost_of(r) == cost]
+def dualpipe_table(rows: list[dict], pp: int, cost: str, ns: list[int],
+                   comm: float = 0.0) -> list[str]:
+    candidates = at_costs(rows, cost, comm)
     compared: list[dict] = []
     out = [f"Source: the DualPipe paper's table (DeepSeek-V3 report, Table 2) at PP = {pp} "
-           "stages, costs "
-           f"{cost or 'default'} (DualPipeV runs the PP stages on PP/2 devices). The paper's "
+           f"stages, {costs_title(cost, comm)} (DualPipeV runs the PP stages on PP/2 devices). "
+           "The paper's "
            "columns: *Bubble* is the idle time of a pipeline rank in one step, in the costs' "
            "units; *Parameter* is the parameter memory of a device relative to 1F1B on PP "
            "devices; *Activation* is the peak number of micro-batch activations a device holds, "
@@ -268,8 +278,9 @@ TEXTBOOK_ACTIVATIONS = [
 ]
 
 
-def activation_table(rows: list[dict], cost: str, devices: int = 4, n: int = 8) -> list[str]:
-    candidates = [r for r in rows if cost_of(r) == cost] or rows
+def activation_table(rows: list[dict], cost: str, devices: int = 4, n: int = 8,
+                     comm: float = 0.0) -> list[str]:
+    candidates = at_costs(rows, cost, comm) or rows
     out = [f"D = {devices}, N = {n}; A = the activations of one micro-batch through the whole "
            "model. Textbook: the value the lectures state (their paper's number). Closed form: "
            "the registry's `activations_formula` = `peak_activations` (stage activations on the "

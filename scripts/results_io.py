@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from script_cli import EXIT_INVALID, EXIT_MACHINE, InputError, OneLineParser, ScriptError, \
-    first_line, output_path, read_text, run
+    first_line, json_kind, output_path, read_text, require_module, run
 
 
 class PpbenchError(ScriptError):
@@ -38,14 +38,17 @@ class PpbenchError(ScriptError):
 def load_rows(path: Path) -> list[dict]:
     """The JSON objects of a JSON Lines file; a line that is not JSON is skipped with a warning
     (a line a killed writer left half written, see append_text). A file that cannot be read, or
-    is not text, is an InputError."""
+    is not text, is an InputError; so is a line holding NaN or an infinity, which no writer of
+    ours makes (append_jsonl refuses them) and which would reach a table as "nan"."""
     rows = []
     for n, line in enumerate(read_text(path, "records").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except ValueError:
+            row = loads_finite(line)
+        except ValueError as e:
+            if parses_with_nan(line):
+                raise InputError(f"records {path}:{n}: {e}") from None
             print(f"warning: {path}:{n}: not JSON, skipped", file=sys.stderr)
             continue
         if isinstance(row, dict):
@@ -72,6 +75,16 @@ def loads_finite(text: str) -> Any:
     """json.loads of strict JSON: every number finite, so that what is read can be written
     back with allow_nan=False (append_jsonl). ValueError otherwise."""
     return json.loads(text, parse_float=finite_float, parse_constant=reject_constant)
+
+
+def parses_with_nan(text: str) -> bool:
+    """Whether text is JSON once NaN and the infinities are allowed: loads_finite refused it for
+    a number, not for a torn or garbled line."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def point_key(row: dict) -> str | None:
@@ -134,16 +147,27 @@ def atomic_write(path: Path, text: str) -> None:
 def figure_path(out: Path, what: str = "--out") -> Path:
     """The file a figure for `out` is written to: its format from the suffix, and a name without
     one gets ".png" (as matplotlib's savefig would); a suffix matplotlib cannot write is an
-    InputError naming `what`, found before any work rather than at the end of it."""
+    InputError naming `what`, and a missing matplotlib a MachineError (exit 3), both found before
+    any work rather than at the end of it."""
     out = Path(out)
+    # Asked first, whatever the suffix: a figure is drawn after the work, too late to say then.
+    require_module("matplotlib", f"{what} {out}")
+    from matplotlib.backend_bases import FigureCanvasBase
     if not out.suffix:
         return out.with_name(out.name + ".png")
-    from matplotlib.backend_bases import FigureCanvasBase
     formats = FigureCanvasBase.get_supported_filetypes()
     if out.suffix[1:].lower() not in formats:
         raise InputError(f"{what} {out}: matplotlib cannot write a .{out.suffix[1:]} file "
                          f"(allowed: {', '.join('.' + f for f in sorted(formats))})")
     return out
+
+
+def pyplot(purpose: str) -> Any:
+    """matplotlib.pyplot, drawing to files only (the Agg backend): imported where a figure is
+    drawn rather than at a plot script's top, so that --help and the checks of its inputs work
+    without matplotlib, and its absence is one line naming `purpose` (MachineError, exit 3)."""
+    require_module("matplotlib", purpose).use("Agg")
+    return require_module("matplotlib.pyplot", purpose)
 
 
 def atomic_savefig(fig: Any, path: Path, **savefig_args: Any) -> None:
@@ -343,6 +367,37 @@ def ppbench_json(ppbench: str, args: Iterable[str]) -> dict:
         return json.loads(text)
     except ValueError:
         raise PpbenchError(f"'{ppbench} {' '.join(args)}' printed no JSON record", 1) from None
+
+
+NUMBER = (int, float)
+_REQUIRED = object()
+
+
+def record_value(record: Any, path: str, where: str, kind: type | tuple[type, ...] = NUMBER,
+                 default: Any = _REQUIRED) -> Any:
+    """The field at the dotted `path` ("workload.config.seq") of a record ppbench printed for
+    `where` (its command), of `kind` (a number: finite, not true/false), or `default` where the
+    field is absent. A record of another shape is ppbench's failure, not the caller's: a
+    PpbenchError (exit 1) that names the command, the field and what it holds."""
+    value, parts = record, path.split(".")
+    for i, key in enumerate(parts):
+        if not isinstance(value, dict):
+            at = ".".join(parts[:i])
+            raise PpbenchError(f"'{where}' printed a record whose {at or 'top level'} is "
+                               f"{json_kind(type(value))}, not an object", 1)
+        if key not in value:
+            if default is not _REQUIRED:
+                return default
+            raise PpbenchError(f"'{where}' printed a record without {path}", 1)
+        value = value[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    wrong = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
+    if wrong or isinstance(value, float) and not math.isfinite(value):
+        wanted = "a finite number" if kinds == NUMBER else \
+            " or ".join(f"a JSON {json_kind(k)}" for k in kinds)
+        raise PpbenchError(f"'{where}' printed a record whose {path} is {value!r}, not {wanted}",
+                           1)
+    return value
 
 
 def table_script_main(doc: str, name: str, default_out: str,

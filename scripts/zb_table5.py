@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import sys
 
-from results_io import PpbenchError, ppbench_json, table_script_main
+from results_io import PpbenchError, ppbench_json, record_value, table_script_main
 
 PAPER = "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 (arXiv 2401.10241)"
 COLUMNS = ["1F1B", "1F1B-I", "ZB-H1", "ZB-H2", "ZB-1p", "ZB-2p"]
@@ -123,10 +123,11 @@ def build(ppbench: str) -> dict:
                "paper": dict(zip(COLUMNS, PAPER_RATES[(model, m)])), "ppbench": {},
                "makespan": {}}
         for column in COLUMNS:
-            args = cell_args(column, model, p, m, f, b, w, comm)
-            record = ppbench_json(ppbench, ["simulate", *args])
-            row["ppbench"][column] = record["zb_bubble_rate"]
-            row["makespan"][column] = record["makespan"]
+            args = ["simulate", *cell_args(column, model, p, m, f, b, w, comm)]
+            record = ppbench_json(ppbench, args)
+            where = "ppbench " + " ".join(args)
+            row["ppbench"][column] = record_value(record, "zb_bubble_rate", where)
+            row["makespan"][column] = record_value(record, "makespan", where)
         rows.append(row)
         print(f"{model} p={p} m={m}: " + ", ".join(
             f"{c} {row['ppbench'][c]:.4f} ({row['paper'][c]:.4f})" for c in COLUMNS),

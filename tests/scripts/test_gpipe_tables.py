@@ -149,33 +149,48 @@ def fake_gpu() -> dict:
 
 
 def gpu_row(schedule: str, model: str, d: int, n: int, sps: float, status: str = "ok",
-            flags: str | None = None) -> dict:
+            flags: str | None = None, gpu: str = "NVIDIA H200", sms: int = 16,
+            date: str = "2026-11-25") -> dict:
     import gpipe_tables as t
     return {"throughput": {"samples_per_s": sps},
-            "gpu": {"gpu_names": ["NVIDIA H200"]},
-            "provenance": {"git_commit": "0123456789ab", "date": "2026-11-25", "host": "g"},
+            "gpu": {"gpu_names": [gpu]},
+            "provenance": {"git_commit": f"commit-{date}", "date": date, "host": "g"},
             "gpu_table": {"label": f"{schedule}/{model}/D{d}/N{n}", "model": model,
                           "schedule": schedule, "devices": d, "microbatches": n,
                           "flags": flags if flags is not None else " ".join(t.SMALL[model]),
-                          "sms_per_device": 16, "status": status}}
+                          "sms_per_device": sms, "status": status}}
+
+
+def write_sessions(root, sessions: dict) -> str:
+    """Each session's rows in ROOT/NAME/tables/gpu_tables.jsonl; the glob of them all."""
+    import json
+    for name, rs in sessions.items():
+        d = root / name / "tables"
+        d.mkdir(parents=True)
+        (d / "gpu_tables.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
+    return str(root / "*" / "tables" / "gpu_tables.jsonl")
+
+
+def full_session(**how) -> list[dict]:
+    import gpipe_tables as t
+    tf = list(t.SMALL)[1]
+    rows = [gpu_row("gpipe", tf, k, m, 10.0 * k * m / (m + k - 1), **how)
+            for k in g.KS for m in g.MS]
+    return rows + [gpu_row("1f1b", t.SCALING_MODEL, d, t.SCALING_N, 100.0 * d, **how)
+                   for d in (1, 2, 4, 8)]
 
 
 def test_gpu_rows_of_gpu_tables_fill_the_grid_and_the_scaling(tmp_path):
-    import json
     import gpipe_tables as t
     amoeba, tf = list(t.SMALL)
-    first = [gpu_row("gpipe", tf, k, m, 10.0 * k * m / (m + k - 1)) for k in g.KS for m in g.MS]
-    first += [gpu_row("1f1b", t.SCALING_MODEL, d, t.SCALING_N, 100.0 * d) for d in (1, 2, 4, 8)]
+    first = full_session()
     first.append(gpu_row("gpipe", amoeba, 2, 1, 5.0, status="error"))  # not ok: left out
     first.append(gpu_row("gpipe", amoeba, 4, 1, 5.0, flags="--workload amoebanet"))  # other shape
-    later = [gpu_row("gpipe", tf, 8, 32, 99.0)]  # a later session's run of the same point wins
-    d1, d2 = tmp_path / "a" / "tables", tmp_path / "b" / "tables"
-    for d, rs in ((d1, first), (d2, later)):
-        d.mkdir(parents=True)
-        (d / "gpu_tables.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
-    rows_ = t.gpu_rows(str(tmp_path / "*" / "tables" / "gpu_tables.jsonl"))
+    first.append(gpu_row("gpipe", tf, 8, 32, 99.0))  # the point run again: the later row stands
+    rows_ = t.gpu_rows(write_sessions(tmp_path, {"a": first}))
     sec = t.gpu_section(rows_)
     assert sec["machine"]["gpu"] == "NVIDIA H200" and sec["sms_per_device"] == 16
+    assert sec["not_used"] == []
     assert [x["model"] for x in sec["grids"]] == [tf]  # the AmoebaNet rows are not a grid
     cells = {r["M"]: r["cells"] for r in sec["grids"][0]["rows"]}
     assert cells[1]["2"] == 1.0
@@ -187,6 +202,52 @@ def test_gpu_rows_of_gpu_tables_fill_the_grid_and_the_scaling(tmp_path):
     words = t.discussion([], [], sec)
     assert (f"{tf} on one GPU, K devices of 16 SMs: throughput rises with K at M = 32 yes, with M "
             "at K = 8 yes; K = 8 over K = 2 at M = 32: 5.10x.") in words  # 99 / (640 / 33)
+
+
+def test_gpu_cells_of_two_sessions_are_never_normalised_against_each_other(tmp_path):
+    # Another session (an H100 in devices of 8 SMs, later) ran only the base point, in a file
+    # named after the first: its cell used to replace the first session's base, and the grid
+    # divided one GPU's throughput by the other's under the first one's name.
+    import gpipe_tables as t
+    tf = list(t.SMALL)[1]
+    later = [gpu_row("gpipe", tf, 2, 1, 1.0, gpu="NVIDIA H100", sms=8, date="2026-11-27")]
+    pattern = write_sessions(tmp_path, {"a-h200": full_session(), "b-h100": later})
+    sec = t.gpu_section(t.gpu_rows(pattern))
+    cells = {r["M"]: r["cells"] for r in sec["grids"][0]["rows"]}
+    assert cells[32]["8"] == pytest.approx((10.0 * 8 * 32 / 39) / 10.0)  # the H200's own base
+    assert sec["machine"] == {"gpu": "NVIDIA H200", "git_commit": "commit-2026-11-25",
+                              "date": "2026-11-25", "host": "g"}
+    assert sec["source"] == [str(tmp_path / "a-h200" / "tables" / "gpu_tables.jsonl")]
+    assert sec["not_used"] == [{"source": str(tmp_path / "b-h100" / "tables" / "gpu_tables.jsonl"),
+                                "gpu": "NVIDIA H100", "sms_per_device": 8, "date": "2026-11-27",
+                                "points": 1}]
+    # Of sessions with as many points, the latest by its recorded date, whatever its file name.
+    pattern = write_sessions(tmp_path / "two", {
+        "a-new": full_session(sms=8, date="2026-11-28"),
+        "b-old": full_session(date="2026-11-20")})
+    sec = t.gpu_section(t.gpu_rows(pattern))
+    assert sec["sms_per_device"] == 8 and sec["machine"]["date"] == "2026-11-28"
+    assert [o["date"] for o in sec["not_used"]] == ["2026-11-20"]
+
+
+def test_the_report_names_the_gpu_sessions_it_left_out():
+    table = fake_table()
+    table["gpu"] = {**fake_gpu(), "not_used": [
+        {"source": "results/gpu/old/tables/gpu_tables.jsonl", "gpu": "NVIDIA A100",
+         "sms_per_device": 8, "date": "2026-11-20", "points": 3}]}
+    text = report.build_report(rows(), "t.jsonl", gpipe_tables=table, gpipe_tables_source="g")
+    assert ("Not used, as cells of different sessions are not normalised against each other: "
+            "`results/gpu/old/tables/gpu_tables.jsonl` (NVIDIA A100, 8 SMs per device, "
+            "2026-11-20, 3 points).") in section(text, "GPipe")
+
+
+def test_a_gpu_row_without_a_positive_throughput_is_named(tmp_path):
+    import gpipe_tables as t
+    from script_cli import InputError
+    tf = list(t.SMALL)[1]
+    pattern = write_sessions(tmp_path, {"a": [gpu_row("gpipe", tf, 2, 1, 0.0)]})
+    with pytest.raises(InputError, match="throughput.samples_per_s 0.0, not a positive number"):
+        t.gpu_rows(pattern)
 
 
 def section(text: str, title: str) -> str:
@@ -315,3 +376,44 @@ def test_profile_layers_takes_each_layers_median_over_warm_profiles(monkeypatch)
     assert p["repeats"] == 3 and p["repeat_totals_s"] == [13.5, 52.5, 26.5]
     assert sorted((v["name"], v["F"], v["B"], v["optimizer"]) for v in p["layers"].values()) == [
         ("emb", 2.0, 4.0, 0.2), ("l0", 20.0, 0.5, 0.0)]
+
+
+def test_a_failing_simulation_leaves_out_as_it_was_and_keeps_the_measurements(
+        tmp_path, monkeypatch, capsys):
+    # It wrote {"data": ...} over --out (the committed table) before simulating: a failure there
+    # left a table without its tables, and `make report` failed on it.
+    import json
+    import gpipe_tables as t
+    from script_cli import run
+    out, kept = tmp_path / "g.json", tmp_path / "g.data.json"
+    out.write_text('{"old": true}\n')
+    data = {"profiles": {}, "runs": {}, "scaling_runs": []}
+    monkeypatch.setattr(t, "measure", lambda ppbench: data)
+
+    def fail(ppbench, data, gpu):
+        raise KeyError("layer 3")
+
+    monkeypatch.setattr(t, "build", fail)
+    args = ["--out", str(out), "--plot", str(tmp_path / "g.png"), "--gpu-rows",
+            str(tmp_path / "none")]
+    assert run("gpipe_tables", t.main, args) == 1
+    assert out.read_text() == '{"old": true}\n'
+    assert json.loads(kept.read_text()) == {"data": data}
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "'layer 3'" in err[0] and f"redo with --reuse {kept}" in err[0]
+    # Redone from what was kept: OUT written whole, the kept copy gone.
+    monkeypatch.setattr(t, "build", lambda ppbench, data, gpu: {"data": data, "table2": []})
+    monkeypatch.setattr(t, "plot", lambda table, path: None)
+    assert run("gpipe_tables", t.main, ["--reuse", str(kept), *args]) == 0
+    assert json.loads(out.read_text()) == {"data": data, "table2": []}
+    assert not kept.exists()
+
+
+def test_each_table_says_which_cell_it_is_normalised_by():
+    # Table 3 has only M = 32: its base is K = 2 at M = 32, not the K = 2, M = 1 of Table 2.
+    import gpipe_tables as t
+    assert "Table 2: K = 2, M = 1; Table 3: K = 2, M = 32" in t.DEFINITION
+    gpipe = section(report.build_report(rows(), "t.jsonl", gpipe_tables=fake_table(),
+                                        gpipe_tables_source="g"), "GPipe")
+    assert "**Table 2** (TPU v3; each cell ÷ the model's K = 2, M = 1 cell):" in gpipe
+    assert "**Table 3** (P100, M = 32; each cell ÷ the model's K = 2 cell):" in gpipe

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+from matplotlib.figure import Figure
+
 import plot_bubble
 import plot_timeline
 from conftest import SCRIPTS, result_row, write_jsonl
@@ -150,7 +152,7 @@ def measured_trace() -> dict:
 def spy_on_figures(monkeypatch) -> dict:
     """What each figure plot_timeline saves shows: its axis label, title, row names, legend."""
     seen: dict = {}
-    real_savefig = plot_timeline.plt.Figure.savefig
+    real_savefig = Figure.savefig
 
     def spy(fig, *args, **kwargs):
         ax = fig.axes[0]
@@ -159,7 +161,7 @@ def spy_on_figures(monkeypatch) -> dict:
                     legend=[t.get_text() for t in fig.legends[0].get_texts()])
         return real_savefig(fig, *args, **kwargs)
 
-    monkeypatch.setattr(plot_timeline.plt.Figure, "savefig", spy)
+    monkeypatch.setattr(Figure, "savefig", spy)
     return seen
 
 
@@ -265,13 +267,13 @@ import results_io  # noqa: E402
 
 def legend_labels(monkeypatch, draw) -> list[str]:
     seen: list[str] = []
-    real = plot_bubble.plt.Figure.legend
+    real = Figure.legend
 
     def spy(fig, *args, handles=None, **kwargs):
         seen.extend(h.get_label() for h in handles or [])
         return real(fig, *args, handles=handles, **kwargs)
 
-    monkeypatch.setattr(plot_bubble.plt.Figure, "legend", spy)
+    monkeypatch.setattr(Figure, "legend", spy)
     draw()
     return [label for label in seen if not label.startswith(("markers", "lines"))]
 
@@ -310,3 +312,17 @@ def test_memory_figure_without_schedules_draws_every_schedule_of_the_data(tmp_pa
     assert drawn["schedules"] == ["gpipe", "1f1b", "zb-h1", "dualpipev"]  # registry order
     assert plot_memory.main([str(results), "--out-dir", str(tmp_path / "q")]) == 0
     assert drawn["schedules"] == ["gpipe", "1f1b", "zb-h1", "dualpipev"]  # data order
+
+
+def test_a_series_keeps_one_label_and_colour_whatever_group_size_was_resolved(tmp_path,
+                                                                              monkeypatch):
+    # A record holds the group size the generator resolved (D by default): labelled by it, one
+    # interleaved-1f1b series split into one per D, each in its own colour.
+    from conftest import result_row as row
+    data = [row("interleaved-1f1b", d, n, 0.2, 0.2, chunks=2, group_size=d)
+            for d in (2, 4) for n in (4, 8)]
+    groups = plot_bubble.group_rows(data)
+    assert {label for by_d in groups.values() for series in by_d.values()
+            for label in series} == {"interleaved-1f1b v=2"}
+    assert legend_labels(monkeypatch, lambda: plot_bubble.plot_bubble(
+        data, tmp_path)) == ["interleaved-1f1b v=2"]

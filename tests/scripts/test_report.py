@@ -484,3 +484,132 @@ def test_a_family_without_a_published_formula_is_said_apart():
     assert "1 points have no closed-form value: the formula holds only under" in text
     assert "2 points are of a schedule whose paper publishes no bubble formula" in text
     assert "(chimera-doubling)" in text and "none published" not in text
+
+
+# --- the comm axis, each machine's cores, throughput ratios, labels ---------------------------
+
+def at_comm(row: dict, comm: float, bubble: float) -> dict:
+    """`row` simulated again with hand-over time `comm` (the sweep's comm axis)."""
+    row = json.loads(json.dumps(row))
+    row["comm"] = row["point"]["comm"] = comm
+    row["bubble_fraction"] = bubble
+    for rank in row.get("ranks") or []:
+        rank["idle"] = row["makespan"] * bubble
+    return row
+
+
+def test_points_at_another_comm_are_tables_of_their_own_not_overwrites():
+    # They were keyed without comm: the comm 0.5 rows replaced the comm 0 cells silently.
+    base = rows()
+    slow = [at_comm(r, 0.5, 0.9) for r in base if r.get("status", "ok") == "ok"]
+    text = report.build_report(base + slow, "r.jsonl")
+    plain = text[text.index("#### D = 4, costs F=1,B=2\n"):]
+    plain = plain[:plain.index("\n#### ")]
+    assert "0.2727 (0.2727)" in plain and "0.9000" not in plain
+    assert "#### D = 4, costs F=1,B=2, comm 0.5\n" in text
+    # the DualPipe table and the worked example take the comm 0 rows
+    dual = next(line for line in text.splitlines() if line.startswith("| DualPipe | `dualpipe`"))
+    assert "= 6 | 0.5 |" in dual  # the simulated idle: 10 x 0.05, not 10 x 0.9
+    # a measured point's uniform simulation is the comm 0 one
+    index = report_measured.theory_index(base + slow)
+    run = {**result_row("gpipe", 4, 8, 0.3, 0.3), "closed_form_cost": "F=1,B=2"}
+    assert index[report_measured.uniform_key(run)]["bubble_fraction"] == pytest.approx(3 / 11)
+
+
+def test_a_run_shares_cores_only_beyond_its_own_machines_cores():
+    # The fewest cores over all records was applied to every row: an 8-core machine's D = 4
+    # runs were said to share 2 cores.
+    def on(cores: int, d: int) -> dict:
+        row = run_row("1f1b", d, 8, 0.1, 0.1, workload="mlp", flags="--layers 8 --width 512")
+        row["provenance"] = {**row["provenance"], "cpu_cores": cores}
+        row["measured"] = {**row["measured"], "makespan": 1.0}
+        row["predicted"] = {**row["predicted"], "makespan": 1.0}
+        return row
+
+    points = [on(2, 2), on(8, 4), on(8, 8), on(2, 4)]
+    assert report_measured.step_time_sentence(points) == (
+        "Measured step against the replay's makespan: within 5 % at 3 of 3 points "
+        "(+0.0 … +0.0 %) with a core per rank (≤ 2 or 8 ranks, by machine); within 5 % at 1 of "
+        "1 points (+0.0 … +0.0 %) where ranks share the 2 cores.")
+    why = report_measured.measured_differences(points, {})[0]
+    assert "1 of these points run more ranks than the machine's 2 cores" in why
+    assert report_measured.step_time_sentence([on(2, 4), on(8, 16)]).endswith(
+        "where ranks share their machine's 2 or 8 cores.")
+
+
+def test_a_throughput_ratio_says_which_points_it_leaves_out():
+    def point(n: int, sps: float) -> dict:
+        row = run_row("1f1b", 2, n, 0.1, 0.1)
+        row["throughput"] = {"samples_per_s": sps}
+        return row
+
+    latest = [point(4, 10.0), point(8, 0.0), point(16, 30.0)]
+    reference = [point(4, 5.0), point(8, 5.0), point(16, 10.0)]
+    text = report.build_report(rows(), "r.jsonl", measured=latest, measured_source="cpu.jsonl",
+                               reference_measured=reference, reference_measured_source="ref")
+    assert ("- samples/s latest ÷ reference over 2 of the 3 points ok in both (1 left out: their "
+            "samples/s is 0 or missing on one side): median 2.5×, range 2× … 3×") in text
+    assert report_reference.throughput_ratios([]) == [
+        "- no point is ok in both, so no throughput is compared"]
+
+
+@pytest.mark.parametrize("line, words", [
+    ('{"schedule": "1f1b", "devices": 2, "microbatches": 4, "bubble_fraction": NaN}',
+     "NaN is not a JSON number"),
+    ('{"schedule": "1f1b", "devices": 2, "microbatches": 4, "step_time_s": 1e999}',
+     "1e999 is too large for a double"),
+])
+def test_a_record_with_a_non_finite_number_is_named_not_read_as_nan(
+        tmp_path, capsys, line, words):
+    path = tmp_path / "r.jsonl"
+    path.write_text(line + "\n")
+    assert run("report", report.main, [str(path), "--out", str(tmp_path / "R.md")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f"records {path}:1: {words}" in err[0], err
+    assert not (tmp_path / "R.md").exists()
+
+
+@pytest.mark.parametrize("field_, value", [("step_time_s", "0.5"), ("throughput", None)])
+def test_a_measured_field_of_another_kind_is_named(tmp_path, capsys, field_, value):
+    row = run_row("1f1b", 2, 4, 0.1, 0.1)
+    if field_ == "throughput":
+        row["throughput"] = {"samples_per_s": "fast"}
+    else:
+        row[field_] = value
+    path = write_jsonl(tmp_path / "cpu.jsonl", [row])
+    theory = write_jsonl(tmp_path / "t.jsonl", rows())
+    assert run("report", report.main, [str(theory), "--measured", str(path), "--out",
+                                       str(tmp_path / "R.md")]) == 2
+    err = capsys.readouterr().err
+    assert ("throughput.samples_per_s 'fast'" if field_ == "throughput" else
+            "step_time_s '0.5'") in err and "a finite number" in err
+
+
+def test_captions_and_headers_say_what_is_drawn_and_which_b():
+    table = {"source": "the paper", "definition": "rate", "columns": ["1F1B"],
+             "rows": [{"model": "1.5B", "p": 8, "m": 24,
+                       "costs": {"F": 1, "B": 2, "W": 1, "comm": 0.5},
+                       "ppbench": {"1F1B": 0.2}, "paper": {"1F1B": 0.2}}]}
+    zb = report_tables.zb_table5_section(table, "zb.json")
+    assert "| Model | p | m | F / B (ppbench's I) / W / comm, ms | 1F1B |" in zb
+    import plot_bubble
+    assert plot_bubble.figure_costs("bubble_default.png") == ("", 0.0)
+    assert plot_bubble.figure_costs("bubble_F1_I1_W1.png") == ("F=1,I=1,W=1", 0.0)
+    assert plot_bubble.figure_costs("bubble_F1_B2_comm0.5.png") == ("F=1,B=2", 0.5)
+    for cost, comm in (("", 0.0), ("F=1,B=2", 0.5), ("F=1.5,I=1,W=1", 1e-05)):
+        assert plot_bubble.figure_costs(f"bubble_{plot_bubble.file_slug(cost, comm)}.png") == \
+            (cost, comm)
+
+
+def test_the_figure_captions_name_the_costs_and_the_memory_line_in_gib(tmp_path):
+    figures = tmp_path / "plots"
+    figures.mkdir()
+    for name in ("bubble_default.png", "bubble_F1_B2_comm0.5.png", "memory_8b_pp_seq.png"):
+        (figures / name).write_bytes(b"\x89PNG")
+    text = report.build_report(rows(), "r.jsonl", figures=report.Figures([figures], tmp_path))
+    assert "closed form (lines), costs default*" in text
+    assert "closed form (lines), costs F=1,B=2, comm 0.5*" in text
+    assert "costs default=" not in text
+    assert ("memory in GiB against D and sequence length, one panel per sequence length, each on "
+            "its own y-scale; the dashed line is 80 GiB, one GPU's memory") in text
+    assert "80 GB" not in text

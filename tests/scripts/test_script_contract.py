@@ -277,3 +277,140 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path: Path):
     with pytest.raises(InputError, match=r"--plot .*t\.xyz: matplotlib cannot write a \.xyz"):
         figure_path(tmp_path / "t.xyz", "--plot")
     plt.close(fig)
+
+
+# --- a Python without matplotlib -------------------------------------------------------------
+
+FIGURE_SCRIPTS = ["plot_bubble", "plot_memory", "plot_memory_step", "plot_timeline",
+                  "gpipe_tables"]
+
+
+def without_matplotlib(tmp_path: Path) -> dict:
+    """An environment in which `import matplotlib` fails, as in a python3 without it."""
+    shadow = tmp_path / "shadow" / "matplotlib"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError(\"No module named 'matplotlib'\")\n")
+    env = dict(os.environ, PYTHONPATH=str(shadow.parent))
+    env.pop("PPBENCH_TRACEBACK", None)
+    return env
+
+
+@pytest.mark.parametrize("script", FIGURE_SCRIPTS)
+def test_help_needs_no_matplotlib(script: str, tmp_path: Path):
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--help"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=without_matplotlib(tmp_path))
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("script", FIGURE_SCRIPTS)
+def test_a_figure_without_matplotlib_is_one_line_and_exit_3(script: str, tmp_path: Path):
+    import json
+
+    from conftest import result_row, run_row, write_jsonl
+    theory = write_jsonl(tmp_path / "t.jsonl", [result_row("gpipe", 2, n, 0.2, 0.2)
+                                                for n in (1, 2, 4)])
+    cpu = write_jsonl(tmp_path / "cpu.jsonl", [run_row("1f1b", 2, 4, 0.3, 0.25)])
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"name": "F0.0", "cat": "F", "ph": "X", "pid": 0, "tid": 0, "ts": 0, "dur": 1000,
+         "args": {"stage": 0, "mb": 0}}]}))
+    reuse = tmp_path / "reuse.json"
+    reuse.write_text(json.dumps({"data": {"profiles": {}, "runs": {}, "scaling_runs": []}}))
+    out = tmp_path / "out"
+    args = {"plot_bubble": [str(theory), "--out-dir", str(out)],
+            "plot_memory": [str(cpu), "--out-dir", str(out)],
+            "plot_memory_step": ["--ppbench", str(tmp_path / "ppbench"), "--out-dir", str(out)],
+            "plot_timeline": [str(trace), "--out", str(out / "t.png")],
+            "gpipe_tables": ["--reuse", str(reuse), "--out", str(out / "g.json"), "--plot",
+                             str(out / "g.png")]}[script]
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), *args],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env=without_matplotlib(tmp_path))
+    assert done.returncode == 3, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert "needs the Python module 'matplotlib'" in done.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+# --- ppbench records of another shape, and the folder a table script runs from --------------
+
+def printing_ppbench(tmp_path: Path, record: str) -> str:
+    """A ppbench that prints `record` for every command, after checking that a device profile
+    it is given exists (as ppbench does)."""
+    program = tmp_path / "ppbench"
+    program.write_text(f"""#!{sys.executable}
+import os, sys
+args = sys.argv[1:]
+if "--device-profile" in args and not os.path.isfile(args[args.index("--device-profile") + 1]):
+    sys.exit("ppbench: error: --device-profile: no such file")
+print({record!r})
+""")
+    program.chmod(0o755)
+    return str(program)
+
+
+DP_RECORD = ('{"makespan": 2.0, "bubble_fraction": 0.18, "workload": {"microbatch_size": 1, '
+             '"config": {"seq": 8192}}, "partition": {"layer_counts": [4, 4]}}')
+
+
+@pytest.mark.parametrize("script, record, words", [
+    ("zb_table5", "[1]", "printed a record whose top level is array, not an object"),
+    ("zb_table5", '{"makespan": 1.0}', "printed a record without zb_bubble_rate"),
+    ("zb_table5", '{"zb_bubble_rate": null, "makespan": 1.0}',
+     "printed a record whose zb_bubble_rate is None, not a finite number"),
+    ("zb_table5", '{"zb_bubble_rate": NaN, "makespan": 1.0}',
+     "printed a record whose zb_bubble_rate is nan, not a finite number"),
+    ("dp_scaling", DP_RECORD.replace('{"microbatch_size": 1, "config": {"seq": 8192}}', "null"),
+     "printed a record whose workload is null, not an object"),
+    ("dp_scaling", DP_RECORD.replace('"layer_counts": [4, 4]', '"layer_counts": 8'),
+     "printed a record whose partition.layer_counts is 8, not a JSON array"),
+    ("dp_scaling", DP_RECORD.replace('"makespan": 2.0', '"makespan": 0'),
+     "printed makespan 0, not a positive number"),
+])
+def test_a_table_script_names_a_ppbench_record_of_another_shape(
+        script: str, record: str, words: str, tmp_path: Path):
+    done = run_script(f"scripts/{script}.py", "--ppbench", printing_ppbench(tmp_path, record),
+                      "--out", str(tmp_path / "t.json"))
+    assert done.returncode == 1, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and words in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "t.json").exists()
+
+
+def test_dp_scaling_runs_from_any_folder(tmp_path: Path):
+    # It read its device profile relative to the folder it was run from.
+    env = dict(os.environ)
+    env.pop("PPBENCH_TRACEBACK", None)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "dp_scaling.py"), "--ppbench",
+                           printing_ppbench(tmp_path, DP_RECORD), "--out", "t.json"],
+                          capture_output=True, text=True, timeout=60, cwd=elsewhere, env=env)
+    assert done.returncode == 0, done.stderr
+    import json
+    table = json.loads((elsewhere / "t.json").read_text())
+    assert table["assumptions"]["device_profile"] == "results/reference/h100_sxm_profile.json"
+    assert table["assumptions"]["device_rates"]["peak_flops"] > 0
+    # the command is recorded as run from the repository
+    assert "--device-profile results/reference/h100_sxm_profile.json" in table["rows"][0]["command"]
+
+
+def test_gpu_tables_appends_strict_json_lines(tmp_path: Path):
+    # A record with NaN went into the JSON Lines file as it came (plain json.dumps, no lock).
+    import json
+
+    from results_io import loads_finite
+    out = tmp_path / "gt"
+
+    def tables(record: str) -> int:
+        return run_script("scripts/gpu_tables.py", "--out-dir", str(out), "--filter",
+                          "^1f1b/.*/D1/", "--", printing_ppbench(tmp_path, record)).returncode
+
+    assert tables('{"throughput": {"samples_per_s": NaN}}') == 1
+    lines = (out / "gpu_tables.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    row = loads_finite(lines[0])
+    assert row["gpu_table"]["status"] == "error" and "not a run record" in row["gpu_table"]["error"]
+    assert tables(json.dumps({"throughput": {"samples_per_s": 5.0}})) == 0
+    lines = (out / "gpu_tables.jsonl").read_text().splitlines()
+    assert [loads_finite(x)["gpu_table"]["status"] for x in lines] == ["error", "ok"]
