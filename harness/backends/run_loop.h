@@ -35,7 +35,8 @@ nlohmann::json spread_json(const std::vector<double>& xs);
 double median_of(std::vector<double> xs);
 
 // The record's "activation_bytes": per rank, the bytes the arena measured at action boundaries
-// and the memory model's prediction (and, on GPUs, the device arena's own peak).
+// and the moments within an action that predicted_peak_bytes counts, and the memory model's
+// prediction (and, on GPUs, the device arena's own peak).
 nlohmann::json activation_bytes_json(const std::vector<double>& measured_peak,
                                      const std::vector<double>& model_peak,
                                      const std::vector<double>& device_peak = {});

@@ -35,9 +35,11 @@ std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan&
       const double mb = recompute ? input : full;
       const double mw = static_cast<double>(st.activation.w);
       // With recompute a backward first rebuilds the stage's activations from its kept input:
-      // its peak is midway, before the layers free them again.
+      // its peak is midway, before the layers free them again. A forward holds them all until
+      // it ends, and only then keeps just its input.
       if (recompute && (t.op == Op::B || t.op == Op::I))
         peak[r] = std::max(peak[r], live - mb + full);
+      if (recompute && t.op == Op::F) peak[r] = std::max(peak[r], live + full);
       switch (t.op) {
         case Op::F:
           live += mb;
@@ -55,7 +57,12 @@ std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan&
     };
     for (const Action& a : s.ranks[r]) {
       apply(a.task);
-      if (a.paired()) apply(a.partner);
+      if (a.paired()) {
+        // Between an overlapped pair's halves the new forward's activations and the backward's
+        // micro-batch's are held at once.
+        peak[r] = std::max(peak[r], live);
+        apply(a.partner);
+      }
       peak[r] = std::max(peak[r], live);
     }
   }

@@ -22,7 +22,8 @@ double makespan_of(const Trace& t);
 
 // Per rank, the most activation bytes alive at once: each stage adds its
 // spec's M_B after F, keeps M_W from I to W, frees it after B or W, so without
-// recompute the peak is at an action boundary. With recompute F keeps only the
+// recompute the peak is at an action boundary or between an overlapped pair's
+// halves. With recompute F holds M_B until it ends and then keeps only the
 // stage input (the previous stage's boundary); the backward first rebuilds M_B
 // in its place (the peak may be there, midway), and a split one leaves M_W for W.
 std::vector<double> predicted_peak_bytes(const Schedule& s, const PartitionPlan& plan,

@@ -392,7 +392,12 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
       cudaEvent_t b = events.next(), e = events.next();
       record_timing_event(b, dev.compute, capturing);
       run_task(step.action.task);
-      if (step.action.paired()) run_task(step.action.partner);
+      if (step.action.paired()) {
+        // Between the halves the new forward's activations and the backward's micro-batch's are
+        // held at once: a sample of its own, at the pair's end (no event times the middle).
+        walk.memory.emplace_back(walk.compute_actions.size(), stages_.saved_bytes(r, work));
+        run_task(step.action.partner);
+      }
       record_timing_event(e, dev.compute, capturing);
       walk.compute_events.emplace_back(b, e);
       walk.compute_actions.push_back(step.action);

@@ -193,7 +193,12 @@ class CpuExecutor {
         const ThreadCpuTimer cpu(shared_cores_ > 0);
         const double begin = now();
         passes.run(in.action.task);
-        if (in.action.paired()) passes.run(in.action.partner);
+        if (in.action.paired()) {
+          // Between the halves the new forward's activations and the backward's micro-batch's
+          // are held at once: a sample of its own (the memory model's, run_record.cpp).
+          arena.set_live(now(), stages_.saved_bytes(r, work));
+          passes.run(in.action.partner);
+        }
         const double end = now();
         compute.push_back({r, begin, end, in.action, cpu.seconds()});
         arena.set_live(end, stages_.saved_bytes(r, work));

@@ -13,6 +13,7 @@
 #include "harness/backends/run_record.h"
 #include "harness/step_memory.h"
 #include "schedules/registry.h"
+#include "schedules/schedule_file.h"
 #include "workloads/mlp.h"
 #include "workloads/partition.h"
 
@@ -187,6 +188,27 @@ TEST(StepMemory, ActivationsAreTheSchedulesPeakForEveryFamily) {
     }
     EXPECT_EQ(held, spec.params() * s.placement.chains());
   }
+}
+
+// Two moments within an action, in the model as in the CPU backend's measurement: between an
+// overlapped pair's halves the new forward's activations and the backward's micro-batch's are
+// held at once; with recompute a forward holds its stage's whole M_B until it ends, on top of
+// the M_W that wait for their W.
+TEST(PredictedPeak, CountsTheMomentsWithinAnAction) {
+  const WorkloadSpec spec = build_mlp({.layers = 2, .width = 8}, 2, DType::kF32);
+  const PartitionPlan plan = partition(spec, 1, "balanced");
+  const double mb = static_cast<double>(plan.stages[0].activation.b);
+  const double mw = static_cast<double>(plan.stages[0].activation.w);
+  ASSERT_GT(mw, 0);
+  const auto schedule = [](std::string_view text) {
+    return parse_schedule_file(text, "t.txt", ScheduleFileFormat::kText).schedule;
+  };
+  // After F0.0 one M_B; midway through the pair two; after it one again.
+  EXPECT_EQ(predicted_peak_bytes(schedule("rank 0: F0.0 (F0.1+B0.0) B0.1\n"), plan, false),
+            std::vector<double>{2 * mb});
+  // The first stage keeps no input under recompute: F0.1 runs while I0.0's M_W waits.
+  EXPECT_EQ(predicted_peak_bytes(schedule("rank 0: F0.0 I0.0 F0.1 W0.0 I0.1 W0.1\n"), plan, true),
+            std::vector<double>{mw + mb});
 }
 
 TEST(StepMemory, UnknownOptimizerIsAUsageErrorNamingIt) {

@@ -63,6 +63,9 @@ class PipelineRank final : public StageWork<Tensors<T>> {
     Tensors<T> x = run_forward(s, mb, std::move(input), md, /*keep_input=*/recompute_);
     if (p_.is_last(stage)) losses[global_mb(stage, mb)] = x.front().data.front();
     if (recompute_) {
+      // Until the forward ends it holds the stage's whole activations: this pass's peak.
+      account(s, mb);
+      note_transient_peak();
       for (auto& sv : s.saved[mb]) sv.clear();
       s.kept_input[mb] = std::move(input_copy_);
     }
@@ -78,9 +81,7 @@ class PipelineRank final : public StageWork<Tensors<T>> {
       s.kept_input[mb].clear();
       // The rebuilt activations are this pass's peak: the layers free them as they go back.
       account(s, mb);
-      std::size_t live = 0;
-      for (const Stage& other : stages_) live += other.live;
-      transient_peak_ = std::max(transient_peak_, live);
+      note_transient_peak();
     }
     for (std::size_t l = s.layers.size(); l-- > 0;) {
       grad = s.layers[l]->backward_input(std::move(grad), s.saved[mb][l], md);
@@ -158,6 +159,13 @@ class PipelineRank final : public StageWork<Tensors<T>> {
     for (std::size_t l = 0; l < s.layers.size(); ++l)
       x = s.layers[l]->forward(std::move(x), s.saved[mb][l], md);
     return x;
+  }
+
+  // The rank's kept bytes now, a moment within a pass (transient_peak_bytes).
+  void note_transient_peak() {
+    std::size_t live = 0;
+    for (const Stage& other : stages_) live += other.live;
+    transient_peak_ = std::max(transient_peak_, live);
   }
 
   void account(Stage& s, int mb) {
