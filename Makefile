@@ -132,8 +132,8 @@ configure: deps
 build: configure  ## configure (CMake, Release) and build into $(BUILD_DIR)
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-test: build  ## format-check, build, run ctest (GoogleTest + pytest), then the SANITIZE_TESTS builds
-	@$(MAKE) --no-print-directory format-check
+# format-check first: a layout or lint failure is told before a build of many minutes.
+test: format-check build  ## format-check, build, run ctest (GoogleTest + pytest), then the SANITIZE_TESTS builds
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
 	@$(MAKE) sanitize-tests
 
