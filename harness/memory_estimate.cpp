@@ -70,12 +70,6 @@ std::string num_text(double v) {
   return buf;
 }
 
-bool splits_backward(std::string_view name) {
-  return name == "zb-h1" || name == "zb-h2" || name == "zb-1p" || name == "zb-2p" ||
-         name == "zb-v" || name == "interleaved-zb" || name == "v-half" || name == "v-min" ||
-         name == "dualpipe" || name == "dualpipev";
-}
-
 // v-half and v-min squeeze each rank's passes on a row of slots as long as the whole schedule
 // (about 6 (D + N) slots: v_memory.cpp's RankMemory, a max-tree over it and the rows of taken
 // slots), every rank's row at once: D^2 growth that the per-task figures do not cover.
@@ -221,18 +215,17 @@ void require_memory(const MemoryBudget& budget, const MemoryEstimate& e, const s
 
 double schedule_tasks(const ScheduleParams& p) {
   const double d = p.devices, n = p.microbatches;
+  // Only a family's parameters give its tasks; a file's ("file:...") are in the file.
+  const ScheduleInfo* info = lookup_schedule(p.name);
+  if (info == nullptr) return 0;
   // (stage, micro-batch) pairs from the family's stage layout (schedules/registry.h); two-chain
   // layouts carry N/2 micro-batches on each of their two chains of D stages.
-  double pairs = 0;
-  if (const ScheduleInfo* info = lookup_schedule(p.name)) {
-    if (info->layout == kLayoutInterleaved)
-      pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
-    else if (info->layout == kLayoutV)
-      pairs = 2 * d * n;
-    else
-      pairs = d * n;
-  }
-  return pairs * (splits_backward(p.name) ? 3 : 2);
+  double pairs = d * n;
+  if (info->layout == kLayoutInterleaved)
+    pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
+  else if (info->layout == kLayoutV)
+    pairs = 2 * d * n;
+  return pairs * (info->backward == Backward::kSplit ? 3 : 2);
 }
 
 MemoryEstimate estimate_simulate(const ScheduleParams& p, bool trace_out) {

@@ -54,7 +54,8 @@ void require_memory(const MemoryBudget& budget, const MemoryEstimate& e, const s
 
 // F, B, I and W tasks of a schedule (an overlapped pair counts as two), from its parameters
 // alone: stage-micro-batch pairs (D N; v D N interleaved; 2 D N for the V shapes) times 2, or 3
-// where the backward is split. 0 for an unknown name (the generator names it).
+// where the family splits the backward (ScheduleInfo::backward). 0 for a name the registry does
+// not know: an unknown family (the generator names it) or a schedule file ("file:...").
 double schedule_tasks(const ScheduleParams& p);
 
 // `simulate` (generate, validate, simulate, metrics; with `trace_out` the Chrome trace as a JSON

@@ -108,6 +108,7 @@ std::string pytorch_name(const Task& t) {
 }  // namespace
 
 RankLines parse_pytorch_csv(std::string_view text, std::string_view name) {
+  text = without_bom(text);
   RankLines out;
   int line_no = 0;
   int blank_run = 0;  // blank lines after a row, not yet known to be ranks (csv.reader reads [])

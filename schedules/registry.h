@@ -15,13 +15,20 @@
 
 namespace ppbench {
 
+// How a family runs the backward of a (stage, micro-batch): as one B, or split into I (the input
+// gradient) and W (the weight gradient), so three tasks per pair instead of two. Estimates that
+// count tasks before generating take it from here (harness/memory_estimate.h).
+enum class Backward { kWhole, kSplit };
+
 struct ScheduleInfo {
   std::string_view name;         // CLI name: "1f1b"
   std::string_view title;        // "1F1B (PipeDream-Flush / DAPPLE), Megatron's warm-up"
   std::string_view source;       // the paper and the reference implementation it follows
   std::string_view constraints;  // human-readable, printed by `ppbench list`
   std::string_view layout;       // stage placement: one of kLayout* below
-  bool uses_chunks = false;      // accepts --chunks (interleaved-1f1b also --group-size)
+  // kSplit where the family's generator writes I and W.
+  Backward backward = Backward::kWhole;
+  bool uses_chunks = false;  // accepts --chunks (interleaved-1f1b also --group-size)
   Schedule (*generate)(const ScheduleParams&) = nullptr;
   ClosedForm (*closed_form)(const ScheduleParams&, const UniformCost&) = nullptr;
   // Plans for ScheduleParams::costs and memory_limit (accepts --memory-limit); every other

@@ -48,10 +48,8 @@ struct Schedule {
   bool splits_backward() const;
 };
 
-// "rank 0: F0.0 F0.1 ..." one line per rank, '\n'-terminated.
+// "rank 0: F0.0 F0.1 ..." one line per rank, '\n'-terminated; parse_text_rank_lines
+// (schedule_file.h) reads it back.
 std::string to_text(const Schedule& s);
-// Parses the per-rank lines of to_text back into action lists; ranks must be
-// listed 0..R-1 in order. Throws UsageError naming the bad line or token.
-std::vector<std::vector<Action>> parse_rank_lines(std::string_view text);
 
 }  // namespace ppbench

@@ -54,7 +54,33 @@ void for_each_task(const RankLines& in, F&& f) {
     }
 }
 
-// A single chain with each stage on the rank that runs it (PyTorch's own inference, _load_csv).
+// The lowest stage that no task names, below the highest one that a task does; -1 where there
+// is none. Sized by the tasks, not by the largest stage number, so that it can come before
+// the task-count bound: a file that skips a stage is told so, not that it is too short.
+int first_missing_stage(const RankLines& in) {
+  std::vector<int> stages;
+  for_each_task(in, [&](int, const Action&, const Task& t) { stages.push_back(t.stage); });
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    if (stages[s] != static_cast<int>(s)) return static_cast<int>(s);
+  return -1;
+}
+
+// Without a header each stage's rank is the one whose row runs it: a stage no row runs has
+// none. Named on the line of the highest stage, which is what implies the missing one.
+void require_every_stage(const RankLines& in, std::string_view name, const Where& top_stage,
+                         int max_stage) {
+  const int missing = first_missing_stage(in);
+  if (missing < 0) return;
+  file_error(name, in.line[static_cast<std::size_t>(top_stage.rank)],
+             at(top_stage) + "stage " + std::to_string(missing) +
+                 " is never run, so its rank is unknown (stages 0.." + std::to_string(max_stage) +
+                 " must each appear, or a '# placement:' header give their ranks)");
+}
+
+// A single chain with each stage on the rank that runs it (PyTorch's own inference, _load_csv);
+// every stage below `stages` is run somewhere (require_every_stage).
 Placement infer_placement(const RankLines& in, std::string_view name, int stages) {
   std::vector<int> stage_rank(static_cast<std::size_t>(stages), -1);
   std::vector<int> first_line(static_cast<std::size_t>(stages), 0);
@@ -72,12 +98,6 @@ Placement infer_placement(const RankLines& in, std::string_view name, int stages
                      "); a stage lives on one rank");
     }
   });
-  for (int s = 0; s < stages; ++s)
-    if (stage_rank[static_cast<std::size_t>(s)] < 0)
-      file_error(name, 0,
-                 "stage " + std::to_string(s) +
-                     " is never run, so its rank is unknown (stages 0.." +
-                     std::to_string(stages - 1) + " must each appear)");
   return Placement::single_chain(static_cast<int>(in.ranks.size()), std::move(stage_rank), 0);
 }
 
@@ -116,6 +136,38 @@ bool same_layout(const Placement& a, const Placement& b) {
          a.chain_end == b.chain_end;
 }
 
+// `0,1,1,0`: the rank of each stage. Every comma must be followed by a rank, so that a list
+// cut short (`0,1,`) is not read as a shorter placement.
+std::vector<int> parse_stage_ranks(std::string_view list, int line, std::string_view name) {
+  if (list.empty())
+    file_error(name, line, "placement stage-ranks needs the rank of each stage, e.g. 0,1,1,0");
+  std::vector<int> stage_rank;
+  for (std::size_t start = 0; start <= list.size();) {
+    const auto comma = list.find(',', start);
+    const std::string_view item = trim(list.substr(start, comma - start));
+    start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
+    if (item.empty())
+      file_error(name, line,
+                 "placement stage-ranks " + quoted(list) + ": no rank for stage " +
+                     std::to_string(stage_rank.size()) +
+                     (comma == std::string_view::npos ? " after the last comma"
+                      : stage_rank.empty()            ? " before the first comma"
+                                                      : " between two commas") +
+                     " (allowed: one rank 0.." + std::to_string(kMaxFileRanks - 1) +
+                     " per stage, comma-separated, e.g. 0,1,1,0)");
+    int r = 0;
+    if (!parse_count(item, r) || r >= kMaxFileRanks)
+      file_error(name, line,
+                 "placement stage-ranks: " + quoted(item) + " is not a rank (allowed: 0.." +
+                     std::to_string(kMaxFileRanks - 1) + ")");
+    if (stage_rank.size() >= static_cast<std::size_t>(kMaxFileStages))
+      file_error(name, line,
+                 "placement stage-ranks: more than " + std::to_string(kMaxFileStages) + " stages");
+    stage_rank.push_back(r);
+  }
+  return stage_rank;
+}
+
 }  // namespace
 
 std::string_view trim(std::string_view s) {
@@ -123,6 +175,11 @@ std::string_view trim(std::string_view s) {
   if (b == std::string_view::npos) return {};
   const auto e = s.find_last_not_of(" \t\r");
   return s.substr(b, e - b + 1);
+}
+
+std::string_view without_bom(std::string_view text) {
+  constexpr std::string_view bom = "\xEF\xBB\xBF";
+  return text.substr(0, bom.size()) == bom ? text.substr(bom.size()) : text;
 }
 
 void file_error(std::string_view name, int line, const std::string& message) {
@@ -167,24 +224,7 @@ bool parse_placement_comment(std::string_view comment, int line, std::string_vie
     header.kind = PlacementHeader::Kind::kInterleaved;
     header.chunks = v;
   } else if (kind == "stage-ranks") {
-    std::string_view rest = arg;
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      const std::string_view item = trim(rest.substr(0, comma));
-      int r = 0;
-      if (!parse_count(item, r) || r >= kMaxFileRanks)
-        file_error(name, line,
-                   "placement stage-ranks: " + quoted(item) + " is not a rank (allowed: 0.." +
-                       std::to_string(kMaxFileRanks - 1) + ")");
-      if (header.stage_rank.size() >= static_cast<std::size_t>(kMaxFileStages))
-        file_error(
-            name, line,
-            "placement stage-ranks: more than " + std::to_string(kMaxFileStages) + " stages");
-      header.stage_rank.push_back(r);
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    }
-    if (header.stage_rank.empty())
-      file_error(name, line, "placement stage-ranks needs the rank of each stage, e.g. 0,1,1,0");
+    header.stage_rank = parse_stage_ranks(arg, line, name);
     header.kind = PlacementHeader::Kind::kStageRanks;
   } else {
     file_error(name, line, "unknown placement " + quoted(kind) + " (allowed: " + kPlacements + ")");
@@ -193,6 +233,7 @@ bool parse_placement_comment(std::string_view comment, int line, std::string_vie
 }
 
 RankLines parse_text_rank_lines(std::string_view text, std::string_view name) {
+  text = without_bom(text);
   RankLines out;
   int line_no = 0;
   std::size_t pos = 0;
@@ -242,6 +283,7 @@ RankLines parse_text_rank_lines(std::string_view text, std::string_view name) {
 ScheduleFileFormat detect_format(std::string_view path, std::string_view text) {
   if (path.size() >= 4 && path.substr(path.size() - 4) == ".csv")
     return ScheduleFileFormat::kPytorchCsv;
+  text = without_bom(text);
   std::size_t pos = 0;
   while (pos < text.size()) {
     const auto nl = text.find('\n', pos);
@@ -285,10 +327,13 @@ ScheduleFile parse_schedule_file(std::string_view text, std::string_view name,
 
   const bool infer =
       format == ScheduleFileFormat::kPytorchCsv && in.header.kind == PlacementHeader::Kind::kNone;
-  if (infer)
+  if (infer) {
+    // A skipped stage first: it also leaves the file short of tasks, but is the cause to name.
+    require_every_stage(in, name, top_stage, max_stage);
     require_tasks(in, name, top_stage, max_stage + 1.0, tasks,
                   "stage " + std::to_string(max_stage) + " makes " + std::to_string(max_stage + 1) +
                       " stages, which");
+  }
   Placement p = infer ? infer_placement(in, name, max_stage + 1) : header_placement(in, name);
   // Micro-batches per chain: as many as the file's largest number in that chain says.
   std::vector<int> chain_mb(static_cast<std::size_t>(p.chains()), 0);

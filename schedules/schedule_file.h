@@ -11,7 +11,8 @@
 //     transfers from the placement (schedules/lower.h). Without a header the placement is one
 //     chain with each stage on the rank whose row runs it.
 //
-// Every message names the file and line: `FILE:LINE: ...` (UsageError, InvalidSchedule).
+// Every message names the file and line, `FILE:LINE: ...` (UsageError, InvalidSchedule), but
+// that of a file with no action at all, which has no line to point at: `FILE: no actions ...`.
 #pragma once
 
 #include <cstddef>
@@ -90,6 +91,9 @@ std::string to_pytorch_csv(const Schedule& s);
 
 // `s` without leading and trailing blanks, tabs and carriage returns (both formats' lines).
 std::string_view trim(std::string_view s);
+// `text` without the UTF-8 byte-order mark that some editors (and Excel's "CSV UTF-8") write in
+// front of the first line; both formats' parsers and detect_format skip it.
+std::string_view without_bom(std::string_view text);
 
 // "FILE:LINE: message" (UsageError).
 [[noreturn]] void file_error(std::string_view name, int line, const std::string& message);

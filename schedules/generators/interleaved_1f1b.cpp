@@ -55,8 +55,6 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
   Schedule s{p, Placement::interleaved(d, v, n), {}};
   s.params.chunks = v;
   s.params.group_size = g;
-  s.params.chunks = v;
-  s.params.group_size = g;
   s.ranks.resize(d);
   const auto table = schedule_table(n, v, g);
   const int total = n * v;

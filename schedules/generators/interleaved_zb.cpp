@@ -58,6 +58,31 @@ class RankOrder {
   std::deque<int> pending_w_;   // stages of the I passes whose W has not run
 };
 
+// PyTorch's rounds: max(1, N / D), each of N / rounds micro-batches, so N must divide evenly.
+int rounds_of(int n, int d) { return std::max(1, n / d); }
+
+bool whole_rounds(int n, int d) { return n % rounds_of(n, d) == 0; }
+
+// The nearest N on `step`'s side of `n` that makes whole rounds. Every N < 2D is one round, so
+// the search downwards ends there at the latest.
+int nearest_whole_rounds(int n, int d, int step) {
+  int m = n + step;
+  while (!whole_rounds(m, d)) m += step;
+  return m;
+}
+
+// With N = kD + m (k = floor(N/D) >= 2), k divides N exactly when it divides m: the rule in
+// terms a reader can check, in the registry's words.
+std::string rounds_refusal(int n, int d) {
+  return "interleaved-zb needs --microbatches N to be a multiple of its rounds max(1, "
+         "floor(N/D)) (PyTorch's rule), got N=" +
+         std::to_string(n) + " with D=" + std::to_string(d) + ", " +
+         std::to_string(rounds_of(n, d)) +
+         " rounds (allowed: N < 2D, or N mod D a multiple of floor(N/D); nearest: N=" +
+         std::to_string(nearest_whole_rounds(n, d, -1)) +
+         " or N=" + std::to_string(nearest_whole_rounds(n, d, 1)) + ")";
+}
+
 }  // namespace
 
 Schedule generate_interleaved_zb(const ScheduleParams& p) {
@@ -65,12 +90,8 @@ Schedule generate_interleaved_zb(const ScheduleParams& p) {
   const int v = p.chunks == 0 ? 2 : p.chunks;
   // PyTorch takes any number of local stages; with one it is ZB-H1-like.
   require(v >= 1, "interleaved-zb needs --chunks >= 1, got " + std::to_string(v));
-  const int rounds = std::max(1, n / d);
-  require(n % rounds == 0,
-          "interleaved-zb needs --microbatches to be a multiple of its rounds max(1, N/D) = " +
-              std::to_string(rounds) + " (PyTorch's rule), got N=" + std::to_string(n) +
-              " with D=" + std::to_string(d) + " (any N < 2D or multiple of D is allowed)");
-  const int per_round = n / rounds;
+  if (!whole_rounds(n, d)) throw UsageError(rounds_refusal(n, d));
+  const int per_round = n / rounds_of(n, d);
 
   Schedule s{p, Placement::interleaved(d, v, n), {}};
   s.params.chunks = v;

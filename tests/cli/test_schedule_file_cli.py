@@ -61,6 +61,17 @@ class RoundTrip(FileTestCase):
                 back = self.write(name + ".csv", csv)
                 self.assertEqual(self.show("--schedule-file", back), text)
 
+    def test_a_byte_order_mark_is_skipped(self):
+        # as editors on Windows, and Excel's "CSV UTF-8", write it
+        text = self.show("-s", "1f1b", "-d", "2", "-n", "2")
+        csv = self.show("-s", "1f1b", "-d", "2", "-n", "2", "--format", "csv")
+        for name, content in (("bom.txt", text), ("bom.csv", csv), ("bom_csv", csv)):
+            with self.subTest(name):
+                path = os.path.join(self.dir.name, name)
+                with open(path, "wb") as f:
+                    f.write(b"\xef\xbb\xbf" + content.encode())
+                self.assertEqual(self.show("--schedule-file", path), text)
+
     def test_golden_csv(self):
         self.assertEqual(self.show("-s", "gpipe", "-d", "2", "-n", "2", "--format", "csv"),
                          "0F0,0F1,0B1,0B0\n1F0,1F1,1B1,1B0\n")
@@ -122,6 +133,13 @@ class BrokenFiles(FileTestCase):
         ("placement.txt", "# placement: diagonal\nrank 0: F0.0 B0.0\n",
          "placement.txt:1: unknown placement 'diagonal'"),
         ("empty.txt", "# nothing\n", "empty.txt: no actions"),
+        # a skipped stage is named, not the task count it also falls short of
+        ("gap.csv", "0F0,0B0\n2F0,2B0\n",
+         "gap.csv:2: rank 1, action F2.0: stage 1 is never run, so its rank is unknown"),
+        ("trailing_comma.txt",
+         "# placement: stage-ranks 0,1,\nrank 0: F0.0 B0.0\nrank 1: F1.0 B1.0\n",
+         "trailing_comma.txt:1: placement stage-ranks '0,1,': no rank for stage 2 after the last "
+         "comma (allowed: one rank 0..4095 per stage"),
     ]
 
     def test_blank_rows_past_the_rank_bound_are_refused_before_they_are_made(self):

@@ -227,11 +227,29 @@ TEST(LoopedBfsAndInterleavedZb, DefaultChunksIsTwo) {
 // PyTorch's rule: rounds = max(1, N / D), and N must be a multiple of them.
 TEST(InterleavedZb, RejectsMicroBatchesNotAMultipleOfRounds) {
   const std::string why = usage_error({"interleaved-zb", 4, 9, 2, 0});
-  EXPECT_NE(why.find("N=9"), std::string::npos) << why;
-  EXPECT_NE(why.find("rounds max(1, N/D) = 2"), std::string::npos) << why;
+  EXPECT_NE(why.find("N=9 with D=4, 2 rounds"), std::string::npos) << why;
+  EXPECT_NE(why.find("nearest: N=8 or N=10"), std::string::npos) << why;
   EXPECT_EQ(usage_error({"interleaved-zb", 4, 7, 2, 0}), "");   // one round of 7
   EXPECT_EQ(usage_error({"interleaved-zb", 4, 10, 2, 0}), "");  // two rounds of 5
   EXPECT_NE(usage_error({"interleaved-zb", 4, 13, 2, 0}), "");  // three rounds
+}
+
+// The rule as `ppbench list` and the refusal state it, N < 2D or N mod D a multiple of
+// floor(N/D), is the generator's rule exactly: not "N < 2D or a multiple of D", which refuses
+// D=4, N=10 (two rounds of 5).
+TEST(InterleavedZb, StatedRoundsRuleIsTheGeneratorsRule) {
+  for (int d = 1; d <= 6; ++d)
+    for (int n = 1; n <= 8 * d; ++n) {
+      const bool stated = n < 2 * d || (n % d) % (n / d) == 0;
+      EXPECT_EQ(usage_error({"interleaved-zb", d, n, 1, 0}).empty(), stated)
+          << "D=" << d << " N=" << n;
+    }
+  const std::string constraints(find_schedule("interleaved-zb").constraints);
+  EXPECT_NE(constraints.find("N < 2D, or N mod D a multiple of floor(N/D)"), std::string::npos)
+      << constraints;
+  EXPECT_NE(usage_error({"interleaved-zb", 4, 9, 2, 0})
+                .find("allowed: N < 2D, or N mod D a multiple of floor(N/D)"),
+            std::string::npos);
 }
 
 TEST(LoopedBfsAndInterleavedZb, RejectGroupSizeAndNameTheFlagsOwners) {

@@ -126,6 +126,16 @@ TEST(Registry, EveryFamilyHasItsGeneratorAndClosedForm) {
   }
 }
 
+// The memory estimates count three tasks per (stage, micro-batch) where the registry says the
+// backward is split (harness/memory_estimate.h), before anything is generated: the registry's
+// word must be what each generator writes.
+TEST(Registry, SaysWhichFamiliesSplitTheBackward) {
+  for (const ScheduleInfo& s : all_schedules()) {
+    const Schedule g = generate({std::string(s.name), 4, 16, s.uses_chunks ? 2 : 0, 0});
+    EXPECT_EQ(s.backward == Backward::kSplit, g.splits_backward()) << s.name;
+  }
+}
+
 TEST(Interleaved, MegatronWarmupCounts) {
   // Rank r runs (D-r-1)*2 + (v-1)*g forwards before its first backward.
   for (int d : {2, 4, 8})

@@ -166,6 +166,51 @@ TEST(ScheduleFile, ParseErrorsNameTheLine) {
   EXPECT_EQ(error_of("", Format::kText).rfind("usage: f.txt: no actions", 0), 0u);
 }
 
+// A CSV without a header that skips a stage is short of tasks too, but the skipped stage is the
+// cause: it is named, on the line of the highest stage (the one that implies it).
+TEST(ScheduleFile, MissingStageIsNamedBeforeTheTaskBound) {
+  EXPECT_EQ(error_of("0F0,0B0\n2F0,2B0\n", Format::kPytorchCsv),
+            "usage: f.txt:2: rank 1, action F2.0: stage 1 is never run, so its rank is unknown "
+            "(stages 0..2 must each appear, or a '# placement:' header give their ranks)");
+  EXPECT_EQ(error_of("# mine\n1F0,1B0\n", Format::kPytorchCsv)
+                .rfind("usage: f.txt:2: rank 0, action F1.0: stage 0 is never run", 0),
+            0u);
+}
+
+// A list cut short is not read as a shorter placement.
+TEST(ScheduleFile, StageRanksRefuseAnEmptyItemAnywhere) {
+  const std::string ranks = "\nrank 0: F0.0 B0.0\nrank 1: F1.0 B1.0\n";
+  const std::string allowed =
+      " (allowed: one rank 0..4095 per stage, comma-separated, e.g. 0,1,1,0)";
+  EXPECT_EQ(error_of("# placement: stage-ranks 0,1," + ranks),
+            "usage: f.txt:1: placement stage-ranks '0,1,': no rank for stage 2 after the last "
+            "comma" +
+                allowed);
+  EXPECT_EQ(error_of("# placement: stage-ranks 0,,1" + ranks),
+            "usage: f.txt:1: placement stage-ranks '0,,1': no rank for stage 1 between two "
+            "commas" +
+                allowed);
+  EXPECT_EQ(error_of("# placement: stage-ranks ,0,1" + ranks),
+            "usage: f.txt:1: placement stage-ranks ',0,1': no rank for stage 0 before the first "
+            "comma" +
+                allowed);
+  EXPECT_EQ(error_of("# placement: stage-ranks 0, 1" + ranks), "");
+}
+
+// Editors on Windows (and Excel's "CSV UTF-8") put a byte-order mark in front of the first line.
+TEST(ScheduleFile, SkipsAByteOrderMarkInBothFormats) {
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string text = bom + "rank 0: F0.0 B0.0\nrank 1: F1.0 B1.0\n";
+  ASSERT_EQ(detect_format("f", text), Format::kText);
+  EXPECT_EQ(to_text(parse(text).schedule), text.substr(bom.size()));
+  const std::string csv = bom + "0F0,0B0\n1F0,1B0\n";
+  EXPECT_EQ(to_text(parse(csv, detect_format("f.csv", csv)).schedule),
+            "rank 0: F0.0 B0.0\nrank 1: F1.0 B1.0\n");
+  const std::string header =
+      bom + "# placement: stage-ranks 1,0\nrank 0: F1.0 B1.0\n" + "rank 1: F0.0 B0.0\n";
+  EXPECT_EQ(parse(header).schedule.placement, Placement::single_chain(2, {1, 0}, 1));
+}
+
 TEST(ScheduleFile, AbsurdNumbersAreRefusedBeforeAllocating) {
   // The file's bound (4096 ranks x 1024 chunks) is the one named, below what a task can hold
   // (kMaxStageId) and beyond it.
@@ -179,10 +224,16 @@ TEST(ScheduleFile, AbsurdNumbersAreRefusedBeforeAllocating) {
             "usage: f.txt:2: rank 1, action F1.999999: micro-batch 999999 on 2 stages needs "
             "2000000 (stage, micro-batch) pairs, at least 4000000 tasks, but the file has 3 "
             "(each pair needs an F and a B, or an F, an I and a W)");
+  // A stage number far past the others leaves stages out: that is named first, and found
+  // without sizing anything by the stage number.
   EXPECT_EQ(error_of("0F0,0B0,4000000F0\n", Format::kPytorchCsv),
-            "usage: f.txt:1: rank 0, action F4000000.0: stage 4000000 makes 4000001 stages, "
-            "which needs 4000001 (stage, micro-batch) pairs, at least 8000002 tasks, but the "
-            "file has 3 (each pair needs an F and a B, or an F, an I and a W)");
+            "usage: f.txt:1: rank 0, action F4000000.0: stage 1 is never run, so its rank is "
+            "unknown (stages 0..4000000 must each appear, or a '# placement:' header give their "
+            "ranks)");
+  EXPECT_EQ(error_of("0F0,1F0,2F0\n", Format::kPytorchCsv),
+            "usage: f.txt:1: rank 0, action F2.0: stage 2 makes 3 stages, which needs 3 (stage, "
+            "micro-batch) pairs, at least 6 tasks, but the file has 3 (each pair needs an F and "
+            "a B, or an F, an I and a W)");
   EXPECT_EQ(error_of("0F99999999999\n", Format::kPytorchCsv),
             "usage: f.txt:1: rank 0: bad action '0F99999999999': micro-batch 99999999999 is out "
             "of range (allowed: 0..1048575) (expected e.g. 0F1, 1I0, 2W3, 0B0, "

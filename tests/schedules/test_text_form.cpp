@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "schedules/action.h"
 #include "schedules/registry.h"
+#include "schedules/schedule_file.h"
 
 namespace ppbench {
 namespace {
@@ -39,7 +40,7 @@ TEST(TextForm, ScheduleRoundTrips) {
     } catch (const UsageError&) {
       continue;  // a family not written yet
     }
-    EXPECT_EQ(parse_rank_lines(to_text(s)), s.ranks) << info.name;
+    EXPECT_EQ(parse_text_rank_lines(to_text(s), info.name).ranks, s.ranks) << info.name;
   }
 }
 
