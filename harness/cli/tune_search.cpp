@@ -101,7 +101,10 @@ class SizeCuts {
     try {
       // The base's profile and limits with this size's spec; the cut sets plan, parts, bounding.
       out.costs = WorkloadCosts{.spec = spec(),
+                                .plan = {},
                                 .profile = base_.profile,
+                                .parts = {},
+                                .bounding = 0,
                                 .memory_limit = base_.memory_limit,
                                 .eager_limit = base_.eager_limit};
       partition_workload(out.costs, flags_, stages);
