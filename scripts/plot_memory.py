@@ -18,6 +18,7 @@ with --ppbench, else as the data first names them.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -61,16 +62,34 @@ def machine(rows: list[dict]) -> str:
     return "; ".join(seen) if seen else "unknown machine"
 
 
+# What else makes a run's memory differ at the same (workload, D, N): the panels of one figure
+# share all of them (the schedule's own chunks and group size aside).
+CONFIG_KEYS = ("workload_flags", "microbatch_size", "dtype", "recompute", "backend",
+               "virtual_devices", "gpus", "launcher", "replicas")
+
+
+def config_of(row: dict) -> tuple:
+    return tuple(json.dumps(field(row, k), sort_keys=True) for k in CONFIG_KEYS)
+
+
 def memory_rows(rows: list[dict], workload: str, devices: int, microbatches: int,
                 schedules: list[str]) -> list[dict]:
-    """The ok run row of each schedule at (workload, D, N), in the order asked (last one wins)."""
-    found: dict[str, dict] = {}
-    for r in ok_run_rows(rows):
+    """The ok run row of each schedule at (workload, D, N), in the order asked (a later row of a
+    schedule replaces an earlier one), all of one configuration (CONFIG_KEYS): the one that
+    holds the most of the schedules, of those the one whose row came last."""
+    found: dict[tuple, dict[str, dict]] = {}
+    last: dict[tuple, int] = {}
+    for n, r in enumerate(ok_run_rows(rows)):
         if (field(r, "workload") == workload and int(field(r, "devices", 0)) == devices
                 and int(field(r, "microbatches", 0)) == microbatches
                 and field(r, "schedule") in schedules and r.get("activation_bytes")):
-            found[field(r, "schedule")] = r
-    return [found[s] for s in schedules if s in found]
+            config = config_of(r)
+            found.setdefault(config, {})[field(r, "schedule")] = r
+            last[config] = n
+    if not found:
+        return []
+    best = max(found, key=lambda c: (len(found[c]), last[c]))
+    return [found[best][s] for s in schedules if s in found[best]]
 
 
 def per_rank_bytes(row: dict) -> tuple[list[int], list[float], list[float]]:

@@ -230,6 +230,24 @@ def test_memory_rows_pick_the_schedules_at_one_point_in_order():
     assert ranks == [0, 1, 2, 3] and measured == model and measured[3] == 6 * 2**20
 
 
+def test_memory_rows_never_mix_configurations():
+    rows = memory_rows()
+    # A later mpirun run of one schedule at the same point: another configuration, with fewer
+    # of the schedules, so the figure keeps the threads' rows whole.
+    mpi = run_row("1f1b", 4, 8, 0.3, 0.28, measured_bytes=[9.0 * 2**20] * 4)
+    mpi["point"]["launcher"] = "mpirun"
+    chosen = plot_memory.memory_rows(rows + [mpi], "transformer", 4, 8, ["gpipe", "1f1b"])
+    assert [r["point"].get("launcher") for r in chosen] == [None, None]
+    # Every schedule again with --recompute, later: as many schedules, so the later set, whole.
+    again = []
+    for s in ["gpipe", "1f1b"]:
+        r = run_row(s, 4, 8, 0.3, 0.28)
+        r["point"]["recompute"] = True
+        again.append(r)
+    chosen = plot_memory.memory_rows(rows + again, "transformer", 4, 8, ["gpipe", "1f1b"])
+    assert [r["point"]["recompute"] for r in chosen] == [True, True]
+
+
 def test_bubble_points_group_by_workload_and_skip_failed_rows():
     points = plot_memory.bubble_points(memory_rows())
     assert sorted(points) == ["mlp", "transformer"]
