@@ -1,4 +1,5 @@
 """Checks the CLI contract tests share: a refusal is one line on stderr, exit 2 for bad input."""
+import resource
 
 
 def one_line(test, r, code):
@@ -17,3 +18,11 @@ def one_line_refusal(test, r, needle):
     test.assertEqual(r.stdout, "")
     test.assertIn(needle, line)
     return line
+
+
+def address_space(limit_bytes):
+    """A subprocess preexec_fn capping the child's address space: a refusal that must come before
+    an allocation is told apart from the allocation (bad_alloc, exit 3) without timing it."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    return limit

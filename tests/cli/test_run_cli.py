@@ -5,14 +5,13 @@ good run prints a record whose loss does not depend on the schedule."""
 import json
 import os
 import re
-import resource
 import stat
 import subprocess
 import sys
 import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
-from cli_checks import one_line, one_line_refusal  # the directory of this script is on sys.path
+from cli_checks import address_space, one_line, one_line_refusal  # this folder is on sys.path
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 MLP = ["run", "--workload", "mlp", "--layers", "4", "--width", "16"]
@@ -211,12 +210,10 @@ class Sizes(unittest.TestCase):
     def test_refused_before_allocating_with_the_numbers(self):
         # Under a 2 GiB address space: had the run allocated its 1e10 parameters first, it would
         # end in bad_alloc (exit 3), not in the refusal.
-        def limited():
-            resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         line = one_line(self, subprocess.run(
             [PPBENCH, "run", "--workload", "mlp", "--layers", "2", "--width", "100000",
              "-s", "1f1b", "-d", "2", "-n", "4"], capture_output=True, text=True, timeout=300,
-            preexec_fn=limited), 2)
+            preexec_fn=address_space(2 << 30)), 2)
         for needle in ["--width 100000", "--schedule 1f1b", "needs about", "GiB", "available",
                        "--max-memory"]:
             self.assertIn(needle, line)

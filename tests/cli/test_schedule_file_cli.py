@@ -7,12 +7,11 @@ Run with pytest (PPBENCH=build/ppbench by default) or as a script: test_schedule
 PPBENCH."""
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import unittest
-from cli_checks import one_line_refusal  # the directory of this script is on sys.path
+from cli_checks import address_space, one_line_refusal  # this folder is on sys.path
 
 PPBENCH = os.environ.get("PPBENCH") or (
     sys.argv[1] if __name__ == "__main__" and len(sys.argv) > 1 else "build/ppbench")
@@ -149,11 +148,8 @@ class BrokenFiles(FileTestCase):
         path = os.path.join(self.dir.name, "blank.csv")
         with open(path, "w") as f:
             f.write("0F0,0B0\n" + "\n" * 50_000_000 + "1F0,1B0\n")
-
-        def limited():
-            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
         r = subprocess.run([PPBENCH, "show", "--schedule-file", path], capture_output=True,
-                           text=True, timeout=120, preexec_fn=limited)
+                           text=True, timeout=120, preexec_fn=address_space(1 << 30))
         one_line_refusal(self, r, "blank.csv:50000002: more than 4096 rows")
 
     def check_one_line(self, args, expected):
