@@ -25,7 +25,10 @@ per-rank parameter count, so this column is counted from the partition, not meas
   bubble      the measured idle per rank (makespan - busy, seconds, last measured step, median
               over the repeats) beside the paper's formula evaluated with the run's own measured
               F, B, W, F&B (means over the stages of the per-stage medians), in seconds and in
-              units of the measured F; the simulator's replay of the same step beside them;
+              units of the measured F; the simulator's replay of the same step beside them.
+              B is the median of the stage's whole backwards; a stage whose backwards are all
+              split (ZB1P's) has none, and its B is I + W; 1F1B's W is B/2 by convention
+              (`w_measured`) and FB is F + B where no pair ran (`fb_measured`);
   parameter   the most parameters a rank holds, relative to 1F1B with the same PP stages;
   activation  the record's measured_peak_bytes per rank, in units of one stage's micro-batch
               activation (the model's per-layer activation bytes summed per partition stage,

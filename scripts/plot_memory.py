@@ -7,7 +7,8 @@
    per schedule, a shared y axis in MiB.
 2. OUT_DIR/bubble_measured_vs_predicted.png: measured bubble_fraction against the simulator's
    prediction from the same step's measured per-op costs, over every ok run row, one colour per
-   workload, with the y = x line (points above it: the real run idled more than the replay).
+   workload and placement (threads; processes under mpirun; a GPU backend), with the y = x line
+   (points above it: the real run idled more than the replay).
 
 bubble_fraction = Σ idle / (ranks × makespan), idle_r = makespan − busy_r. Rows are read, not
 recomputed: every number comes from the results file. Without --schedules the memory figure has
@@ -22,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from report_format import check_records
+from report_format import check_records, field, placement_title
 from results_io import atomic_savefig, load_records, pyplot, schedule_order, schedule_registry
 from script_cli import InputError, OneLineParser, number, output_path, run, shaped
 
@@ -33,13 +34,6 @@ WORKLOAD_MARKERS = ["o", "s", "^", "D", "v", "P"]
 MIB = 1024.0 * 1024.0
 # Past 1200 dpi a figure of several panels runs into tens of gigabytes of pixels.
 DPI_RANGE = (10, 1200)
-
-
-def field(row: dict, key: str, default=None):
-    """A parameter of a row: the requested point first (sweep rows), else the top level."""
-    point = row.get("point") or {}
-    value = point.get(key)
-    return row.get(key, default) if value is None else value
 
 
 def ok_run_rows(rows: list[dict]) -> list[dict]:
@@ -143,14 +137,21 @@ def plot_memory(rows: list[dict], out: Path, workload: str, devices: int, microb
     return [field(r, "schedule") for r in chosen]
 
 
+def series_of(row: dict) -> str:
+    """A scatter series: the workload, and where the ranks ran if not threads on the CPU."""
+    placement = placement_title(row)
+    workload = str(field(row, "workload", "?"))
+    return f"{workload}, {placement}" if placement else workload
+
+
 def bubble_points(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
-    """workload -> [(predicted, measured)] of every ok run row that has both."""
+    """series (series_of) -> [(predicted, measured)] of every ok run row that has both."""
     points: dict[str, list[tuple[float, float]]] = {}
     for r in ok_run_rows(rows):
         measured = (r.get("measured") or {}).get("bubble_fraction")
         predicted = (r.get("predicted") or {}).get("bubble_fraction")
         if isinstance(measured, (int, float)) and isinstance(predicted, (int, float)):
-            points.setdefault(str(field(r, "workload", "?")), []).append(
+            points.setdefault(series_of(r), []).append(
                 (float(predicted), float(measured)))
     return points
 
@@ -166,12 +167,12 @@ def plot_bubble_fidelity(rows: list[dict], out: Path, dpi: int = 110) -> int:
     top = max(max(p, m) for v in points.values() for p, m in v)
     top = min(1.0, max(0.05, top * 1.05))
     ax.plot([0, top], [0, top], color="#444444", lw=1, ls="--", label="y = x", zorder=1)
-    for i, (workload, pts) in enumerate(sorted(points.items())):
+    for i, (series, pts) in enumerate(sorted(points.items())):
         gaps = [100 * (m - p) for p, m in pts]
         ax.scatter([p for p, _ in pts], [m for _, m in pts], s=18, alpha=0.75,
                    color=WORKLOAD_COLOURS[i % len(WORKLOAD_COLOURS)],
                    marker=WORKLOAD_MARKERS[i % len(WORKLOAD_MARKERS)], zorder=2,
-                   label=f"{workload} ({len(pts)} runs, gap {min(gaps):+.1f} … "
+                   label=f"{series} ({len(pts)} runs, gap {min(gaps):+.1f} … "
                          f"{max(gaps):+.1f} pp)")
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)

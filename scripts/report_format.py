@@ -120,6 +120,26 @@ def series_label(row: dict) -> str:
     return label
 
 
+def placement_title(row: dict) -> str:
+    """Where a run's ranks ran, where it is not threads on the CPU backend: "cuda, 4 virtual
+    devices on one GPU", "8 processes under mpirun (2 replicas)"; "" for the default. The same
+    point placed otherwise is another measurement, so tables and figures keep them apart."""
+    parts = []
+    backend = field(row, "backend")
+    if backend not in (None, "cpu"):
+        parts.append(str(backend))
+    devices = int(field(row, "devices") or 0)
+    if field(row, "virtual_devices"):
+        parts.append(f"{devices} virtual devices on one GPU")
+    if field(row, "gpus"):
+        parts.append(f"{devices} GPUs, one per rank")
+    if field(row, "launcher") == "mpirun":
+        replicas = int(field(row, "replicas") or 1)
+        parts.append(f"{devices * replicas} processes under mpirun"
+                     + (f" ({replicas} replicas)" if replicas > 1 else ""))
+    return ", ".join(parts)
+
+
 def fmt(x: Any) -> str:
     """A count or a time in cost units: 21, 0.5, 6.333."""
     if x is None:

@@ -9,7 +9,7 @@ import json
 from collections import defaultdict
 
 from report_format import DASH, DEFAULT_COST, SortKey, comm_of, cost_of, date_range, field, fmt, \
-    fraction, provenance_values, series_label, status_counts, who_made
+    fraction, placement_title, provenance_values, series_label, status_counts, who_made
 
 
 # --- measured runs ---------------------------------------------------------------------------
@@ -111,11 +111,10 @@ def workload_title(row: dict) -> str:
             parts.append(f"{sym} {value}")
     if field(row, "recompute"):
         parts.append("recompute")
-    if field(row, "launcher") == "mpirun":
-        # Its own table: the same point in threads is another measurement, not a duplicate.
-        replicas = int(field(row, "replicas") or 1)
-        parts.append(f"{int(field(row, 'devices')) * replicas} processes under mpirun"
-                     + (f" ({replicas} replicas)" if replicas > 1 else ""))
+    # Its own table: the same point in threads or on another backend is another measurement.
+    placement = placement_title(row)
+    if placement:
+        parts.append(placement)
     return ", ".join(parts)
 
 

@@ -254,6 +254,19 @@ def test_bubble_points_group_by_workload_and_skip_failed_rows():
     assert len(points["transformer"]) == 5 and points["mlp"] == [(0.12, 0.1)]
 
 
+def test_bubble_points_keep_each_placement_apart():
+    # The same point in processes under mpirun and on a GPU: two more series, not one.
+    mpi = run_row("1f1b", 2, 8, 0.2, 0.15, workload="mlp")
+    mpi["point"].update(launcher="mpirun", replicas=2)
+    gpu = run_row("1f1b", 2, 8, 0.3, 0.25, workload="mlp")
+    gpu["point"].update(backend="cuda", virtual_devices=True)
+    gpu["backend"] = "cuda"
+    points = plot_memory.bubble_points(memory_rows() + [mpi, gpu])
+    assert points["mlp"] == [(0.12, 0.1)]
+    assert points["mlp, 4 processes under mpirun (2 replicas)"] == [(0.15, 0.2)]
+    assert points["mlp, cuda, 2 virtual devices on one GPU"] == [(0.25, 0.3)]
+
+
 def test_plot_memory_cli_writes_both_figures(tmp_path):
     results = write_jsonl(tmp_path / "cpu.jsonl", memory_rows())
     run = subprocess.run([sys.executable, str(SCRIPTS / "plot_memory.py"), str(results),

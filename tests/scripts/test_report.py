@@ -219,14 +219,17 @@ def test_measured_section_has_gap_closed_form_throughput_and_bytes(fake_ppbench)
            "-5.0 … -5.0 percentage points over 1 points" in zb
 
 
-def test_runs_under_mpirun_get_their_own_table_beside_the_threads():
+def test_runs_under_mpirun_or_on_gpus_get_their_own_table_beside_the_threads():
     threads = run_row("1f1b", 2, 8, 0.1, 0.09, workload="mlp", flags="--layers 8 --width 512")
     mpi = run_row("1f1b", 2, 8, 0.3, 0.2, workload="mlp", flags="--layers 8 --width 512",
                   launch={"transport": "mpi", "processes": 2})
     mpi["point"] = {**mpi["point"], "launcher": "mpirun", "replicas": 1}
     dp = run_row("1f1b", 1, 8, 0.0, 0.0, workload="mlp", flags="--layers 8 --width 512")
     dp["point"] = {**dp["point"], "devices": 1, "launcher": "mpirun", "replicas": 2}
-    text = report.build_report(rows(), "r.jsonl", measured=[threads, mpi, dp],
+    gpu = run_row("1f1b", 2, 8, 0.2, 0.1, workload="mlp", flags="--layers 8 --width 512")
+    gpu["point"] = {**gpu["point"], "backend": "cuda", "gpus": True}
+    gpu["backend"] = "cuda"
+    text = report.build_report(rows(), "r.jsonl", measured=[threads, mpi, dp, gpu],
                                measured_source="cpu.jsonl")
     titles = [row for row in text.splitlines() if row.startswith("#### mlp")]
     assert titles == [
@@ -234,7 +237,9 @@ def test_runs_under_mpirun_get_their_own_table_beside_the_threads():
         "#### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
         "2 processes under mpirun",
         "#### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
-        "2 processes under mpirun (2 replicas)"], titles
+        "2 processes under mpirun (2 replicas)",
+        "#### mlp, `--layers 8 --width 512`, b 2, dtype f32, steps 3, warm-up 1, "
+        "cuda, 2 GPUs, one per rank"], titles
     mpi_table = text[text.index("2 processes under mpirun\n"):]
     assert mpi_table.split("\n#### ")[0].count("| 0.2000 | 0.3000 | +10.0 |") == 1
 
