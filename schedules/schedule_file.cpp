@@ -79,6 +79,38 @@ void require_every_stage(const RankLines& in, std::string_view name, const Where
                  " must each appear, or a '# placement:' header give their ranks)");
 }
 
+// Micro-batches are numbered 0..N-1 in each chain: a file that skips one is told which, not
+// that it is too short of tasks (which it also is). Sized by the tasks, as first_missing_stage,
+// and named on the line of the chain's highest micro-batch, the one that implies the missing.
+void require_every_microbatch(const RankLines& in, std::string_view name, const Placement& p) {
+  std::vector<std::pair<int, int>> seen;  // (chain, micro-batch)
+  for_each_task(in, [&](int, const Action&, const Task& t) {
+    if (t.stage < p.stages())
+      seen.emplace_back(p.stage_chain[static_cast<std::size_t>(t.stage)], t.mb);
+  });
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  int chain = -1, missing = -1;
+  for (std::size_t k = 0, next = 0; k < seen.size() && missing < 0; ++k, ++next) {
+    if (k == 0 || seen[k].first != seen[k - 1].first) next = 0;
+    if (seen[k].second != static_cast<int>(next))
+      chain = seen[k].first, missing = static_cast<int>(next);
+  }
+  if (missing < 0) return;
+  Where top;
+  int top_mb = -1;
+  for_each_task(in, [&](int r, const Action& a, const Task& t) {
+    if (t.stage < p.stages() && p.stage_chain[static_cast<std::size_t>(t.stage)] == chain &&
+        t.mb > top_mb)
+      top_mb = t.mb, top = {r, &a};
+  });
+  file_error(name, in.line[static_cast<std::size_t>(top.rank)],
+             at(top) + "micro-batch " + std::to_string(missing) +
+                 (p.chains() > 1 ? " of chain " + std::to_string(chain) : std::string()) +
+                 " is never run (micro-batches 0.." + std::to_string(top_mb) +
+                 " must each appear)");
+}
+
 // A single chain with each stage on the rank that runs it (PyTorch's own inference, _load_csv);
 // every stage below `stages` is run somewhere (require_every_stage).
 Placement infer_placement(const RankLines& in, std::string_view name, int stages) {
@@ -335,6 +367,7 @@ ScheduleFile parse_schedule_file(std::string_view text, std::string_view name,
                       " stages, which");
   }
   Placement p = infer ? infer_placement(in, name, max_stage + 1) : header_placement(in, name);
+  require_every_microbatch(in, name, p);
   // Micro-batches per chain: as many as the file's largest number in that chain says.
   std::vector<int> chain_mb(static_cast<std::size_t>(p.chains()), 0);
   for_each_task(in, [&](int, const Action&, const Task& t) {

@@ -124,8 +124,13 @@ class BrokenFiles(FileTestCase):
         ("large.txt", "rank 0: F0.0 B0.0 F5000000.0\n",
          "large.txt:1: rank 0: bad action 'F5000000.0': stage 5000000 is out of range "
          "(allowed: 0..4194303)"),
+        # a micro-batch number far past the others: the skipped ones are named, not sized
         ("many_mb.txt", "rank 0: F0.0 B0.0 F0.1048575\n",
-         "many_mb.txt:1: rank 0, action F0.1048575: micro-batch 1048575 on 1 stages needs"),
+         "many_mb.txt:1: rank 0, action F0.1048575: micro-batch 1 is never run (micro-batches "
+         "0..1048575 must each appear)"),
+        ("short_mb.txt", "rank 0: F0.0 F0.1\n",
+         "short_mb.txt:1: rank 0, action F0.1: micro-batch 1 on 1 stages needs 2 (stage, "
+         "micro-batch) pairs"),
         ("two_ranks.csv", "0F0,0B0,0F1\n0B1\n",
          "two_ranks.csv:2: rank 1, action B0.1: stage 0 already runs on rank 0 (line 1)"),
         ("cell.csv", "0F0,0B0\n1F0,1Z0\n", "cell.csv:2: rank 1: bad action '1Z0'"),

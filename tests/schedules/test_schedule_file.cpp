@@ -177,6 +177,23 @@ TEST(ScheduleFile, MissingStageIsNamedBeforeTheTaskBound) {
             0u);
 }
 
+// A file that skips a micro-batch is short of tasks too; the skipped one is named, on the line
+// of its chain's highest micro-batch, and in which chain where there are several.
+TEST(ScheduleFile, MissingMicrobatchIsNamedBeforeTheTaskBound) {
+  EXPECT_EQ(error_of("0F0,0F1,0F3,0B0,0B1,0B3\n", Format::kPytorchCsv),
+            "usage: f.txt:1: rank 0, action F0.3: micro-batch 2 is never run (micro-batches "
+            "0..3 must each appear)");
+  EXPECT_EQ(error_of("rank 0: F0.1 B0.1\nrank 1: F1.1 B1.1\n"),
+            "usage: f.txt:1: rank 0, action F0.1: micro-batch 0 is never run (micro-batches "
+            "0..1 must each appear)");
+  // Chimera's layout: chain 0 runs stages 0..1 down the ranks, chain 1 stages 2..3 up them;
+  // chain 1 skips its micro-batch 0.
+  EXPECT_EQ(error_of("# placement: bidirectional\nrank 0: F0.0 B0.0 F3.1 B3.1\n"
+                     "rank 1: F1.0 B1.0 F2.1 B2.1\n"),
+            "usage: f.txt:2: rank 0, action F3.1: micro-batch 0 of chain 1 is never run "
+            "(micro-batches 0..1 must each appear)");
+}
+
 // A list cut short is not read as a shorter placement.
 TEST(ScheduleFile, StageRanksRefuseAnEmptyItemAnywhere) {
   const std::string ranks = "\nrank 0: F0.0 B0.0\nrank 1: F1.0 B1.0\n";
@@ -220,10 +237,15 @@ TEST(ScheduleFile, AbsurdNumbersAreRefusedBeforeAllocating) {
   EXPECT_EQ(error_of("rank 0: F0.0 B0.0 F999999999.0\n"),
             "usage: f.txt:1: rank 0: bad action 'F999999999.0': stage 999999999 is out of range "
             "(allowed: 0..4194303) (expected e.g. F3.1, B0.2, I1.0, W1.0 or (F0.7+B15.3))");
+  // A micro-batch number far past the others leaves micro-batches out: named first, found
+  // without sizing anything by the number.
   EXPECT_EQ(error_of("rank 0: F0.0 B0.0\nrank 1: F1.999999\n"),
-            "usage: f.txt:2: rank 1, action F1.999999: micro-batch 999999 on 2 stages needs "
-            "2000000 (stage, micro-batch) pairs, at least 4000000 tasks, but the file has 3 "
-            "(each pair needs an F and a B, or an F, an I and a W)");
+            "usage: f.txt:2: rank 1, action F1.999999: micro-batch 1 is never run (micro-batches "
+            "0..999999 must each appear)");
+  EXPECT_EQ(error_of("rank 0: F0.0 F0.1\nrank 1: F1.0 F1.1\n"),
+            "usage: f.txt:1: rank 0, action F0.1: micro-batch 1 on 2 stages needs 4 (stage, "
+            "micro-batch) pairs, at least 8 tasks, but the file has 4 (each pair needs an F and "
+            "a B, or an F, an I and a W)");
   // A stage number far past the others leaves stages out: that is named first, and found
   // without sizing anything by the stage number.
   EXPECT_EQ(error_of("0F0,0B0,4000000F0\n", Format::kPytorchCsv),
