@@ -347,7 +347,8 @@ perf-ci: configure  ## quick CPU benchmarks (about a minute on 2 cores), calibra
 	@mkdir -p $(PERF_CI_DIR) $(PERF_CI_BASELINE_DIR)
 	@set -e; \
 	commit=$$(git rev-parse HEAD 2>/dev/null || echo "$${PPBENCH_GIT_COMMIT:-unknown}"); \
-	modified=no; [ -z "$$(git status --porcelain --untracked-files=no -- . ':!results' 2>/dev/null)" ] || modified=yes; \
+	modified=unknown; if status=$$(git status --porcelain --untracked-files=no -- . ':!results' 2>/dev/null); \
+	then modified=no; [ -z "$$status" ] || modified=yes; fi; \
 	runner='$(PERF_CI_RUNNER)'; [ -n "$$runner" ] || runner=$$(hostname 2>/dev/null || echo unknown); \
 	context="commit=$$commit,commit_modified=$$modified,perf_mode=ci-quick,runner=$$runner"; \
 	context="$$context,min_time=$(PERF_CI_MIN_TIME)"; \

@@ -5,20 +5,23 @@
 //     integer: no memory, no vector unit, nothing a compiler can shorten; its time follows the
 //     core's clock and how much of the core this process gets.
 // BM_Calibration/memory: a sum over 64 MiB, more than the last-level cache of common CPUs: the
-//     memory bandwidth this process gets.
-// scripts/compare_perf.py divides every benchmark's time by the compute one's (its median over
-// the repetitions) from the same run, and the baseline's likewise, so a machine that is uniformly
-// slower or busier than the baseline's does not show as a regression. The memory one is reported
-// beside it, not divided by (--calibration can): on a shared machine the bandwidth a DRAM-bound
-// loop gets swings with the neighbours' work far more than ppbench's benchmarks do, and dividing
-// by it added noise. The workloads must never change: a change moves every normalised figure
-// (then refresh every baseline, `make perf-ci-baseline`).
+//     memory bandwidth this process gets. Its `bytes_per_second` is per second of wall time.
+// scripts/compare_perf.py divides every benchmark's time by its run's calibration time, the
+// median over the repetitions, and the baseline's likewise, so a machine that is uniformly
+// slower or busier than the baseline's does not show as a regression. make perf-ci divides by
+// the geometric mean of both benchmarks (PERF_CI_CALIBRATION ?= compute,memory): on a shared
+// machine the schedule benchmarks, allocation- and pointer-heavy, followed the memory bandwidth
+// the neighbours left as much as the core's clock (docs/perf-ci.md, "Thresholds and noise").
+// compare_perf.py run by hand divides by the compute one alone unless --calibration says
+// otherwise. The workloads must never change: a change moves every normalised figure (then
+// refresh every baseline, `make perf-ci-baseline`).
 //
 // Quick mode: Google Benchmark lets a benchmark's own MinTime, Repetitions or Iterations win
 // over --benchmark_min_time and --benchmark_repetitions. The programs set theirs through
 // default_min_time / default_repetitions / default_iterations below, which step aside when the
 // command line gives the flag, so `make perf-ci` decides the run length of every benchmark it
 // selects; a run without the flags (make perf, make perf-cpu) is unchanged.
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -65,6 +68,7 @@ void BM_CalibrationMemory(benchmark::State& state) {
     std::iota(v.begin(), v.end(), std::uint64_t{1});
     return v;
   }();
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     benchmark::DoNotOptimize(data.data());
     benchmark::ClobberMemory();  // the sum is read from memory again every iteration
@@ -72,8 +76,14 @@ void BM_CalibrationMemory(benchmark::State& state) {
     for (const std::uint64_t v : data) sum += v;
     benchmark::DoNotOptimize(sum);
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(kMemoryBytes));
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Over wall time, not SetBytesProcessed: Google Benchmark divides that by the benchmark's own
+  // time, here this thread's CPU time, which leaves out the time slices other processes took,
+  // so on a shared machine it claimed up to 2.7x the bandwidth the loop got.
+  state.counters["bytes_per_second"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(kMemoryBytes) / wall_s,
+      benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
 }
 
 }  // namespace

@@ -93,6 +93,18 @@ def run_ppbench(ppbench: str, mpirun: str, launcher: str, args: list[str],
     return record, json.loads(trace.read_text()) if trace is not None else None
 
 
+def step_times_s(record: dict, what: str) -> list[float]:
+    """The makespans of a run's measured steps. A record without them (a ppbench older than the
+    field, or one that measured no step) is a failed run, said in one line: the median over none
+    would otherwise end the script in a traceback, after minutes of runs."""
+    steps = record.get("step_times_s")
+    if not isinstance(steps, list) or not steps or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) for t in steps):
+        raise Failure(f"{what}: its record has no step_times_s (the measured steps' makespans, "
+                      f"a non-empty list of seconds), got {steps!r}")
+    return steps
+
+
 def comm_durations_s(trace: dict) -> list[float]:
     """Every hand-over of the trace's step, in seconds (Chrome trace events are in µs)."""
     events = trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
@@ -125,13 +137,13 @@ def measure_latency(ppbench: str, mpirun: str, steps: int, warmup: int, repeats:
                 t0 = time.monotonic()
                 record, trace = run_ppbench(ppbench, mpirun, launcher, args,
                                             tmp / f"trace-{launcher}.json")
+                what = f"ppbench run {' '.join(args)} ({launcher})"
                 durations = comm_durations_s(trace)
                 if not durations:
-                    raise Failure(f"ppbench run {' '.join(args)} ({launcher}): its trace has no "
-                                  "hand-overs (comm events) to time")
+                    raise Failure(f"{what}: its trace has no hand-overs (comm events) to time")
                 f = found[launcher]
                 f["handovers_s"] += durations
-                f["makespans_s"] += list(record.get("step_times_s") or [])
+                f["makespans_s"] += step_times_s(record, what)
                 f["messages"] = len(durations)
                 f["ppbench_commit"] = record["provenance"].get("git_commit")
                 f["load_average"].append(load_average())

@@ -24,7 +24,10 @@ one pair per benchmark program). For each pair:
    slower or busier than the baseline's does not show as a regression. Calibration rows and
    failed rows are left out, names lose Google Benchmark's option suffixes (/min_time:0.100,
    /repeats:3, ...; so changing how long a benchmark runs does not unmatch it), and of the
-   aggregates only the median is kept. Counters are copied unchanged (not normalised).
+   aggregates only the median is kept. Counters are copied unchanged (not normalised). The
+   copies are named baseline-<program>.normalised.json and latest-<program>.normalised.json
+   (.raw-ns.json with --raw), each prefixed by its pair's number when one program has several
+   pairs, so that no copy replaces another.
 3. Google Benchmark's own comparison tool, compare.py (Debian: libbenchmark-tools, at
    /usr/share/benchmark/compare.py; it needs numpy and scipy, Debian: python3-scipy), is run on the
    two copies and its table printed: per benchmark the relative change of the repetitions' median
@@ -32,12 +35,21 @@ one pair per benchmark program). For each pair:
    mean.
 4. The verdict is on each benchmark's own measure, as Google Benchmark defines it: real time for
    a benchmark that uses real or manual time (its name has /real_time or /manual_time), else the
-   CPU time of the benchmark's thread, which other processes sharing the core do not inflate.
+   CPU time of the benchmark's thread. CPU time leaves out the time slices other processes take
+   from the core, but not what they take from the caches and memory bandwidth the core shares:
+   memory- and cache-bound work gets slower in CPU time too when neighbours run, by more than the
+   calibration follows (docs/perf-ci.md, "Thresholds and noise").
    The ratio latest / baseline of the medians of that normalised time is a REGRESSION above
    1 + threshold and an improvement below 1 / (1 + threshold). One line per regression names the
    program, the benchmark, both normalised times (in calibration times), the ratio and, from the
    same machine, the raw times. A benchmark that ran in the baseline and fails now is a
-   regression too.
+   regression too; one that is in the baseline but not run now is counted as "not run now", one
+   line each, and fails --fail-on-regression like a regression (it may hide one: a benchmark
+   removed on purpose needs a new baseline).
+
+A pair is a baseline and a latest run of one program: files whose contexts name executables of
+different names, or that have no benchmark in common (beside the calibration), are refused (exit
+2), since comparing them would compare nothing and pass.
 
 When the baseline's CPU model differs from the latest run's, that is said and only the normalised
 ratios are compared (raw times from different machines mean nothing). --raw skips the calibration
@@ -45,13 +57,15 @@ ratios are compared (raw times from different machines mean nothing). --raw skip
 times, which is only meaningful on the baseline's machine.
 
 The last line is the summary:
-    perf: 34 compared, 1 regressions beyond 15%, 0 improvements beyond 15% (...)
+    perf: 34 compared, 1 regressions beyond 15%, 0 improvements, 0 not run now; ...
 
 Exit status: 0, also with regressions, unless --fail-on-regression is given (then 1 when there is
-at least one); 0 when a baseline does not exist, after saying how to make it; 2, in one line, for a
-bad option, a file that cannot be read or files that are incompatible (no calibration rows, not
-Google Benchmark JSON, a time that is not a finite number >= 0). compare.py missing, or without
-scipy, is reported and the verdict still given.
+at least one regression or a benchmark not run now); 0 when a baseline does not exist, after
+saying how to make it; 2, in one line, for a bad option (also a --threshold-for PROGRAM that is
+none of the programs given), a file that cannot be read or files that are incompatible (no
+calibration rows, not Google Benchmark JSON, a time that is not a finite number >= 0, a pair of
+two programs or with nothing in common). compare.py missing, or without scipy, is reported and
+the verdict still given.
 
 normalize_name is also imported by scripts/compare_torch.py: this module needs the standard library
 and scripts/script_cli.py and results_io.py only (which the GPU bundle carries).
@@ -328,7 +342,13 @@ class Tally:
     compared: int = 0
     regressions: int = 0
     improvements: int = 0
-    lines: list[str] = field(default_factory=list)  # one per regression, printed at the end
+    not_run: int = 0  # in the baseline, not in the latest run
+    lines: list[str] = field(default_factory=list)  # one per regression or not run, at the end
+
+    def failed(self) -> bool:
+        """What --fail-on-regression fails on: a benchmark that no longer runs may hide a
+        regression as well as a slower one shows it."""
+        return bool(self.regressions or self.not_run)
 
 
 def label(run: Run) -> str:
@@ -339,17 +359,74 @@ def label(run: Run) -> str:
     return shown or "(no context)"
 
 
-def program_of(run: Run) -> str:
+def executable_name(run: Run) -> str | None:
+    """The file name of the program that wrote the run (Google Benchmark's context
+    `executable`), None when the context does not say."""
     exe = run.context.get("executable")
-    if isinstance(exe, str) and exe:
-        return Path(exe).name
-    return re.sub(r"^(baseline|latest)-", "", run.path.stem)
+    return Path(exe).name if isinstance(exe, str) and exe else None
 
 
-def compare_pair(base: Run, latest: Run, args: argparse.Namespace, tally: Tally,
-                 compare_py: Path | None, python: str | None, outdir: Path) -> None:
-    program = program_of(latest)
-    threshold = args.thresholds.get(program, args.threshold)
+def program_of(run: Run) -> str:
+    return executable_name(run) or re.sub(r"^(baseline|latest)-", "", run.path.stem)
+
+
+def benchmark_names(run: Run) -> set[str]:
+    """The run's benchmarks but the calibration, failed ones included."""
+    return set(run.medians) | set(run.errors)
+
+
+def check_pair(base: Run, latest: Run) -> None:
+    """Refuses a pair that would compare nothing and pass: runs of two programs, or runs with no
+    benchmark in common (arguments in the wrong order, a baseline of another program)."""
+    exes = (executable_name(base), executable_name(latest))
+    both = (f"{base.path} (executable {exes[0] or 'not in its context'}) and {latest.path} "
+            f"(executable {exes[1] or 'not in its context'})")
+    if None not in exes and exes[0] != exes[1]:
+        raise InputError(f"{both} are runs of two programs (allowed: a baseline and a latest run "
+                         "of the same program)")
+    ours, theirs = benchmark_names(base), benchmark_names(latest)
+    if ours and theirs and not ours & theirs:
+        raise InputError(f"{both} have no benchmark in common beside the calibration, so nothing "
+                         "would be compared (allowed: a baseline and a latest run of the same "
+                         "program's benchmarks)")
+
+
+def check_thresholds(thresholds: dict[str, float], programs: list[str]) -> None:
+    """A --threshold-for that matches no program given would be claimed in the summary and
+    applied to nothing (a misspelt name would leave the default in force unseen)."""
+    unknown = sorted(set(thresholds) - set(programs))
+    if unknown:
+        raise InputError(f"--threshold-for names {', '.join(unknown)}, which is none of the "
+                         f"programs given (allowed: {', '.join(sorted(set(programs)))})")
+
+
+def copy_names(pairs: list[tuple[Run, Run]], raw: bool) -> list[tuple[str, str]]:
+    """The file names of each pair's two normalised copies, distinct across all pairs: named by
+    the file names alone, a/x.json and b/x.json would share one copy, and compare.py would then
+    compare the latest run with itself."""
+    suffix = ".raw-ns.json" if raw else ".normalised.json"
+    programs = [program_of(latest) for _, latest in pairs]
+    numbered = len(set(programs)) < len(programs)
+    names = []
+    for i, program in enumerate(programs, 1):
+        prefix = f"{i}-" if numbered else ""
+        names.append((f"{prefix}baseline-{program}{suffix}", f"{prefix}latest-{program}{suffix}"))
+    return names
+
+
+def check_copies_spare_inputs(targets: list[Path], inputs: list[Path]) -> None:
+    """Checked before anything is written: a copy must not replace a file being compared."""
+    given = {p.resolve() for p in inputs}
+    for target in targets:
+        if target.resolve() in given:
+            raise InputError(f"--normalised-dir would overwrite {target}, one of the files "
+                             "compared (allowed: a folder without them)")
+
+
+def print_pair_header(base: Run, latest: Run, program: str, threshold: float,
+                      raw: bool) -> bool:
+    """The pair's title, both contexts and what differs between the machines; True when both
+    runs are from the same CPU model."""
     print(f"== {program}: {base.path} -> {latest.path} (threshold {pct(threshold)})")
     print(f"baseline: {label(base)}")
     print(f"latest:   {label(latest)}")
@@ -357,57 +434,74 @@ def compare_pair(base: Run, latest: Run, args: argparse.Namespace, tally: Tally,
     if not same_machine:
         print(f"NOTE: the baseline is from another machine (cpu_model "
               f"{base.context.get('cpu_model')!r}, now {latest.context.get('cpu_model')!r}): "
-              + ("raw times are not comparable" if args.raw else
+              + ("raw times are not comparable" if raw else
                  "only the calibration-normalised ratios are compared, raw times are not"))
     for which, one in (("baseline", base), ("latest", latest)):
         if str(one.context.get("ppbench_build_type", "release")).startswith("debug"):
             print(f"WARNING: the {which} run is a debug build")
+    return same_machine
 
-    real_factor = cpu_factor = 1.0
-    if not args.raw:
-        cb, cl = base.calibration_time(), latest.calibration_time()
-        assert cb is not None and cl is not None  # checked by main
-        parts = ", ".join(
-            f"{n.removeprefix(CALIBRATION_PREFIX)} {fmt_ns(base.calibration[n].real_ns)} -> "
-            f"{fmt_ns(latest.calibration[n].real_ns)}"
-            for n in sorted(base.calibration) if n in latest.calibration)
-        chosen = " x ".join(CALIBRATION_PREFIX + n for n in args.calibration)
-        print(f"calibration ({'geometric mean of ' if len(args.calibration) > 1 else ''}"
-              f"{chosen}, median): real time {fmt_ns(cb.real_ns)} -> {fmt_ns(cl.real_ns)} "
-              f"(x{cl.real_ns / cb.real_ns:.3f}), CPU time {fmt_ns(cb.cpu_ns)} -> "
-              f"{fmt_ns(cl.cpu_ns)} (x{cl.cpu_ns / cb.cpu_ns:.3f}): every time is divided by "
-              f"its run's. All calibration benchmarks, real time: {parts}")
-        real_factor, cpu_factor = cb.real_ns / cl.real_ns, cb.cpu_ns / cl.cpu_ns
 
-    # Normalised copies, then Google Benchmark's compare.py on them.
-    outdir.mkdir(parents=True, exist_ok=True)
-    suffix = ".raw-ns.json" if args.raw else ".normalised.json"
-    sides = ((base, 1.0, 1.0), (latest, real_factor, cpu_factor))
-    targets = [outdir / (one.path.name.removesuffix(".json") + suffix) for one, _, _ in sides]
-    for one, target in zip((base, latest), targets):  # checked before either copy is written
-        if target.resolve() == one.path.resolve():
-            raise InputError(f"--normalised-dir would overwrite {one.path}")
+def normalisation_factors(base: Run, latest: Run,
+                          calibration: tuple[str, ...]) -> tuple[float, float]:
+    """The factors (real, CPU) that put the latest run's times on the baseline's calibration,
+    after printing both calibrations."""
+    cb, cl = base.calibration_time(), latest.calibration_time()
+    assert cb is not None and cl is not None  # checked by main
+    parts = ", ".join(
+        f"{n.removeprefix(CALIBRATION_PREFIX)} {fmt_ns(base.calibration[n].real_ns)} -> "
+        f"{fmt_ns(latest.calibration[n].real_ns)}"
+        for n in sorted(base.calibration) if n in latest.calibration)
+    chosen = " x ".join(CALIBRATION_PREFIX + n for n in calibration)
+    print(f"calibration ({'geometric mean of ' if len(calibration) > 1 else ''}"
+          f"{chosen}, median): real time {fmt_ns(cb.real_ns)} -> {fmt_ns(cl.real_ns)} "
+          f"(x{cl.real_ns / cb.real_ns:.3f}), CPU time {fmt_ns(cb.cpu_ns)} -> "
+          f"{fmt_ns(cl.cpu_ns)} (x{cl.cpu_ns / cb.cpu_ns:.3f}): every time is divided by "
+          f"its run's. All calibration benchmarks, real time: {parts}")
+    return cb.real_ns / cl.real_ns, cb.cpu_ns / cl.cpu_ns
+
+
+def write_copies(base: Run, latest: Run, factors: tuple[float, float], targets: tuple[Path, Path],
+                 raw: bool) -> list[dict]:
+    """Writes the normalised copies of both runs to `targets`; returns them."""
     copies = []
-    for (one, rf, cf), target in zip(sides, targets):
+    for (one, rf, cf), target in zip(((base, 1.0, 1.0), (latest, *factors)), targets):
         copy = normalised_copy(one, rf, cf)
         copy["context"]["ppbench_normalised"] = (
-            "times in ns, raw" if args.raw else
+            "times in ns, raw" if raw else
             "times in ns, divided by this run's calibration time and multiplied by the "
             f"baseline's (x{rf:.4g} real, x{cf:.4g} CPU)")
+        target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, json.dumps(copy, indent=1) + "\n")
-        copies.append((target, copy))
+        copies.append(copy)
+    return copies
+
+
+def compare_pair(base: Run, latest: Run, args: argparse.Namespace, tally: Tally,
+                 compare_py: Path | None, python: str | None, targets: tuple[Path, Path]) -> None:
+    program = program_of(latest)
+    threshold = args.thresholds.get(program, args.threshold)
+    same_machine = print_pair_header(base, latest, program, threshold, args.raw)
+    factors = (1.0, 1.0) if args.raw else normalisation_factors(base, latest, args.calibration)
+
+    # Normalised copies, then Google Benchmark's compare.py on them.
+    copies = write_copies(base, latest, factors, targets, args.raw)
     if compare_py is not None and python is not None:
         has_aggregates = all(any(r.get("run_type") == "aggregate" for r in c["benchmarks"])
-                             for _, c in copies)
-        run_compare_py(compare_py, python, copies[0][0], copies[1][0], has_aggregates)
+                             for c in copies)
+        run_compare_py(compare_py, python, targets[0], targets[1], has_aggregates)
 
-    names = sorted(set(base.medians) | set(latest.medians) | set(base.errors) | set(latest.errors))
-    new = [n for n in names if n not in base.medians and n not in base.errors]
-    gone = [n for n in names if n not in latest.medians and n not in latest.errors]
+    in_base, in_latest = benchmark_names(base), benchmark_names(latest)
+    names = sorted(in_base | in_latest)
+    new = [n for n in names if n not in in_base]
+    gone = [n for n in names if n not in in_latest]
     if new:
         print(f"not in the baseline (new, not compared): {', '.join(new)}")
     if gone:
         print(f"in the baseline but not run now (not compared): {', '.join(gone)}")
+        tally.not_run += len(gone)
+        tally.lines += [f"NOT RUN NOW {program} {n}: in {base.path}, not in {latest.path}"
+                        for n in gone]
     fallback_table = compare_py is None or python is None
     if fallback_table:
         width = max([len(n) for n in names] + [9])
@@ -478,7 +572,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="another threshold for one program (the executable's name in the "
                              "JSON context), e.g. executor_overhead=0.5; may be repeated")
     parser.add_argument("--fail-on-regression", action="store_true",
-                        help="exit 1 when there is a regression (default: report, exit 0)")
+                        help="exit 1 when there is a regression or a benchmark of a baseline "
+                             "not run now (default: report, exit 0)")
     parser.add_argument("--raw", action="store_true",
                         help="compare raw times, without the calibration (same machine only)")
     parser.add_argument("--calibration", default=",".join(DEFAULT_CALIBRATION),
@@ -508,12 +603,15 @@ def main(argv: list[str] | None = None) -> int:
     # Read and check every input before printing anything (an InputError is run()'s exit 2).
     pairs: list[tuple[Run, Run]] = []
     missing_baselines = []
+    programs = []
     for base_path, latest_path in zip(args.files[::2], args.files[1::2]):
         latest = load(latest_path)
+        programs.append(program_of(latest))
         if not base_path.exists():
             missing_baselines.append((base_path, latest_path))
             continue
         base = load(base_path)
+        check_pair(base, latest)
         base.divide_by = latest.divide_by = args.calibration
         if args.raw:
             base.calibration.clear()
@@ -533,6 +631,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"real, {cal.cpu_ns:g} ns CPU (allowed: >= 1 ns; dividing by it would "
                         "make every ratio meaningless)")
         pairs.append((base, latest))
+    check_thresholds(args.thresholds, programs)
+    names = copy_names(pairs, args.raw)
+    if args.normalised_dir is not None:
+        check_copies_spare_inputs([args.normalised_dir / n for pair in names for n in pair],
+                                  args.files)
 
     compare_py = python = None
     if not args.no_compare_py and pairs:
@@ -557,8 +660,9 @@ def main(argv: list[str] | None = None) -> int:
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="ppbench-perf-") as tmp:
         outdir = args.normalised_dir or Path(tmp)
-        for base, latest in pairs:
-            compare_pair(base, latest, args, tally, compare_py, python, outdir)
+        for (base, latest), pair_names in zip(pairs, names):
+            targets = (outdir / pair_names[0], outdir / pair_names[1])
+            compare_pair(base, latest, args, tally, compare_py, python, targets)
 
     for line in tally.lines:
         print(line)
@@ -569,8 +673,8 @@ def main(argv: list[str] | None = None) -> int:
     how = ("raw times, no calibration" if args.raw else
            "medians of repetitions, each divided by its run's calibration")
     print(f"perf: {tally.compared} compared, {tally.regressions} regressions beyond {limit}, "
-          f"{tally.improvements} improvements; {how}")
-    return 1 if tally.regressions and args.fail_on_regression else 0
+          f"{tally.improvements} improvements, {tally.not_run} not run now; {how}")
+    return 1 if tally.failed() and args.fail_on_regression else 0
 
 
 if __name__ == "__main__":

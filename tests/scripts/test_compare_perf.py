@@ -106,8 +106,9 @@ def test_regression_line_and_exit_codes(tmp_path):
     # program, benchmark, normalised times (10 ms / 2 ms = 5, 13 / 2 = 6.5), ratio, raw times
     assert lines[0] == ("REGRESSION schedule_throughput BM_Pipeline/1f1b/D64/N1024: 5 -> 6.5 "
                         "calibration times (x1.300, +30.0% > 15%); raw CPU time 10 ms -> 13 ms")
-    assert summary(out) == ("perf: 2 compared, 1 regressions beyond 15%, 0 improvements; "
-                            "medians of repetitions, each divided by its run's calibration")
+    assert summary(out) == ("perf: 2 compared, 1 regressions beyond 15%, 0 improvements, "
+                            "0 not run now; medians of repetitions, each divided by its run's "
+                            "calibration")
     assert out.strip().splitlines()[-2] == lines[0]  # the regression lines come last
     rc, _, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
     assert rc == 1
@@ -165,8 +166,9 @@ def test_normalised_copies(tmp_path):
     # BM_a is measured in CPU time: 10 / 2 ms -> 20 / 8 ms, twice as fast
     assert rc == 0 and summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, "
                                                "1 improvements")
-    b = json.loads((outdir / "baseline-p.normalised.json").read_text())
-    lt = json.loads((outdir / "latest-p.normalised.json").read_text())
+    # named by side and program (the context's executable), not by the input's file name
+    b = json.loads((outdir / "baseline-schedule_throughput.normalised.json").read_text())
+    lt = json.loads((outdir / "latest-schedule_throughput.normalised.json").read_text())
     for doc in (b, lt):
         names = [r["name"] for r in doc["benchmarks"]]
         # calibration gone, option suffix gone, only the median aggregate kept
@@ -216,6 +218,24 @@ def test_threshold_for_one_program(tmp_path):
                                    "(executor_overhead: 50%), 0 improvements")
     rc, _, err = run(*pairs, "--no-compare-py", "--threshold-for", "executor_overhead")
     assert rc == 2 and "PROGRAM=FRACTION" in err
+
+
+def test_threshold_for_a_program_not_given_is_refused(tmp_path):
+    pairs = []
+    for prog in ("schedule_throughput", "executor_overhead"):
+        ctx = dict(CONTEXT, executable=f"build/benchmarks/{prog}")
+        pairs += [run_file(tmp_path / f"baseline-{prog}.json", {"BM_a": 1.0}, context=ctx),
+                  run_file(tmp_path / f"latest-{prog}.json", {"BM_a": 1.3}, context=ctx)]
+    rc, out, err = run(*pairs, "--no-compare-py", "--threshold-for", "executor_overhead=0.5",
+                       "--threshold-for", "executor_overhed=0.5")
+    assert rc == 2 and out == ""
+    assert err.splitlines() == [
+        "perf: --threshold-for names executor_overhed, which is none of the programs given "
+        "(allowed: executor_overhead, schedule_throughput)"]
+    # A program whose baseline is missing is still given: its threshold is not a mistake.
+    pairs[2].unlink()
+    rc, out, _ = run(*pairs, "--no-compare-py", "--threshold-for", "executor_overhead=0.5")
+    assert rc == 0 and "no baseline" in out
 
 
 def test_memory_calibration_shown_not_divided_by_unless_asked(tmp_path):
@@ -296,11 +316,114 @@ def test_failures(tmp_path):
 def test_new_and_missing_benchmarks_listed_not_compared(tmp_path):
     base = run_file(tmp_path / "b.json", {"BM_a": 1.0, "BM_gone": 1.0})
     latest = run_file(tmp_path / "l.json", {"BM_a": 1.0, "BM_new": 9.0})
-    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    rc, out, _ = run(base, latest, "--no-compare-py")
     assert rc == 0
     assert "not in the baseline (new, not compared): BM_new" in out
     assert "in the baseline but not run now (not compared): BM_gone" in out
-    assert summary(out).startswith("perf: 1 compared, 0 regressions")
+    assert f"NOT RUN NOW schedule_throughput BM_gone: in {base}, not in {latest}" in out
+    assert summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, "
+                                   "0 improvements, 1 not run now;")
+    # A benchmark that no longer runs may hide a regression: it fails the run like one.
+    rc, _, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 1
+
+
+def test_only_new_benchmarks_pass_the_failing_run(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_a": 1.0})
+    latest = run_file(tmp_path / "l.json", {"BM_a": 1.0, "BM_new": 9.0})
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 0
+    assert summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, "
+                                   "0 improvements, 0 not run now;")
+
+
+def test_latest_of_calibration_only_counts_every_benchmark_not_run(tmp_path):
+    base = run_file(tmp_path / "b.json", BENCHES)
+    latest = run_file(tmp_path / "l.json", {})  # e.g. a filter that kept BM_Calibration only
+    rc, out, _ = run(base, latest, "--no-compare-py")
+    assert rc == 0
+    assert summary(out).startswith("perf: 0 compared, 0 regressions beyond 15%, "
+                                   "0 improvements, 2 not run now;")
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 1
+    assert [line.split()[4].rstrip(":") for line in out.splitlines()
+            if line.startswith("NOT RUN NOW ")] == sorted(BENCHES)
+
+
+def test_pair_with_no_benchmark_in_common_is_refused(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_Layer/linear/f32/F": 1.0})
+    latest = run_file(tmp_path / "l.json", {"BM_Executor/1f1b/D2/N32": 1.0})
+    for flags in ((), ("--fail-on-regression",), ("--raw",)):
+        rc, out, err = run(base, latest, "--no-compare-py", *flags)
+        assert rc == 2 and out == ""
+        assert err.splitlines() == [
+            f"perf: {base} (executable schedule_throughput) and {latest} (executable "
+            "schedule_throughput) have no benchmark in common beside the calibration, so "
+            "nothing would be compared (allowed: a baseline and a latest run of the same "
+            "program's benchmarks)"]
+
+
+def test_pair_of_two_programs_is_refused(tmp_path):
+    base = run_file(tmp_path / "baseline-layer_flops.json", BENCHES,
+                    context=dict(CONTEXT, executable="build/benchmarks/layer_flops"))
+    latest = run_file(tmp_path / "latest-executor_overhead.json", BENCHES,
+                      context=dict(CONTEXT, executable="/ci/build/benchmarks/executor_overhead"))
+    rc, out, err = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 2 and out == ""
+    assert err.splitlines() == [
+        f"perf: {base} (executable layer_flops) and {latest} (executable executor_overhead) are "
+        "runs of two programs (allowed: a baseline and a latest run of the same program)"]
+    # The same program built in another folder is the same program.
+    other_build = run_file(tmp_path / "l.json", BENCHES,
+                           context=dict(CONTEXT, executable="/ci/build-perf/layer_flops"))
+    rc, _, _ = run(base, other_build, "--no-compare-py", "--fail-on-regression")
+    assert rc == 0
+
+
+def test_same_file_names_in_two_folders_get_distinct_copies(tmp_path):
+    """baseline a/x.json and latest b/x.json: compare.py must get two copies, the latest's with
+    the latest's times (one shared copy would compare the latest with itself)."""
+    stub = tmp_path / "compare.py"
+    record = tmp_path / "args.json"
+    stub.write_text("import json, sys\n"
+                    f"json.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    base = run_file(tmp_path / "a" / "x.json", {"BM_a": 10.0})
+    latest = run_file(tmp_path / "b" / "x.json", {"BM_a": 13.0})
+    outdir = tmp_path / "norm"
+    rc, out, _ = run(base, latest, "--compare-py", stub, "--compare-python", sys.executable,
+                     "--normalised-dir", outdir)
+    assert rc == 0 and len(regression_lines(out)) == 1
+    copies = json.loads(record.read_text())[-2:]
+    assert copies == [str(outdir / "baseline-schedule_throughput.normalised.json"),
+                      str(outdir / "latest-schedule_throughput.normalised.json")]
+    medians = [next(r["cpu_time"] for r in json.loads(Path(c).read_text())["benchmarks"]
+                    if r["name"] == "BM_a_median") for c in copies]
+    assert medians == [pytest.approx(10e6), pytest.approx(13e6)]
+
+
+def test_two_pairs_of_one_program_get_numbered_copies(tmp_path):
+    files = [run_file(tmp_path / f"{side}{i}.json", {"BM_a": t})
+             for i in (1, 2) for side, t in (("b", 1.0), ("l", 2.0 * i))]
+    outdir = tmp_path / "norm"
+    rc, _, _ = run(*files, "--no-compare-py", "--normalised-dir", outdir)
+    assert rc == 0
+    assert sorted(p.name for p in outdir.iterdir()) == [
+        f"{i}-{side}-schedule_throughput.normalised.json"
+        for i in (1, 2) for side in ("baseline", "latest")]
+    latest2 = json.loads((outdir / "2-latest-schedule_throughput.normalised.json").read_text())
+    assert latest2["benchmarks"][-1]["cpu_time"] == pytest.approx(4e6)
+
+
+def test_copies_never_replace_an_input(tmp_path):
+    base = run_file(tmp_path / "baseline-schedule_throughput.normalised.json", BENCHES)
+    latest = run_file(tmp_path / "l.json", BENCHES)
+    before = base.read_text()
+    rc, out, err = run(base, latest, "--no-compare-py", "--normalised-dir", tmp_path)
+    assert rc == 2 and out == ""
+    assert f"--normalised-dir would overwrite {base}" in err
+    assert base.read_text() == before
 
 
 def test_several_pairs_one_summary(tmp_path):
@@ -334,8 +457,8 @@ def test_missing_calibration_is_incompatible_unless_raw(tmp_path):
     assert out == ""  # nothing printed before the inputs are known to be good
     rc, out, _ = run(base, latest, "--no-compare-py", "--raw")
     assert rc == 0
-    assert summary(out) == ("perf: 2 compared, 0 regressions beyond 15%, 0 improvements; "
-                            "raw times, no calibration")
+    assert summary(out) == ("perf: 2 compared, 0 regressions beyond 15%, 0 improvements, "
+                            "0 not run now; raw times, no calibration")
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"benchmarks": [{"no_name": 1}]}',
@@ -384,8 +507,9 @@ def test_compare_py_is_run_on_the_normalised_copies(tmp_path):
     assert rc == 0
     assert "STUB TABLE" in out
     args = json.loads(record.read_text())
-    assert args == ["--no-color", "-a", "benchmarks", str(outdir / "baseline-p.normalised.json"),
-                    str(outdir / "latest-p.normalised.json")]
+    assert args == ["--no-color", "-a", "benchmarks",
+                    str(outdir / "baseline-schedule_throughput.normalised.json"),
+                    str(outdir / "latest-schedule_throughput.normalised.json")]
     # The stub's table comes before the verdict.
     assert out.index("STUB TABLE") < out.index("perf: 2 compared")
 
