@@ -4,9 +4,9 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -151,19 +151,55 @@ DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& s
   return p;
 }
 
-DeviceProfile read_device_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError("cannot read --device-profile " + quoted(path));
-  std::stringstream buf;
-  buf << in.rdbuf();
+DeviceProfile parse_device_profile_text(std::string_view text, const std::string& source) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(buf.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError("bad --device-profile " + quoted(path) + ": not JSON (byte " +
+    throw UsageError("bad --device-profile " + quoted(source) + ": not JSON (byte " +
                      std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::out_of_range& e) {
+    // The parser's one other refusal, a number past double's range (1e400): the user's to fix,
+    // not an internal error. what() is "[json.exception.out_of_range.406] number overflow
+    // parsing '1e400'": the part after the tag names the number.
+    const std::string what = e.what();
+    const auto tag_end = what.find("] ");
+    throw UsageError("bad --device-profile " + quoted(source) + ": " +
+                     (tag_end == std::string::npos ? what : what.substr(tag_end + 2)) +
+                     " (numbers must be within double's range, about 1.8e308)");
   }
-  return parse_device_profile(j, path);
+  return parse_device_profile(j, source);
+}
+
+DeviceProfile read_device_profile(const std::string& path) {
+  const std::string flag = "--device-profile " + quoted(path);
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw UsageError(flag + ": no such file");
+  // A device, FIFO or directory has no size to bound, and /dev/zero would be read until memory
+  // runs out: only a regular file is read.
+  if (!std::filesystem::is_regular_file(status))
+    throw UsageError(flag + ": not a regular file (expected a JSON device profile)");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw UsageError(flag + ": cannot read it (" + ec.message() + ")");
+  if (size > kMaxDeviceProfileBytes)
+    throw UsageError(flag + " is " + std::to_string(size) +
+                     " bytes; a device profile may be at most " +
+                     std::to_string(kMaxDeviceProfileBytes) + " bytes (16 MiB)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot read " + flag + " (permission?)");
+  // Read in pieces and bounded again: a file that grew since its size was taken is refused
+  // at the bound, not read to its end.
+  std::string text;
+  std::array<char, 1 << 16> piece{};
+  while (in.read(piece.data(), piece.size()) || in.gcount() > 0) {
+    text.append(piece.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxDeviceProfileBytes)
+      throw UsageError(flag + " grew past " + std::to_string(kMaxDeviceProfileBytes) +
+                       " bytes while it was read; a device profile may be at most 16 MiB");
+  }
+  if (in.bad()) throw UsageError("cannot read " + flag);
+  return parse_device_profile_text(text, path);
 }
 
 nlohmann::json to_json(const DeviceProfile& p) {

@@ -12,7 +12,9 @@
 // (docs/metrics.md lists every key). Without a file the built-in default_profile() is used.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -67,7 +69,15 @@ DeviceProfile default_profile();
 // the key, for a missing or ill-typed key, a number that is not finite and > 0 (>= 0 for
 // latencies and hand-overs), an unknown kind, format or version.
 DeviceProfile parse_device_profile(const nlohmann::json& j, const std::string& source);
-// Reads and parses FILE; UsageError when it cannot be read or is not JSON.
+// The text of a profile as read from `source`: JSON parsed (UsageError naming the source for
+// bytes that are not JSON or a number past double's range), then parse_device_profile.
+DeviceProfile parse_device_profile_text(std::string_view text, const std::string& source);
+// A profile is a few keys per stage: any real one is far below this, and the bound keeps a
+// mistaken path (a log, a dump) from being read into memory whole.
+inline constexpr std::uintmax_t kMaxDeviceProfileBytes = std::uintmax_t{16} << 20;
+// Reads and parses FILE: UsageError naming it when it is missing, not a regular file (a device
+// such as /dev/zero, a FIFO, a directory), over kMaxDeviceProfileBytes, unreadable or not a
+// profile (parse_device_profile_text).
 DeviceProfile read_device_profile(const std::string& path);
 
 // The profile's description for reports (kind, name, source and its rates or its provenance).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -12,29 +13,99 @@ namespace ppbench {
 
 namespace {
 
-[[noreturn]] void overflows(const char* what) {
-  throw UsageError(std::string("the ") + what + " bytes overflow 64 bits: use a smaller workload");
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
 }
 
-int64_t checked_mul(int64_t a, int64_t b, const char* what) {
-  int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out)) overflows(what);
+// What the byte counts grow with, as the flags that set them: the workload's shape (its spec's
+// integer options, which are its flags' names), the micro-batch size and dtype, and the schedule.
+std::string run_flags(const WorkloadSpec& spec, const Schedule& s) {
+  std::string out = "--workload " + spec.workload;
+  for (const auto& [key, value] : spec.config.items()) {
+    if (!value.is_number_integer()) continue;
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    out += " --" + flag + " " + value.dump();
+  }
+  out += " --microbatch-size " + std::to_string(spec.microbatch_size) + " --dtype " +
+         std::string(dtype_name(spec.dtype)) + " --schedule " + s.params.name + " --devices " +
+         std::to_string(s.params.devices) + " --microbatches " +
+         std::to_string(s.params.microbatches);
   return out;
 }
 
-int64_t checked_add(int64_t a, int64_t b, const char* what) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out)) overflows(what);
-  return out;
+// Byte counts checked as they are formed; an overflow is one line naming what overflowed, the
+// numbers that made it and the flags that set them (the messages are only built then).
+class Checked {
+ public:
+  Checked(const WorkloadSpec& spec, const Schedule& s) : spec_(spec), s_(s) {}
+
+  [[noreturn]] void overflows(const std::string& what) const {
+    throw UsageError(what + "; set by " + run_flags(spec_, s_) +
+                     ": use a smaller workload, a smaller --microbatch-size, fewer --microbatches "
+                     "or more --devices");
+  }
+  // a * b, where the message tells what a and b are.
+  int64_t mul(int64_t a, int64_t b, int rank, const char* what, const char* a_is,
+              const char* b_is) const {
+    int64_t out = 0;
+    if (__builtin_mul_overflow(a, b, &out))
+      overflows("rank " + std::to_string(rank) + "'s " + what + " bytes, " + std::to_string(a) +
+                " " + a_is + " x " + std::to_string(b) + " " + b_is + ", overflow 64 bits (2^63)");
+    return out;
+  }
+  // a + b for `rank`, or summed over the ranks where rank is kAllRanks.
+  int64_t add(int64_t a, int64_t b, int rank, const char* what) const {
+    int64_t out = 0;
+    if (__builtin_add_overflow(a, b, &out))
+      overflows((rank == kAllRanks ? std::string("the ranks' summed")
+                                   : "rank " + std::to_string(rank) + "'s") +
+                " " + what + ", " + std::to_string(a) + " + " + std::to_string(b) +
+                ", overflow 64 bits (2^63)");
+    return out;
+  }
+  static constexpr int kAllRanks = -1;
+
+ private:
+  const WorkloadSpec& spec_;
+  const Schedule& s_;
+};
+
+// The most micro-batches whose activations a rank holds at once: from F until the backward
+// that frees them last (B, or W where the backward is split: I keeps M_W for it).
+int64_t most_in_flight(const std::vector<Action>& actions) {
+  int64_t live = 0, most = 0;
+  auto apply = [&](const Task& t) {
+    if (t.op == Op::F) ++live;
+    if (t.op == Op::B || t.op == Op::W) --live;
+    most = std::max(most, live);
+  };
+  for (const Action& a : actions) {
+    apply(a.task);
+    if (a.paired()) apply(a.partner);
+  }
+  return most;
 }
 
 // predicted_peak_bytes() sums int64 byte counts in a double: exact below 2^53, and a bound
-// past it (such sizes are refused as overflow anyway once they reach 2^63).
-int64_t whole_bytes(double v, const char* what) {
-  if (!(v >= 0) || v >= 9.2e18)
-    throw UsageError(std::string("the ") + what +
-                     " bytes overflow 64 bits: use a smaller workload");
-  return std::llround(v);
+// past it (such sizes are refused as overflow once they reach 2^63). Past it, the message names
+// the peak's two factors: the micro-batches in flight on the rank and one's activations there.
+int64_t whole_activation_bytes(double peak, const Checked& check, const Schedule& s,
+                               const PartitionPlan& plan, int rank) {
+  if (peak >= 0 && peak < 9.2e18) return std::llround(peak);
+  const Placement& p = s.placement;
+  int64_t per_microbatch = 0;
+  for (int stage = 0; stage < p.stages(); ++stage)
+    if (p.stage_rank[stage] == rank)
+      per_microbatch = std::max(per_microbatch, plan.stages[p.part(stage)].activation.b);
+  check.overflows("rank " + std::to_string(rank) + "'s activation peak, about " + num(peak) +
+                  " bytes, overflows 64 bits (2^63, 9.2e18): up to " +
+                  std::to_string(most_in_flight(s.ranks[static_cast<std::size_t>(rank)])) +
+                  " micro-batches are in flight on it at once, and one micro-batch's "
+                  "activations on its stages take up to " +
+                  num(static_cast<double>(per_microbatch)) + " bytes");
 }
 
 }  // namespace
@@ -67,6 +138,7 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
   const std::vector<double> peaks = predicted_peak_bytes(s, plan, o.recompute);
   const int capacity = resolve_channel_capacity(o.channel_capacity, s);
 
+  const Checked check(spec, s);
   StepMemory out;
   out.per_param = parameter_bytes(spec.dtype, o.optimizer, o.fp32_gradients);
   out.ranks.resize(static_cast<std::size_t>(p.ranks));
@@ -75,15 +147,20 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
     const int part = p.part(stage);
     r.stages.push_back(stage);
     r.parts.push_back(part);
-    r.param_count = checked_add(r.param_count, plan.stages[part].params, "parameter");
+    r.param_count = check.add(r.param_count, plan.stages[part].params, p.stage_rank[stage],
+                              "parameters held (every stage placed on it)");
   }
 
   for (int rank = 0; rank < p.ranks; ++rank) {
     RankMemory& r = out.ranks[static_cast<std::size_t>(rank)];
-    r.params = checked_mul(r.param_count, out.per_param.param, "parameter");
-    r.grads = checked_mul(r.param_count, out.per_param.grad, "gradient");
-    r.optimizer = checked_mul(r.param_count, out.per_param.optimizer, "optimizer state");
-    r.activations = whole_bytes(peaks[static_cast<std::size_t>(rank)], "activation");
+    r.params = check.mul(r.param_count, out.per_param.param, rank, "parameter", "parameters held",
+                         "bytes each");
+    r.grads = check.mul(r.param_count, out.per_param.grad, rank, "gradient", "parameters held",
+                        "bytes each");
+    r.optimizer = check.mul(r.param_count, out.per_param.optimizer, rank, "optimizer state",
+                            "parameters held", "bytes each");
+    r.activations =
+        whole_activation_bytes(peaks[static_cast<std::size_t>(rank)], check, s, plan, rank);
 
     // Messages this rank sends, per destination: how many and the largest. F sends its part's
     // output to the next stage; B or I sends the gradient of its input (the previous part's
@@ -113,24 +190,29 @@ StepMemory step_memory(const WorkloadSpec& spec, const Schedule& s, const Partit
     for (const auto& [dst, l] : links) {
       // The mailbox's `capacity` messages, and one more the sender holds while it waits for room.
       const int64_t held = std::min<int64_t>(l.messages, int64_t{capacity} + 1);
-      r.comm = checked_add(r.comm, checked_mul(held, l.largest, "communication"), "communication");
+      r.comm = check.add(r.comm,
+                         check.mul(held, l.largest, rank, "communication",
+                                   "messages held to one rank", "bytes each"),
+                         rank, "communication bytes");
     }
     // total() adds the five unchecked: prove here that it fits.
+    const char* total = "total bytes (parameters, gradients, optimizer state, activations, comm)";
     const int64_t weights =
-        checked_add(checked_add(r.params, r.grads, "total"), r.optimizer, "total");
-    checked_add(checked_add(weights, r.activations, "total"), r.comm, "total");
+        check.add(check.add(r.params, r.grads, rank, total), r.optimizer, rank, total);
+    check.add(check.add(weights, r.activations, rank, total), r.comm, rank, total);
   }
   RankMemory& sum = out.sum;
+  const int all = Checked::kAllRanks;
   for (const RankMemory& r : out.ranks) {
-    sum.param_count = checked_add(sum.param_count, r.param_count, "summed parameter");
-    sum.params = checked_add(sum.params, r.params, "summed parameter");
-    sum.grads = checked_add(sum.grads, r.grads, "summed gradient");
-    sum.optimizer = checked_add(sum.optimizer, r.optimizer, "summed optimizer state");
-    sum.activations = checked_add(sum.activations, r.activations, "summed activation");
-    sum.comm = checked_add(sum.comm, r.comm, "summed communication");
-    checked_add(checked_add(checked_add(sum.params, sum.grads, "summed total"), sum.optimizer,
-                            "summed total"),
-                checked_add(sum.activations, sum.comm, "summed total"), "summed total");
+    sum.param_count = check.add(sum.param_count, r.param_count, all, "parameter count");
+    sum.params = check.add(sum.params, r.params, all, "parameter bytes");
+    sum.grads = check.add(sum.grads, r.grads, all, "gradient bytes");
+    sum.optimizer = check.add(sum.optimizer, r.optimizer, all, "optimizer state bytes");
+    sum.activations = check.add(sum.activations, r.activations, all, "activation bytes");
+    sum.comm = check.add(sum.comm, r.comm, all, "communication bytes");
+    const char* total = "total bytes";
+    check.add(check.add(check.add(sum.params, sum.grads, all, total), sum.optimizer, all, total),
+              check.add(sum.activations, sum.comm, all, total), all, total);
   }
   return out;
 }

@@ -26,10 +26,18 @@ void TransformerConfig::validate() const {
                      " is not allowed for the GPipe-style "
                      "transformer (plain multi-head attention): it must equal --heads " +
                      std::to_string(heads));
+  // Llama's rotary embeddings rotate pairs of a head's columns (i, i + d/2). The GPipe style has
+  // none, but the CUDA attention moves every head between the token and the head-major layout
+  // one such pair per thread whatever the style (workloads/cuda/attention.cu, permute_heads), so
+  // an odd head dimension is refused for both: a spec must run on either backend.
   if (head_dim() % 2 != 0)
-    throw UsageError("--hidden " + std::to_string(hidden) + " / --heads " + std::to_string(heads) +
-                     " gives head dimension " + std::to_string(head_dim()) +
-                     "; rotary embeddings rotate pairs, so it must be even");
+    throw UsageError(
+        "--hidden " + std::to_string(hidden) + " / --heads " + std::to_string(heads) +
+        " gives head dimension " + std::to_string(head_dim()) + ", which must be even: " +
+        (style == TransformerStyle::kLlama
+             ? "rotary embeddings rotate pairs of a head's columns"
+             : "the CUDA attention moves each head's columns in pairs (GPipe-style layers have "
+               "no rotary embeddings, but share that kernel)"));
 }
 
 namespace {

@@ -219,6 +219,24 @@ class BadInput(unittest.TestCase):
             with self.subTest(args=args):
                 one_line_refusal(self, run("memory", *args), needle)
 
+    def test_an_activation_overflow_names_its_factors_and_flags(self):
+        # GPipe holds all 100000 micro-batches on each rank, each with a 30M-token sequence's
+        # attention probabilities: the peak is past 2^63 bytes, and the line says how.
+        line = one_line_refusal(self, run("memory", "-w", "transformer", "--seq", "30000000",
+                                          "-s", "gpipe", "-d", "2", "-n", "100000"),
+                                "activation peak")
+        for needle in ["rank 0's activation peak, about ", "overflows 64 bits",
+                       "up to 100000 micro-batches are in flight", "bytes; set by",
+                       "--seq 30000000", "--microbatch-size 1", "--schedule gpipe",
+                       "--microbatches 100000"]:
+            self.assertIn(needle, line)
+        # Parameter bytes: the count held and the bytes per parameter.
+        line = one_line_refusal(self, run("memory", "-w", "mlp", "--layers", "2", "--width",
+                                          "1000000000", "-s", "1f1b", "-d", "2", "-n", "2"),
+                                "overflow 64 bits")
+        self.assertIn("parameters held x", line)
+        self.assertIn("--width 1000000000", line)
+
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1])

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import unittest
 
-from cli_checks import one_line_refusal  # the directory of this script is on sys.path
+from cli_checks import address_space, one_line_refusal  # this script's directory is on sys.path
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 WL = ["--workload", "mlp", "--layers", "8", "--width", "64", "-b", "4"]
@@ -144,12 +144,45 @@ class SimulateWorkload(unittest.TestCase):
                 with self.subTest(needle=needle):
                     one_line_refusal(self, run(*SIM, "--device-profile", path), needle)
         one_line_refusal(self, run(*SIM, "--cost", "F=2"), "--cost")
+        # A number past double's range is the file's, named, not an internal error.
+        with tempfile.TemporaryDirectory() as d:
+            for number in ["1e400", "-1e400"]:
+                path = write(d, "inf.json", '{"peak_flops": %s}' % number)
+                line = one_line_refusal(self, run(*SIM, "--device-profile", path), path)
+                self.assertIn(number, line)
+                self.assertIn("double's range", line)
         one_line_refusal(self, run(*SIM, "--memory-limit-bytes", "lots"), "--memory-limit-bytes")
         one_line_refusal(self, run("simulate", "-s", "1f1b", "-d", "2", "-n", "4", "--layers", "4"),
                          "--layers needs --workload")
         one_line_refusal(self, run("simulate", "-s", "1f1b", "-d", "2", "-n", "4",
                                    "--device-profile", "x.json"),
                          "--device-profile needs --workload")
+
+    def test_only_a_bounded_regular_file_is_read(self):
+        # /dev/zero never ends and a directory is not a file: refused by kind before any read, so
+        # under a 512 MiB address space the refusal comes, not bad_alloc (exit 3).
+        with tempfile.TemporaryDirectory() as d:
+            for path in ["/dev/zero", d]:
+                with self.subTest(path=path):
+                    r = subprocess.run([PPBENCH, *SIM, "--device-profile", path],
+                                       capture_output=True, text=True, timeout=60,
+                                       preexec_fn=address_space(512 << 20))
+                    line = one_line_refusal(self, r, path)
+                    self.assertIn("not a regular file", line)
+            # 16 MiB is the bound: one byte past it is refused with both sizes, unread (sparse).
+            big = os.path.join(d, "big.json")
+            with open(big, "w") as f:
+                f.truncate((16 << 20) + 1)
+            line = one_line_refusal(self, run(*SIM, "--device-profile", big), big)
+            self.assertIn(str((16 << 20) + 1) + " bytes", line)
+            self.assertIn("at most 16777216 bytes", line)
+            # At the bound the file is read: a valid profile padded with spaces to 16 MiB.
+            text = json.dumps(RATES)
+            at = write(d, "at.json", text + " " * ((16 << 20) - len(text)))
+            self.assertEqual(os.path.getsize(at), 16 << 20)
+            r = run(*SIM, "--format", "json", "--device-profile", at)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["device_profile"]["name"], "slow-gpu")
 
 
 class EagerLimit(unittest.TestCase):

@@ -1,16 +1,20 @@
-// Fuzz target: a `--device-profile` file (harness/device_profile.h), any bytes.
+// Fuzz target: a `--device-profile` file (harness/device_profile.h), any bytes, taken the way
+// `ppbench simulate --device-profile` takes the text it read: parse_device_profile_text, the JSON
+// parse with exceptions and then parse_device_profile.
 //
 // What must hold for every input:
-//   - bytes that are not JSON are told apart without an exception (as read_device_profile does);
-//   - parse_device_profile refuses any JSON value it cannot use with UsageError and nothing else;
+//   - any bytes it cannot use (not JSON, a number past double's range, a JSON value that is no
+//     profile) are refused with UsageError and nothing else: any other exception escapes here
+//     and the fuzzer keeps the input as a crash;
 //   - a profile it accepts has finite, positive rates or per-stage times within the cost model's
 //     bounds, and describes itself for a report (to_json) without throwing.
+// (read_device_profile's own part, the file's kind and size bound, is tested in
+// tests/cli/test_simulate_workload_cli.py: the fuzzer hands over bytes, not files.)
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
-
-#include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/error.h"
 #include "harness/device_profile.h"
@@ -19,12 +23,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ppbench;
   using fuzz::fuzz_check;
-  const nlohmann::json j =
-      nlohmann::json::parse(data, data + size, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return 0;
   DeviceProfile p;
   try {
-    p = parse_device_profile(j, "fuzz.json");
+    p = parse_device_profile_text(std::string_view(reinterpret_cast<const char*>(data), size),
+                                  "fuzz.json");
   } catch (const UsageError&) {
     return 0;
   }

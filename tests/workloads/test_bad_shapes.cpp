@@ -35,6 +35,13 @@ TEST(BadShapes, Transformer) {
   expect_usage([&] { build(with([](auto& c) { c.kv_heads = 3; })); }, "--kv-heads 3");
   expect_usage([&] { build(with([](auto& c) { c.hidden = 60, c.heads = 4, c.kv_heads = 4; })); },
                "head dimension 15");
+  // Each style's own reason: Llama's rotary pairs; GPipe style has no rotary embeddings, and its
+  // odd head dimension is refused for the CUDA attention's pairwise head layout.
+  expect_usage([&] { build(with([](auto& c) { c.hidden = 60, c.heads = 4, c.kv_heads = 4; })); },
+               "rotary embeddings rotate pairs");
+  TransformerConfig gpt = transformer_preset("tiny-gpipe");
+  gpt.hidden = 60;
+  expect_usage([&] { build(gpt); }, "head dimension 15, which must be even: the CUDA attention");
   expect_usage([&] { build(with([](auto& c) { c.layers = 0; })); }, "--layers 0");
   expect_usage([&] { build(with([](auto& c) { c.hidden = -64; })); }, "--hidden -64");
   expect_usage([&] { build(with([](auto& c) { c.ffn = 0; })); }, "--ffn 0");

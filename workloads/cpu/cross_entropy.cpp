@@ -1,6 +1,7 @@
 #include "workloads/cpu/cross_entropy.h"
 
 #include <cmath>
+#include <string>
 
 #include "workloads/cpu/eigen_util.h"
 
@@ -23,6 +24,11 @@ T SoftmaxCrossEntropy<T>::forward(const Tensor<T>& logits, const std::vector<std
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int32_t t = targets[static_cast<std::size_t>(r)];
     check(t >= 0 && t < classes, "cross-entropy: target out of range");
+    // Kept as a value of T for the backward: a target T cannot hold exactly would move the gradient
+    // to another class (or, rounded up to `classes`, past the row). Callers refuse such class
+    // counts up front (harness/backends/cpu/model_builder.h); this keeps it from being silent.
+    if (static_cast<std::int64_t>(static_cast<T>(t)) != t)
+      check(false, "cross-entropy: target " + std::to_string(t) + " is not exact in this dtype");
     const T m = Z.row(r).maxCoeff();
     P.row(r) = (Z.row(r).array() - m).exp();
     const T sum = P.row(r).sum();

@@ -1,5 +1,9 @@
 #include "harness/backends/cpu/model_builder.h"
 
+#include <algorithm>
+#include <limits>
+#include <string>
+
 #include "core/error.h"
 #include "harness/backends/cpu/loss_head.h"
 #include "workloads/cpu/amoebanet_cells.h"
@@ -12,9 +16,57 @@
 
 namespace ppbench::cpu {
 
+namespace {
+
+template <typename T>
+constexpr const char* value_type_name() {
+  return std::numeric_limits<T>::digits == 24 ? "f32" : "f64";
+}
+
+}  // namespace
+
+template <typename T>
+std::int64_t largest_index_count() {
+  // Ids run 0 .. count - 1 and every integer up to 2^digits is exact in T, so count - 1 may
+  // reach 2^digits; past 2^31 the int32 targets and the data's uint32 draw bound it instead.
+  constexpr std::int64_t exact = (std::int64_t{1} << std::numeric_limits<T>::digits) + 1;
+  return std::min<std::int64_t>(exact, std::int64_t{1} << 31);
+}
+
+std::int64_t index_count(const WorkloadSpec& spec) {
+  if (spec.workload == "transformer") return spec.layers.front().attrs.at("vocab");
+  const auto& last = spec.layers.back().attrs;
+  return last.count("classes") ? last.at("classes") : last.at("out");
+}
+
+template <typename T>
+void require_exact_indices(const WorkloadSpec& spec) {
+  const bool tokens = spec.workload == "transformer";
+  const char* flag = tokens ? "--vocab" : "--classes";
+  const char* what = tokens ? "token ids and next-token targets" : "class targets";
+  const std::int64_t count = index_count(spec);
+  const std::int64_t most = largest_index_count<T>();
+  if (count <= most) return;
+  const std::string value = std::string(flag) + " " + std::to_string(count);
+  const std::string at_most = std::string(flag) + " may be at most " + std::to_string(most);
+  if (most > std::numeric_limits<std::int32_t>::max())
+    throw UsageError(value + " is too large for the CPU backend: it keeps " + what +
+                     " as int32, so " + at_most);
+  constexpr int digits = std::numeric_limits<T>::digits;
+  const bool f64_holds = count <= largest_index_count<double>();
+  throw UsageError(value + " is too large for the CPU backend at --dtype " + value_type_name<T>() +
+                   ": it stores " + what + " as " + value_type_name<T>() +
+                   " values, exact only up to " + std::to_string(std::int64_t{1} << digits) +
+                   " (2^" + std::to_string(digits) + "), so " + at_most +
+                   (f64_holds ? "; use --dtype f64" : ""));
+}
+
 template <typename T>
 PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t index,
                                         std::uint64_t seed) {
+  // Before the layer allocates: the single-device reference and the tests build layers before
+  // any data.
+  require_exact_indices<T>(spec);
   const LayerSpec& l = spec.layers[index];
   const std::uint64_t s = derive_seed(seed, index);
   const bool first = index == 0;
@@ -57,6 +109,8 @@ PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t in
 
 template <typename T>
 MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int index) {
+  // A run's first allocation is its data: refused here, before it, for ids T would round.
+  require_exact_indices<T>(spec);
   MicroBatch<T> mb;
   const DataKeys keys = data_keys(seed, index);
   Tensor<T> x(spec.input.shape);
@@ -87,6 +141,10 @@ MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int 
   return mb;
 }
 
+template std::int64_t largest_index_count<float>();
+template std::int64_t largest_index_count<double>();
+template void require_exact_indices<float>(const WorkloadSpec&);
+template void require_exact_indices<double>(const WorkloadSpec&);
 template PipelineLayerPtr<float> make_pipeline_layer<float>(const WorkloadSpec&, std::size_t,
                                                             std::uint64_t);
 template PipelineLayerPtr<double> make_pipeline_layer<double>(const WorkloadSpec&, std::size_t,

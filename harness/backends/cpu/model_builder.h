@@ -13,6 +13,20 @@
 
 namespace ppbench::cpu {
 
+// The CPU kernels keep token ids and class targets as values of T (workloads/cpu/tensor.h,
+// Saved): a float holds every integer only up to 2^24, so a larger --vocab or --classes would
+// train on rounded ids, silently. The most classes (or vocabulary entries) T keeps exact: 2^24 + 1
+// for float, and for double the int32 the targets are drawn as, 2^31.
+template <typename T>
+std::int64_t largest_index_count();
+// The spec's vocabulary (transformer) or class count (mlp, amoebanet): the ids run below it.
+std::int64_t index_count(const WorkloadSpec& spec);
+// UsageError naming --vocab or --classes, its value, the dtype and largest_index_count<T>()
+// when the spec's vocabulary or classes exceed it. make_pipeline_layer and make_microbatch call
+// it first, so that every CPU run refuses before it allocates.
+template <typename T>
+void require_exact_indices(const WorkloadSpec& spec);
+
 template <typename T>
 PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t index,
                                         std::uint64_t seed);
