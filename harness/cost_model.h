@@ -33,9 +33,9 @@ struct StageCost {
   bool rendezvous = false;
   double handshake = 0;
   // The producer's own time handing one output to another rank across this stage's boundaries,
-  // after the action (and any optimizer step after it): its rank is not free again until then,
-  // though the tensor is on its way from the action's end (LogP's sender overhead; 0 unless a
-  // measured step's replay or profile sets it).
+  // after the action (and before any optimizer step after it): its rank is not free again until
+  // then, though the tensor is on its way from the action's end (LogP's sender overhead; 0
+  // unless a measured step's replay or profile sets it).
   double send = 0;
 };
 

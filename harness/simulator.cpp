@@ -29,10 +29,11 @@ struct NoTransfers {};
 // start, and what running it records. `on_action(rank, position, action, start, end, send,
 // sends)` is called for every action (`sends` of its outputs cross ranks, costing its rank `send`
 // in all) and, unless it is NoTransfers, `on_transfer(producer rank, consumer rank, sent, arrived,
-// task)` for every input that crosses ranks. `after(rank, position, end)` returns when the rank
-// is done with the action: later than `end` where it runs other work right after it (an
-// optimizer step), which delays both the rank and what the action sends. The rank is free again
-// once it has also sent the action's outputs (StageCost::send).
+// task)` for every input that crosses ranks. An action's outputs leave as it ends; its rank then
+// spends StageCost::send sending them, and `after(rank, position, sent)` returns when the rank is
+// done with the action: later than `sent` where it runs other work after the sends (an optimizer
+// step, as both executors run a stage's update once its last backward's outputs are sent), which
+// delays the rank but not what the action sent.
 //
 // With `kRendezvous`, an input on a boundary whose hand-overs go by rendezvous is ready when it
 // has arrived (arrive(), as walk_with_rendezvous times it), not a fixed delay after its producer.
@@ -96,9 +97,11 @@ class ActionTiming {
     return ready;
   }
 
-  // When a run action's outputs leave its rank, and when the rank is free again.
+  // When a run action's outputs leave its rank, when the rank has sent them (and begins any
+  // update after the action), and when the rank is free again.
   struct Ran {
     double done;
+    double sent;
     double free;
   };
 
@@ -123,12 +126,12 @@ class ActionTiming {
       if (cost >= 0) sending += cost, ++sends;
     }
     on_action_(r, pos, a, start, finish, sending, sends);
-    const double done = after_(r, pos, finish);
     for (const Task& t : a.tasks()) {
-      if (t.op != Op::W) end_of(index_.row(t.stage, t.mb), TaskIndex::slot(t.op)) = done;
+      if (t.op != Op::W) end_of(index_.row(t.stage, t.mb), TaskIndex::slot(t.op)) = finish;
     }
-    free_at_[r] = done + sending;
-    return {done, done + sending};
+    const double sent = finish + sending;
+    free_at_[r] = after_(r, pos, sent);
+    return {finish, sent, free_at_[r]};
   }
 
   bool ran(const TaskIndex::Dep& d) const { return !std::isnan(end_of(d.row, d.slot)); }
@@ -247,13 +250,13 @@ std::vector<Stall> walk_on_shared_cores(const Schedule& s, Timing& timing, int c
 // Hand-overs by rendezvous (StageCost::rendezvous): when a tensor leaves depends on what its
 // producer's rank is doing when the receiver's answer reaches it, so the walk follows the step in
 // time order, one event at a time:
-//   announce  the producer's action has ended (with any update after it): the announcement
-//             reaches the consumer's rank one handshake later;
+//   announce  the producer's action has ended: the announcement reaches the consumer's rank one
+//             handshake later;
 //   ask       once announced, the consumer's rank free at the action that needs the tensor and
 //             that action's earlier inputs from other ranks in hand (the executor receives them
 //             one after another), it answers: the answer reaches the producer's rank one
 //             handshake later;
-//   ack       if that rank is inside an action (or an update) then, the tensor leaves when it
+//   ack       if that rank is inside an action or an update then, the tensor leaves when that
 //             ends, otherwise at once (sending an action's outputs, StageCost::send, the rank is
 //             inside MPI); it arrives `comm` later;
 //   arrive    the consumer's rank may start its action, as ActionTiming::inputs_ready says.
@@ -288,9 +291,11 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
   };
   std::vector<std::size_t> next(ranks, 0);
   std::vector<std::uint8_t> idle(ranks, 1);  // between actions
-  // Per rank, its current action's span with any update after it: an answer that comes then
-  // waits for its end. Its sends after it are MPI calls, so an answer then is served at once.
+  // Per rank, its current action's span and that of any update after the action's sends: an
+  // answer that comes in either waits for its end. The sends between them are MPI calls, so an
+  // answer then is served at once.
   std::vector<double> busy_from(ranks, 0), busy_until(ranks, 0);
+  std::vector<double> update_from(ranks, 0), update_until(ranks, 0);
   // Per output crossing by rendezvous: 1 announced, 2 asked for.
   LargeBuffer<std::uint8_t> state(index.rows() * 2, 0);
 
@@ -327,8 +332,10 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
     if (!timing.inputs_ready(r, a, start)) return;
     idle[r] = 0;
     busy_from[r] = start;
-    const auto [done, free] = timing.run(r, next[r], a, start);
+    const auto [done, sent, free] = timing.run(r, next[r], a, start);
     busy_until[r] = done;
+    update_from[r] = sent;
+    update_until[r] = free;
     ++next[r];
     schedule(free, kFree, r);
     for (const Task& t : a.tasks()) {
@@ -350,11 +357,17 @@ std::vector<Stall> walk_with_rendezvous(const Schedule& s, Timing& timing) {
     const Event e = events.top();
     events.pop();
     switch (e.kind) {
-      case kAck:
-        send(e.row, e.slot, e.from_stage,
-             !idle[e.rank] && busy_from[e.rank] <= e.time ? std::max(e.time, busy_until[e.rank])
-                                                          : e.time);
+      case kAck: {
+        double leaves = e.time;
+        if (!idle[e.rank] && busy_from[e.rank] <= e.time) {
+          if (e.time < busy_until[e.rank])
+            leaves = busy_until[e.rank];
+          else if (update_from[e.rank] <= e.time && e.time < update_until[e.rank])
+            leaves = update_until[e.rank];
+        }
+        send(e.row, e.slot, e.from_stage, leaves);
         break;
+      }
       case kAnnounce:
         state[e.row * 2 + e.slot] = 1;
         look(e.rank, e.time);

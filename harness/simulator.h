@@ -24,8 +24,9 @@
 namespace ppbench {
 
 // An optimizer step to replay (a measured run's UpdateEvent, replay.h): `rank` spends `duration`
-// right after the action at `position` in its order, before what that action produced leaves the
-// rank, as both executors run a stage's update between its last backward and the sends after it.
+// after the action at `position` in its order and the sends of that action's outputs, as both
+// executors run a stage's update once its last backward's outputs have left: it holds back the
+// rank's next action, not the ranks waiting for those outputs.
 struct OptimizerStep {
   int rank = 0;
   std::size_t position = 0;

@@ -382,9 +382,28 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
   };
   io.capturing = capturing;
 
+  // Stages whose last backward has been enqueued, their update not yet: it waits for the groups
+  // that send that backward's outputs, so that the sends are not queued behind the update's
+  // kernels (the rank upstream waits for the gradient, not for this rank's update). Enqueued
+  // before the next compute or a group that only receives, or at the end of the plan.
+  std::vector<int> due;
+  auto update_due = [&] {
+    for (int stage : due) {
+      NvtxRange update_range("update stage " + std::to_string(stage));
+      cudaEvent_t ub = events.next(), ue = events.next();
+      record_timing_event(ub, dev.compute, capturing);
+      const bool ran = stage_done_(r, stage);
+      record_timing_event(ue, dev.compute, capturing);
+      if (ran) walk.update_events.emplace_back(ub, ue), walk.update_stages.push_back(stage);
+    }
+    due.clear();
+  };
   const auto& steps = plan_->ranks[static_cast<std::size_t>(r)];
   for (std::size_t si = 0; si < steps.size(); ++si) {
     const P2PStep& step = steps[si];
+    if (!step.is_group || std::none_of(step.ops.begin(), step.ops.end(),
+                                       [](const P2POp& op) { return op.dir == P2POp::Dir::Send; }))
+      update_due();
     // Inside a capture nothing has run: sent tensors are all released after it.
     if (!capturing) transport_.reclaim(r, false);
     if (!step.is_group) {
@@ -403,15 +422,8 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
       walk.compute_actions.push_back(step.action);
       walk.memory.emplace_back(walk.compute_actions.size() - 1, stages_.saved_bytes(r, work));
       if (stage_done_)
-        for (const auto& [at, stage] : stage_ends_[static_cast<std::size_t>(r)]) {
-          if (at != si) continue;
-          NvtxRange update_range("update stage " + std::to_string(stage));
-          cudaEvent_t ub = events.next(), ue = events.next();
-          record_timing_event(ub, dev.compute, capturing);
-          const bool ran = stage_done_(r, stage);
-          record_timing_event(ue, dev.compute, capturing);
-          if (ran) walk.update_events.emplace_back(ub, ue), walk.update_stages.push_back(stage);
-        }
+        for (const auto& [at, stage] : stage_ends_[static_cast<std::size_t>(r)])
+          if (at == si) due.push_back(stage);
       continue;
     }
     std::vector<cuda::DTensor> tensors(step.ops.size());
@@ -440,6 +452,7 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
       if (step.ops[i].dir == P2POp::Dir::Recv)
         passes.put(message_name(step.ops[i].payload), std::move(tensors[i]));
   }
+  update_due();
   return true;
 }
 

@@ -3,12 +3,12 @@
 // handed over by the in-process transport, every action timed into the
 // common Trace, every rank's kept activations recorded by its arena.
 //
-// A rank that waits longer than the watchdog allows (a receive that never
-// arrives, a mailbox that never drains) stops the step with an error naming
-// the rank, the instruction and what it waits for; a workload that throws
-// stops it the same way, and so does a rank thread the system will not start.
-// The step never hangs. Threads, errors and the watchdog are the executors'
-// shared core (executor_core.h).
+// A rank that waits longer than the watchdog allows while no rank works (a
+// receive that never arrives, a mailbox that never drains: StepProgress) stops
+// the step with an error naming the rank, the instruction and what it waits
+// for; a workload that throws stops it the same way, and so does a rank thread
+// the system will not start. Threads, errors and the watchdog are the
+// executors' shared core (executor_core.h).
 //
 // The same walk runs one rank of a step whose other ranks live in other processes
 // (run_rank_step, over an MPI transport): then the step's clock is shared across processes and
@@ -31,6 +31,7 @@
 #include "harness/executor/mailbox.h"
 #include "harness/executor/rank_passes.h"
 #include "harness/executor/stage_work.h"
+#include "harness/executor/step_progress.h"
 #include "harness/executor/transport.h"
 #include "harness/trace.h"
 #include "schedules/deps.h"
@@ -49,8 +50,11 @@ struct StepRecord {
 
 // What data parallelism adds to one rank's walk (harness/mpi/gradient_allreduce.h).
 struct RankHooks {
-  std::function<void(int stage)> stage_done;  // after the last backward action of `stage`
-  std::function<void()> poll;                 // after every compute action
+  // After the last backward action of `stage` and the sends that follow it, before the rank's
+  // next receive or action: the rank hands its input gradient upstream first, so that an
+  // optimizer step here never holds back the ranks waiting for it.
+  std::function<void(int stage)> stage_done;
+  std::function<void()> poll;  // after every compute action
 };
 
 template <class Payload>
@@ -70,8 +74,8 @@ class CpuExecutor {
     options_.channel_capacity = resolve_channel_capacity(options.channel_capacity, s);
   }
 
-  // Per rank, what the walk calls after each stage's last backward and after every action (the
-  // optimizer step of `run --optimizer`); empty: nothing.
+  // Per rank, what the walk calls after each stage's last backward (and its sends) and after
+  // every action (the optimizer step of `run --optimizer`); empty: nothing.
   void set_hooks(std::vector<RankHooks> hooks) { hooks_ = std::move(hooks); }
 
   // Seconds on the current step's clock (for events the hooks record).
@@ -84,8 +88,9 @@ class CpuExecutor {
     const int ranks = schedule_.placement.ranks;
     const int cores = options_.cores > 0 ? options_.cores : available_cores();
     shared_cores_ = ranks > cores ? cores : 0;
+    StepProgress progress(ranks, watchdog_.patience());
     InProcessTransport<Message> transport(ranks, options_.channel_capacity,
-                                          options_.spin(shared_cores_ == 0));
+                                          options_.spin(shared_cores_ == 0), &progress);
     StepRecord record;
     record.trace.source = "cpu";
     record.trace.time_unit = "s";
@@ -110,7 +115,7 @@ class CpuExecutor {
           if (shared_cores_ == 0) tighten_timer_slack();  // its waits nap (mailbox.h)
           const ThreadCpuTimer cpu(shared_cores_ > 0);
           run_rank(r, transport, errors, record.arenas[r], compute[r], comm[r],
-                   hooks_.empty() ? nullptr : &hooks_[rank]);
+                   hooks_.empty() ? nullptr : &hooks_[rank], &progress);
           if (shared_cores_ > 0) record.trace.rank_cpu[rank] = cpu.seconds();
         },
         [&] { t0_ = Clock::now(); });
@@ -174,19 +179,60 @@ class CpuExecutor {
     });
   }
 
+  // What `progress` learns of one rank: it works from here to the end of its walk, except
+  // inside `waiting`.
+  class Working {
+   public:
+    explicit Working(StepProgress* progress) : progress_(progress) {}
+    ~Working() {
+      if (progress_ != nullptr) progress_->stops();
+    }
+    Working(const Working&) = delete;
+    Working& operator=(const Working&) = delete;
+    template <class Wait>
+    WaitResult waiting(Wait wait) {
+      if (progress_ == nullptr) return wait();
+      progress_->stops();
+      struct Resumes {
+        StepProgress* progress;
+        ~Resumes() { progress->resumes(); }
+      } resumes{progress_};  // also where the wait throws: the walk's end stops it once
+      return wait();
+    }
+
+   private:
+    StepProgress* progress_;
+  };
+
   // Rank r's lowered program in order; a failure is recorded in `errors` (the first one
-  // aborts the transport, and every other rank then returns at its next wait).
+  // aborts the transport, and every other rank then returns at its next wait). `progress`: the
+  // step's, where every rank runs in this process.
   void run_rank(int r, Transport<Message>& transport, StepErrors& errors, ActivationArena& arena,
                 std::vector<ComputeEvent>& compute, std::vector<CommEvent>& comm,
-                const RankHooks* hooks = nullptr) {
+                const RankHooks* hooks = nullptr, StepProgress* progress = nullptr) {
+    Working working(progress);
     const Placement& p = schedule_.placement;
     StageWork<Payload>& work = *work_[r];
     RankPasses<Payload> passes(work, p);
     const auto& prog = program_.ranks[r];
     std::vector<std::pair<std::size_t, int>> stage_ends;
     if (hooks != nullptr && hooks->stage_done) stage_ends = last_backwards(r);
+    // Stages whose last backward has run, their stage_done not called yet: it waits for the
+    // sends after that action (lower.h puts them right after it), so that the gradient leaves
+    // before the update runs.
+    std::vector<int> done;
+    done.reserve(stage_ends.size());
+    auto finish_stages = [&] {
+      if (done.empty()) return;
+      for (int stage : done) hooks->stage_done(stage);
+      done.clear();
+      // The rank was outside the transport for a while: let what it sent move on (MPI
+      // progresses only inside calls, and the next action may come without one).
+      transport.progress();
+    };
     for (std::size_t i = 0; i < prog.size(); ++i) {
       const Instr& in = prog[i];
+      if (in.kind != Instr::Kind::Send) finish_stages();
       if (in.kind == Instr::Kind::Compute) {
         // Where ranks share cores the wall time also holds other ranks' slices: the CPU time
         // is what the replay on those cores needs (a syscall each, so only there).
@@ -206,7 +252,7 @@ class CpuExecutor {
         transport.progress();
         if (hooks != nullptr) {
           for (const auto& [at, stage] : stage_ends)
-            if (at == i) hooks->stage_done(stage);
+            if (at == i) done.push_back(stage);
           if (hooks->poll) hooks->poll();
         }
         continue;
@@ -219,7 +265,8 @@ class CpuExecutor {
         Message e{passes.take(name), now()};
         e.bytes = message_bytes(e.payload);
         const double begin = e.sent_at;
-        result = transport.send(r, in.peer, name, std::move(e), watchdog_.deadline());
+        result = working.waiting(
+            [&] { return transport.send(r, in.peer, name, std::move(e), watchdog_.deadline()); });
         // Sends follow the action whose outputs they carry (lower.h): the rank's last event.
         if (result == WaitResult::kDone && room && !compute.empty()) {
           compute.back().send += now() - begin;
@@ -228,7 +275,8 @@ class CpuExecutor {
       } else {
         Message e;
         const double posted = now();
-        result = transport.receive(in.peer, r, name, e, watchdog_.deadline());
+        result = working.waiting(
+            [&] { return transport.receive(in.peer, r, name, e, watchdog_.deadline()); });
         if (result == WaitResult::kDone) {
           // The hand-over latency: from when both sides were ready to
           // when the tensor was in hand, not the receiver's own lateness.
@@ -246,6 +294,7 @@ class CpuExecutor {
                                   ? "the mailbox to rank " + std::to_string(in.peer) + " stays full"
                                   : "nothing arrives from rank " + std::to_string(in.peer)));
     }
+    finish_stages();
   }
 
   const Schedule& schedule_;

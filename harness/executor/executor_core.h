@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
@@ -25,7 +26,9 @@ struct ExecutorOptions {
   // Messages one (src, dst) mailbox holds; 0: as many as `run` gives the schedule by default
   // (resolve_channel_capacity).
   int channel_capacity = 0;
-  double watchdog_seconds = 60;  // longest a rank may wait on the transport
+  // How long a rank may wait on the transport; on CPU threads, how long every rank may have
+  // waited (StepProgress).
+  double watchdog_seconds = 60;
   // How long a waiting rank spins before it naps between looks (mailbox.h), used only when
   // every rank has a hardware thread of its own (spinning on a shared core only delays the
   // thread it waits for).
@@ -48,7 +51,7 @@ struct ExecutorOptions {
 
 // Why a step stopped.
 enum class StepFailure {
-  kWatchdog,     // a rank waited longer than the watchdog allows
+  kWatchdog,     // a rank waited longer than the watchdog allows (CPU threads: no rank working)
   kWork,         // a pass, a transfer or a device call failed on a rank
   kCapture,      // capturing the step as CUDA graphs failed
   kOutOfMemory,  // a rank ran out of host or device memory: the machine's limit
@@ -69,25 +72,23 @@ class ExecutionError : public std::runtime_error {
 
 // The first failure of a step, from any rank's thread. Recording it calls `abort` once, which
 // must make every blocked wait of the other ranks return at once (they then stop quietly).
+// Recording never throws, not even where memory has run out (it is called from catch handlers
+// on the rank threads, where an exception would end the process): a message that cannot be
+// copied is kept, cut to kFixedText - 1 characters, in a buffer of its own, and `abort` is
+// called whatever happens to the text.
 class StepErrors {
  public:
+  static constexpr std::size_t kFixedText = 256;
+
   explicit StepErrors(std::function<void()> abort) : abort_(std::move(abort)) {}
 
   // What rank r threw: "rank r: <what>", of kind kOutOfMemory where memory ran out
   // (std::bad_alloc, ppbench::OutOfMemory), kEnvironment where the machine failed under it (any
   // other ppbench::EnvironmentError: an MPI or NCCL call, say), else kWork.
-  void fail(int rank, const std::exception& e);
+  void fail(int rank, const std::exception& e) noexcept;
 
-  void fail(StepFailure kind, int rank, const std::string& message) {
-    {
-      std::lock_guard lock(mutex_);
-      if (failed_) return;
-      failed_ = true;
-      kind_ = kind;
-      rank_ = rank;
-      message_ = message;
-    }
-    if (abort_) abort_();
+  void fail(StepFailure kind, int rank, const std::string& message) noexcept {
+    record(kind, rank, &message, message.c_str());
   }
   bool failed() const {
     std::lock_guard lock(mutex_);
@@ -97,6 +98,7 @@ class StepErrors {
     std::lock_guard lock(mutex_);
     failed_ = false;
     message_.clear();
+    fixed_[0] = '\0';
   }
   // Throws the first failure, `context` prefixed to its message: as an ExecutionError, or as
   // ppbench::OutOfMemory where memory ran out and ppbench::EnvironmentError where the machine
@@ -104,19 +106,27 @@ class StepErrors {
   void rethrow(const std::string& context = "") const;
 
  private:
+  // Keeps the first failure: a copy of `message`, or `fallback` (cut to fit fixed_) where there
+  // is none or copying it runs out of memory; then aborts.
+  void record(StepFailure kind, int rank, const std::string* message,
+              const char* fallback) noexcept;
+
   std::function<void()> abort_;
   mutable std::mutex mutex_;
   bool failed_ = false;
   StepFailure kind_ = StepFailure::kWork;
   int rank_ = -1;
   std::string message_;
+  char fixed_[kFixedText] = {};  // the message where it could not be copied; "" when none
 };
 
 // Runs body(r) for every rank on a thread of its own, releasing them together (after
 // `on_release`, e.g. to take the step's time origin), and joins them. A body that throws fails
 // the step on its rank. A thread the system refuses to start (a limit on threads or on memory
-// for stacks) is a ppbench::EnvironmentError: the threads already started are released at once
-// with the step failed, so they return without work and nothing waits forever.
+// for stacks) is a ppbench::EnvironmentError; anything else that fails before the release (an
+// allocation for a thread, `on_release`) is rethrown as it is. Either way the threads already
+// started are released at once with the step failed, so they return without work and nothing
+// waits forever.
 void run_rank_threads(int ranks, StepErrors& errors, const std::function<void(int)>& body,
                       const std::function<void()>& on_release = {});
 

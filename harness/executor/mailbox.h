@@ -14,6 +14,10 @@
 // on the mailbox's version counter, then naps and looks again: no sender ever
 // wakes anyone. Ranks that share cores sleep until woken, as the wake-up hands
 // them the core.
+//
+// With the step's StepProgress (step_progress.h), a wait past its deadline goes on while some
+// rank of the step works or worked within the watchdog's patience: it gives up only where every
+// rank has been waiting that long.
 #pragma once
 
 #include <algorithm>
@@ -29,6 +33,7 @@
 #include <vector>
 
 #include "harness/executor/naps.h"
+#include "harness/executor/step_progress.h"
 #include "harness/executor/transport.h"
 
 namespace ppbench {
@@ -39,9 +44,11 @@ class Mailbox {
   using Clock = std::chrono::steady_clock;
 
   // `spin`: how long a waiter polls before it naps between looks (zero: it sleeps on the
-  // condition variable until a sender or receiver wakes it).
-  explicit Mailbox(int capacity, std::chrono::microseconds spin = std::chrono::microseconds(0))
-      : capacity_(capacity), spin_(spin) {}
+  // condition variable until a sender or receiver wakes it). `progress`: the step's, which may
+  // put a passed deadline off (none: a deadline is final).
+  explicit Mailbox(int capacity, std::chrono::microseconds spin = std::chrono::microseconds(0),
+                   const StepProgress* progress = nullptr)
+      : capacity_(capacity), spin_(spin), progress_(progress) {}
 
   WaitResult send(std::uint64_t name, Payload payload, Clock::time_point deadline) {
     std::unique_lock lock(mutex_);
@@ -92,20 +99,25 @@ class Mailbox {
   }
 
  private:
-  // Waits, `lock` held on entry and on return, until `ready()` or the deadline (false then).
+  // Waits, `lock` held on entry and on return, until `ready()` or the deadline, as put_off moves
+  // it (false then).
   // A waiter with a core of its own (spin_ > 0) never sleeps on the condition variable: it
   // spins, then naps and looks again, so that the thread it waits for hands over without a
   // wake-up call (a futex syscall of 10-15 us on a VM, paid by the sender, which is usually
   // the busy rank). Ranks sharing cores sleep until woken: the wake-up hands them the core.
   template <class Ready>
   bool wait_until(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Ready ready) {
-    if (spin_.count() == 0) return changed_.wait_until(lock, deadline, ready);
+    if (spin_.count() == 0) {
+      while (!changed_.wait_until(lock, deadline, ready))
+        if (!put_off(deadline, Clock::now())) return false;
+      return true;
+    }
     const auto spin_until = Clock::now() + spin_;
     Naps naps(Naps::kOwnCore);
     for (;;) {
       if (ready()) return true;
       const auto now = Clock::now();
-      if (now >= deadline) return false;
+      if (now >= deadline && !put_off(deadline, now)) return false;
       const std::uint64_t seen = version_.load(std::memory_order_acquire);
       lock.unlock();
       if (now < spin_until) {
@@ -117,6 +129,13 @@ class Mailbox {
       lock.lock();
     }
   }
+  // `deadline` has passed at `now`: moves it on where the step's ranks are getting on (false:
+  // they are not, the wait gives up).
+  bool put_off(Clock::time_point& deadline, Clock::time_point now) const {
+    if (progress_ == nullptr) return false;
+    deadline = progress_->extended(deadline, now);
+    return deadline > now;
+  }
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -125,6 +144,7 @@ class Mailbox {
   std::chrono::microseconds spin_;
   std::atomic<std::uint64_t> version_{0};
   bool aborted_ = false;
+  const StepProgress* progress_;
 };
 
 // All mailboxes of a step; mailbox(src, dst) carries src's sends to dst.
@@ -134,13 +154,14 @@ class InProcessTransport final : public Transport<Payload> {
   using Clock = std::chrono::steady_clock;
 
   InProcessTransport(int ranks, int capacity,
-                     std::chrono::microseconds spin = std::chrono::microseconds(0))
+                     std::chrono::microseconds spin = std::chrono::microseconds(0),
+                     const StepProgress* progress = nullptr)
       : ranks_(ranks),
         in_flight_(static_cast<std::size_t>(ranks)),
         peak_(static_cast<std::size_t>(ranks), 0) {
     boxes_.reserve(static_cast<std::size_t>(ranks) * ranks);
     for (int i = 0; i < ranks * ranks; ++i)
-      boxes_.push_back(std::make_unique<Mailbox<Payload>>(capacity, spin));
+      boxes_.push_back(std::make_unique<Mailbox<Payload>>(capacity, spin, progress));
   }
   Mailbox<Payload>& mailbox(int src, int dst) {
     return *boxes_[static_cast<std::size_t>(src) * ranks_ + dst];

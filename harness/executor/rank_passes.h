@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -22,21 +24,36 @@ inline std::uint64_t message_name(const Task& t) {
          grad;
 }
 
+// The task a message name stands for, as the receiver knows it (a backward is "B").
+inline Task message_task(std::uint64_t name) {
+  return {name & 1 ? Op::B : Op::F, static_cast<int>(name >> 33),
+          static_cast<int>((name >> 1) & 0xffffffffu)};
+}
+
 template <class Payload>
 class RankPasses {
  public:
   RankPasses(StageWork<Payload>& work, const Placement& placement) : work_(work), p_(placement) {}
 
-  // The tensor of message `name`, handed over (empty if none is held).
+  // The tensor of message `name`, handed over. Throws std::logic_error where none is held: the
+  // lowered program sends or consumes what nothing produced or received (a lowering bug; the
+  // executors prefix the rank).
   Payload take(std::uint64_t name) {
     auto it = ready_.find(name);
-    if (it == ready_.end()) return Payload{};
+    if (it == ready_.end())
+      throw std::logic_error("no tensor of " + to_string(message_task(name)) +
+                             " is held here to send or use (a lowering bug)");
     Payload out = std::move(it->second);
     ready_.erase(it);
     return out;
   }
-  // A received tensor, or one produced here for a stage on this rank.
-  void put(std::uint64_t name, Payload x) { ready_.emplace(name, std::move(x)); }
+  // A received tensor, or one produced here for a stage on this rank. Throws std::logic_error
+  // where one of that name is held already (a lowering bug: it arrived or was produced twice).
+  void put(std::uint64_t name, Payload x) {
+    if (!ready_.emplace(name, std::move(x)).second)
+      throw std::logic_error("a second tensor of " + to_string(message_task(name)) +
+                             " arrived while the first is held (a lowering bug)");
+  }
 
   void run(const Task& t) {
     switch (t.op) {

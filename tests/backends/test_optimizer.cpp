@@ -3,6 +3,7 @@
 // and two training steps of every schedule equal two steps on one device (the second step's
 // loss and gradients, which depend on the first step's update), with the loss changing; and
 // what a run holds in memory against the memory model.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -173,6 +174,37 @@ TEST(Optimizer, TwoAdamWStepsOfEveryScheduleMatchOneDevice) {
 }
 TEST(Optimizer, TwoSgdStepsOfEveryScheduleMatchOneDevice) {
   expect_two_steps_match(OptimizerOptions::Kind::kSgd);
+}
+
+// In a run's trace, rank 1's update of stage 1 begins after its last backward's gradient has been
+// sent to rank 0: the update no longer holds that hand-over back. Both times are on the step's
+// clock. Rank 0's comm event starts when the gradient was sent wherever rank 0 was already
+// waiting for it (not `queued`), which in GPipe with one micro-batch it nearly always is (it has
+// nothing else to do); a run where it was not says nothing about the send, so the test looks at
+// up to five runs for one. (tests/executor/test_cpu_executor.cpp checks the walk's order itself,
+// for 1F1B too.)
+TEST(Optimizer, AStagesUpdateBeginsAfterItsLastBackwardsGradientIsSent) {
+  const WorkloadSpec spec = small_pipeline_mlp(DType::kF64);
+  const Task gradient_of{Op::B, 1, 0};  // rank 1's only backward
+  int seen = 0;
+  for (int run = 0; run < 5 && seen == 0; ++run) {
+    RunOptions o;
+    o.schedule = {"gpipe", 2, 1};
+    o.steps = 1;
+    o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
+    const Trace t = run_cpu(spec, o).trace;
+    const auto update = std::find_if(t.updates.begin(), t.updates.end(),
+                                     [](const UpdateEvent& u) { return u.rank == 1; });
+    const auto gradient = std::find_if(t.comm.begin(), t.comm.end(), [&](const CommEvent& c) {
+      return c.src_rank == 1 && c.task == gradient_of;
+    });
+    ASSERT_NE(update, t.updates.end());
+    ASSERT_NE(gradient, t.comm.end());
+    if (gradient->queued) continue;
+    ++seen;
+    EXPECT_LE(gradient->start, update->start);
+  }
+  EXPECT_EQ(seen, 1) << "rank 0 never waited for the gradient";
 }
 
 }  // namespace

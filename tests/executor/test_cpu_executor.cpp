@@ -6,12 +6,16 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -308,6 +312,150 @@ TEST(CpuExecutor, WatchdogTurnsAStuckRankIntoAnError) {
   const ToyModel model = ToyModel::make(2, 4);
   const ToyRun run = run_toy(s, model, {.channel_capacity = 4});
   EXPECT_NEAR(run.grads[0], model.reference_grads()[0], 1e-15);
+}
+
+// A rank whose forwards each take three times the watchdog's patience: the rank waiting for it
+// is not stuck, and the step runs to its end (rank 1's first receive waits that long, which alone
+// used to fail the step). No time is asserted, only that the step does not fail; what it relies
+// on is a thread whose message has come running within the patience, 0.1 s.
+class SlowForwardRank : public ToyRank {
+ public:
+  using ToyRank::ToyRank;
+  double forward(int stage, int mb, double input) override {
+    if (stage == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return ToyRank::forward(stage, mb, input);
+  }
+};
+
+TEST(CpuExecutor, TheWatchdogSparesARankWaitingOnAWorkingPeer) {
+  const Schedule s = generate({"1f1b", 2, 2});
+  const ToyModel model = ToyModel::make(2, 2);
+  std::vector<SlowForwardRank> ranks;
+  for (int r = 0; r < 2; ++r) ranks.emplace_back(model, s.placement, r);
+  std::vector<StageWork<double>*> work;
+  for (auto& r : ranks) work.push_back(&r);
+  for (const int cores : {2, 1}) {  // waiters that spin and nap, and waiters that sleep
+    for (auto& r : ranks) r.grads.clear();
+    CpuExecutor<double> executor(s, work, {.watchdog_seconds = 0.1, .cores = cores});
+    EXPECT_NO_THROW(executor.run_step()) << cores << " cores";
+    const auto expected = model.reference_grads();
+    EXPECT_NEAR(ranks[0].grads[0], expected[0], 1e-15);
+    EXPECT_NEAR(ranks[1].grads[1], expected[1], 1e-15);
+  }
+}
+
+// The watchdog's rule, by the clock it is given: a wait past its deadline goes on while some rank
+// works, or stopped working less than a patience ago; it gives up once every rank has waited (or
+// finished) for a whole patience.
+TEST(StepProgress, AWaitGivesUpOnlyWhenNoRankWorkedForAWholePatience) {
+  using Clock = StepProgress::Clock;
+  using std::chrono::seconds;
+  const Clock::time_point t0{};
+  StepProgress progress(2, seconds(10), t0);
+  progress.stops(t0 + seconds(1));  // rank 1 waits; rank 0 works on
+  // Rank 1's deadline passes while rank 0 works: put off by a patience.
+  EXPECT_EQ(progress.extended(t0 + seconds(11), t0 + seconds(11)), t0 + seconds(21));
+  progress.stops(t0 + seconds(15));  // rank 0 waits too
+  // Both wait: a patience after the last one stopped, no sooner than the deadline it had.
+  EXPECT_EQ(progress.extended(t0 + seconds(21), t0 + seconds(21)), t0 + seconds(25));
+  EXPECT_EQ(progress.extended(t0 + seconds(30), t0 + seconds(30)), t0 + seconds(30));
+  // No rank has worked since 15: at 25 the wait gives up (its deadline is not later than now).
+  EXPECT_LE(progress.extended(t0 + seconds(25), t0 + seconds(25)), t0 + seconds(25));
+  progress.resumes();  // a message came after all
+  EXPECT_EQ(progress.extended(t0 + seconds(25), t0 + seconds(26)), t0 + seconds(36));
+}
+
+// What the walk tells the hooks of a stage, and when it sends, in the order it does them: each
+// rank's walk in a thread of its own over one transport, as the processes of an MPI run do.
+TEST(CpuExecutor, AStagesUpdateRunsAfterItsLastBackwardsGradientIsSent) {
+  using Message = Envelope<double>;
+  // Logs each rank's sends as they begin.
+  class LoggingTransport final : public Transport<Message> {
+   public:
+    LoggingTransport(int ranks, std::vector<std::vector<std::string>>& log)
+        : inner_(ranks, 4), log_(log) {}
+    WaitResult send(int src, int dst, std::uint64_t name, Message message,
+                    Clock::time_point deadline) override {
+      log_[static_cast<std::size_t>(src)].push_back("send " + to_string(message_task(name)));
+      return inner_.send(src, dst, name, std::move(message), deadline);
+    }
+    WaitResult receive(int src, int dst, std::uint64_t name, Message& out,
+                       Clock::time_point deadline) override {
+      return inner_.receive(src, dst, name, out, deadline);
+    }
+    void abort() override { inner_.abort(); }
+
+   private:
+    InProcessTransport<Message> inner_;
+    std::vector<std::vector<std::string>>& log_;
+  };
+
+  for (const char* family : {"gpipe", "1f1b"}) {
+    const Schedule s = generate({family, 2, 3});
+    const ToyModel model = ToyModel::make(2, 3);
+    std::vector<std::vector<std::string>> log(2);
+    LoggingTransport transport(2, log);
+    std::vector<ToyRank> ranks;
+    for (int r = 0; r < 2; ++r) ranks.emplace_back(model, s.placement, r);
+    // One executor per rank, each holding only its own rank's work, as a process does.
+    std::vector<std::unique_ptr<CpuExecutor<double>>> executors;
+    std::vector<RankHooks> hooks(2);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<StageWork<double>*> work(2, nullptr);
+      work[static_cast<std::size_t>(r)] = &ranks[static_cast<std::size_t>(r)];
+      executors.push_back(std::make_unique<CpuExecutor<double>>(s, work, ExecutorOptions{}));
+      hooks[static_cast<std::size_t>(r)].stage_done = [&log, r](int stage) {
+        log[static_cast<std::size_t>(r)].push_back("update " + std::to_string(stage));
+      };
+    }
+    const auto origin = std::chrono::steady_clock::now();
+    StepErrors errors({});
+    run_rank_threads(2, errors, [&](int r) {
+      executors[static_cast<std::size_t>(r)]->run_rank_step(r, transport, origin, 0,
+                                                            hooks[static_cast<std::size_t>(r)]);
+    });
+    ASSERT_NO_THROW(errors.rethrow()) << family;
+
+    // Rank 1's last backward, B1.m, sends its gradient to rank 0 before stage 1 is updated, and
+    // the update comes once, before the rank's next receive (here: none, the end of its walk).
+    const auto& last = s.ranks[1].back();
+    ASSERT_EQ(last.task.op, Op::B) << family;
+    const std::vector<std::string> tail = {"send " + to_string(last.task), "update 1"};
+    ASSERT_GE(log[1].size(), 2u) << family;
+    EXPECT_EQ(std::vector<std::string>(log[1].end() - 2, log[1].end()), tail) << family;
+    // Rank 0 sends no gradient: its update follows its last backward.
+    EXPECT_EQ(log[0].back(), "update 0") << family;
+    EXPECT_EQ(std::count(log[0].begin(), log[0].end(), "update 0"), 1) << family;
+    const auto expected = model.reference_grads();
+    EXPECT_NEAR(ranks[0].grads[0], expected[0], 1e-15) << family;
+    EXPECT_NEAR(ranks[1].grads[1], expected[1], 1e-15) << family;
+  }
+}
+
+// A lowering bug (a tensor used or sent that nothing produced, one produced twice) is one clear
+// error naming the message, not an empty tensor or one silently dropped.
+TEST(RankPasses, AMissingOrDuplicateTensorIsALoweringBug) {
+  const Schedule s = generate({"1f1b", 2, 2});
+  const ToyModel model = ToyModel::make(2, 2);
+  ToyRank rank(model, s.placement, 1);
+  RankPasses<double> passes(rank, s.placement);
+  const std::uint64_t f00 = message_name({Op::F, 0, 0});
+  try {
+    passes.run({Op::F, 1, 0});  // F1.0 needs F0.0, never received
+    ADD_FAILURE() << "expected a logic error";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("F0.0"), std::string::npos) << e.what();
+  }
+  passes.put(f00, 0.5);
+  try {
+    passes.put(f00, 0.25);
+    ADD_FAILURE() << "expected a logic error";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("a second tensor of F0.0"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(passes.take(f00), 0.5);  // the first one is kept
+  EXPECT_THROW(passes.take(f00), std::logic_error);
+  EXPECT_THROW(passes.take(message_name({Op::B, 1, 1})), std::logic_error);
 }
 
 TEST(CpuExecutor, AFailingRankStopsTheStepWithItsMessage) {

@@ -98,10 +98,11 @@ TEST(Simulator, ASenderIsFreeOnlyAfterItsSendCallsButItsTensorsLeaveAtOnce) {
   EXPECT_DOUBLE_EQ(simulate_uniform({"1f1b", 1, 2}, c).metrics.makespan, 6.0);
 }
 
-TEST(Simulator, AnOptimizerStepDelaysItsRankAndWhatTheActionSends) {
-  // The case above with a step of 1 on rank 1 right after B1.0 (position 1), [4.5, 5.5]:
+TEST(Simulator, AnOptimizerStepDelaysItsRankButNotWhatTheActionSends) {
+  // The case above with a step of 1 on rank 1 after B1.0 (position 1), [4.5, 5.5]:
   // rank 1: F1.0 [1.5,2.5] B1.0 [2.5,4.5] update [4.5,5.5] F1.1 [5.5,6.5] B1.1 [6.5,8.5]
-  // rank 0: B0.0 waits for B1.0's gradient, sent after the update: 5.5 + 0.5 = 6 -> [6,8];
+  // rank 0: B0.0 waits for B1.0's gradient, which left as B1.0 ended: 4.5 + 0.5 = 5 -> [5,7]
+  //         (it waited for the update too, [6,8], when the update came before the send);
   //         B0.1 waits for B1.1: 8.5 + 0.5 = 9 -> [9,11].
   Schedule s = generate({"1f1b", 2, 2});
   validate(s);
@@ -114,7 +115,7 @@ TEST(Simulator, AnOptimizerStepDelaysItsRankAndWhatTheActionSends) {
   EXPECT_DOUBLE_EQ(t.updates[0].start, 4.5);
   EXPECT_DOUBLE_EQ(t.updates[0].end, 5.5);
   const auto& e = t.compute;
-  EXPECT_DOUBLE_EQ(e[2].start, 6.0);  // B0.0
+  EXPECT_DOUBLE_EQ(e[2].start, 5.0);  // B0.0
   EXPECT_DOUBLE_EQ(e[3].start, 9.0);  // B0.1
   EXPECT_DOUBLE_EQ(e[6].start, 5.5);  // F1.1
   EXPECT_DOUBLE_EQ(e[7].end, 8.5);    // B1.1
@@ -122,6 +123,17 @@ TEST(Simulator, AnOptimizerStepDelaysItsRankAndWhatTheActionSends) {
   EXPECT_DOUBLE_EQ(m.makespan, 11.0);
   EXPECT_DOUBLE_EQ(m.ranks[1].busy, 7.0);  // six of compute and the step
   EXPECT_DOUBLE_EQ(m.ranks[0].busy, 6.0);
+
+  // With a sender's cost of 0.25 an output: the update follows B1.0's send, [4.75, 5.75], and the
+  // gradient still leaves at 4.5. Rank 0's forwards each send too: F0.1 [1.25,2.25].
+  StageCost c = stage_cost(1, 1, 1, 0.5);
+  c.send = 0.25;
+  const Trace u = simulate(s, CostModel::uniform(2, c), o);
+  ASSERT_EQ(u.updates.size(), 1u);
+  EXPECT_DOUBLE_EQ(u.updates[0].start, 4.75);
+  EXPECT_DOUBLE_EQ(u.updates[0].end, 5.75);
+  EXPECT_DOUBLE_EQ(u.compute[2].start, 5.0);   // B0.0
+  EXPECT_DOUBLE_EQ(u.compute[6].start, 5.75);  // F1.1, after the update
 }
 
 TEST(Simulator, AnOptimizerStepOutsideTheOrderIsRefused) {
