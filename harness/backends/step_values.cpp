@@ -125,9 +125,10 @@ nlohmann::json check_json(const GradientComparison& c, double tolerance, double 
   if (!c.mismatch.empty()) j["mismatch"] = c.mismatch;
   if (spread)
     j["reference_spread"] = {
-        {"gradients", spread->gradients},       {"loss", spread->loss},
-        {"perturbation", spread->relative},     {"runs", kPerturbedReferenceRuns},
-        {"gradient_tolerance", grad_tolerance}, {"loss_tolerance", loss_tolerance}};
+        {"gradients", spread->gradients},   {"loss", spread->loss},
+        {"perturbation", spread->relative}, {"runs", kPerturbedReferenceRuns},
+        {"precision", spread->precision},   {"gradient_tolerance", grad_tolerance},
+        {"loss_tolerance", loss_tolerance}};
   return j;
 }
 
@@ -147,7 +148,9 @@ std::string check_failure(const nlohmann::json& record) {
     tolerance += ", or " + c["reference_spread"]["gradient_tolerance"].dump() +
                  " for gradients and " + c["reference_spread"]["loss_tolerance"].dump() +
                  " for the loss (" + std::to_string(static_cast<int>(kReferenceSpreadFactor)) +
-                 "x how far the reference moves under one rounding)";
+                 "x how far the single-device step in " +
+                 c["reference_spread"].value("precision", std::string("f64")) +
+                 ", started one rounding away, lands from the reference)";
   return "--check failed: largest relative gradient error " + c["max_rel_error"].dump() + " in " +
          c["worst_tensor"].get<std::string>() + ", loss error " + c["loss_rel_error"].dump() +
          ", tolerance " + tolerance + " (against " + c["reference"].get<std::string>() + ")";

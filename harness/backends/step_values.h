@@ -61,11 +61,16 @@ std::string grad_tensor_name(const WorkloadSpec& spec, int layer, int k, const s
 // meaningful).
 inline constexpr double kGradientScaleFloor = 0.1;
 
-// Where a step misses its tolerance, how far the reference itself moves: it is computed
-// kPerturbedReferenceRuns more times from a start perturbed by one rounding of the run's dtype,
-// and the step is held to max(tolerance, kReferenceSpreadFactor x the largest such error). The
-// factor leaves room for what the perturbation leaves out: a real run rounds every intermediate
-// too, not only its start.
+// Where a step misses its tolerance, how far a correct step in the run's precision lands from the
+// reference: the single-device step is computed kPerturbedReferenceRuns more times in the run's
+// own precision where the CPU has it (f32, f64; float64 for bf16), each from a start perturbed by
+// one rounding of the run's dtype, and the step is held to max(tolerance, kReferenceSpreadFactor x
+// the largest error of those against the reference) (measure_reference_spread,
+// harness/backends/cpu/reference_step.h). Computing them in the run's precision matters: a
+// float64 step perturbed at its start shows how far the start's rounding moves the step, not
+// what rounding every intermediate does, which is all a gradient that cancels (BatchNorm's, below
+// a layer that normalises it again) carries. The factor leaves room for the run's own summation
+// order, which two samples do not bound.
 inline constexpr int kPerturbedReferenceRuns = 2;
 inline constexpr double kReferenceSpreadFactor = 4;
 // However far the reference moves, the spread widens a tolerance to at most this: a result off
@@ -79,6 +84,7 @@ inline double widened_tolerance(double tolerance, double spread) {
 struct ReferenceSpread {
   double gradients = 0, loss = 0;  // the largest relative errors of the perturbed references
   double relative = 0;             // the perturbation: the dtype's unit roundoff
+  std::string precision = "f64";   // what the perturbed references were computed in
 };
 struct GradientComparison {
   double max_rel_error = 0;
@@ -140,7 +146,7 @@ void summarize_gradients_on_host(const WorkloadSpec& spec,
 }
 
 // The `--check` tolerance of a dtype: f64 1e-10, f32 1e-4, bf16 2e-2 (max relative error per
-// tensor against a float64 or same-dtype single-device step).
+// tensor against a float64 or same-dtype single-device step), before the spread widens it.
 double check_tolerance(DType dtype);
 
 // The message of a failed --check, or "" (the record's "check" object says why).

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "harness/backends/cpu/part_optimizer.h"
 #include "harness/backends/cpu/pipeline_rank.h"
+#include "harness/backends/cpu/reference_step.h"
 #include "harness/backends/run_loop.h"
 #include "harness/backends/run_record.h"
 #include "harness/executor/cpu_executor.h"
@@ -84,9 +85,10 @@ class CpuRun {
   }
 
  private:
-  // One optimizer per model part over every copy of it; each rank updates a stage right
-  // after the stage's last backward. A part with two copies (on two ranks) is updated once both
-  // copies are done, by the rank that finishes second, from their summed gradients.
+  // One optimizer per model part over every copy of it; each rank updates a stage after the
+  // stage's last backward has sent its input gradient on (RankHooks::stage_done). A part with two
+  // copies (on two ranks) is updated once both copies are done, by the rank that finishes second,
+  // from their summed gradients.
   void set_up_optimizer(const Placement& p, const OptimizerOptions& o) {
     std::vector<std::vector<std::vector<cpu::Param<T>*>>> copies(static_cast<std::size_t>(parts_));
     part_of_.assign(static_cast<std::size_t>(p.stages()), -1);
@@ -199,21 +201,7 @@ nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int micr
 ReferenceSpread reference_spread(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
                                  int steps, const OptimizerOptions& optimizer,
                                  const StepValues& reference) {
-  ReferenceSpread spread{.relative = unit_roundoff(spec.dtype)};
-  for (int k = 0; k < kPerturbedReferenceRuns; ++k) {
-    const StepValues moved =
-        single_device_step(spec, microbatches, seed, steps, optimizer,
-                           {spread.relative, seed + 1 + static_cast<std::uint64_t>(k)});
-    const GradientComparison m = compare_gradients(moved.tensors, reference.tensors);
-    // A perturbed reference that broke (NaN) says nothing about rounding: it must not widen
-    // the tolerance.
-    if (std::isfinite(m.max_rel_error))
-      spread.gradients = std::max(spread.gradients, m.max_rel_error);
-    const double loss =
-        std::abs(moved.loss - reference.loss) / std::max(std::abs(reference.loss), 1e-300);
-    if (std::isfinite(loss)) spread.loss = std::max(spread.loss, loss);
-  }
-  return spread;
+  return measure_reference_spread(spec, microbatches, seed, steps, optimizer, reference);
 }
 
 std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, int microbatches,
@@ -236,59 +224,8 @@ std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, in
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
                               int steps, const OptimizerOptions& optimizer,
                               const ReferencePerturbation& perturbation) {
-  using T = double;
-  std::vector<cpu::PipelineLayerPtr<T>> layers;
-  for (std::size_t l = 0; l < spec.layers.size(); ++l)
-    layers.push_back(cpu::make_pipeline_layer<T>(spec, l, seed));
-  std::vector<cpu::Param<T>*> all_params;
-  for (auto& layer : layers)
-    for (cpu::Param<T>* p : layer->params()) all_params.push_back(p);
-  // The perturbation's streams: 0, 1, ... the parameters in model order, 2^32 + m the inputs of
-  // micro-batch m.
-  const bool perturbed = perturbation.relative != 0;
-  if (perturbed)
-    for (std::size_t k = 0; k < all_params.size(); ++k)
-      perturb_values(all_params[k]->value.data, all_params[k]->value.data.data(),
-                     perturbation.relative, perturbation.seed, k);
-  std::optional<cpu::PartOptimizer<T>> opt;
-  if (optimizer.enabled())
-    opt.emplace(optimizer, std::vector<std::vector<cpu::Param<T>*>>{all_params});
-  StepValues out;
-  for (int step = 0; step < steps; ++step) {
-    if (step > 0) {
-      if (opt) opt->step();
-      for (cpu::Param<T>* p : all_params) std::fill(p->grad.data.begin(), p->grad.data.end(), T(0));
-    }
-    out.loss = 0;
-    for (int m = 0; m < microbatches; ++m) {
-      cpu::MicroBatch<T> d = cpu::make_microbatch<T>(spec, seed, m);
-      if (perturbed && spec.workload != "transformer")  // a transformer reads token ids
-        for (cpu::Tensor<T>& x : d.inputs)
-          perturb_values(x.data, x.data.data(), perturbation.relative, perturbation.seed,
-                         (std::uint64_t{1} << 32) + static_cast<std::uint64_t>(m));
-      const cpu::MicroBatchData<T> md{&d.inputs, &d.targets, T(1) / static_cast<T>(microbatches)};
-      std::vector<cpu::Saved<T>> saved(layers.size());
-      cpu::Tensors<T> x;
-      for (std::size_t l = 0; l < layers.size(); ++l)
-        x = layers[l]->forward(std::move(x), saved[l], md);
-      out.loss += x.front().data.front() / microbatches;
-      for (std::size_t l = layers.size(); l-- > 0;) {
-        x = layers[l]->backward_input(std::move(x), saved[l], md);
-        layers[l]->backward_weight(saved[l]);
-      }
-    }
-  }
-  // One part holding every layer: the reference has no stages.
-  StageParams<cpu::Param<T>> all;
-  for (std::size_t l = 0; l < layers.size(); ++l)
-    all.layers.emplace_back(static_cast<int>(l), layers[l]->params());
-  const std::vector<std::vector<StageParams<cpu::Param<T>>>> one_rank = {{all}};
-  summarize_gradients_on_host(
-      spec, one_rank, 1, true, out,
-      [](const StageParams<cpu::Param<T>>&, const cpu::Param<T>* p, std::vector<double>& sum) {
-        sum.assign(p->grad.data.begin(), p->grad.data.end());
-      });
-  return out;
+  return cpu::single_device_step_in<double>(spec, microbatches, seed, steps, optimizer,
+                                            perturbation);
 }
 
 }  // namespace ppbench

@@ -2,9 +2,9 @@
 // schedule, on CPU threads, with the measured and the predicted metrics.
 //
 // A step is forward and backward of N micro-batches with gradients accumulated, then, with
-// an optimizer (RunOptions::optimizer), each stage's parameters updated right after its last
-// backward: a step's loss and gradients must equal those of the same number of steps on a
-// single device.
+// an optimizer (RunOptions::optimizer), each stage's parameters updated after its last backward
+// (once that backward's gradient is sent on): a step's loss and gradients must equal those of the
+// same number of steps on a single device.
 #pragma once
 
 #include <cstdint>
@@ -36,22 +36,24 @@ struct ReferencePerturbation {
 // layers, then backward (I then W) in reverse, gradients accumulated. Keeps every
 // gradient tensor (it is the reference the others are compared with). With `steps` > 1, the
 // optimizer updates the parameters after each step but the last, whose loss and gradients are
-// returned.
+// returned. (cpu::single_device_step_in<double>, harness/backends/cpu/reference_step.h.)
 StepValues single_device_step(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
                               int steps = 1, const OptimizerOptions& optimizer = {},
                               const ReferencePerturbation& perturbation = {});
 
-// How far one rounding of the working precision moves the float64 single-device step: that step
-// (`reference`, as single_device_step gives it) against kPerturbedReferenceRuns copies whose
-// starts are perturbed by unit_roundoff(spec.dtype). What check_json allows for.
+// How far a correct step in the run's precision lands from the float64 single-device step
+// (`reference`, as single_device_step gives it): kPerturbedReferenceRuns steps computed in the
+// run's own precision where the CPU has it (f32, f64; float64 for bf16), from starts perturbed by
+// unit_roundoff(spec.dtype), against it (measure_reference_spread, reference_step.h). What
+// check_json allows for.
 ReferenceSpread reference_spread(const WorkloadSpec& spec, int microbatches, std::uint64_t seed,
                                  int steps, const OptimizerOptions& optimizer,
                                  const StepValues& reference);
 
 // The same, for a backend whose reference is a step of its own (the CUDA backend's one-device
 // GPU step, which shares the run's kernels and so cannot show how far rounding moves it): the
-// float64 step and its perturbed copies on the CPU, one micro-batch at a time. Nothing, with
-// `why` saying so, where they would need more than `budget_bytes`.
+// float64 step and its perturbed copies (f32 for an f32 run) on the CPU, one micro-batch at a
+// time. Nothing, with `why` saying so, where they would need more than `budget_bytes`.
 std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, int microbatches,
                                                     std::uint64_t seed, int steps,
                                                     const OptimizerOptions& optimizer,
@@ -60,11 +62,12 @@ std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, in
 // run --check on the CPU backends (threads and processes): `got`, the last of o.warmup + o.steps
 // steps over `microbatches` micro-batches, against the same steps on one device in float64,
 // described as `reference`. Where it misses the dtype's default tolerance (not one the user
-// gave), the reference is computed again from
-// starts perturbed by one rounding of the run's dtype, and the check allows for how far that moves
-// it (check_json's spread): a model whose own steps move by more than the tolerance under one
+// gave), the single-device step is computed again in the run's precision from starts perturbed by
+// one rounding of the run's dtype, and the check allows for how far those land from the reference
+// (check_json's spread): a model whose own steps move by more than the tolerance under one
 // rounding, such as AmoebaNet with BatchNorm over 2 or 4 values per channel after a few optimizer
-// steps, cannot be held tighter by any correct pipeline whose summation order differs.
+// steps, or whose gradients cancel below f32's rounding, such as AmoebaNet in f32 with one image
+// per micro-batch (reference_step.h), cannot be held tighter by any correct run.
 nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int microbatches,
                          const StepValues& got, const std::string& reference);
 
