@@ -3,18 +3,28 @@
 no test was written (docs/testing.md, "Exploring runs").
 
 Each case draws a schedule family with D, N and chunks, a small workload (an MLP, a tiny Llama or
-GPT, a small AmoebaNet) and its shape, the micro-batch size, optimizer, --recompute, channel
-capacity, partition and step count, and runs `ppbench run --dtype f64 --check --format json`.
-With --edit it first edits the generated order (adjacent swaps, moves, a B split into I and W)
-and runs the edit as a schedule file: a sound order must compute the same step as any other.
-With --mpirun every pipeline rank is a process, and two data-parallel replicas may join; both
-together run edited orders across processes. --nodes (with --mpirun) spreads the processes over
-two nodes emulated here (scripts/mpi-local-agent.sh), by slot or round-robin, the second node
-under its own hostname with its clock 1000 s ahead where Linux namespaces are allowed. What must
-hold:
+GPT, a small AmoebaNet) and its shape, the micro-batch size, the seed, the optimizer with its
+learning rate and weight decay, --recompute, channel capacity, the partition (uniform, or layer
+counts per stage: now and then counts that do not fit, which must be refused) and step count, and
+runs `ppbench run --dtype f64|f32 --check --format json` (the check at the program's tolerance
+for the dtype). Half the threaded cases also write --results and --profile-out. With --edit it
+first edits the generated order (adjacent swaps, moves, a B split into I and W) and runs the edit
+as a schedule file: a sound order must compute the same step as any other. With --mpirun every
+pipeline rank is a process, and two data-parallel replicas may join; both together run edited
+orders across processes. --nodes (with --mpirun) spreads the processes over two nodes emulated
+here (scripts/mpi-local-agent.sh), by slot or round-robin, the second node under its own
+hostname with its clock 1000 s ahead where Linux namespaces are allowed. A threaded run's
+address space is capped (--memory-cap GiB). What must hold:
 
   - exit 0: the check passed, and on every rank the measured parameters, gradients, optimizer
     states and activations equal `ppbench memory`'s model, the bytes in flight at most its bound;
+  - exit 0, also: --results holds the record of stdout, one line; --profile-out the run's
+    stages (its layer counts); `ppbench simulate` of the same point (family or file, D, N,
+    workload, partition, dtype, with the run's --profile-out as its costs where there is one)
+    runs, and names the same schedule: family, D, N, actions, chunks, stages and layer counts,
+    and the same activation peak per rank as the run's memory model (not with --recompute,
+    which simulate does not model, for zb-1p and zb-2p, which it plans again for its own costs,
+    or with replicas);
   - across processes, also: the job's step under a minute, and every hand-over in the trace no
     shorter than minus its two processes' clock uncertainties (it starts on the sender's clock
     and ends on the receiver's, both shifted onto process 0's);
@@ -22,8 +32,8 @@ hold:
     refuses, such as 1F1B with N < D, or an edit that breaks a dependency);
   - anything else (exit 1 or 3, a signal, a case past --timeout) is a finding.
 
-  scripts/explore_runs.py PPBENCH [--cases N] [--seed S] [--timeout SECONDS] [--edit]
-                          [--mpirun [--nodes]]
+  scripts/explore_runs.py PPBENCH [--cases N] [--seed S] [--timeout SECONDS]
+                          [--memory-cap GIB] [--edit] [--mpirun [--nodes]]
 
 Prints each finding with its command line and a summary; exits 1 if there was one, 2 for bad
 arguments.
@@ -41,13 +51,15 @@ import tempfile
 from types import SimpleNamespace
 
 from emulated_nodes import mpirun_options, namespaces_allowed, write_hostfile
-from fuzz_cli import case_parser, program_of
+from fuzz_cli import address_space, case_parser, program_of
 from script_cli import run
 
 FAMILIES = ["naive", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "interleaved-zb",
             "chimera", "chimera-doubling", "zb-h1", "zb-h2", "zb-v", "zb-1p", "zb-2p", "v-half",
             "v-min", "dualpipe", "dualpipev"]
 CHUNKED = {"interleaved-1f1b", "looped-bfs", "interleaved-zb"}
+V_SHAPED = {"zb-v", "v-half", "v-min", "dualpipev"}
+PLANNED = {"zb-1p", "zb-2p"}  # ordered for the costs they are given
 MEASURED_AS_MODELLED = ("params", "grads", "optimizer", "activations")
 MPIRUN = ["mpirun", "--oversubscribe"]
 MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -56,23 +68,52 @@ NODES = ("explore-node-a", "explore-node-b")
 AHEAD_S = 1000
 
 
-def workload(rng: random.Random) -> list[str]:
-    """Flags of a small workload: every step takes milliseconds, every stage at least a layer."""
+def workload(rng: random.Random) -> tuple[list[str], int]:
+    """Flags of a small workload, and its layers as --partition counts them (an MLP's
+    --layers; a transformer's decoder layers and its embedding and head; AmoebaNet's normal
+    cells and its stem, reductions and classifier): every step takes milliseconds."""
     kind = rng.choice(["mlp", "llama", "gpt", "amoebanet"])
     if kind == "mlp":
-        return ["-w", "mlp", "--layers", str(rng.randint(2, 30)), "--width",
-                str(rng.choice([4, 8, 16])), "--classes", str(rng.randint(2, 5))]
+        layers = rng.randint(2, 30)
+        return ["-w", "mlp", "--layers", str(layers), "--width", str(rng.choice([4, 8, 16, 32])),
+                "--classes", str(rng.randint(2, 5))], layers
     if kind == "amoebanet":
-        return ["-w", "amoebanet", "--layers", str(rng.choice([3, 6])), "--filters",
-                str(rng.choice([8, 16])), "--image-size", str(rng.choice([32, 64])), "--classes",
-                str(rng.randint(1, 4))]
+        layers = rng.choice([3, 6])
+        return ["-w", "amoebanet", "--layers", str(layers), "--filters", str(rng.choice([8, 16])),
+                "--image-size", str(rng.choice([32, 64])), "--classes",
+                str(rng.randint(1, 4))], layers + 6
     preset = "tiny-llama" if kind == "llama" else "tiny-gpipe"
-    flags = ["-w", "transformer", "--preset", preset, "--layers", str(rng.randint(1, 12)),
+    layers = rng.randint(1, 12)
+    flags = ["-w", "transformer", "--preset", preset, "--layers", str(layers),
              "--seq", str(rng.randint(1, 9))]
     if kind == "llama":
         flags += ["--hidden", "16", "--heads", "2", "--kv-heads", str(rng.choice([1, 2])),
-                  "--ffn", "24", "--vocab", "32"]
-    return flags
+                  "--ffn", "24", "--vocab", str(rng.choice([32, 50, 256]))]
+    return flags, layers + 2
+
+
+def stages_per_chain(family: str, devices: int, chunks: int) -> int:
+    """How many stages --partition shares the layers out to (docs/schedules.md's layouts)."""
+    if family in CHUNKED:
+        return devices * chunks
+    if family in V_SHAPED:
+        return 2 * devices
+    return devices
+
+
+def partition_flags(rng: random.Random, stages: int, layers: int) -> list[str]:
+    """--partition drawn or left at its default: uniform, or layer counts per stage (now and
+    then a list that does not fit, which must be refused)."""
+    draw = rng.random()
+    if draw < 0.2:
+        return ["--partition", "uniform"]
+    if draw < 0.45 and layers >= stages:
+        cuts = sorted(rng.sample(range(1, layers), stages - 1))
+        counts = [b - a for a, b in zip([0] + cuts, cuts + [layers])]
+        if rng.random() < 0.1:
+            counts[rng.randrange(stages)] += rng.choice([-1, 1])
+        return ["--partition", ",".join(map(str, counts))]
+    return []
 
 
 def order_flags(rng: random.Random, family: str) -> list[str]:
@@ -86,18 +127,25 @@ def order_flags(rng: random.Random, family: str) -> list[str]:
 
 
 def run_flags(rng: random.Random, processes: bool) -> list[str]:
-    """The run's own options, each drawn or left at its default."""
+    """The run's own options, each drawn or left at its default: the seed, the optimizer and its
+    learning rate and weight decay, --recompute, the channel capacity, the steps."""
     flags: list[str] = []
     if rng.random() < 0.5:
         flags += ["-b", str(rng.randint(1, 3))]
     if rng.random() < 0.5:
-        flags += ["--optimizer", rng.choice(["none", "sgd", "adamw"])]
+        flags += ["--seed", str(rng.choice([0, 1, 7, 2**32 + 5, 2**64 - 1,
+                                            rng.randrange(2**64)]))]
+    optimizer = rng.choice(["none", "sgd", "adamw", None])
+    if optimizer:
+        flags += ["--optimizer", optimizer]
+    if optimizer != "none" and rng.random() < 0.4:
+        flags += ["--lr", rng.choice(["1e-4", "0.01", "0.1", "1"])]
+    if optimizer in ("adamw", None) and rng.random() < 0.3:
+        flags += ["--weight-decay", rng.choice(["0", "0.1", "1"])]
     if rng.random() < 0.3:
         flags.append("--recompute")
     if rng.random() < 0.4:
         flags += ["--channel-capacity", str(rng.randint(1, 4))]
-    if rng.random() < 0.3:
-        flags += ["--partition", "uniform"]
     if rng.random() < 0.3:
         flags += ["--steps", str(rng.randint(1, 3))]
     if not processes and rng.random() < 0.2:
@@ -133,33 +181,40 @@ def draw_case(rng: random.Random, edit: bool, mpirun: bool, nodes: bool = False)
         -> SimpleNamespace:
     """One case: the ppbench argv (after the program), the launcher's processes (0: none), with
     `nodes` how they are mapped onto the two nodes, and with `edit` the `show` argv of the order
-    to edit first (the run then reads the file)."""
+    to edit first (the run then reads the file). Threaded cases also write --results and
+    --profile-out (`outputs`)."""
     family = rng.choice(FAMILIES)
     map_by = rng.choice(["slot", "node"]) if mpirun and nodes else None
-    check = ["--dtype", "f64", "--check", "--format", "json", "--watchdog", "30"]
+    dtype = rng.choice(["f64", "f32"])
+    check = ["--dtype", dtype, "--check", "--format", "json", "--watchdog", "30"]
+    flags, layers = workload(rng)
     if mpirun:
-        pp = rng.choice([1, 2, 2, 3, 4])
-        dp = rng.choice([1, 1, 2]) if pp <= 2 else 1
-        dp = 2 if pp * dp == 1 else dp
+        devices = rng.choice([1, 2, 2, 3, 4])
+        dp = rng.choice([1, 1, 2]) if devices <= 2 else 1
+        dp = 2 if devices * dp == 1 else dp
         order = ["-s", family, "-n", str(rng.randint(1, 10)), *order_flags(rng, family)]
-        launch = ["--pp", str(pp), "--dp", str(dp)]
+        launch = ["--pp", str(devices), "--dp", str(dp)]
         if dp > 1 and rng.random() < 0.3:
             launch.append("--dp-overlap")
-        rest = [*launch, *workload(rng), *run_flags(rng, True), *check]
-        processes = pp * dp
-        order_devices = ["-d", str(pp)]
+        processes = devices * dp
+        order_devices = ["-d", str(devices)]
     else:
-        order = ["-s", family, "-d", str(rng.randint(1, 6)), "-n", str(rng.randint(1, 14)),
+        devices = rng.randint(1, 6)
+        order = ["-s", family, "-d", str(devices), "-n", str(rng.randint(1, 14)),
                  *order_flags(rng, family)]
-        rest = [*workload(rng), *run_flags(rng, False), *check]
+        launch = []
         processes = 0
         order_devices = []
+    chunks = int(order[order.index("-v") + 1]) if "-v" in order else 2
+    partition = partition_flags(rng, stages_per_chain(family, devices, chunks), layers)
+    rest = [*launch, *flags, *run_flags(rng, bool(mpirun)), *partition, *check]
+    outputs = not mpirun and rng.random() < 0.5
     if edit:
         return SimpleNamespace(argv=["run", *rest], processes=processes, map_by=map_by,
                                show=["show", *order, *order_devices],
-                               edit_seed=rng.randrange(2**32))
+                               edit_seed=rng.randrange(2**32), outputs=outputs)
     return SimpleNamespace(argv=["run", *order, *rest], processes=processes, map_by=map_by,
-                           show=None)
+                           show=None, outputs=outputs)
 
 
 def judge_timeline(record: dict, trace: dict | None) -> str | None:
@@ -212,11 +267,102 @@ def judge(code: int, stdout: str, stderr: str, mpirun: bool = False,
     return judge_timeline(record, trace) if mpirun else None
 
 
+# The run's options that simulate takes as they are (the point, the workload, its partition).
+SIMULATE_TAKES = {"-s", "-d", "-n", "-v", "--memory-limit", "--pp", "--dp", "-w", "--layers",
+                  "--width", "--classes", "--filters", "--image-size", "--preset", "--seq",
+                  "--hidden", "--heads", "--kv-heads", "--ffn", "--vocab", "-b", "--dtype",
+                  "--partition", "--schedule-file"}
+SAME_IN_SIMULATE = ("schedule", "devices", "microbatches", "actions", "chunks", "stages")
+
+
+def simulate_argv(run_argv: list[str], profile: str | None = None) -> list[str]:
+    """`ppbench simulate` of the run's point: its schedule (or file), D, N, workload and
+    partition, with the costs of the run's --profile-out where there is one."""
+    argv = ["simulate"]
+    for i, a in enumerate(run_argv):
+        if a in SIMULATE_TAKES and i + 1 < len(run_argv):
+            argv += [a, run_argv[i + 1]]
+        elif a == "--dp-overlap":
+            argv.append(a)
+    if profile:
+        argv += ["--device-profile", profile]
+    return argv + ["--format", "json"]
+
+
+def judge_outputs(record: dict, results: str, profile: dict) -> str | None:
+    """The run's --results file (its text) holds the record of stdout, one line; its
+    --profile-out, the run's stages."""
+    lines = results.splitlines()
+    if len(lines) != 1 or json.loads(lines[0]) != record:
+        return f"--results holds {len(lines)} line(s), not the record on stdout"
+    counts = record["partition"]["layer_counts"]
+    if profile.get("kind") != "measured" or profile.get("layer_counts") != counts or \
+            len(profile.get("stages", [])) != len(counts):
+        return (f"--profile-out holds layer counts {profile.get('layer_counts')} and "
+                f"{len(profile.get('stages', []))} stages, the run {counts}")
+    return None
+
+
+def judge_simulation(record: dict, sim: dict, recompute: bool) -> str | None:
+    """The run's record and `simulate` of the same point name one schedule: the same family, D,
+    N, actions, chunks, stages and partition, and the same activation peak on every rank
+    (save where simulate's order or memory may differ: --recompute, which simulate does not
+    model; zb-1p and zb-2p, which it plans again for its own costs; replicas)."""
+    for key in SAME_IN_SIMULATE:
+        if record.get(key) != sim.get(key):
+            return f"run says {key} {record.get(key)}, simulate {sim.get(key)}"
+    if record["partition"]["layer_counts"] != sim["partition"]["layer_counts"]:
+        return (f"run's partition {record['partition']['layer_counts']}, simulate's "
+                f"{sim['partition']['layer_counts']}")
+    if not recompute and "data_parallel" not in record and record["schedule"] not in PLANNED:
+        run_peaks = [r["model"]["activations"] for r in record["memory"]["ranks"]]
+        sim_peaks = [r["peak_bytes"] for r in sim["activation_memory"]["ranks"]]
+        if run_peaks != sim_peaks:
+            return f"activation peaks per rank: run's model {run_peaks}, simulate {sim_peaks}"
+    return None
+
+
+def cross_check(ppbench: str, argv: list[str], stdout: str, tmp: str, timeout: float,
+                outputs: bool) -> str | None:
+    """What a run that exited 0 broke beyond its record: its output files, or `simulate` of
+    the same point (refused, or another schedule)."""
+    try:
+        record = json.loads(stdout)
+    except json.JSONDecodeError:
+        return None  # judge says it
+    profile = None
+    if outputs:
+        try:
+            with open(os.path.join(tmp, "results.jsonl")) as f:
+                results = f.read()
+            profile = os.path.join(tmp, "profile.json")
+            with open(profile) as f:
+                why = judge_outputs(record, results, json.load(f))
+        except (OSError, ValueError) as e:
+            why = f"an output file is missing or not JSON ({e})"
+        if why:
+            return why
+    command = [ppbench, *simulate_argv(argv, profile)]
+    try:
+        sim = subprocess.run(command, capture_output=True, text=True, errors="replace",
+                             timeout=timeout, cwd=tmp, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"simulate of the same point ran past {timeout:g} s: {shlex.join(command)}"
+    if sim.returncode != 0:
+        return (f"simulate of the same point exits {sim.returncode}: {shlex.join(command)}: "
+                f"{sim.stderr.strip()[-300:]}")
+    try:
+        return judge_simulation(record, json.loads(sim.stdout), "--recompute" in argv)
+    except (ValueError, KeyError, TypeError) as e:
+        return f"simulate's record is not what it should be ({e!r})"
+
+
 def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str,
-             skew: bool = False):
-    """(command line, exit code, stdout, stderr, trace or None) of one case; None where the
-    schedule to edit was refused (nothing to explore there); exit code None past `timeout`.
-    `skew`: the second emulated node under its own hostname, its clock ahead."""
+             skew: bool = False, cap_bytes: int = 0):
+    """(command line, exit code, stdout, stderr, trace or None, what a cross-check found or
+    None) of one case; None where the schedule to edit was refused (nothing to explore there);
+    exit code None past `timeout`. `skew`: the second emulated node under its own hostname,
+    its clock ahead. `cap_bytes`: the address space of a threaded run (0: no cap)."""
     argv = list(case.argv)
     if case.show is not None:
         shown = subprocess.run([ppbench, *case.show], capture_output=True, text=True,
@@ -228,10 +374,15 @@ def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str,
             f.write(edit_order(random.Random(case.edit_seed), shown.stdout))
         argv = ["run", "--schedule-file", path, *argv[1:]]
     trace_path = os.path.join(tmp, "trace.json")
-    if os.path.exists(trace_path):
-        os.remove(trace_path)
+    for name in ("trace.json", "results.jsonl", "profile.json"):
+        if os.path.exists(os.path.join(tmp, name)):
+            os.remove(os.path.join(tmp, name))
+    if getattr(case, "outputs", False):
+        argv += ["--results", os.path.join(tmp, "results.jsonl"), "--profile-out",
+                 os.path.join(tmp, "profile.json")]
     command = [ppbench, *argv]
     env = None
+    limit = address_space(cap_bytes) if cap_bytes and not case.processes else None
     if case.processes:
         command = [*MPIRUN, "-np", str(case.processes), *command, "--trace-out", trace_path]
         env = {**os.environ, **MPIRUN_ENV}
@@ -243,14 +394,19 @@ def run_case(ppbench: str, case: SimpleNamespace, timeout: float, tmp: str,
             env.update(PPBENCH_AGENT_HOSTNAMES="1", PPBENCH_AGENT_CLOCKS=f"{NODES[1]}={AHEAD_S}")
     try:
         r = subprocess.run(command, capture_output=True, text=True, errors="replace",
-                           timeout=timeout, cwd=tmp, env=env, stdin=subprocess.DEVNULL)
+                           timeout=timeout, cwd=tmp, env=env, stdin=subprocess.DEVNULL,
+                           preexec_fn=limit)
     except subprocess.TimeoutExpired:
-        return command, None, "", "", None
+        return command, None, "", "", None, None
     trace = None
     if r.returncode == 0 and os.path.exists(trace_path):
         with open(trace_path) as f:
             trace = json.load(f)
-    return command, r.returncode, r.stdout, r.stderr, trace
+    extra = None
+    if r.returncode == 0:
+        extra = cross_check(ppbench, argv, r.stdout, tmp, timeout,
+                            getattr(case, "outputs", False))
+    return command, r.returncode, r.stdout, r.stderr, trace, extra
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,14 +431,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(a.cases):
             ran = run_case(ppbench, draw_case(rng, a.edit, a.mpirun, a.nodes), a.timeout, tmp,
-                           skew)
+                           skew, int(a.memory_cap * 2**30))
             if ran is None:
                 codes["not drawn"] = codes.get("not drawn", 0) + 1
                 continue
-            command, code, out, err, trace = ran
+            command, code, out, err, trace, extra = ran
             codes[str(code)] = codes.get(str(code), 0) + 1
             why = (f"past {a.timeout:g} s" if code is None
-                   else judge(code, out, err, a.mpirun, trace))
+                   else judge(code, out, err, a.mpirun, trace) or extra)
             if why:
                 findings += 1
                 print(f"FINDING ({why}): {shlex.join(command)}\n  {err.strip()[-400:]}",
