@@ -120,6 +120,13 @@ inline std::string quoted(std::string_view s) {
   if (s.size() > kMax) out += "... (" + std::to_string(s.size()) + " bytes)";
   return out;
 }
+// Text from outside (a file name) made safe to print and to put in JSON: the same escapes as
+// quoted, without the quotes or the cut; what was not UTF-8 becomes \xNN.
+inline std::string printable(std::string_view s) {
+  std::string out;
+  detail::append_escaped(out, s, false);
+  return out;
+}
 // Exact matches for strings, so that argument-dependent lookup never prefers std::quoted
 // (<iomanip>, a template) over this one.
 inline std::string quoted(const std::string& s) { return quoted(std::string_view(s)); }

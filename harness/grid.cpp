@@ -38,9 +38,15 @@ std::string render_grid(const Trace& trace, const Placement& placement) {
     width = std::max(width, label(e.action, with_stage).size());
   }
   std::vector<std::vector<std::string>> rows(trace.ranks, std::vector<std::string>(end, "."));
-  for (const auto& e : trace.compute)
+  for (const auto& e : trace.compute) {
+    // A cost below the rounding tolerance would leave its action without a cell, unseen.
+    if (e.end > e.start && whole_unit(e.end) == whole_unit(e.start))
+      throw UsageError("--format grid needs whole-unit costs (" + label(e.action, with_stage) +
+                       " lasts " + std::to_string(e.end - e.start) +
+                       ", which has no cell); use integer --cost values and --comm");
     for (long t = whole_unit(e.start); t < whole_unit(e.end); ++t)
       rows[e.rank][t] = label(e.action, with_stage);
+  }
 
   std::string out = "time    ";
   for (long t = 0; t < end; ++t) {

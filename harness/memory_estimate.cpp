@@ -1,5 +1,7 @@
 #include "harness/memory_estimate.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -88,17 +90,25 @@ MemoryEstimate with_generator(MemoryEstimate e, const ScheduleParams& p) {
 
 }  // namespace
 
-double meminfo_available_bytes(std::string_view meminfo) {
-  const std::string_view key = "MemAvailable:";
-  const std::size_t at = meminfo.find(key);
+namespace {
+
+// The bytes of a "Key:   123 kB" line of a /proc file (meminfo, status); 0 when absent.
+double kb_field_bytes(std::string_view text, std::string_view key) {
+  const std::size_t at = text.find(key);
   if (at == std::string_view::npos) return 0;
   std::size_t i = at + key.size();
-  while (i < meminfo.size() && meminfo[i] == ' ') ++i;
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
   double kb = 0;
-  auto [end, ec] = std::from_chars(meminfo.data() + i, meminfo.data() + meminfo.size(), kb);
+  auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), kb);
   // from_chars also reads "nan" and "inf": neither is a count of bytes.
   if (ec != std::errc() || !std::isfinite(kb) || kb < 0) return 0;
   return kb * 1024;
+}
+
+}  // namespace
+
+double meminfo_available_bytes(std::string_view meminfo) {
+  return kb_field_bytes(meminfo, "MemAvailable:");
 }
 
 namespace {
@@ -130,6 +140,16 @@ double cgroup_room(const char* limit_path, const char* usage_path, const char* s
   return std::max(limit - used + reclaimable, 1.0);
 }
 
+// Under an address-space limit (ulimit -v, RLIMIT_AS) an allocation past it fails whatever the
+// machine has free: what is left of it is the limit less what the process maps now (VmSize).
+// 0 when there is none.
+double address_space_room() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 0;
+  const double mapped = kb_field_bytes(read_text("/proc/self/status"), "VmSize:");
+  return std::max(static_cast<double>(lim.rlim_cur) - mapped, 1.0);
+}
+
 }  // namespace
 
 MemoryBudget available_memory() {
@@ -144,7 +164,9 @@ MemoryBudget available_memory() {
         std::pair{cgroup_room("/sys/fs/cgroup/memory/memory.limit_in_bytes",
                               "/sys/fs/cgroup/memory/memory.usage_in_bytes",
                               "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file"),
-                  "available (the cgroup's memory.limit_in_bytes less its usage)"}}) {
+                  "available (the cgroup's memory.limit_in_bytes less its usage)"},
+        std::pair{address_space_room(),
+                  "available (the address-space limit, ulimit -v, less what ppbench maps)"}}) {
     if (room > 0 && (b.bytes == 0 || room < b.bytes)) {
       b.bytes = room;
       b.source = source;
@@ -182,7 +204,7 @@ double parse_byte_size(std::string_view text, std::string_view flag) {
   }
   const double bytes = v * scale;
   if (!(bytes >= 1)) bad("is not allowed: it must be at least 1 byte");
-  if (bytes > 9.2e18) bad("is too large: at most 8E (2^63 bytes)");
+  if (bytes > 9.2e18) bad("is too large: it must be below 8192P (2^63 bytes)");
   return std::floor(bytes);
 }
 

@@ -1,8 +1,8 @@
 // What a command will need in memory, estimated from its parameters before it allocates, and the
 // bar it must stay under: the machine's available memory (MemAvailable in /proc/meminfo, or the
-// cgroup's limit where that is lower) or `--max-memory BYTES`. A size that cannot fit is refused
-// with one line naming the options, the estimate and the bar (UsageError, exit 2): the user asked
-// for it, and nothing has been spent on it yet.
+// cgroup's limit or the address-space limit where that is lower) or `--max-memory BYTES`. A size
+// that cannot fit is refused with one line naming the options, the estimate and the bar
+// (UsageError, exit 2): the user asked for it, and nothing has been spent on it yet.
 //
 // The per-action and per-layer figures are peak resident bytes measured with /usr/bin/time -v
 // (see the constants in memory_estimate.cpp), rounded up.
@@ -28,8 +28,9 @@ struct MemoryBudget {
 
 // The "MemAvailable:" line of /proc/meminfo's text, in bytes; 0 when absent.
 double meminfo_available_bytes(std::string_view meminfo);
-// The machine's available memory: MemAvailable, or the cgroup's memory.max less memory.current
-// where that is lower; bytes 0 when neither can be read.
+// The machine's available memory: MemAvailable, or the cgroup's memory.max less memory.current,
+// or the address-space limit (ulimit -v) less what the process maps, where that is lower; bytes
+// 0 when none can be read.
 MemoryBudget available_memory();
 
 // "64G", "1.5T", "512MiB", "4096" (bytes). K, M, G, T, P (optionally followed by B or iB, any

@@ -215,8 +215,7 @@ std::string_view without_bom(std::string_view text) {
 }
 
 void file_error(std::string_view name, int line, const std::string& message) {
-  throw UsageError(std::string(name) + (line > 0 ? ":" + std::to_string(line) : "") + ": " +
-                   message);
+  throw UsageError(printable(name) + (line > 0 ? ":" + std::to_string(line) : "") + ": " + message);
 }
 
 bool parse_placement_comment(std::string_view comment, int line, std::string_view name,
@@ -389,7 +388,9 @@ ScheduleFile parse_schedule_file(std::string_view text, std::string_view name,
   out.rank_line = in.line;
   out.skipped_comm = in.skipped_comm;
   Schedule& s = out.schedule;
-  s.params.name = "file:" + basename_of(name);
+  // Records, traces and tables carry the name: a file name need not be UTF-8 or free of
+  // control characters, so it is escaped once here.
+  s.params.name = "file:" + printable(basename_of(name));
   s.params.devices = p.ranks;
   for (int n : chain_mb) s.params.microbatches += n;
   // Records say "chunks" for Megatron's layout however it was given (a header, or inferred).

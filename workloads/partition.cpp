@@ -124,7 +124,6 @@ PartitionPlan partition(const WorkloadSpec& spec, int stages, std::string_view m
   const int n = static_cast<int>(spec.layers.size());
   if (stages < 1)
     throw UsageError("--stages " + std::to_string(stages) + " is not allowed: it must be >= 1");
-  const bool is_list = is_layer_list(method);
   check_method_name(method);
   if (n < stages)
     throw UsageError("workload " + spec.workload + " has " + std::to_string(n) +

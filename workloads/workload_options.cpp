@@ -95,11 +95,11 @@ void WorkloadFlags::add_to(CLI::App& app, const std::string& default_dtype) {
                                   "tiny-llama, tiny-gpipe; shape flags override it");
   for (const auto& f : kShapeFlags) {
     values[f.name] = 0;
-    options_[f.name] = app.add_option(f.name, values[f.name], f.help)->check(int64_flag());
+    options_[f.name] = app.add_option(f.name, values[f.name], f.help)->transform(int64_flag());
   }
   microbatch_option_ = app.add_option("-b,--microbatch-size", microbatch_size,
                                       "Samples per micro-batch b (default 1)")
-                           ->check(int64_flag());
+                           ->transform(int64_flag());
   app.add_option("--dtype", dtype,
                  "Activation/parameter type: bf16, f32, f64 (default " + default_dtype + ")");
 }

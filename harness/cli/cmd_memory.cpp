@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -204,6 +205,13 @@ Command add_memory(CLI::App& parent) {
     const bool cuda = st->backend == "cuda";
     if (cuda && st->recompute)
       throw UsageError("--recompute with --backend cuda: the CUDA backend does not recompute");
+    // What the flags alone refuse, before the schedule is generated and proven (seconds at
+    // thousands of ranks).
+    if (cuda && parse_dtype(st->workload.dtype) == DType::kF64)
+      throw UsageError("--dtype f64 with --backend cuda: the CUDA layers run bf16 or f32");
+    const double layers = st->workload.layer_count();
+    if (layers > 0 && layers <= std::numeric_limits<int>::max())
+      check_partition_method(st->partition, static_cast<int>(layers));
     const MemoryBudget budget = st->memory.budget();
     const ScheduleParams params = st->schedule.resolve(budget);
     const std::string what = "memory " + st->workload.describe() + " " + st->schedule.describe();
@@ -218,8 +226,6 @@ Command add_memory(CLI::App& parent) {
                                  st->partition == "balanced"),
                    what);
     const WorkloadSpec spec = st->workload.build();
-    if (cuda && spec.dtype == DType::kF64)
-      throw UsageError("--dtype f64 with --backend cuda: the CUDA layers run bf16 or f32");
     const PartitionPlan plan = partition(spec, stages, st->partition);
     const StepMemoryOptions opts{optimizer, st->recompute, capacity};
     const StepMemory m =

@@ -185,7 +185,7 @@ Command add_model(CLI::App& parent) {
   st->workload.add_to(*app, "bf16");
   auto* stages_opt =
       app->add_option("-S,--stages", st->stages, "Pipeline stages to partition the layers into")
-          ->check(integer_in(1, 1 << 20));
+          ->transform(integer_in(1, 1 << 20));
   auto* partition_opt = app->add_option(
       "--partition", st->partition,
       "balanced (default: minimise the largest stage's F+I+W FLOPs), uniform (equal layer counts, "

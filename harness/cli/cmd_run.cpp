@@ -59,8 +59,9 @@ void print_text(const nlohmann::json& r) {
                 r["check"]["reference_spread_note"].get<std::string>().c_str());
   if (r.contains("check") && r["check"].contains("reference_spread"))
     std::printf(
-        "  the reference itself moves by %g under one rounding of its start, so the gradients "
-        "were held to %g\n",
+        "  the single-device step in %s, started one rounding away, lands %g from the "
+        "reference, so the gradients were held to %g\n",
+        r["check"]["reference_spread"].value("precision", std::string("f64")).c_str(),
         r["check"]["reference_spread"]["gradients"].get<double>(),
         r["check"]["reference_spread"]["gradient_tolerance"].get<double>());
   std::printf("step time %.4g ms, %.4g samples/s", r["step_time_s"].get<double>() * 1e3,
@@ -170,19 +171,20 @@ Command add_run(CLI::App& parent) {
                   "balanced (minimise the largest stage's F+I+W FLOPs), uniform, or layer counts "
                   "per stage such as 4,4,3,5");
   app->add_option("--steps", st->options.steps, "Measured training steps (default 1)")
-      ->check(integer_in(1, 1000000));
+      ->transform(integer_in(1, 1000000));
   app->add_option("--warmup", st->options.warmup, "Unmeasured steps first (default 0)")
-      ->check(integer_in(0, 1000000));
+      ->transform(integer_in(0, 1000000));
   app->add_option("--seed", st->options.seed,
                   "Seed of parameters and data, a decimal integer from 0 to 2^64-1 (default 1234)")
-      ->check(unsigned64());
+      ->transform(unsigned64());
   app->add_flag("--recompute", st->options.recompute,
                 "GPipe's re-materialisation: keep only stage inputs, recompute the forward before "
                 "the backward");
   app->add_option("--watchdog", st->options.executor.watchdog_seconds,
-                  "Seconds a rank may wait on a transfer before the step fails (default 60; "
-                  "0.001 <= seconds <= 1e6)")
-      ->check(number_in(1e-3, 1e6));
+                  "Seconds with no rank making progress (every rank waiting on a transfer) "
+                  "before the step fails; across processes and on GPUs, seconds one wait may "
+                  "take (default 60; 0.001 <= seconds <= 1e6)")
+      ->transform(number_in(1e-3, 1e6));
   st->channel_capacity.add_to(*app, "; cpu, also across processes");
   st->pin_option =
       app->add_option(
@@ -194,20 +196,20 @@ Command add_run(CLI::App& parent) {
   app->add_option("--gpus", st->cuda.gpus, "cuda: one rank per listed GPU, e.g. 0,1,2,3 (NCCL)");
   app->add_option("--virtual-devices", st->cuda.virtual_devices,
                   "cuda: split one GPU into D green-context partitions, one rank each")
-      ->check(CLI::Range(1, 1024));
+      ->transform(integer_in(1, 1024));
   app->add_option("--sms-per-device", st->cuda.sms_per_device,
                   "cuda --virtual-devices: give every partition exactly K SMs (a multiple of the "
                   "GPU's partition granularity, 8 on Hopper), so that each added device adds "
                   "compute; default: the GPU's SMs shared out")
-      ->check(integer_in(1, 1024));
+      ->transform(integer_in(1, 1024));
   // Checked here as well as by the link model, so that a bad value is refused on any machine,
   // before the GPU is looked for.
   app->add_option("--link-bandwidth", st->cuda.link_bandwidth,
                   "cuda --virtual-devices: emulated link bandwidth between partitions, GB/s")
-      ->check(number_in(0, 1e12, true));
+      ->transform(number_in(0, 1e12, true));
   app->add_option("--link-latency", st->cuda.link_latency,
                   "cuda --virtual-devices: emulated link latency, microseconds")
-      ->check(number_in(0, 1e12));
+      ->transform(number_in(0, 1e12));
   app->add_flag(
       "--cuda-graph", st->cuda.graph,
       "cuda --gpus: capture each rank's step once as a CUDA graph and launch it for every "
@@ -215,7 +217,7 @@ Command add_run(CLI::App& parent) {
   app->add_option("--dp", st->dp,
                   "Data-parallel replicas R of the pipeline, each on its own processes: launch "
                   "with mpirun -np P, P = --pp x --dp (default 1; docs/multi-process.md)")
-      ->check(integer_in(1, 65536));
+      ->transform(integer_in(1, 65536));
   app->add_flag("--dp-overlap", st->dp_overlap,
                 "With --dp: all-reduce each stage's gradients as soon as its last backward ends "
                 "(default: once, after the rank's last action)");
@@ -224,10 +226,10 @@ Command add_run(CLI::App& parent) {
                   "(default adamw; cuda: not with --cuda-graph for Chimera or DualPipe)")
       ->check(one_of({"none", "sgd", "adamw"}));
   app->add_option("--lr", st->options.optimizer.lr, "Learning rate (default 1e-3)")
-      ->check(number_in(1e-12, 1e3));
+      ->transform(number_in(1e-12, 1e3));
   app->add_option("--weight-decay", st->options.optimizer.weight_decay,
                   "adamw's decoupled weight decay (default 0.01)")
-      ->check(number_in(0, 1));
+      ->transform(number_in(0, 1));
   app->add_flag("--check", st->options.check,
                 "Also compute the step on one device (cpu: float64; cuda: the run's first GPU, "
                 "whole, same dtype) and record the largest relative gradient error per tensor "
@@ -235,7 +237,7 @@ Command add_run(CLI::App& parent) {
   app->add_option("--check-tolerance", st->options.check_tolerance,
                   "Largest relative error --check accepts (default by dtype: f64 1e-10, f32 1e-4, "
                   "bf16 2e-2)")
-      ->check(CLI::Range(1e-300, 1.0));
+      ->transform(number_in(0, 1.0, true));
   app->add_flag("--progress", st->options.progress, "One line per step on stderr");
   app->add_option("--format", st->format, "text or json (the full record)")
       ->check(one_of({"text", "json"}));

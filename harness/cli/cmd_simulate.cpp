@@ -86,6 +86,15 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
   if (workload) print_workload_memory(r);
 }
 
+// RFC 4180: a schedule read from a file is named after it, and a file name may hold a comma
+// or a quote.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + '"';
+}
+
 void print_csv(const nlohmann::json& r) {
   // With --dp R > 1 each row also carries R, the throughput and the rank's all-reduce.
   const bool dp = r.contains("data_parallel");
@@ -94,12 +103,13 @@ void print_csv(const nlohmann::json& r) {
             << (dp ? ",replicas,throughput,allreduce_time,allreduce_bytes,exposed_allreduce" : "")
             << '\n';
   for (const auto& rk : r["ranks"]) {
-    std::cout << r["schedule"].get<std::string>() << ',' << r["devices"] << ',' << r["microbatches"]
-              << ',' << r["chunks"] << ',' << r["stages"] << ',' << fixed(r["makespan"], 17) << ','
-              << fixed(r["bubble_fraction"], 17) << ',' << fixed(r["bubble_ratio"], 17) << ','
-              << fixed(r["zb_bubble_rate"], 17) << ',' << rk["rank"] << ',' << fixed(rk["busy"], 17)
-              << ',' << fixed(rk["idle"], 17) << ',' << fixed(rk["span_idle"], 17) << ','
-              << rk["peak_activations"] << ',' << fixed(rk["peak_activation_share"], 17);
+    std::cout << csv_field(r["schedule"].get<std::string>()) << ',' << r["devices"] << ','
+              << r["microbatches"] << ',' << r["chunks"] << ',' << r["stages"] << ','
+              << fixed(r["makespan"], 17) << ',' << fixed(r["bubble_fraction"], 17) << ','
+              << fixed(r["bubble_ratio"], 17) << ',' << fixed(r["zb_bubble_rate"], 17) << ','
+              << rk["rank"] << ',' << fixed(rk["busy"], 17) << ',' << fixed(rk["idle"], 17) << ','
+              << fixed(rk["span_idle"], 17) << ',' << rk["peak_activations"] << ','
+              << fixed(rk["peak_activation_share"], 17);
     if (dp)
       std::cout << ',' << r["data_parallel"]["replicas"] << ','
                 << fixed(r["data_parallel"]["throughput"], 17) << ','
@@ -144,7 +154,7 @@ Command add_simulate(CLI::App& parent) {
                   "The ranks share C cores, as the rank threads of a CPU run with more ranks than "
                   "cores do: an action waits for a free core as well as its inputs, first ready "
                   "first served (default: a device per rank)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->transform(integer_in(1, 1 << 20));
   st->eager_option = app->add_option(
       "--eager-limit", st->eager_limit,
       "With --workload: hand-overs of more than BYTES (e.g. 64K, Open MPI's over TCP) go by "

@@ -132,14 +132,14 @@ Command add_tune(CLI::App& parent) {
           "the largest N tried (8 D) runs micro-batches of b (default 1)");
   app->add_option("-d,--devices", st->devices, "Pipeline ranks D")
       ->required()
-      ->check(integer_in(1, 4096));
+      ->transform(integer_in(1, 4096));
   st->global_batch_option =
       app->add_option("--global-batch", st->global_batch,
                       "Samples per training step B, split into N micro-batches of B/N samples "
                       "for every divisor N of B with D <= N <= 8 D (default 8 D b)")
-          ->check(integer_in(1, std::int64_t{1} << 40));
+          ->transform(integer_in(1, std::int64_t{1} << 40));
   app->add_option("--top", st->top, "How many of the fastest candidates to print (default 5)")
-      ->check(integer_in(1, 100000));
+      ->transform(integer_in(1, 100000));
   app->add_option("--format", st->format, "text, or json (every candidate with its status)")
       ->check(one_of({"text", "json"}));
   st->memory.add_to(*app);

@@ -135,33 +135,33 @@ void ScheduleFlags::add_to(CLI::App& app) {
       "(docs/schedules.md, \"Your own schedule\")");
   devices_option = app.add_option("-d,--devices,--pp", devices,
                                   "Pipeline ranks D (with --schedule; --pp is the same)")
-                       ->check(integer_in(1, 4096));
+                       ->transform(integer_in(1, 4096));
   microbatches_option =
       app.add_option("-n,--microbatches", microbatches,
                      "Micro-batches per training step N (all chains; with --schedule)")
-          ->check(integer_in(1, 1 << 20));
+          ->transform(integer_in(1, 1 << 20));
   chunks_option =
       app.add_option(
              "-v,--chunks", chunks,
              "Model chunks per rank v (interleaved-1f1b, looped-bfs, interleaved-zb; default 2)")
-          ->check(integer_in(1, 1024));
+          ->transform(integer_in(1, 1024));
   group_size_option =
       app.add_option("--group-size", group_size,
                      "Megatron's micro-batch group size per virtual stage (interleaved-1f1b only; "
                      "default D, allowed D..N)")
-          ->check(integer_in(1, 1 << 20));
+          ->transform(integer_in(1, 1 << 20));
   memory_limit_option =
       app.add_option(
              "--memory-limit", memory_limit,
              "Activations a rank may hold, in units of M_B (one micro-batch on one stage), for "
              "the families that plan for it (zb-1p: default D, zb-2p: default 2D)")
-          ->check(number_in(0, kMaxCost, true));
+          ->transform(number_in(0, kMaxCost, true));
   w_memory_option =
       app.add_option(
              "--w-memory", w_memory,
              "The share of M_B that only W still needs once I has run (M_W / M_B, the Zero "
              "Bubble paper's 32h / (34h + 5as)), for zb-1p and zb-2p (default 1: W frees all)")
-          ->check(number_in(0, 1));
+          ->transform(number_in(0, 1));
 }
 
 ScheduleParams ScheduleFlags::resolve(const MemoryBudget& budget) {
@@ -230,7 +230,7 @@ void CostFlags::add_to(CLI::App& app) {
   app.add_option("--comm", comm,
                  "Time between an action on one rank and a dependent action on another rank "
                  "(default 0, at most 1e12)")
-      ->check(number_in(0, kMaxCost));
+      ->transform(number_in(0, kMaxCost));
 }
 
 StageCost CostFlags::resolve() const {
@@ -248,7 +248,7 @@ void ChannelCapacityFlag::add_to(CLI::App& app, const std::string& also) {
                  "Messages one rank-to-rank mailbox holds (default " +
                      std::to_string(kDefaultChannelCapacity) +
                      ", or as many as the schedule needs where that is more" + also + ")")
-      ->check(integer_in(1, 1 << 20));
+      ->transform(integer_in(1, 1 << 20));
 }
 
 int ChannelCapacityFlag::resolve(const ScheduleFlags& schedule) const {
@@ -260,7 +260,7 @@ void MemoryFlag::add_to(CLI::App& app) {
   option =
       app.add_option("--max-memory", max_memory,
                      "Refuse sizes whose estimated memory exceeds BYTES (e.g. 512M, 64G, 1.5T; "
-                     "K, M, G, T are powers of 1024). Default: the memory available now "
+                     "K, M, G, T, P are powers of 1024). Default: the memory available now "
                      "(MemAvailable in /proc/meminfo)");
 }
 

@@ -15,7 +15,7 @@ void DataParallelFlags::add_to(CLI::App& app) {
                              "Data-parallel replicas R of the pipeline (1 to 65536; default 1): "
                              "P = D x R processes, each stage's gradients all-reduced across the R "
                              "replicas (a ring) after its last backward")
-                  ->check(integer_in(1, 65536));
+                  ->transform(integer_in(1, 65536));
   overlap_option = app.add_flag(
       "--dp-overlap", overlap,
       "With --dp: start each stage's all-reduce once its last backward (B, or W) has ended, one "
@@ -25,18 +25,18 @@ void DataParallelFlags::add_to(CLI::App& app) {
                      "With --dp and --workload: GB/s (1e9 bytes/s) of each process's link to the "
                      "other replicas (default 25, a 200 Gb/s NIC; at least 1e-9, a byte a "
                      "second)")
-          ->check(number_in(1e-9, 1e9));
+          ->transform(number_in(1e-9, 1e9));
   latency_option = app.add_option("--dp-latency", latency_us,
                                   "With --dp and --workload: microseconds per ring step (default "
                                   "10, >= 0)")
-                       ->check(number_in(0, 1e9));
+                       ->transform(number_in(0, 1e9));
   grad_units_option = app.add_option("--grad-units", grad_units,
                                      "With --dp and no --workload: each stage's gradient volume in "
                                      "cost units, the time one "
                                      "stage's gradients take to cross one link (>= 0, at most "
                                      "1e12); a ring all-reduce of R "
                                      "replicas takes 2 (R-1)/R times it")
-                          ->check(number_in(0, kMaxCost));
+                          ->transform(number_in(0, kMaxCost));
 }
 
 void DataParallelFlags::check(bool with_workload) const {

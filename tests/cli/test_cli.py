@@ -271,6 +271,41 @@ class Numbers(unittest.TestCase):
                                   "--cost", "F=1e12"), 2)
         self.assertIn("grid", line)
 
+    def test_leading_zeros_are_decimal(self):
+        # CLI11 alone reads 010 as octal 8; the validators' decimal rewrite must reach the value.
+        r = run("simulate", "-s", "1f1b", "-d", "016", "-n", "016", "--cores", "010",
+                "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rec = json.loads(r.stdout)
+        self.assertEqual((rec["devices"], rec["microbatches"], rec["cores"]), (16, 16, 10))
+        r = run("model", "-w", "mlp", "--layers", "010", "--width", "08", "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["config"]["width"], 8)
+        line = one_line(self, run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--cores",
+                                  "abc"), 2)
+        self.assertIn("'abc' is not an integer", line)
+
+    def test_a_cost_below_the_grid_rounding_is_refused_not_dropped(self):
+        # F = 1e-10 rounds to a cell of width 0: every forward would vanish from the grid.
+        line = one_line(self, run("show", "-s", "1f1b", "-d", "2", "-n", "2", "--format", "grid",
+                                  "--cost", "F=1e-10,B=2"), 2)
+        self.assertIn("has no cell", line)
+
+    def test_memory_refuses_what_the_flags_alone_refuse_before_proving_the_schedule(self):
+        # An unknown --partition is named even where the schedule itself is not allowed (D = 3
+        # for dualpipe): the cheap check comes first.
+        line = one_line(self, run("memory", "-w", "mlp", "-s", "dualpipe", "-d", "3", "-n", "8",
+                                  "--partition", "foo"), 2)
+        self.assertIn("unknown --partition 'foo'", line)
+        line = one_line(self, run("memory", "-w", "mlp", "-s", "dualpipe", "-d", "3", "-n", "8",
+                                  "--backend", "cuda", "--dtype", "f64"), 2)
+        self.assertIn("--dtype f64 with --backend cuda", line)
+
+    def test_max_memory_names_a_bound_its_parser_takes(self):
+        line = one_line(self, run("show", "-s", "1f1b", "-d", "4", "-n", "8", "--max-memory",
+                                  "99999999999T"), 2)
+        self.assertIn("below 8192P", line)
+
 
 class TerminalSafety(unittest.TestCase):
     def test_control_characters_in_user_input_are_escaped(self):
@@ -283,6 +318,27 @@ class TerminalSafety(unittest.TestCase):
             with self.subTest(args=args):
                 line = one_line(self, run(*args), 2)
                 self.assertIn("\\x1b[31mred\\nx", line)
+
+    def test_a_file_name_that_is_not_utf8_is_escaped_in_records_and_tables(self):
+        # The schedule is named after its file: JSON output needs UTF-8, a terminal no escape
+        # sequences, a CSV row no bare comma.
+        with tempfile.TemporaryDirectory() as d:
+            text = "rank 0: F0.0 B0.0\nrank 1: F1.0 B1.0\n"
+            raw = os.path.join(os.fsencode(d), b"\xff\x1b[31m.txt")
+            with open(raw, "w") as f:
+                f.write(text)
+            r = subprocess.run([os.fsencode(PPBENCH), b"memory", b"-w", b"mlp",
+                                b"--schedule-file", raw, b"--format", b"json"],
+                               capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["schedule"], "file:\\xff\\x1b[31m.txt")
+            comma = os.path.join(d, 'a,"b".txt')
+            with open(comma, "w") as f:
+                f.write(text)
+            r = run("simulate", "--schedule-file", comma, "--format", "csv")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            row = r.stdout.splitlines()[1]
+            self.assertTrue(row.startswith('"file:a,""b"".txt",2,1,'), row)
 
 
 class Contract(unittest.TestCase):

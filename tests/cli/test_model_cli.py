@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 import unittest
-from cli_checks import one_line_refusal  # the directory of this script is on sys.path
+from cli_checks import address_space, one_line_refusal  # this script's folder is on sys.path
 
 PPBENCH = sys.argv[1] if len(sys.argv) > 1 else "build/ppbench"
 
@@ -74,6 +74,31 @@ class BadInput(unittest.TestCase):
         for args, needle in self.CASES:
             with self.subTest(args=args):
                 one_line_refusal(self, run("model", *args), needle)
+
+    def test_an_odd_head_dimension_is_refused_with_the_reason_of_its_style(self):
+        # Llama: rotary embeddings rotate pairs. GPipe style has none, but the CUDA attention moves
+        # each head's columns in pairs for both, so its message must not blame rotary embeddings.
+        llama = one_line_refusal(self, run("model", "-w", "transformer", "--preset", "tiny-llama",
+                                           "--hidden", "64", "--heads", "64", "--kv-heads", "64"),
+                                 "head dimension 1")
+        self.assertIn("rotary embeddings rotate pairs", llama)
+        gpipe = one_line_refusal(self, run("model", "-w", "transformer", "--preset", "tiny-gpipe",
+                                           "--hidden", "64", "--heads", "64", "--kv-heads", "64"),
+                                 "head dimension 1")
+        self.assertIn("CUDA attention moves each head's columns in pairs", gpipe)
+        self.assertIn("no rotary embeddings", gpipe)
+        for line in (llama, gpipe):
+            self.assertIn("--hidden 64 / --heads 64", line)
+
+    def test_the_address_space_limit_bounds_the_default_budget(self):
+        # About 2.8 GiB of layer records against a 1 GiB `ulimit -v`: with MemAvailable alone as
+        # the bar the spec was built and the JSON ended in bad_alloc (a destructor's: abort).
+        r = subprocess.run([PPBENCH, "model", "-w", "transformer", "--preset", "tiny-llama",
+                            "--layers", "300000", "--seq", "8", "--format", "json"],
+                           capture_output=True, text=True, timeout=120,
+                           preexec_fn=address_space(1 << 30))
+        line = one_line_refusal(self, r, "needs about")
+        self.assertIn("the address-space limit, ulimit -v", line)
 
 
 class Contract(unittest.TestCase):
