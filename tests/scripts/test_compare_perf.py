@@ -204,12 +204,18 @@ def test_each_benchmark_compared_on_its_own_measure(tmp_path):
     assert summary(out).startswith("perf: 3 compared, 2 regressions")
 
 
-def test_threshold_for_one_program(tmp_path):
+def two_program_pairs(tmp_path) -> list:
+    """A baseline and a latest file of two programs, BM_a 30 % slower in both."""
     pairs = []
     for prog in ("schedule_throughput", "executor_overhead"):
         ctx = dict(CONTEXT, executable=f"build/benchmarks/{prog}")
         pairs += [run_file(tmp_path / f"baseline-{prog}.json", {"BM_a": 1.0}, context=ctx),
                   run_file(tmp_path / f"latest-{prog}.json", {"BM_a": 1.3}, context=ctx)]
+    return pairs
+
+
+def test_threshold_for_one_program(tmp_path):
+    pairs = two_program_pairs(tmp_path)
     rc, out, _ = run(*pairs, "--no-compare-py", "--threshold-for", "executor_overhead=0.5")
     assert rc == 0
     assert [line.split()[1] for line in regression_lines(out)] == ["schedule_throughput"]
@@ -221,11 +227,7 @@ def test_threshold_for_one_program(tmp_path):
 
 
 def test_threshold_for_a_program_not_given_is_refused(tmp_path):
-    pairs = []
-    for prog in ("schedule_throughput", "executor_overhead"):
-        ctx = dict(CONTEXT, executable=f"build/benchmarks/{prog}")
-        pairs += [run_file(tmp_path / f"baseline-{prog}.json", {"BM_a": 1.0}, context=ctx),
-                  run_file(tmp_path / f"latest-{prog}.json", {"BM_a": 1.3}, context=ctx)]
+    pairs = two_program_pairs(tmp_path)
     rc, out, err = run(*pairs, "--no-compare-py", "--threshold-for", "executor_overhead=0.5",
                        "--threshold-for", "executor_overhed=0.5")
     assert rc == 2 and out == ""
