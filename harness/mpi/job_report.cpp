@@ -261,9 +261,8 @@ void finish_job_record(RunOutput& out, nlohmann::json record, const WorkloadSpec
   }
   const int all = microbatches * replicas;
   if (o.check)
-    record["check"] = cpu_check(
-        spec, o, all, out.values,
-        "the CPU float64 single-device step over all " + std::to_string(all) + " micro-batches");
+    record["check"] =
+        cpu_check(spec, o, all, out.values, " over all " + std::to_string(all) + " micro-batches");
   if (!o.keep_gradients) out.values.tensors.clear();
   out.record = std::move(record);
   out.trace = job_trace(procs, pipeline_ranks, backend);

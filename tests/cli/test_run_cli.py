@@ -421,10 +421,11 @@ class GoodRun(unittest.TestCase):
                       f"{rec['channel_capacity']}", small.stderr)
         self.assertEqual(self.record("-s", "1f1b", "-d", "2")["channel_capacity"], 4)
 
-    def test_amoebanet_f32_check_passes_within_f32s_own_rounding(self):
+    def test_amoebanet_f32_check_holds_to_the_f32_single_device_step(self):
         # With one image per micro-batch AmoebaNet's gradients below its last BatchNorms cancel
         # to rounding noise: f32 lands ~1e-3 from the float64 step whatever the schedule, D = 1
-        # included, and --check failed every such run. The spread is now measured in f32.
+        # included, and --check against float64 failed every such run. Against the single-device
+        # step in f32, the same kernels, the schedule's own differences are all that is left.
         amoeba = ["run", "-w", "amoebanet", "--filters", "8", "--layers", "3", "--image-size",
                   "64", "--check", "--format", "json"]
         for schedule in (["-s", "gpipe", "-d", "1", "-n", "1"],
@@ -433,8 +434,9 @@ class GoodRun(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             check = json.loads(r.stdout)["check"]
             self.assertTrue(check["passed"], check)
-            self.assertGreater(check["max_rel_error"], 1e-4)
-            self.assertEqual(check["reference_spread"]["precision"], "f32")
+            self.assertLessEqual(check["max_rel_error"], 1e-4)
+            self.assertNotIn("reference_spread", check)
+            self.assertTrue(check["reference"].startswith("the CPU f32 single-device step"))
 
     def test_the_default_optimizer_is_adamw_and_steps_learn(self):
         rec = self.record("-s", "1f1b", "-d", "2", "--steps", "3", "--check")

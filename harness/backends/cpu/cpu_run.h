@@ -60,15 +60,17 @@ std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, in
                                                     double budget_bytes, std::string* why);
 
 // run --check on the CPU backends (threads and processes): `got`, the last of o.warmup + o.steps
-// steps over `microbatches` micro-batches, against the same steps on one device in float64,
-// described as `reference`. Where it misses the dtype's default tolerance (not one the user
-// gave), the single-device step is computed again in the run's precision from starts perturbed by
-// one rounding of the run's dtype, and the check allows for how far those land from the reference
-// (check_json's spread): a model whose own steps move by more than the tolerance under one
-// rounding, such as AmoebaNet with BatchNorm over 2 or 4 values per channel after a few optimizer
-// steps, or whose gradients cancel below f32's rounding, such as AmoebaNet in f32 with one image
-// per micro-batch (reference_step.h), cannot be held tighter by any correct run.
+// steps over `microbatches` micro-batches, against the same steps on one device in the run's
+// precision (f32 or float64: the same kernels, so a schedule may differ only in the order it sums
+// the micro-batches' gradients), named "the CPU f32 single-device step" + `over`. Where it misses
+// the dtype's default tolerance (not one the user gave), the single-device step is computed again
+// in the run's precision from starts perturbed by one rounding of the run's dtype, and the check
+// allows for how far those land from the reference (check_json's spread): a model whose own steps
+// move by more than the tolerance under one rounding, such as AmoebaNet with BatchNorm over 2 or 4
+// values per channel after a few optimizer steps, or whose gradients cancel below f32's rounding,
+// such as AmoebaNet in f32 with one image per micro-batch (reference_step.h), cannot be held
+// tighter by any correct run.
 nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int microbatches,
-                         const StepValues& got, const std::string& reference);
+                         const StepValues& got, const std::string& over);
 
 }  // namespace ppbench
