@@ -1,20 +1,22 @@
 // The single-device step that `run --check` and the tests compare a pipelined step with, in either
-// precision the CPU kernels have, and how far a correct step in the run's own precision lands from
-// the float64 one: what the check allows for where the plain comparison misses.
+// precision the CPU kernels have (a CPU run is held to the one in its own precision: the same
+// kernels, so a schedule may change only the order the micro-batches' gradients are summed in),
+// and how far a correct step in the run's own precision lands from the reference: what the check
+// allows for where the plain comparison misses.
 //
-// Why the run's precision and not float64 perturbed: a float64 step started one rounding of f32
-// away shows how far rounding the *start* moves the step, not what rounding every intermediate
-// does. Where a gradient is a difference of nearly equal terms the two differ by orders of
-// magnitude. BatchNorm is the case: its input gradient is gamma rstd / M (M dy - sum dy - xhat
-// sum(dy xhat)), exactly zero for a dy constant per channel, so every path that is normalised
-// again carries only the rounding of those M-term sums. AmoebaNet with one image per micro-batch
-// is the extreme: the classifier's global average pool of a BatchNorm output over one image is
-// that BatchNorm's own mean, 0, so every gradient below the last cell's BatchNorms is exactly zero
-// and float64 computes it as 1e-14 of noise, float32 as 1e-5 (the same noise, 2^29 times larger).
-// Measured (AmoebaNet-D(3, 8), 64 pixels, micro-batch 1, seed 1234): the f32 step is 1.8e-3 from
-// the f64 one (stem weight, against the floor of kGradientScaleFloor); the f64 step perturbed by
-// 2^-24 moves by 5.8e-8, so the old check held it to 1e-4 and failed every correct f32 run; two
-// f32 steps perturbed by 2^-24 land 1.9e-3 from the f64 step, and 4 x that passes it.
+// Why the run's precision, in the reference and in the spread, and not float64 perturbed: a float64
+// step started one rounding of f32 away shows how far rounding the *start* moves the step, not what
+// rounding every intermediate does. Where a gradient is a difference of nearly equal terms the two
+// differ by orders of magnitude. BatchNorm is the case: its input gradient is gamma rstd / M (M dy
+// - sum dy - xhat sum(dy xhat)), exactly zero for a dy constant per channel, so every path that is
+// normalised again carries only the rounding of those M-term sums. AmoebaNet with one image per
+// micro-batch is the extreme: the classifier's global average pool of a BatchNorm output over one
+// image is that BatchNorm's own mean, 0, so every gradient below the last cell's BatchNorms is
+// exactly zero and float64 computes it as 1e-14 of noise, float32 as 1e-5 (the same noise, 2^29
+// times larger). Measured (AmoebaNet-D(3, 8), 64 pixels, micro-batch 1, seed 1234): the f32 step
+// is 1.8e-3 from the f64 one (stem weight, against the floor of kGradientScaleFloor); the f64 step
+// perturbed by 2^-24 moves by 5.8e-8, so the old check held it to 1e-4 and failed every correct f32
+// run; two f32 steps perturbed by 2^-24 land 1.9e-3 from the f64 step, and 4 x that passes it.
 #pragma once
 
 #include <algorithm>
@@ -128,8 +130,9 @@ inline StepValues working_precision_step(const WorkloadSpec& spec, int microbatc
                                             perturbation);
 }
 
-// How far a correct step in the run's precision lands from `reference` (the float64 step, as
-// single_device_step gives it): kPerturbedReferenceRuns steps in spread_precision(spec.dtype),
+// How far a correct step in the run's precision lands from `reference` (the step the run is
+// compared with: on the CPU backends the single-device step in the run's precision, for a CUDA
+// run the float64 one): kPerturbedReferenceRuns steps in spread_precision(spec.dtype),
 // each from a start perturbed by unit_roundoff(spec.dtype) (so that their roundings are
 // independent of one another and of the run's), compared with `reference` as the run is. Each
 // such step is itself a correct computation of the run's step in the run's precision, so a run
