@@ -25,7 +25,10 @@ thread_local long fail_from = 0;
 
 }  // namespace
 
-void* operator new(std::size_t n) {
+// Every form the library may pair with a plain delete is replaced, so that what one allocates the
+// other frees (ASan reports new against free as a mismatch: std::stable_sort's buffer comes from
+// the nothrow form). Out of line, so that GCC does not see free() meet a `new` and warn.
+[[gnu::noinline]] void* operator new(std::size_t n) {
   if (fail_from > 0 && --fail_from == 0) {
     fail_from = 1;  // stays failing until the test lets go
     throw std::bad_alloc();
@@ -33,8 +36,23 @@ void* operator new(std::size_t n) {
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void* operator new[](std::size_t n) { return ::operator new(n); }
+[[gnu::noinline]] void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+[[gnu::noinline]] void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+  return ::operator new(n, t);
+}
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace ppbench {
 namespace {
