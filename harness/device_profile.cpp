@@ -4,12 +4,11 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <numeric>
 #include <stdexcept>
 
 #include "core/error.h"
+#include "core/user_file.h"
 #include "harness/report_json.h"
 
 namespace ppbench {
@@ -173,32 +172,14 @@ DeviceProfile parse_device_profile_text(std::string_view text, const std::string
 
 DeviceProfile read_device_profile(const std::string& path) {
   const std::string flag = "--device-profile " + quoted(path);
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) throw UsageError(flag + ": no such file");
-  // A device, FIFO or directory has no size to bound, and /dev/zero would be read until memory
-  // runs out: only a regular file is read.
-  if (!std::filesystem::is_regular_file(status))
-    throw UsageError(flag + ": not a regular file (expected a JSON device profile)");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw UsageError(flag + ": cannot read it (" + ec.message() + ")");
+  const std::string bound = std::to_string(kMaxDeviceProfileBytes) + " bytes (16 MiB)";
+  const auto size = user_file_size(flag, path, "a JSON device profile");
   if (size > kMaxDeviceProfileBytes)
     throw UsageError(flag + " is " + std::to_string(size) +
-                     " bytes; a device profile may be at most " +
-                     std::to_string(kMaxDeviceProfileBytes) + " bytes (16 MiB)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot read " + flag + " (permission?)");
-  // Read in pieces and bounded again: a file that grew since its size was taken is refused
-  // at the bound, not read to its end.
-  std::string text;
-  std::array<char, 1 << 16> piece{};
-  while (in.read(piece.data(), piece.size()) || in.gcount() > 0) {
-    text.append(piece.data(), static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxDeviceProfileBytes)
-      throw UsageError(flag + " grew past " + std::to_string(kMaxDeviceProfileBytes) +
-                       " bytes while it was read; a device profile may be at most 16 MiB");
-  }
-  if (in.bad()) throw UsageError("cannot read " + flag);
+                     " bytes; a device profile may be at most " + bound);
+  const std::string text =
+      read_user_file(flag, path, kMaxDeviceProfileBytes,
+                     flag + " grew while it was read; a device profile may be at most " + bound);
   return parse_device_profile_text(text, path);
 }
 

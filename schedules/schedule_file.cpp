@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <system_error>
 
 #include "core/error.h"
+#include "core/user_file.h"
 
 namespace ppbench {
 
@@ -405,25 +404,13 @@ ScheduleFile parse_schedule_file(std::string_view text, std::string_view name,
 
 ScheduleFile read_schedule_file(const std::string& path, double max_bytes) {
   const std::string flag = "--schedule-file " + quoted(path);
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) throw UsageError(flag + ": no such file");
-  if (!std::filesystem::is_regular_file(status))
-    throw UsageError(flag +
-                     ": not a regular file (expected a schedule in the text form or a "
-                     "PyTorch CSV)");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw UsageError(flag + ": cannot read it (" + ec.message() + ")");
+  const auto size = user_file_size(flag, path, "a schedule in the text form or a PyTorch CSV");
   // Parsing holds the text and its actions: a few times the file's size.
   if (max_bytes > 0 && static_cast<double>(size) * 8 > max_bytes)
     throw UsageError(flag + " is " + std::to_string(size) +
                      " bytes; reading it needs about 8 times that, more than the memory allowed");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(flag + ": cannot open it for reading (permission?)");
-  std::string text(size, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (in.gcount() != static_cast<std::streamsize>(size))
-    throw UsageError(flag + ": cannot read it");
+  const std::string text =
+      read_user_file(flag, path, size, flag + ": it grew while it was read; read it again");
   return parse_schedule_file(text, path, detect_format(path, text));
 }
 
