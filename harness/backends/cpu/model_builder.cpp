@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "harness/backends/cpu/loss_head.h"
@@ -15,15 +16,6 @@
 #include "workloads/synthetic_data.h"
 
 namespace ppbench::cpu {
-
-namespace {
-
-template <typename T>
-constexpr const char* value_type_name() {
-  return std::numeric_limits<T>::digits == 24 ? "f32" : "f64";
-}
-
-}  // namespace
 
 template <typename T>
 std::int64_t largest_index_count() {
@@ -53,12 +45,12 @@ void require_exact_indices(const WorkloadSpec& spec) {
     throw UsageError(value + " is too large for the CPU backend: it keeps " + what +
                      " as int32, so " + at_most);
   constexpr int digits = std::numeric_limits<T>::digits;
+  const std::string type(dtype_name(std::is_same_v<T, float> ? DType::kF32 : DType::kF64));
   const bool f64_holds = count <= largest_index_count<double>();
-  throw UsageError(value + " is too large for the CPU backend at --dtype " + value_type_name<T>() +
-                   ": it stores " + what + " as " + value_type_name<T>() +
-                   " values, exact only up to " + std::to_string(std::int64_t{1} << digits) +
-                   " (2^" + std::to_string(digits) + "), so " + at_most +
-                   (f64_holds ? "; use --dtype f64" : ""));
+  throw UsageError(value + " is too large for the CPU backend at --dtype " + type + ": it stores " +
+                   what + " as " + type + " values, exact only up to " +
+                   std::to_string(std::int64_t{1} << digits) + " (2^" + std::to_string(digits) +
+                   "), so " + at_most + (f64_holds ? "; use --dtype f64" : ""));
 }
 
 template <typename T>
