@@ -353,8 +353,10 @@ Command add_run(CLI::App& parent) {
     }
     require_run_memory(budget, st->workload, st->schedule, st->options, nullptr);
     const WorkloadSpec spec = st->workload.build();
-    if (st->backend == "cpu")
+    if (st->backend == "cpu") {
+      require_cpu_workload(spec);  // cheap, and a clearer refusal than the memory estimate's
       require_run_memory(budget, st->workload, st->schedule, st->options, &spec);
+    }
     RunOutput out;
 #if PPBENCH_HAVE_CUDA  // without CUDA, ppbench-cuda has taken over above
     CudaRunOptions cuda_options;

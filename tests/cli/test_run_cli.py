@@ -211,8 +211,8 @@ class Sizes(unittest.TestCase):
         # The CPU kernels keep token ids and class targets as values of the run's dtype; f32 is
         # exact only up to 2^24, and past it these runs trained on rounded targets (--check
         # FAILED, exit 0 without it). Under a 1 GiB address space: the refusal comes before the
-        # 30M-row embedding, head and data are allocated, not as bad_alloc (exit 3). The memory
-        # estimate would refuse them first under that limit, so --max-memory lifts it.
+        # 30M-row embedding, head and data are allocated, not as bad_alloc (exit 3), and before
+        # the memory estimate, which would refuse them under that limit for want of room.
         tiny = ["--hidden", "2", "--heads", "1", "--kv-heads", "1", "--ffn", "2", "--layers", "2",
                 "--seq", "8"]
         cases = [
@@ -228,7 +228,7 @@ class Sizes(unittest.TestCase):
         ]
         for args, needle in cases:
             with self.subTest(args=args):
-                r = subprocess.run([PPBENCH, *args, "--max-memory", "1T"], capture_output=True,
+                r = subprocess.run([PPBENCH, *args], capture_output=True,
                                    text=True, timeout=120, preexec_fn=address_space(1 << 30))
                 line = one_line_refusal(self, r, needle)
                 for word in ["--dtype f32", "16777216", "at most 16777217", "use --dtype f64"]:

@@ -9,6 +9,7 @@
 
 #include "core/cpu_cores.h"
 #include "core/error.h"
+#include "harness/backends/cpu/model_builder.h"
 #include "harness/backends/cpu/part_optimizer.h"
 #include "harness/backends/cpu/pipeline_rank.h"
 #include "harness/backends/cpu/reference_step.h"
@@ -171,10 +172,18 @@ RunOutput run_typed(const WorkloadSpec& spec, const Schedule& s, const Partition
 
 }  // namespace
 
-RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& o) {
-  check_step_counts(o.steps, o.warmup);
+void require_cpu_workload(const WorkloadSpec& spec) {
   require(spec.dtype != DType::kBF16,
           "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
+  if (spec.dtype == DType::kF64)
+    cpu::require_exact_indices<double>(spec);
+  else
+    cpu::require_exact_indices<float>(spec);
+}
+
+RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& o) {
+  check_step_counts(o.steps, o.warmup);
+  require_cpu_workload(spec);
   const Schedule s = schedule_of(o);
   RunOptions ro = o;
   ro.executor.channel_capacity = validate_for_run(s, o.executor.channel_capacity);

@@ -19,6 +19,11 @@
 
 namespace ppbench {
 
+// Throws UsageError for a workload the CPU backend cannot run: --dtype bf16, or a vocabulary or
+// class count past what the run's dtype holds exactly (cpu::require_exact_indices). From the
+// spec alone, so the CLI refuses these before it estimates the run's memory.
+void require_cpu_workload(const WorkloadSpec& spec);
+
 // Throws UsageError for parameters or shapes the run cannot take.
 RunOutput run_cpu(const WorkloadSpec& spec, const RunOptions& options);
 
