@@ -10,6 +10,7 @@
 #include "workloads/cuda/layernorm.h"
 #include "workloads/cuda/linear.h"
 #include "workloads/cuda/rmsnorm.h"
+#include "workloads/index_range.h"
 
 namespace ppbench::cuda {
 
@@ -40,6 +41,7 @@ void require_gpu_workload(const WorkloadSpec& spec) {
                      spec.workload +
                      " has no GPU kernels in workloads/cuda yet (use --backend cpu)");
   gpu_dtype(spec);
+  require_int32_indices(spec, "CUDA");
 }
 
 cuda::DType gpu_dtype(const WorkloadSpec& spec) {
@@ -214,7 +216,8 @@ cuda::DTensor GpuPipelineRank::make_inputs(const WorkloadSpec& spec, const DataK
   cuda::Shape shape = spec.input.shape;
   if (spec.workload == "transformer") {
     cuda::DTensor ids(*params_, shape, cuda::DType::kI32, "input data");
-    cuda::fill_tokens(ids, keys, static_cast<std::uint32_t>(spec.layers.front().attr("vocab")));
+    // At most 2^31 (require_gpu_workload): the draw's uint32 bound holds it.
+    cuda::fill_tokens(ids, keys, static_cast<std::uint32_t>(index_range(spec).count));
     return ids;
   }
   if (spec.workload == "amoebanet") shape = {shape[0], shape[2], shape[3], shape[1]};  // NHWC
@@ -224,18 +227,15 @@ cuda::DTensor GpuPipelineRank::make_inputs(const WorkloadSpec& spec, const DataK
 }
 
 cuda::DTensor GpuPipelineRank::make_targets(const WorkloadSpec& spec, const DataKeys& keys) {
+  const auto count = static_cast<std::uint32_t>(index_range(spec).count);  // at most 2^31
   if (spec.workload == "transformer") {
     const std::int64_t b = spec.input.shape.at(0), seq = spec.input.shape.at(1);
     cuda::DTensor t(*params_, {b * seq}, cuda::DType::kI32, "targets");
-    cuda::fill_next_tokens(t, keys, seq,
-                           static_cast<std::uint32_t>(spec.layers.front().attr("vocab")));
+    cuda::fill_next_tokens(t, keys, seq, count);
     return t;
   }
-  const LayerSpec& head = spec.layers.back();
-  const std::int64_t classes =
-      head.attrs.count("classes") ? head.attr("classes") : head.attr("out");
   cuda::DTensor t(*params_, {spec.microbatch_size}, cuda::DType::kI32, "targets");
-  cuda::fill_labels(t, keys, static_cast<std::uint32_t>(classes));
+  cuda::fill_labels(t, keys, count);
   return t;
 }
 

@@ -28,9 +28,10 @@
 
 namespace ppbench::cuda {
 
-// The dtype the GPU layers run a spec in; f64 is a UsageError naming the flag, and so is a
-// workload without GPU layers.
+// The dtype the GPU layers run a spec in; f64 is a UsageError naming the flag.
 cuda::DType gpu_dtype(const WorkloadSpec& spec);
+// UsageError for a spec the GPU layers cannot run: a workload without GPU layers, f64, or a
+// vocabulary or class count past the int32 ids (workloads/index_range.h).
 void require_gpu_workload(const WorkloadSpec& spec);
 
 // What stage s sends on: the output shape of its last layer, or [total elements] when that is

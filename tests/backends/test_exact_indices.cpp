@@ -11,6 +11,7 @@
 #include "harness/backends/cpu/model_builder.h"
 #include "workloads/amoebanet.h"
 #include "workloads/cpu/cross_entropy.h"
+#include "workloads/index_range.h"
 #include "workloads/mlp.h"
 #include "workloads/transformer.h"
 
@@ -54,8 +55,10 @@ TEST(ExactIndices, LimitsAreTheIntegersEachTypeHoldsExactly) {
   // double holds far more; the int32 targets bound it.
   EXPECT_EQ(cpu::largest_index_count<double>(), kF64Limit);
   // What is compared with it: the vocabulary or the class count.
-  EXPECT_EQ(cpu::index_count(mlp(7)), 7);
-  EXPECT_EQ(cpu::index_count(transformer(300)), 300);
+  EXPECT_EQ(index_range(mlp(7)).count, 7);
+  EXPECT_EQ(index_range(mlp(7)).flag, "--classes");
+  EXPECT_EQ(index_range(transformer(300)).count, 300);
+  EXPECT_EQ(index_range(transformer(300)).flag, "--vocab");
 }
 
 TEST(ExactIndices, MlpClassesAtAndPastTheF32Limit) {

@@ -2,6 +2,7 @@
 // schedule is proven deadlock-free, a deadlocking order is refused naming the rank, and flags
 // the CUDA backend cannot take are UsageErrors naming them. Runs without a GPU.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "schedules/registry.h"
 #include "tests/common/pipeline_workloads.h"
 #include "workloads/amoebanet.h"
+#include "workloads/mlp.h"
 #include "workloads/partition.h"
 #include "workloads/transformer.h"
 
@@ -91,6 +93,18 @@ TEST(GpuExecHost, RejectsWhatTheCudaBackendCannotRun) {
   EXPECT_EQ(message(build_amoebanet(a, 2, DType::kF32), o), "");  // AmoebaNet has GPU layers
   EXPECT_NE(message(tiny_transformer(DType::kF64), o).find("f64"), std::string::npos);
   EXPECT_EQ(message(tiny_transformer(DType::kBF16), o), "");
+  // The ids are int32 on the GPU: 2^31 of them fit, one more does not.
+  TransformerConfig big = transformer_preset("tiny-llama");
+  big.vocab = std::int64_t{1} << 31;
+  EXPECT_EQ(message(build_transformer(big, 1, DType::kBF16), o), "");
+  big.vocab += 1;
+  const std::string ids = message(build_transformer(big, 1, DType::kBF16), o);
+  for (const std::string needle : {"--vocab 2147483649", "CUDA backend", "int32", "2147483648"})
+    EXPECT_NE(ids.find(needle), std::string::npos) << needle << " not in: " << ids;
+  MlpConfig classes;
+  classes.layers = 2, classes.width = 2, classes.classes = (std::int64_t{1} << 31) + 1;
+  EXPECT_NE(message(build_mlp(classes, 4, DType::kF32), o).find("--classes 2147483649"),
+            std::string::npos);
   CudaRunOptions link = o;
   link.link_bandwidth_gb_per_s = 50;
   EXPECT_NE(message(tiny_transformer(DType::kBF16), link).find("--virtual-devices"),

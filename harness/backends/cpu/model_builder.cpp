@@ -13,6 +13,7 @@
 #include "workloads/cpu/layernorm.h"
 #include "workloads/cpu/linear.h"
 #include "workloads/cpu/rmsnorm.h"
+#include "workloads/index_range.h"
 #include "workloads/synthetic_data.h"
 
 namespace ppbench::cpu {
@@ -22,35 +23,24 @@ std::int64_t largest_index_count() {
   // Ids run 0 .. count - 1 and every integer up to 2^digits is exact in T, so count - 1 may
   // reach 2^digits; past 2^31 the int32 targets and the data's uint32 draw bound it instead.
   constexpr std::int64_t exact = (std::int64_t{1} << std::numeric_limits<T>::digits) + 1;
-  return std::min<std::int64_t>(exact, std::int64_t{1} << 31);
-}
-
-std::int64_t index_count(const WorkloadSpec& spec) {
-  if (spec.workload == "transformer") return spec.layers.front().attrs.at("vocab");
-  const auto& last = spec.layers.back().attrs;
-  return last.count("classes") ? last.at("classes") : last.at("out");
+  return std::min(exact, kMaxInt32IndexCount);
 }
 
 template <typename T>
 void require_exact_indices(const WorkloadSpec& spec) {
-  const bool tokens = spec.workload == "transformer";
-  const char* flag = tokens ? "--vocab" : "--classes";
-  const char* what = tokens ? "token ids and next-token targets" : "class targets";
-  const std::int64_t count = index_count(spec);
+  const IndexRange r = index_range(spec);
   const std::int64_t most = largest_index_count<T>();
-  if (count <= most) return;
-  const std::string value = std::string(flag) + " " + std::to_string(count);
-  const std::string at_most = std::string(flag) + " may be at most " + std::to_string(most);
-  if (most > std::numeric_limits<std::int32_t>::max())
-    throw UsageError(value + " is too large for the CPU backend: it keeps " + what +
-                     " as int32, so " + at_most);
+  if (r.count <= most) return;
+  // Where the dtype holds every id an int32 can, the int32 targets are the bound.
+  if (most == kMaxInt32IndexCount) return require_int32_indices(spec, "CPU");
   constexpr int digits = std::numeric_limits<T>::digits;
   const std::string type(dtype_name(std::is_same_v<T, float> ? DType::kF32 : DType::kF64));
-  const bool f64_holds = count <= largest_index_count<double>();
-  throw UsageError(value + " is too large for the CPU backend at --dtype " + type + ": it stores " +
-                   what + " as " + type + " values, exact only up to " +
-                   std::to_string(std::int64_t{1} << digits) + " (2^" + std::to_string(digits) +
-                   "), so " + at_most + (f64_holds ? "; use --dtype f64" : ""));
+  const bool f64_holds = r.count <= largest_index_count<double>();
+  throw UsageError(index_range_refusal(
+      r, "the CPU backend at --dtype " + type,
+      "it stores " + r.what + " as " + type + " values, exact only up to " +
+          std::to_string(std::int64_t{1} << digits) + " (2^" + std::to_string(digits) + ")",
+      most, f64_holds ? "; use --dtype f64" : ""));
 }
 
 template <typename T>

@@ -19,8 +19,6 @@ namespace ppbench::cpu {
 // for float, and for double the int32 the targets are drawn as, 2^31.
 template <typename T>
 std::int64_t largest_index_count();
-// The spec's vocabulary (transformer) or class count (mlp, amoebanet): the ids run below it.
-std::int64_t index_count(const WorkloadSpec& spec);
 // UsageError naming --vocab or --classes, its value, the dtype and largest_index_count<T>()
 // when the spec's vocabulary or classes exceed it. make_pipeline_layer and make_microbatch call
 // it first, so that every CPU run refuses before it allocates.
