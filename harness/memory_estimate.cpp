@@ -72,14 +72,16 @@ std::string num_text(double v) {
   return buf;
 }
 
-// v-half and v-min squeeze each rank's passes on a row of slots as long as the whole schedule
-// (about 6 (D + N) slots: v_memory.cpp's RankMemory, a max-tree over it and the rows of taken
-// slots), every rank's row at once: D^2 growth that the per-task figures do not cover.
+// V-Half and V-Min (ScheduleInfo::packs_slot_rows) squeeze each rank's passes on a row of slots as
+// long as the whole schedule (about 6 (D + N) slots: v_memory.cpp's RankMemory, a max-tree over it
+// and the rows of taken slots), every rank's row at once: D^2 growth that the per-task figures do
+// not cover.
 constexpr double kVMemoryBytesPerSlot = 24;
 
 // The estimate with the generator's own working set added, where it has one beyond its tasks.
 MemoryEstimate with_generator(MemoryEstimate e, const ScheduleParams& p) {
-  if (p.name != "v-half" && p.name != "v-min") return e;
+  const ScheduleInfo* info = lookup_schedule(p.name);
+  if (info == nullptr || !info->packs_slot_rows) return e;
   const double slots = 6.0 * (static_cast<double>(p.devices) + p.microbatches);
   const double bytes = p.devices * slots * kVMemoryBytesPerSlot;
   e.bytes += bytes;

@@ -84,14 +84,14 @@ constexpr std::array kSchedules = {
                  "Qi, Wan, Amar & Lin, NeurIPS 2024 (arXiv 2405.15362); sail-sg "
                  "zero-bubble-pipeline-parallelism zbv_greedy.py, mem setup 'half'",
                  "D >= 1, N >= 1", kLayoutV, Backward::kSplit, false, generate_v_half,
-                 closed_form_v_half},
+                 closed_form_v_half, /*cost_aware=*/false, /*packs_slot_rows=*/true},
     ScheduleInfo{"v-min",
                  "V-Min: V-shape building block, about a third of 1F1B's activations (Qi et al. "
                  "2024)",
                  "Qi, Wan, Amar & Lin, NeurIPS 2024 (arXiv 2405.15362); sail-sg "
                  "zero-bubble-pipeline-parallelism zbv_greedy.py, mem setup 'min'",
                  "D >= 1, N >= 1", kLayoutV, Backward::kSplit, false, generate_v_min,
-                 closed_form_v_min},
+                 closed_form_v_min, /*cost_aware=*/false, /*packs_slot_rows=*/true},
     ScheduleInfo{"dualpipe", "DeepSeek DualPipe: two directions, overlapped F&B, eight steps",
                  "DeepSeek-V3 report; deepseek-ai/DualPipe dualpipe.py DualPipe.step",
                  "D even, N even, N >= 2D", kLayoutTwoDirections, Backward::kSplit, false,

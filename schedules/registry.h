@@ -34,6 +34,9 @@ struct ScheduleInfo {
   // Plans for ScheduleParams::costs and memory_limit (accepts --memory-limit); every other
   // family's order ignores them.
   bool cost_aware = false;
+  // The generator packs each rank's passes on a row of slots as long as the whole schedule
+  // (v_memory.cpp), a working set beyond its tasks that harness/memory_estimate.cpp bounds.
+  bool packs_slot_rows = false;
 };
 
 inline constexpr std::string_view kLayoutOnePerRank = "one stage per rank: stage r on rank r";

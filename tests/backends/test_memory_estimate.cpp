@@ -108,6 +108,18 @@ TEST(ScheduleTasks, CountsFBIWFromTheParameters) {
             estimate_simulate({"1f1b", 64, 64, 0, 0}, false).bytes);
 }
 
+TEST(ScheduleTasks, SlotRowGeneratorsAddTheirRows) {
+  // V-Half and V-Min hold a row of slots per rank beyond their tasks; ZB-V, with as many tasks
+  // and the same placement, does not.
+  const MemoryEstimate zb_v = estimate_simulate({"zb-v", 64, 64, 0, 0}, false);
+  for (const char* name : {"v-half", "v-min"}) {
+    const MemoryEstimate e = estimate_simulate({name, 64, 64, 0, 0}, false);
+    EXPECT_GT(e.bytes, zb_v.bytes) << name;
+    EXPECT_NE(e.detail.find(std::string(name) + "'s 64 rows of"), std::string::npos) << e.detail;
+  }
+  EXPECT_EQ(zb_v.detail.find("rows of"), std::string::npos) << zb_v.detail;
+}
+
 TEST(CpuRunEstimate, CountsOptimizerStatesAndEveryCopyAndGrowsWithCheck) {
   MlpConfig c;
   c.layers = 4;
