@@ -42,6 +42,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "core/cpu_cores.h"
 #include "cpu_benchmark.h"
 #include "harness/executor/cpu_executor.h"
 #include "schedules/lower.h"
@@ -62,7 +63,7 @@ class EmptyWork final : public StageWork<int> {
 };
 
 bool oversubscribed(int devices) {
-  return static_cast<unsigned>(devices) > std::max(1u, std::thread::hardware_concurrency());
+  return devices > ppbench::available_cores();
 }
 
 // The part of run_step that does not depend on the schedule: D threads started together
@@ -183,11 +184,11 @@ void register_benchmarks() {
 
 int main(int argc, char** argv) {
   return ppbench::bench::run_cpu_benchmarks(argc, argv, [] {
-    const unsigned cores = std::thread::hardware_concurrency();
+    const int cores = ppbench::available_cores();
     benchmark::AddCustomContext(
         "executor_threads_note",
         std::to_string(cores) +
-            " hardware threads: rows with D above that oversubscribe (counter oversubscribed = 1); "
+            " cores to run on: rows with D above that oversubscribe (counter oversubscribed = 1); "
             "there us_per_rank_action is inflated by time-sharing and us_per_action is fairer");
     register_benchmarks();
   });

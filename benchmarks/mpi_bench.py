@@ -16,7 +16,7 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from results_io import atomic_write  # noqa: E402
+from results_io import atomic_write, git_commit, load_average  # noqa: E402
 from script_cli import first_line, number, output_path  # noqa: E402
 
 # OpenMPI refuses to run as root unless told; CI containers run as root.
@@ -31,10 +31,6 @@ class Failure(Exception):
         self.code = code
 
 
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -43,19 +39,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def git_commit() -> str:
-    """HEAD of the work tree, with -dirty when tracked files outside results/ changed."""
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, timeout=30, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
-                                "--untracked-files=no", "--", ".", ":!results"],
-                               capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return os.environ.get("PPBENCH_GIT_COMMIT", "unknown")
-    return head + ("-dirty" if dirty else "")
 
 
 def mpirun_version(mpirun: str) -> str:
@@ -95,9 +78,9 @@ def name_list(allowed, noun: str) -> Callable[[str], list[str]]:
 
 
 def provenance(mpirun: str) -> dict:
-    return {"commit": git_commit(), "host": socket.gethostname(), "cpu": cpu_model(),
+    return {"commit": git_commit(ROOT), "host": socket.gethostname(), "cpu": cpu_model(),
             "cpu_cores": os.cpu_count(), "kernel": platform.release(),
-            "load_average_before": load_average(), "openmpi": mpirun_version(mpirun),
+            "load_average_before": load_average(2), "openmpi": mpirun_version(mpirun),
             "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -116,7 +99,7 @@ def record_benchmark(name: str, folder: str, ppbench: str, result: dict,
         mpirun = check_environment(ppbench)
         result["provenance"] = provenance(mpirun)
         measure(mpirun, result)
-        result["provenance"]["load_average_after"] = load_average()
+        result["provenance"]["load_average_after"] = load_average(2)
     except Failure as e:
         print(f"{name}: {e}", file=sys.stderr)
         return e.code

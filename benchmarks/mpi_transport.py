@@ -51,8 +51,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from mpi_bench import (MPI_ENV, Failure, load_average, non_negative, positive,  # noqa: E402
-                       record_benchmark)
+from mpi_bench import MPI_ENV, Failure, non_negative, positive, record_benchmark  # noqa: E402
+from results_io import load_average  # noqa: E402
 from script_cli import OneLineParser, last_line, run  # noqa: E402
 
 PIPELINE_RANKS = 2
@@ -146,7 +146,7 @@ def measure_latency(ppbench: str, mpirun: str, steps: int, warmup: int, repeats:
                 f["makespans_s"] += step_times_s(record, what)
                 f["messages"] = len(durations)
                 f["ppbench_commit"] = record["provenance"].get("git_commit")
-                f["load_average"].append(load_average())
+                f["load_average"].append(load_average(2))
                 print(f"  width {width:>4} b={b:<3} {launcher:<7} repeat {rep + 1}: hand-over "
                       f"median {statistics.median(durations) * 1e6:9.1f} us, makespan "
                       f"{record['step_time_s'] * 1e3:8.3f} ms ({time.monotonic() - t0:.1f} s)",
@@ -193,7 +193,7 @@ def measure_fidelity(ppbench: str, mpirun: str, steps: int, warmup: int,
                                        "predicted_bubble_fraction": predicted,
                                        "gap": measured - predicted,
                                        "step_time_s": record["step_time_s"],
-                                       "load_average": load_average()})
+                                       "load_average": load_average(2)})
                 print(f"  {case} {schedule:<16} {launcher:<7} repeat {rep + 1}: measured "
                       f"{measured:.4f}, "
                       f"predicted {predicted:.4f}, gap {measured - predicted:+.4f}, step "

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from results_io import atomic_write  # noqa: E402
+from results_io import atomic_write, load_average  # noqa: E402
 from script_cli import (InputError, OneLineParser, ScriptError, last_line,  # noqa: E402
                         number, output_path, require_module, run)
 
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {k: getattr(args, k) for k in ("layers", "width", "classes", "microbatch_size",
                                                  "microbatches", "steps", "repeats")},
         "machine": {"host": platform.node(), "cpu": record["provenance"]["cpu"] if record else None,
-                    "cores": os.cpu_count(), "load_average": os.getloadavg()},
+                    "cores": os.cpu_count(), "load_average": load_average()},
         "torch": torch.__version__,
         "torch_blas": torch_blas(),
         "ppbench_commit": record["provenance"]["git_commit"] if record else None,

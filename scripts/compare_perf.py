@@ -40,24 +40,40 @@ one pair per benchmark program). For each pair:
    memory- and cache-bound work gets slower in CPU time too when neighbours run, by more than the
    calibration follows (docs/perf-ci.md, "Thresholds and noise").
    The ratio latest / baseline of the medians of that normalised time is a REGRESSION above
-   1 + threshold and an improvement below 1 / (1 + threshold). One line per regression names the
-   program, the benchmark, both normalised times (in calibration times), the ratio and, from the
-   same machine, the raw times. A benchmark that ran in the baseline and fails now is a
-   regression too; one that is in the baseline but not run now is counted as "not run now", one
-   line each, and fails --fail-on-regression like a regression (it may hide one: a benchmark
-   removed on purpose needs a new baseline).
+   1 + threshold and an improvement below 1 / (1 + threshold), each only when the Mann-Whitney U
+   test over the two runs' normalised repetitions (two-sided, computed here as compare.py's scipy
+   computes it) gives p < 0.05: the threshold says the change is large enough to matter, the
+   test that the repetitions show it at all. A median past the threshold whose repetitions do not
+   differ is counted "not significant" (one NOT SIGNIFICANT line for a slower one) and fails
+   nothing. Where there are too few repetitions for the test to reach p < 0.05 at all (its best
+   p, for n1 and n2 repetitions that do not overlap, is 2 / C(n1 + n2, n1): 0.1 for 3 and 3, 0.029
+   for 4 and 4; a file of aggregates only has none), the threshold alone decides, and that is
+   said: a line per pair, "no U test" in the regression line, a count in the summary. One line
+   per regression names the program, the benchmark, both normalised times (in calibration
+   times), the ratio, the U test and, from the same machine, the raw times. A benchmark that ran
+   in the baseline and fails now is a regression too; one that is in the baseline but not run
+   now is counted as "not run now", one line each, and fails --fail-on-regression like a
+   regression (it may hide one: a benchmark removed on purpose needs a new baseline). A program
+   that leaves benchmarks out on this machine names them and why in its context
+   (ppbench_not_registered: bubble_fidelity.cpp on too few cores); one NOT REGISTERED line then
+   says it.
 
 A pair is a baseline and a latest run of one program: files whose contexts name executables of
 different names, or that have no benchmark in common (beside the calibration), are refused (exit
 2), since comparing them would compare nothing and pass.
 
-When the baseline's CPU model differs from the latest run's, that is said and only the normalised
-ratios are compared (raw times from different machines mean nothing). --raw skips the calibration
+Two runs are of one machine when their contexts agree on cpu_model (ppbench's
+benchmarks/bench_context.h), num_cpus and host_name (Google Benchmark's). When one of them
+differs, or one run records it and the other does not, the output names each such field with both
+values, and only the normalised ratios are compared (raw times from different machines mean
+nothing); so it does when neither run records any of them. --raw skips the calibration
 (for files made without it, e.g. results/perf/baseline.json of `make perf`) and compares raw
 times, which is only meaningful on the baseline's machine.
 
-The last line is the summary:
-    perf: 34 compared, 1 regressions beyond 15%, 0 improvements, 0 not run now; ...
+The last line is the summary (the counts of "not significant" and "without a U test" only where
+there are any):
+    perf: 34 compared, 1 regressions beyond 15%, 0 improvements, 0 not run now, 2 past the
+    threshold but not significant (U test p >= 0.05); ...
 
 Exit status: 0, also with regressions, unless --fail-on-regression is given (then 1 when there is
 at least one regression or a benchmark not run now); 0 when a baseline does not exist, after
@@ -103,6 +119,15 @@ _REAL_TIME_PART = {"real_time", "manual_time"}
 
 _NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
+# What makes two runs one machine, whose raw times compare: the CPU model (bench_context.h), the
+# number of CPUs and the host (Google Benchmark's). Not mhz_per_cpu: Google Benchmark may read the
+# current clock, which moves between runs on one machine; not `runner`: a label the user gives
+# (PERF_CI_RUNNER), the host name by default, and one label may name many hosts.
+_MACHINE_KEYS = ("cpu_model", "num_cpus", "host_name")
+# The context key in which a program names the benchmarks it did not register on this machine,
+# and why (bubble_fidelity.cpp with fewer cores than its ranks): said beside them when not run.
+NOT_REGISTERED_KEY = "ppbench_not_registered"
+
 # Context keys printed for each run, in this order.
 _CONTEXT_KEYS = ("commit", "git_commit", "date", "host_name", "runner", "cpu_model", "num_cpus",
                  "mhz_per_cpu", "load_average", "ppbench_build_type", "perf_mode")
@@ -138,6 +163,8 @@ class Run:
     data: dict
     context: dict
     medians: dict[str, Times] = field(default_factory=dict)  # by normalised name, no calibration
+    # Each benchmark's repetitions (iteration rows), for the U test; none in a file of aggregates
+    samples: dict[str, list[Times]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     calibration: dict[str, Times] = field(default_factory=dict)
     divide_by: tuple[str, ...] = DEFAULT_CALIBRATION  # which calibration benchmarks
@@ -227,6 +254,10 @@ def load(path: Path) -> Run:
             rows = iterations[name]
             m = Times(statistics.median(r.real_ns for r in rows),
                       statistics.median(r.cpu_ns for r in rows))
+            for r in rows:
+                r.real_measure = real_measure[name]
+            if not is_calibration(name):
+                run.samples[name] = rows
         else:
             agg = aggregates[name]
             m = agg.get("median") or agg.get("mean")
@@ -323,6 +354,74 @@ def run_compare_py(compare_py: Path, python: str, base: Path, latest: Path,
     sys.stdout.flush()
 
 
+# ---- the U test ---------------------------------------------------------------------------------
+
+# compare.py's utest_alpha: a difference counts only where the repetitions differ at this level.
+ALPHA = 0.05
+
+
+def _ranks(values: list[float]) -> list[float]:
+    """1-based ranks, tied values sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in order[i:j + 1]:
+            ranks[k] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def _u_counts(n1: int, n2: int) -> list[int]:
+    """How many of the comb(n1 + n2, n1) orderings of two samples without ties give U = 0, 1,
+    ..., n1 * n2: the coefficients of the Gaussian binomial [n1 + n2 choose n1], built as the
+    product over i = 1..n1 of (1 - q^(n2 + i)) / (1 - q^i)."""
+    top = n1 * n2
+    poly = [1] + [0] * top
+    for i in range(1, n1 + 1):
+        for k in range(top, n2 + i - 1, -1):  # times (1 - q^(n2 + i))
+            poly[k] -= poly[k - n2 - i]
+        for k in range(i, top + 1):  # divided by (1 - q^i), exactly
+            poly[k] += poly[k - i]
+    return poly
+
+
+def mann_whitney_p(x: list[float], y: list[float]) -> float:
+    """The two-sided p-value of the Mann-Whitney U test, as compare.py gets it
+    (scipy.stats.mannwhitneyu(x, y, alternative="two-sided"), scipy >= 1.7): the exact
+    distribution when one sample has at most 8 values and no value repeats, else the normal
+    approximation with the tie and continuity corrections. Standard library only, so the verdict
+    needs no scipy (compare.py's table may be missing)."""
+    n1, n2 = len(x), len(y)
+    both = list(x) + list(y)
+    ranks = _ranks(both)
+    u1 = sum(ranks[:n1]) - n1 * (n1 + 1) / 2
+    u = max(u1, n1 * n2 - u1)
+    if min(n1, n2) <= 8 and len(set(both)) == len(both):
+        counts = _u_counts(n1, n2)
+        p = 2 * sum(counts[math.ceil(u - 1e-9):]) / math.comb(n1 + n2, n1)
+    else:
+        n = n1 + n2
+        ties = sum(t ** 3 - t for t in (both.count(v) for v in set(both)))
+        sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))))
+        if sigma == 0:  # every value the same: nothing tells the samples apart
+            return 1.0
+        z = (u - n1 * n2 / 2 - 0.5) / sigma
+        p = math.erfc(z / math.sqrt(2))  # 2 * the normal distribution's upper tail at z
+    return min(1.0, max(0.0, p))
+
+
+def u_test_possible(n1: int, n2: int) -> bool:
+    """Whether samples of n1 and n2 repetitions can differ significantly at all: the smallest
+    two-sided p the test gives, for two samples that do not overlap, is 2 / comb(n1 + n2, n1)
+    (0.1 for 3 and 3, 0.029 for 4 and 4). Below that the test cannot reject anything, and
+    requiring it would turn every regression into "not significant"."""
+    return n1 > 0 and n2 > 0 and 2 / math.comb(n1 + n2, n1) < ALPHA
+
+
 # ---- the verdict --------------------------------------------------------------------------------
 
 
@@ -343,7 +442,10 @@ class Tally:
     regressions: int = 0
     improvements: int = 0
     not_run: int = 0  # in the baseline, not in the latest run
-    lines: list[str] = field(default_factory=list)  # one per regression or not run, at the end
+    not_significant: int = 0  # past the threshold, but the U test finds no difference
+    untested: int = 0  # too few repetitions for the U test: the threshold alone decides
+    # one per regression, not run or slower but not significant, at the end
+    lines: list[str] = field(default_factory=list)
 
     def failed(self) -> bool:
         """What --fail-on-regression fails on: a benchmark that no longer runs may hide a
@@ -423,23 +525,35 @@ def check_copies_spare_inputs(targets: list[Path], inputs: list[Path]) -> None:
                              "compared (allowed: a folder without them)")
 
 
+def machine_differences(base: dict, latest: dict) -> list[str]:
+    """Each _MACHINE_KEYS field in which two contexts differ, as "field X, now Y". A field that
+    one run records and the other does not differs (nothing shows it to be the same); one that
+    neither records says nothing."""
+    return [f"{k} {base.get(k, 'not recorded')!r}, now {latest.get(k, 'not recorded')!r}"
+            for k in _MACHINE_KEYS if base.get(k) != latest.get(k)]
+
+
 def print_pair_header(base: Run, latest: Run, program: str, threshold: float,
                       raw: bool) -> bool:
     """The pair's title, both contexts and what differs between the machines; True when both
-    runs are from the same CPU model."""
+    runs are from the same machine (machine_differences finds nothing)."""
     print(f"== {program}: {base.path} -> {latest.path} (threshold {pct(threshold)})")
     print(f"baseline: {label(base)}")
     print(f"latest:   {label(latest)}")
-    same_machine = base.context.get("cpu_model") == latest.context.get("cpu_model")
-    if not same_machine:
-        print(f"NOTE: the baseline is from another machine (cpu_model "
-              f"{base.context.get('cpu_model')!r}, now {latest.context.get('cpu_model')!r}): "
-              + ("raw times are not comparable" if raw else
-                 "only the calibration-normalised ratios are compared, raw times are not"))
+    differences = machine_differences(base.context, latest.context)
+    known = any(k in base.context for k in _MACHINE_KEYS)
+    consequence = ("raw times are not comparable" if raw else
+                   "only the calibration-normalised ratios are compared, raw times are not")
+    if differences:
+        print(f"NOTE: the baseline is from another machine ({'; '.join(differences)}): "
+              + consequence)
+    elif not known:
+        print(f"NOTE: neither run records {', '.join(_MACHINE_KEYS)}, so they may be from two "
+              "machines: " + consequence)
     for which, one in (("baseline", base), ("latest", latest)):
         if str(one.context.get("ppbench_build_type", "release")).startswith("debug"):
             print(f"WARNING: the {which} run is a debug build")
-    return same_machine
+    return known and not differences
 
 
 def normalisation_factors(base: Run, latest: Run,
@@ -502,11 +616,18 @@ def compare_pair(base: Run, latest: Run, args: argparse.Namespace, tally: Tally,
         tally.not_run += len(gone)
         tally.lines += [f"NOT RUN NOW {program} {n}: in {base.path}, not in {latest.path}"
                         for n in gone]
+        why = latest.context.get(NOT_REGISTERED_KEY)
+        if why:
+            line = f"NOT REGISTERED {program}: {why} (said by {latest.path})"
+            print(line)
+            tally.lines.append(line)
     fallback_table = compare_py is None or python is None
     if fallback_table:
         width = max([len(n) for n in names] + [9])
         print(f"{'benchmark':<{width}}  {'measure':>9}  {'baseline':>10}  {'latest':>10}  "
-              f"{'ratio':>7}   ({'raw ns' if args.raw else 'calibration times'}, medians)")
+              f"{'ratio':>7}  {'U test p':>8}   "
+              f"({'raw ns' if args.raw else 'calibration times'}, medians)")
+    untested: list[tuple[str, int, int]] = []  # benchmark, repetitions in baseline and latest
     for name in names:
         if name in new or name in gone:
             continue
@@ -524,25 +645,62 @@ def compare_pair(base: Run, latest: Run, args: argparse.Namespace, tally: Tally,
         b_norm, l_norm = base.normalised(b), latest.normalised(lt)
         ratio = l_norm / b_norm
         tally.compared += 1
+        # The threshold says the change is large enough to matter, the U test that the
+        # repetitions show it at all (a median can move past the threshold on noise alone).
+        # Where there are too few repetitions for the test, the threshold alone decides.
+        n_base, n_latest = len(base.samples.get(name, [])), len(latest.samples.get(name, []))
+        p = u_test(base, latest, name)
+        if p is None:
+            untested.append((name, n_base, n_latest))
+            tally.untested += 1
+            test = f"no U test: {n_base} and {n_latest} repetitions are too few"
+        else:
+            test = f"U test p={p:.2g} {'<' if p < ALPHA else '>='} {ALPHA:g}"
+        past = ratio > 1 + threshold or ratio < 1 / (1 + threshold)
+        raw = f"{fmt_ns(b.measure())} -> {fmt_ns(lt.measure())}"
+        what = (f"{raw} {lt.measure_name()}" if args.raw else
+                f"{b_norm:.4g} -> {l_norm:.4g} calibration times")
+        change = f"x{ratio:.3f}, {(ratio - 1) * 100:+.1f}%"
         flag = ""
-        if ratio > 1 + threshold:
+        if past and p is not None and p >= ALPHA:
+            tally.not_significant += 1
+            flag = "not significant"
+            if ratio > 1 + threshold:
+                tally.lines.append(
+                    f"NOT SIGNIFICANT {program} {name}: {what} ({change} > {pct(threshold)}, "
+                    f"but {test}: the repetitions do not differ, not a regression)")
+        elif ratio > 1 + threshold:
             tally.regressions += 1
             flag = "REGRESSION"
-            raw = f"{fmt_ns(b.measure())} -> {fmt_ns(lt.measure())}"
-            what = (f"{raw} {lt.measure_name()}" if args.raw else
-                    f"{b_norm:.4g} -> {l_norm:.4g} calibration times")
-            line = (f"REGRESSION {program} {name}: {what} (x{ratio:.3f}, "
-                    f"+{(ratio - 1) * 100:.1f}% > {pct(threshold)})")
+            line = f"REGRESSION {program} {name}: {what} ({change} > {pct(threshold)}, {test})"
             if same_machine and not args.raw:
                 line += f"; raw {lt.measure_name()} {raw}"
             tally.lines.append(line)
-        elif ratio < 1 / (1 + threshold):
+        elif past:
             tally.improvements += 1
             flag = "improved"
         if fallback_table:
+            shown_p = "-" if p is None else f"{p:.2g}"
             print(f"{name:<{width}}  {'real' if lt.real_measure else 'CPU':>9}  {b_norm:>10.4g}  "
-                  f"{l_norm:>10.4g}  {ratio:>7.3f}  {flag}")
+                  f"{l_norm:>10.4g}  {ratio:>7.3f}  {shown_p:>8}  {flag}")
+    if untested:
+        fewest = min(untested, key=lambda u: math.comb(u[1] + u[2], u[1]))
+        shown = ", ".join(u[0] for u in untested[:5]) + (", ..." if len(untested) > 5 else "")
+        print(f"U test: {len(untested)} of the benchmarks compared have too few repetitions for "
+              f"it (fewest {fewest[1]} and {fewest[2]}: no p below {ALPHA:g} is possible), so "
+              f"the threshold alone decides for them: {shown}")
     print()
+
+
+def u_test(base: Run, latest: Run, name: str) -> float | None:
+    """The U test's p over the two runs' repetitions of `name`, each normalised as its median is
+    (compare.py tests the same values, in the normalised copies); None where there are too few
+    repetitions for the test to find any difference (u_test_possible)."""
+    xs = [base.normalised(t) for t in base.samples.get(name, [])]
+    ys = [latest.normalised(t) for t in latest.samples.get(name, [])]
+    if not u_test_possible(len(xs), len(ys)):
+        return None
+    return mann_whitney_p(xs, ys)
 
 
 def parse_threshold_for(values: list[str], parser: argparse.ArgumentParser) -> dict[str, float]:
@@ -567,7 +725,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="pairs of Google Benchmark JSON files: baseline, then latest run")
     parser.add_argument("--threshold", type=number(float, 0), default=DEFAULT_THRESHOLD,
                         help="relative slowdown of the normalised median beyond which a "
-                             f"benchmark is a regression (default {DEFAULT_THRESHOLD})")
+                             "benchmark is a regression, when the U test finds its repetitions "
+                             f"differ (default {DEFAULT_THRESHOLD})")
     parser.add_argument("--threshold-for", action="append", default=[], metavar="PROGRAM=T",
                         help="another threshold for one program (the executable's name in the "
                              "JSON context), e.g. executor_overhead=0.5; may be repeated")
@@ -672,8 +831,14 @@ def main(argv: list[str] | None = None) -> int:
         limit += " (" + ", ".join(per_program) + ")"
     how = ("raw times, no calibration" if args.raw else
            "medians of repetitions, each divided by its run's calibration")
+    extra = ""
+    if tally.not_significant:
+        extra += (f", {tally.not_significant} past the threshold but not significant "
+                  f"(U test p >= {ALPHA:g})")
+    if tally.untested:
+        extra += f", {tally.untested} without a U test (too few repetitions: threshold alone)"
     print(f"perf: {tally.compared} compared, {tally.regressions} regressions beyond {limit}, "
-          f"{tally.improvements} improvements, {tally.not_run} not run now; {how}")
+          f"{tally.improvements} improvements, {tally.not_run} not run now{extra}; {how}")
     return 1 if tally.failed() and args.fail_on_regression else 0
 
 

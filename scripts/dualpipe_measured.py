@@ -57,7 +57,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results_io import atomic_write, ppbench_json
+from results_io import atomic_write, load_average, ppbench_json
 from script_cli import OneLineParser, ScriptError, number, output_path, run
 
 SOURCE = ("DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437), section 3.2.1, Table 2; "
@@ -299,10 +299,6 @@ def layer_activation_bytes(ppbench: str, workload: list[str]) -> list[int]:
     return [int(layer["activation_bytes"]["B"]) for layer in model["layers"]]
 
 
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
 def build(ppbench: str, workload: list[str], n: int, steps: int, warmup: int, repeats: int,
           comparisons: list[str]) -> dict:
     cores = os.cpu_count() or 1
@@ -314,7 +310,7 @@ def build(ppbench: str, workload: list[str], n: int, steps: int, warmup: int, re
         for _, schedule, devices in points:
             ppbench_json(ppbench, ["simulate", "--schedule", schedule, "--devices", str(devices),
                                    "--microbatches", str(n), "--format", "json"])
-    load_before = load_average()
+    load_before = load_average(2)
     runs: dict[tuple[str, int], tuple[list[dict], list[dict]]] = {}
     for _, points in plans:
         for _, schedule, devices in points:
@@ -329,7 +325,7 @@ def build(ppbench: str, workload: list[str], n: int, steps: int, warmup: int, re
                       f"{record['step_time_s'] * 1e3:.1f} ms, load "
                       f"{record['provenance'].get('load_average')}", file=sys.stderr)
             runs[(schedule, devices)] = (records, profiles)
-    load_after = load_average()
+    load_after = load_average(2)
     out = []
     for title, points in plans:
         rows = []

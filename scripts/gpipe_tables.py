@@ -55,7 +55,6 @@ import argparse
 import contextlib
 import glob
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -64,8 +63,8 @@ from typing import Iterator
 from gpipe_tables_data import KS, MS, PAPER, TABLE2, TABLE3, TPU_VS_CPU, balanced_partition, \
     expand_layers, median_layers, normalise, pooled_step_time, scaling_series, stage_sums, \
     table2_rows, table3_row, trends
-from results_io import atomic_savefig, atomic_write, figure_path, load_rows, ppbench_json, \
-    pyplot
+from results_io import atomic_savefig, atomic_write, figure_path, load_average, load_rows, \
+    ppbench_json, pyplot
 from script_cli import InputError, OneLineParser, ScriptError, json_kind, output_path, read_json, \
     run, shaped
 
@@ -124,10 +123,6 @@ def model_spec(ppbench: str, flags: list[str]) -> dict:
     # f32: the CPU executor's dtype (model's own default is bf16).
     return ppbench_json(ppbench, ["model", *flags, "-b", "1", "--dtype", "f32", "--format",
                                   "json"])
-
-
-def load_average() -> list[float]:
-    return list(os.getloadavg())
 
 
 def profile_layers(ppbench: str, flags: list[str], microbatches: int, repeats: int) -> dict:

@@ -9,6 +9,9 @@ reader never sees half a file, even if the writer is killed.
 The schedule registry (`ppbench list --format json`) is read once per process by
 schedule_registry(); schedule_order() gives the registry's order, or the order in the data when
 no ppbench is given.
+
+The provenance a script records of its own (beside what ppbench's records carry) is read here
+once: load_average() and git_commit().
 """
 from __future__ import annotations
 
@@ -433,3 +436,30 @@ def table_script_main(doc: str, name: str, default_out: str,
         return 0
 
     return run(name, main, argv)
+
+
+# ---- provenance a script records itself ----------------------------------------------------
+
+
+def load_average(digits: int | None = None) -> list[float]:
+    """The 1-, 5- and 15-minute load averages (os.getloadavg), each rounded to `digits` where
+    given: timings taken while other work shares the cores are not comparable, so a record says
+    how busy the machine was."""
+    load = os.getloadavg()
+    return list(load) if digits is None else [round(x, digits) for x in load]
+
+
+def git_commit(root: Path) -> str:
+    """HEAD of the work tree at `root` (12 hex digits), with -dirty when tracked files outside
+    results/ changed (a record written there does not make the code it measured dirty);
+    $PPBENCH_GIT_COMMIT, else "unknown", where git cannot tell (a copy without .git, as a lent
+    machine gets)."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no", "--", ".", ":!results"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return os.environ.get("PPBENCH_GIT_COMMIT", "unknown")
+    return head + ("-dirty" if dirty else "")

@@ -79,6 +79,12 @@ def regression_lines(out):
 
 
 BENCHES = {"BM_Pipeline/1f1b/D64/N1024": 10.0, "BM_Pipeline/gpipe/D64/N1024": 5.0}
+UNTESTED = "without a U test (too few repetitions: threshold alone)"
+
+
+def spread(t, n=9, step=0.01):
+    """n repetitions around t (median t), each `step` of t from the next."""
+    return [t * (1 + step * (i - n // 2)) for i in range(n)]
 
 
 def test_uniformly_slower_machine_is_not_a_regression(tmp_path):
@@ -96,16 +102,19 @@ def test_uniformly_slower_machine_is_not_a_regression(tmp_path):
 
 
 def test_regression_line_and_exit_codes(tmp_path):
-    base = run_file(tmp_path / "baseline-p.json", BENCHES)
-    latest = run_file(tmp_path / "latest-p.json",
-                      {"BM_Pipeline/1f1b/D64/N1024": 13.0, "BM_Pipeline/gpipe/D64/N1024": 5.2})
+    base = run_file(tmp_path / "baseline-p.json", {n: spread(t) for n, t in BENCHES.items()}, n=9)
+    latest = run_file(tmp_path / "latest-p.json", {"BM_Pipeline/1f1b/D64/N1024": spread(13.0),
+                                                   "BM_Pipeline/gpipe/D64/N1024": spread(5.2)},
+                      n=9)
     rc, out, _ = run(base, latest, "--no-compare-py")
     assert rc == 0  # reported, not failing, without the flag
     lines = regression_lines(out)
     assert len(lines) == 1
-    # program, benchmark, normalised times (10 ms / 2 ms = 5, 13 / 2 = 6.5), ratio, raw times
+    # program, benchmark, normalised times (10 ms / 2 ms = 5, 13 / 2 = 6.5), ratio, the U test
+    # (9 and 9 repetitions that do not overlap: scipy's p is 0.000412), raw times
     assert lines[0] == ("REGRESSION schedule_throughput BM_Pipeline/1f1b/D64/N1024: 5 -> 6.5 "
-                        "calibration times (x1.300, +30.0% > 15%); raw CPU time 10 ms -> 13 ms")
+                        "calibration times (x1.300, +30.0% > 15%, U test p=0.00041 < 0.05); "
+                        "raw CPU time 10 ms -> 13 ms")
     assert summary(out) == ("perf: 2 compared, 1 regressions beyond 15%, 0 improvements, "
                             "0 not run now; medians of repetitions, each divided by its run's "
                             "calibration")
@@ -125,6 +134,220 @@ def test_threshold_noise_and_improvement(tmp_path):
     assert rc == 1
     assert [line.split()[2].rstrip(":") for line in regression_lines(out)] == ["BM_a"]
     assert summary(out).startswith("perf: 3 compared, 1 regressions beyond 5%, 2 improvements")
+
+
+# ---- the U test beside the threshold -----------------------------------------------------------
+
+# 9 repetitions each (make perf-ci's), medians 10 and 13 ms: x1.30, past the 15 % threshold, but
+# the repetitions overlap through most of their range (scipy's p = 0.453).
+OVERLAP_BASE = [5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 13.0, 14.0, 15.0]
+OVERLAP_SLOWER = [5.5, 6.5, 7.5, 9.0, 13.0, 13.5, 14.5, 15.5, 16.0]
+# Median 8 ms: x0.8, past the threshold the other way, and as spread (p = 0.536).
+OVERLAP_FASTER = [4.0, 5.5, 6.5, 7.0, 8.0, 9.5, 12.0, 13.0, 14.5]
+
+
+def test_past_the_threshold_but_not_significant_is_no_regression(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_a": OVERLAP_BASE, "BM_b": OVERLAP_BASE}, n=9)
+    latest = run_file(tmp_path / "l.json", {"BM_a": OVERLAP_SLOWER, "BM_b": OVERLAP_FASTER}, n=9)
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 0
+    assert regression_lines(out) == []
+    assert ("NOT SIGNIFICANT schedule_throughput BM_a: 5 -> 6.5 calibration times (x1.300, "
+            "+30.0% > 15%, but U test p=0.45 >= 0.05: the repetitions do not differ, not a "
+            "regression)") in out.splitlines()
+    assert "NOT SIGNIFICANT schedule_throughput BM_b" not in out  # faster: no line, no count
+    assert summary(out).startswith(
+        "perf: 2 compared, 0 regressions beyond 15%, 0 improvements, 0 not run now, 2 past the "
+        "threshold but not significant (U test p >= 0.05);")
+    # The own table shows the p-value and why neither counts.
+    row = next(line for line in out.splitlines() if line.startswith("BM_a "))
+    assert row.split()[-3:] == ["0.45", "not", "significant"]
+
+
+def test_past_the_threshold_and_significant_is_a_regression_or_improvement(tmp_path):
+    # 5 repetitions (bubble_fidelity's) that do not overlap: the exact p is 2 / 252 = 0.0079.
+    base = run_file(tmp_path / "b.json", {"BM_a": spread(10.0, 5), "BM_b": spread(10.0, 5)},
+                    n=5)
+    latest = run_file(tmp_path / "l.json", {"BM_a": spread(13.0, 5), "BM_b": spread(8.0, 5)},
+                      n=5)
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 1
+    assert regression_lines(out) == [
+        "REGRESSION schedule_throughput BM_a: 5 -> 6.5 calibration times (x1.300, +30.0% > 15%, "
+        "U test p=0.0079 < 0.05); raw CPU time 10 ms -> 13 ms"]
+    assert summary(out).startswith("perf: 2 compared, 1 regressions beyond 15%, "
+                                   "1 improvements, 0 not run now;")
+    assert "U test: " not in out and UNTESTED not in out  # every benchmark was tested
+
+
+def test_significant_but_within_the_threshold_is_unchanged(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_a": spread(10.0, step=0.001)}, n=9)
+    latest = run_file(tmp_path / "l.json", {"BM_a": spread(10.5, step=0.001)}, n=9)
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 0
+    assert summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, 0 improvements, "
+                                   "0 not run now;")
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_too_few_repetitions_leave_the_threshold_alone_and_say_so(tmp_path, n):
+    """3 and 3 repetitions cannot give a p below 0.1: requiring p < 0.05 there would hide every
+    regression, so the threshold decides alone, as the output says."""
+    base = run_file(tmp_path / "b.json", {"BM_a": spread(10.0, n)}, n=n)
+    latest = run_file(tmp_path / "l.json", {"BM_a": spread(13.0, n)}, n=n)
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 1
+    assert regression_lines(out) == [
+        "REGRESSION schedule_throughput BM_a: 5 -> 6.5 calibration times (x1.300, +30.0% > 15%, "
+        f"no U test: {n} and {n} repetitions are too few); raw CPU time 10 ms -> 13 ms"]
+    assert (f"U test: 1 of the benchmarks compared have too few repetitions for it (fewest {n} "
+            f"and {n}: no p below 0.05 is possible), so the threshold alone decides for them: "
+            "BM_a") in out.splitlines()
+    assert summary(out).startswith("perf: 1 compared, 1 regressions beyond 15%, 0 improvements, "
+                                   f"0 not run now, 1 {UNTESTED};")
+
+
+def test_files_of_aggregates_only_have_no_u_test(tmp_path):
+    def aggregates_only(path, t):
+        rows = []
+        for name, c in CALIBRATION.items():
+            rows += [r for r in reps(name, [c] * 9) if r["run_type"] == "aggregate"]
+        rows += [r for r in reps("BM_a", spread(t)) if r["run_type"] == "aggregate"]
+        path.write_text(json.dumps({"context": CONTEXT, "benchmarks": rows}))
+        return path
+
+    rc, out, _ = run(aggregates_only(tmp_path / "b.json", 10.0),
+                     aggregates_only(tmp_path / "l.json", 13.0), "--no-compare-py")
+    assert rc == 0
+    assert "no U test: 0 and 0 repetitions are too few" in regression_lines(out)[0]
+
+
+def _compare_perf_module():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import compare_perf
+    finally:
+        sys.path.pop(0)
+    return compare_perf
+
+
+# (x, y, scipy.stats.mannwhitneyu(x, y, alternative="two-sided").pvalue, scipy 1.10)
+KNOWN_P = [
+    ([1, 2, 3, 4], [5, 6, 7, 8], 2 / 70),  # exact, no overlap
+    ([1.0, 2.5, 3.0], [2.0, 4.0, 5.0], 0.4),  # exact
+    (OVERLAP_BASE, OVERLAP_SLOWER, 0.45267918106292115),  # normal approximation (9 and 9)
+    ([1, 2, 2, 3], [2, 3, 4, 4], 0.13416918012812584),  # ties: normal approximation
+    ([1, 1, 1], [1, 1, 1], 1.0),  # all tied
+]
+
+
+@pytest.mark.parametrize("x, y, p", KNOWN_P)
+def test_mann_whitney_p_as_scipy_gives_it(x, y, p):
+    assert _compare_perf_module().mann_whitney_p(x, y) == pytest.approx(p, rel=1e-9)
+
+
+def test_mann_whitney_p_against_scipy_itself():
+    """Random samples, exact and approximate, with and without ties, where a python3 here has
+    scipy (the .venv has not; Debian's python3-scipy is for /usr/bin/python3)."""
+    py = next((p for p in ("/usr/bin/python3", shutil.which("python3")) if p and subprocess.run(
+        [p, "-c", "import scipy.stats"], capture_output=True, check=False).returncode == 0), None)
+    if py is None:
+        pytest.skip("no python3 here imports scipy")
+    import random
+    rng = random.Random(7)
+    cases = []
+    for _ in range(300):
+        n1, n2 = rng.randint(1, 12), rng.randint(1, 12)
+        if rng.random() < 0.4:
+            cases.append(([rng.randint(1, 5) for _ in range(n1)],
+                          [rng.randint(1, 6) for _ in range(n2)]))
+        else:
+            shift = rng.choice([0.0, 0.3, 1.0])
+            cases.append(([rng.random() for _ in range(n1)],
+                          [rng.random() + shift for _ in range(n2)]))
+    scipy_p = json.loads(subprocess.run(
+        [py, "-c", "import json, sys, math\n"
+         "from scipy.stats import mannwhitneyu\n"
+         "ps = [mannwhitneyu(x, y, alternative='two-sided').pvalue for x, y in "
+         "json.load(sys.stdin)]\n"
+         "print(json.dumps([1.0 if math.isnan(p) else p for p in ps]))"],
+        input=json.dumps(cases), capture_output=True, text=True, check=True).stdout)
+    ours = [_compare_perf_module().mann_whitney_p(x, y) for x, y in cases]
+    assert ours == pytest.approx(scipy_p, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("n1, n2, possible", [(3, 3, False), (4, 4, True), (2, 9, True),
+                                              (1, 39, False), (1, 40, True), (0, 9, False)])
+def test_u_test_possible_from_the_smallest_p(n1, n2, possible):
+    assert _compare_perf_module().u_test_possible(n1, n2) is possible
+
+
+# ---- which runs are of one machine -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"num_cpus": 4}, "num_cpus 2, now 4"),
+    ({"host_name": "other"}, "host_name 'vm', now 'other'"),
+    ({"cpu_model": "Other CPU 1", "num_cpus": 8},
+     "cpu_model 'Test CPU 9000', now 'Other CPU 1'; num_cpus 2, now 8"),
+])
+def test_another_machine_is_named_by_the_field_that_differs(tmp_path, change, named):
+    ctx = dict(CONTEXT, host_name="vm")
+    base = run_file(tmp_path / "b.json", {"BM_a": 10.0}, context=ctx)
+    latest = run_file(tmp_path / "l.json", {"BM_a": 13.0}, context=dict(ctx, **change))
+    _, out, _ = run(base, latest, "--no-compare-py")
+    assert (f"NOTE: the baseline is from another machine ({named}): only the "
+            "calibration-normalised ratios are compared, raw times are not") in out.splitlines()
+    assert "raw" not in regression_lines(out)[0]  # raw times of two machines are not compared
+
+
+def test_a_machine_field_one_run_lacks_is_a_difference(tmp_path):
+    ctx = dict(CONTEXT, host_name="vm")
+    base = run_file(tmp_path / "b.json", {"BM_a": 10.0},
+                    context={k: v for k, v in ctx.items() if k != "num_cpus"})
+    latest = run_file(tmp_path / "l.json", {"BM_a": 13.0}, context=ctx)
+    _, out, _ = run(base, latest, "--no-compare-py")
+    assert "another machine (num_cpus 'not recorded', now 2)" in out
+    assert "raw" not in regression_lines(out)[0]
+
+
+def test_no_machine_field_in_either_run_is_not_taken_for_one_machine(tmp_path):
+    ctx = {"executable": CONTEXT["executable"]}
+    base = run_file(tmp_path / "b.json", {"BM_a": 10.0}, context=ctx)
+    latest = run_file(tmp_path / "l.json", {"BM_a": 13.0}, context=ctx)
+    _, out, _ = run(base, latest, "--no-compare-py")
+    assert ("NOTE: neither run records cpu_model, num_cpus, host_name, so they may be from two "
+            "machines: only the calibration-normalised ratios are compared, raw times are not"
+            ) in out.splitlines()
+    assert "raw" not in regression_lines(out)[0]
+
+
+def test_one_machine_despite_clock_and_runner_label(tmp_path):
+    """mhz_per_cpu moves with the clock on one machine, and runner is only a label."""
+    ctx = dict(CONTEXT, host_name="vm", mhz_per_cpu=2596, runner="vm")
+    base = run_file(tmp_path / "b.json", {"BM_a": 10.0}, context=ctx)
+    latest = run_file(tmp_path / "l.json", {"BM_a": 13.0},
+                      context=dict(ctx, mhz_per_cpu=3100, runner="ci-small"))
+    _, out, _ = run(base, latest, "--no-compare-py")
+    assert "NOTE" not in out
+    assert regression_lines(out)[0].endswith("; raw CPU time 10 ms -> 13 ms")
+
+
+# ---- benchmarks a program did not register here ------------------------------------------------
+
+
+def test_benchmarks_not_registered_are_not_run_now_with_the_reason(tmp_path):
+    base = run_file(tmp_path / "b.json", {"BM_Fidelity/1f1b/D2/N8/manual_time": 10.0})
+    why = ("BM_Fidelity at D=2, D=4: 1 core to run on, and D ranks on fewer than D cores "
+           "time-share them, which measures the OS scheduler, not the schedule")
+    latest = run_file(tmp_path / "l.json", {}, context=dict(CONTEXT, ppbench_not_registered=why))
+    rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
+    assert rc == 1
+    assert out.strip().splitlines()[-3:-1] == [
+        f"NOT RUN NOW schedule_throughput BM_Fidelity/1f1b/D2/N8: in {base}, not in {latest}",
+        f"NOT REGISTERED schedule_throughput: {why} (said by {latest})"]
+    assert summary(out).startswith("perf: 0 compared, 0 regressions beyond 15%, "
+                                   "0 improvements, 1 not run now;")
 
 
 def test_median_of_repetitions_resists_an_outlier(tmp_path):
@@ -324,7 +547,7 @@ def test_new_and_missing_benchmarks_listed_not_compared(tmp_path):
     assert "in the baseline but not run now (not compared): BM_gone" in out
     assert f"NOT RUN NOW schedule_throughput BM_gone: in {base}, not in {latest}" in out
     assert summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, "
-                                   "0 improvements, 1 not run now;")
+                                   f"0 improvements, 1 not run now, 1 {UNTESTED};")
     # A benchmark that no longer runs may hide a regression: it fails the run like one.
     rc, _, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
     assert rc == 1
@@ -336,7 +559,7 @@ def test_only_new_benchmarks_pass_the_failing_run(tmp_path):
     rc, out, _ = run(base, latest, "--no-compare-py", "--fail-on-regression")
     assert rc == 0
     assert summary(out).startswith("perf: 1 compared, 0 regressions beyond 15%, "
-                                   "0 improvements, 0 not run now;")
+                                   f"0 improvements, 0 not run now, 1 {UNTESTED};")
 
 
 def test_latest_of_calibration_only_counts_every_benchmark_not_run(tmp_path):
@@ -460,7 +683,7 @@ def test_missing_calibration_is_incompatible_unless_raw(tmp_path):
     rc, out, _ = run(base, latest, "--no-compare-py", "--raw")
     assert rc == 0
     assert summary(out) == ("perf: 2 compared, 0 regressions beyond 15%, 0 improvements, "
-                            "0 not run now; raw times, no calibration")
+                            f"0 not run now, 2 {UNTESTED}; raw times, no calibration")
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"benchmarks": [{"no_name": 1}]}',
@@ -545,6 +768,24 @@ def test_real_compare_py(tmp_path):
                if line.startswith("BM_Pipeline/1f1b/D64/N1024_median"))
     assert row.split()[1] == "+0.3000"
     assert len(regression_lines(out)) == 1
+
+
+def test_verdict_p_is_compare_py_p(tmp_path):
+    """The p in a regression line is the one compare.py prints for the same copies."""
+    path, py = _real_compare_py()
+    if path is None or py is None:
+        pytest.skip("Google Benchmark's compare.py, or a python3 with scipy, is not here")
+    base = run_file(tmp_path / "baseline-p.json", {"BM_a": OVERLAP_BASE, "BM_b": spread(10.0)},
+                    n=9)
+    latest = run_file(tmp_path / "latest-p.json", {"BM_a": OVERLAP_SLOWER, "BM_b": spread(12.0)},
+                      n=9, speed=2.0)
+    rc, out, _ = run(base, latest, "--compare-py", path, "--compare-python", py)
+    assert rc == 0
+    cpu_p = {line.split()[0]: float(line.split()[2]) for line in out.splitlines()
+             if line.startswith("BM_") and "_pvalue" in line.split()[0]}
+    assert cpu_p["BM_a_pvalue"] == pytest.approx(0.4527, abs=1e-4)
+    assert "BM_a: 5 -> 6.5 calibration times (x1.300, +30.0% > 15%, but U test p=0.45" in out
+    assert cpu_p["BM_b_pvalue"] < 0.05 and len(regression_lines(out)) == 1
 
 
 def test_normalize_name_kept_for_compare_torch():
