@@ -238,17 +238,12 @@ void require_memory(const MemoryBudget& budget, const MemoryEstimate& e, const s
 }
 
 double schedule_tasks(const ScheduleParams& p) {
-  const double d = p.devices, n = p.microbatches;
   // Only a family's parameters give its tasks; a file's ("file:...") are in the file.
   const ScheduleInfo* info = lookup_schedule(p.name);
   if (info == nullptr) return 0;
-  // (stage, micro-batch) pairs from the family's stage layout (schedules/registry.h); two-chain
-  // layouts carry N/2 micro-batches on each of their two chains of D stages.
-  double pairs = d * n;
-  if (info->layout == kLayoutInterleaved)
-    pairs = (p.chunks > 0 ? p.chunks : 2) * d * n;
-  else if (info->layout == kLayoutV)
-    pairs = 2 * d * n;
+  // (stage, micro-batch) pairs from the family's stage layout; two-chain layouts carry N/2
+  // micro-batches on each of their two chains of D stages, N stage-passes per stage in all.
+  const double pairs = static_cast<double>(layout_stages_per_chain(p)) * p.microbatches;
   return pairs * (info->backward == Backward::kSplit ? 3 : 2);
 }
 

@@ -134,6 +134,14 @@ const ScheduleInfo* lookup_schedule(std::string_view name) {
   return nullptr;
 }
 
+int layout_stages_per_chain(const ScheduleParams& p) {
+  const ScheduleInfo* info = lookup_schedule(p.name);
+  if (info == nullptr) return 0;
+  if (info->layout == kLayoutInterleaved) return (p.chunks > 0 ? p.chunks : 2) * p.devices;
+  if (info->layout == kLayoutV) return 2 * p.devices;
+  return p.devices;
+}
+
 const ScheduleInfo& find_schedule(std::string_view name) {
   for (const auto& s : kSchedules)
     if (s.name == name) return s;

@@ -52,6 +52,10 @@ std::span<const ScheduleInfo> all_schedules();
 const ScheduleInfo& find_schedule(std::string_view name);
 // The family's entry, or nullptr where the name is none (a schedule read from a file).
 const ScheduleInfo* lookup_schedule(std::string_view name);
+// The stages of one chain that the family's layout gives at these parameters, before any
+// schedule is generated: v*D interleaved (v = --chunks, 2 where not given), 2D in a V, else D
+// (two-direction layouts run D stages on each of their chains). 0 for an unknown name.
+int layout_stages_per_chain(const ScheduleParams& p);
 // Checks the generic parameters, rejects --chunks on a schedule without chunks
 // and --group-size on any but interleaved-1f1b,
 // then calls the family's generator (which checks its own constraints).

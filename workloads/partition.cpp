@@ -120,15 +120,19 @@ void check_partition_method(std::string_view method, int layers) {
   if (is_layer_list(method)) explicit_partition(method, layers, stages_in_list(method));
 }
 
+void require_layers_for_stages(const std::string& workload, std::int64_t layers, int stages) {
+  if (layers >= stages) return;
+  throw UsageError("workload " + workload + " has " + std::to_string(layers) +
+                   " layers, fewer than the pipeline's " + std::to_string(stages) + " stages" +
+                   " (every stage needs at least one layer)");
+}
+
 PartitionPlan partition(const WorkloadSpec& spec, int stages, std::string_view method) {
   const int n = static_cast<int>(spec.layers.size());
   if (stages < 1)
     throw UsageError("--stages " + std::to_string(stages) + " is not allowed: it must be >= 1");
   check_method_name(method);
-  if (n < stages)
-    throw UsageError("workload " + spec.workload + " has " + std::to_string(n) +
-                     " layers, fewer than the pipeline's " + std::to_string(stages) + " stages" +
-                     " (every stage needs at least one layer)");
+  require_layers_for_stages(spec.workload, n, stages);
 
   PartitionPlan plan;
   if (method == "balanced") {

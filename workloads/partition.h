@@ -41,6 +41,10 @@ std::vector<int> uniform_partition(int layers, int stages);
 // Parses "4,4,3,5"; UsageError naming the bad entry, count or sum.
 std::vector<int> explicit_partition(std::string_view list, int layers, int stages);
 
+// UsageError when a workload of `layers` layers cannot give each of `stages` stages one; said by
+// partition() and, before a schedule is built, by the commands that know the stage count early.
+void require_layers_for_stages(const std::string& workload, std::int64_t layers, int stages);
+
 // `method` is "balanced", "uniform" or a comma-separated list. UsageError when the workload has
 // fewer layers than stages, or for an unknown method.
 PartitionPlan partition(const WorkloadSpec& spec, int stages, std::string_view method);

@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
+#include "harness/cli/table_unit.h"
+#include "harness/cli/workload_header.h"
 #include "harness/cuda_step_memory.h"
 #include "harness/memory_estimate.h"
 #include "harness/report_json.h"
@@ -21,20 +23,6 @@
 namespace ppbench::cli {
 
 namespace {
-
-struct Unit {
-  const char* name;
-  double scale;
-};
-
-// One unit for the whole table, the largest in which the largest total is at least 1.
-Unit table_unit(int64_t largest) {
-  static const Unit units[] = {{"EiB", 0x1p60}, {"PiB", 0x1p50}, {"TiB", 0x1p40},
-                               {"GiB", 0x1p30}, {"MiB", 0x1p20}, {"KiB", 0x1p10}};
-  for (const Unit& u : units)
-    if (static_cast<double>(largest) >= u.scale) return u;
-  return {"B", 1};
-}
 
 std::string join(const std::vector<int>& v) {
   std::string out;
@@ -111,10 +99,10 @@ nlohmann::json to_json(const WorkloadSpec& spec, const Schedule& s, const Partit
 
 void print_text(const WorkloadSpec& spec, const Schedule& s, const StepMemory& m, Optimizer o,
                 const StepMemoryOptions& opts, const std::string& backend) {
-  std::cout << "memory of one training step: " << spec.workload;
-  for (const auto& [k, v] : spec.config.items())
-    std::cout << ' ' << k << '=' << (v.is_string() ? v.get<std::string>() : v.dump());
-  std::cout << ", b=" << spec.microbatch_size << ", " << dtype_name(spec.dtype) << "\n"
+  std::cout << "memory of one training step: "
+            << workload_header(spec.workload, spec.config, spec.microbatch_size,
+                               dtype_name(spec.dtype))
+            << "\n"
             << s.params.name << " D=" << s.params.devices << " N=" << s.params.microbatches << ", "
             << s.stages() << " stages" << (opts.recompute ? ", --recompute" : "") << ", optimizer "
             << to_string(o) << "\n"
@@ -124,7 +112,8 @@ void print_text(const WorkloadSpec& spec, const Schedule& s, const StepMemory& m
             << (backend == "cuda" ? std::string("--backend cuda: ") + kCudaNote + "\n" : "")
             << "\n";
 
-  const Unit u = table_unit(m.largest_total());
+  // One unit for the whole table, the largest in which the largest total is at least 1.
+  const Unit u = byte_unit(static_cast<double>(m.largest_total()));
   const std::string un = std::string(" ") + u.name;
   std::size_t stage_w = 7;
   for (const RankMemory& r : m.ranks) stage_w = std::max(stage_w, join(r.parts).size() + 2);
@@ -214,6 +203,11 @@ Command add_memory(CLI::App& parent) {
       check_partition_method(st->partition, static_cast<int>(layers));
     const MemoryBudget budget = st->memory.budget();
     const ScheduleParams params = st->schedule.resolve(budget);
+    // Every stage needs a layer: said before the schedule is generated and proven, which may
+    // take seconds (partition() says it again for what this misses).
+    if (layers > 0)
+      require_layers_for_stages(st->workload.workload, static_cast<std::int64_t>(layers),
+                                st->schedule.stages_per_chain());
     const std::string what = "memory " + st->workload.describe() + " " + st->schedule.describe();
     // The schedule (generated and proven), then the spec's records and its partition, each
     // bounded before it is built.

@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
+#include "harness/cli/table_unit.h"
+#include "harness/cli/workload_header.h"
 #include "harness/memory_estimate.h"
 #include "workloads/cuda/attention_note.h"
 #include "workloads/partition.h"
@@ -47,18 +49,6 @@ std::string count_text(double v) {
   return buf;
 }
 
-// One unit for a whole column set, chosen so the largest value stays readable.
-struct Unit {
-  const char* name;
-  double scale;
-};
-Unit pick(double largest, const char* const names[], double base) {
-  int u = 0;
-  double scale = 1;
-  while (largest / scale >= 100000 && names[u + 1] != nullptr) scale *= base, ++u;
-  return {names[u], scale};
-}
-
 std::string pad(std::string s, std::size_t width, bool right = true) {
   if (s.size() >= width) return s + " ";
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
@@ -80,9 +70,6 @@ struct Row {
 };
 
 void print_rows(const std::vector<Row>& rows, const Row& total) {
-  static const char* const flop_units[] = {"FLOP",  "KFLOP", "MFLOP", "GFLOP",
-                                           "TFLOP", "PFLOP", nullptr};
-  static const char* const byte_units[] = {"B", "KiB", "MiB", "GiB", "TiB", nullptr};
   double max_flop = 0, max_byte = 0;
   std::size_t name_w = 6, kind_w = 5;
   for (const auto& r : rows) {
@@ -96,9 +83,12 @@ void print_rows(const std::vector<Row>& rows, const Row& total) {
   max_flop = std::max({max_flop, total.flops.f, total.flops.i, total.flops.w});
   max_byte = std::max({max_byte, static_cast<double>(total.act.b), static_cast<double>(total.act.w),
                        static_cast<double>(total.paper.b), static_cast<double>(total.paper.w)});
-  // Prefer GFLOP for model-sized numbers, as papers quote them.
-  const Unit fu = max_flop >= 1e9 ? Unit{"GFLOP", 1e9} : pick(max_flop, flop_units, 1000);
-  const Unit bu = pick(max_byte, byte_units, 1024);
+  // One unit per column set, in which the largest value keeps five digits before the point, so
+  // that a layer's small values beside the total keep theirs. Prefer GFLOP for model-sized
+  // numbers, as papers quote them.
+  constexpr double kBelow = 100000;
+  const Unit fu = max_flop >= 1e9 ? Unit{"GFLOP", 1e9} : table_unit(max_flop, kFlopUnits, kBelow);
+  const Unit bu = byte_unit(max_byte, kBelow);
   const std::string f = std::string(" ") + fu.name, b = std::string(" ") + bu.name;
   std::cout << pad("#", 5) << "  " << pad("name", name_w, false) << pad("kind", kind_w, false)
             << pad("params", 10) << pad("F" + f, 13) << pad("I" + f, 13) << pad("W" + f, 13)
@@ -119,13 +109,11 @@ void print_rows(const std::vector<Row>& rows, const Row& total) {
 }
 
 void print_text(const WorkloadSpec& spec, const PartitionPlan* plan) {
-  std::cout << spec.workload;
-  for (const auto& [k, v] : spec.config.items())
-    std::cout << ' ' << k << '=' << (v.is_string() ? v.get<std::string>() : v.dump());
-  std::cout << "\n"
+  std::cout << workload_header(spec.workload, spec.config, spec.microbatch_size,
+                               dtype_name(spec.dtype))
+            << "\n"
             << spec.layers.size() << " layers, " << count_text(static_cast<double>(spec.params()))
-            << " params (" << spec.params() << "), per micro-batch of " << spec.microbatch_size
-            << " at " << dtype_name(spec.dtype) << "\n\n";
+            << " params (" << spec.params() << "); FLOPs and bytes per micro-batch\n\n";
 
   std::vector<Row> rows;
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {

@@ -148,7 +148,7 @@ Command add_run(CLI::App& parent) {
     ScheduleFlags schedule;
     RunOptions options;
     CudaFlags cuda;
-    int dp = 1;
+    int dp = kDefaultReplicas;
     bool dp_overlap = false;
     std::string optimizer;  // "": adamw
     std::string pin_ranks = "on";
@@ -216,11 +216,12 @@ Command add_run(CLI::App& parent) {
       "measured step (docs/cuda-graphs.md)");
   app->add_option("--dp", st->dp,
                   "Data-parallel replicas R of the pipeline, each on its own processes: launch "
-                  "with mpirun -np P, P = --pp x --dp (default 1; docs/multi-process.md)")
-      ->transform(integer_in(1, 65536));
+                  "with mpirun -np P, P = --pp x --dp (" +
+                      replicas_help() + "; docs/multi-process.md)")
+      ->transform(integer_in(1, kMaxReplicas));
   app->add_flag("--dp-overlap", st->dp_overlap,
-                "With --dp: all-reduce each stage's gradients as soon as its last backward ends "
-                "(default: once, after the rank's last action)");
+                "With --dp R, R >= 2: all-reduce each stage's gradients as soon as its last "
+                "backward ends (default: once, after the rank's last action)");
   app->add_option("--optimizer", st->optimizer,
                   "The optimizer step after each stage's last backward: none, sgd or adamw "
                   "(default adamw; cuda: not with --cuda-graph for Chimera or DualPipe)")
@@ -231,8 +232,9 @@ Command add_run(CLI::App& parent) {
                   "adamw's decoupled weight decay (default 0.01)")
       ->transform(number_in(0, 1));
   app->add_flag("--check", st->options.check,
-                "Also compute the step on one device (cpu: float64; cuda: the run's first GPU, "
-                "whole, same dtype) and record the largest relative gradient error per tensor "
+                "Also compute the step on one device (cpu: the same step in the run's own "
+                "precision; cuda: the run's first GPU, whole, same dtype) and record the largest "
+                "relative gradient error per tensor "
                 "in \"check\"; exit 1 past the tolerance");
   app->add_option("--check-tolerance", st->options.check_tolerance,
                   "Largest relative error --check accepts (default by dtype: f64 1e-10, f32 1e-4, "
@@ -273,6 +275,7 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--gpus, --virtual-devices, --sms-per-device, --link-bandwidth, --link-latency and "
           "--cuda-graph need --backend cuda");
+    require_replicas_to_overlap(st->dp, st->dp_overlap);  // then --dp-overlap has R >= 2
     // Several processes started by mpirun (or srun): one pipeline rank each.
     const LaunchEnvironment launch = launch_environment();
     const bool multi_process = launch.by_mpi && launch.size != 1;
@@ -327,7 +330,7 @@ Command add_run(CLI::App& parent) {
                                        : "--backend cuda runs its ranks on GPUs"));
     st->options.executor.pin_ranks = st->pin_ranks == "on";
     st->options.optimizer.kind = parse_optimizer(st->optimizer.empty() ? "adamw" : st->optimizer);
-    if ((st->dp > 1 || st->dp_overlap) && !multi_process)
+    if (st->dp > 1 && !multi_process)
       throw UsageError("--dp " + std::to_string(st->dp) + (st->dp_overlap ? " --dp-overlap" : "") +
                        " runs each replica's ranks as separate processes: start it with mpirun -np "
                        "P ppbench run ... or srun --mpi=pmix -n P ppbench run ... (P = --pp x "
@@ -367,8 +370,9 @@ Command add_run(CLI::App& parent) {
     cuda_options.link_bandwidth_gb_per_s = st->cuda.link_bandwidth;
     cuda_options.link_latency_us = st->cuda.link_latency;
     cuda_options.cuda_graph = st->cuda.graph;
-    // Measured on the CPU in float64, within half of the memory --max-memory or the machine
-    // leaves: the CUDA backend does not link the CPU's.
+    // Measured on the CPU (harness/backends/cpu/reference_step.h: in f32 for an f32 run, else
+    // float64), within half of the memory --max-memory or the machine leaves: the CUDA backend
+    // does not link the CPU's.
     const double spread_budget =
         budget.bytes > 0 ? budget.bytes / 2 : std::numeric_limits<double>::infinity();
     cuda_options.reference_spread = [&](const WorkloadSpec& w, int n, int steps, std::string* why) {

@@ -102,11 +102,11 @@ int printed(int code) {
 }
 
 // Under mpirun every process parses the same command line and would say the same: process 0
-// says it.
-// mpirun ends the job at the first process that exits non-zero, so the quiet ones wait a moment
-// for process 0's line to leave.
+// says it. mpirun ends the job at the first process that exits non-zero, so the quiet ones wait a
+// moment for process 0's line to leave. A process that no launch of several started (a stray
+// PMI_RANK in a plain shell) says it itself: its line is the only one.
 int usage_error(const std::string& message) {
-  if (ppbench::launch_environment().rank > 0) {
+  if (ppbench::launch_environment().leaves_messages_to_process_zero()) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     return 2;
   }
@@ -121,7 +121,7 @@ int environment_error(const std::string& message) {
 #else
   const bool in_job = false;
 #endif
-  if (!in_job && ppbench::launch_environment().rank > 0) {
+  if (!in_job && ppbench::launch_environment().leaves_messages_to_process_zero()) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     return 3;
   }

@@ -40,6 +40,17 @@ std::string number_text(double v) {
   return buf;
 }
 
+std::string replicas_help() {
+  return "1 to " + std::to_string(kMaxReplicas) + "; default " + std::to_string(kDefaultReplicas);
+}
+
+void require_replicas_to_overlap(int replicas, bool overlap) {
+  if (overlap && replicas < 2)
+    throw UsageError("--dp-overlap with --dp " + std::to_string(replicas) +
+                     ": one replica has no all-reduce to overlap (allowed: --dp-overlap with "
+                     "--dp R, R >= 2)");
+}
+
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
   const std::string allowed = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
   return CLI::Validator(
@@ -210,6 +221,10 @@ Schedule ScheduleFlags::build(const ValidateOptions& options) const {
   return s;
 }
 
+int ScheduleFlags::stages_per_chain() const {
+  return file ? file->schedule.placement.stages_per_chain() : layout_stages_per_chain(params());
+}
+
 std::string ScheduleFlags::describe() const {
   if (file) return "--schedule-file " + quoted(schedule_file);
   std::string s = "--schedule " + schedule + " --devices " + std::to_string(devices) +
@@ -260,8 +275,9 @@ void MemoryFlag::add_to(CLI::App& app) {
   option =
       app.add_option("--max-memory", max_memory,
                      "Refuse sizes whose estimated memory exceeds BYTES (e.g. 512M, 64G, 1.5T; "
-                     "K, M, G, T, P are powers of 1024). Default: the memory available now "
-                     "(MemAvailable in /proc/meminfo)");
+                     "K, M, G, T, P are powers of 1024). Default: the memory available now, the "
+                     "least of MemAvailable in /proc/meminfo, the cgroup's limit less its usage "
+                     "and the room ulimit -v leaves");
 }
 
 MemoryBudget MemoryFlag::budget() const {

@@ -39,6 +39,15 @@ CLI::Validator one_of(std::initializer_list<const char*> names);
 // The readable form of a number in messages: 1e+06, 0.5, 4096.
 std::string number_text(double v);
 
+// --dp R of simulate and run: the data-parallel replicas both accept, and their --dp-overlap.
+inline constexpr int kDefaultReplicas = 1;
+inline constexpr int kMaxReplicas = 65536;
+// "1 to 65536; default 1", for both commands' help.
+std::string replicas_help();
+// --dp-overlap overlaps the replicas' all-reduces with the backward; one replica has none, so
+// --dp-overlap with R = 1 (given, or the default) is a UsageError naming both flags.
+void require_replicas_to_overlap(int replicas, bool overlap);
+
 // --schedule with --devices and --microbatches (and --chunks, --group-size), or --schedule-file:
 // a schedule generated from its family, or read from a file (schedules/schedule_file.h).
 struct ScheduleFlags {
@@ -68,6 +77,10 @@ struct ScheduleFlags {
   ScheduleParams resolve(const MemoryBudget& budget);
   // The schedule, proven sound: generated from the flags, or the file's (resolve() first).
   Schedule build(const ValidateOptions& options = {}) const;
+  // The stages of one chain (the partition's stage count) before the schedule is built
+  // (resolve() first): the file's, or what the family's layout (schedules/registry.h) gives at
+  // D and v. 0 for an unknown family, which build() names.
+  int stages_per_chain() const;
   // What a cost-aware family plans for: the default costs (F = I = W = 1, comm 0), or those of
   // --cost and --comm where a command takes them (plan_for, before resolve).
   PlanningCosts planning{};

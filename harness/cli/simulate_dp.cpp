@@ -12,30 +12,33 @@ namespace ppbench::cli {
 
 void DataParallelFlags::add_to(CLI::App& app) {
   dp_option = app.add_option("--dp", replicas,
-                             "Data-parallel replicas R of the pipeline (1 to 65536; default 1): "
-                             "P = D x R processes, each stage's gradients all-reduced across the R "
-                             "replicas (a ring) after its last backward")
-                  ->transform(integer_in(1, 65536));
+                             "Data-parallel replicas R of the pipeline (" + replicas_help() +
+                                 "): P = D x R processes, each stage's gradients all-reduced "
+                                 "across the R replicas (a ring) after its last backward")
+                  ->transform(integer_in(1, kMaxReplicas));
   overlap_option = app.add_flag(
       "--dp-overlap", overlap,
-      "With --dp: start each stage's all-reduce once its last backward (B, or W) has ended, one "
-      "at a time per rank, instead of one all-reduce per rank after its last action");
+      "With --dp R, R >= 2: start each stage's all-reduce once its last backward (B, or W) has "
+      "ended, one at a time per rank, instead of one all-reduce per rank after its last action");
   bandwidth_option =
       app.add_option("--dp-bandwidth", bandwidth_gbs,
                      "With --dp and --workload: GB/s (1e9 bytes/s) of each process's link to the "
-                     "other replicas (default 25, a 200 Gb/s NIC; at least 1e-9, a byte a "
-                     "second)")
-          ->transform(number_in(1e-9, 1e9));
+                     "other replicas (default " +
+                         number_text(kDefaultDpBandwidthGBs) + ", a " +
+                         number_text(kDefaultDpBandwidthGBs * 8) + " Gb/s NIC; at least " +
+                         number_text(kMinDpBandwidthGBs) + ", a byte a second)")
+          ->transform(number_in(kMinDpBandwidthGBs, kMaxDpBandwidthGBs));
   latency_option = app.add_option("--dp-latency", latency_us,
-                                  "With --dp and --workload: microseconds per ring step (default "
-                                  "10, >= 0)")
-                       ->transform(number_in(0, 1e9));
+                                  "With --dp and --workload: microseconds per ring step (default " +
+                                      number_text(kDefaultDpLatencyUs) + ", >= 0)")
+                       ->transform(number_in(0, kMaxDpLatencyUs));
   grad_units_option = app.add_option("--grad-units", grad_units,
                                      "With --dp and no --workload: each stage's gradient volume in "
-                                     "cost units, the time one "
-                                     "stage's gradients take to cross one link (>= 0, at most "
-                                     "1e12); a ring all-reduce of R "
-                                     "replicas takes 2 (R-1)/R times it")
+                                     "cost units, the time one stage's gradients take to cross "
+                                     "one link (>= 0, at most " +
+                                         number_text(kMaxCost) +
+                                         "); a ring all-reduce of R replicas takes 2 (R-1)/R "
+                                         "times it")
                           ->transform(number_in(0, kMaxCost));
 }
 
@@ -43,6 +46,7 @@ void DataParallelFlags::check(bool with_workload) const {
   for (const CLI::Option* o : {overlap_option, bandwidth_option, latency_option, grad_units_option})
     if (o->count() > 0 && dp_option->count() == 0)
       throw UsageError(o->get_name() + " needs --dp R (the data-parallel replicas)");
+  require_replicas_to_overlap(replicas, overlap);
   if (!with_workload) {
     for (const CLI::Option* o : {bandwidth_option, latency_option})
       if (o->count() > 0)

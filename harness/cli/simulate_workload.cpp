@@ -1,11 +1,13 @@
 #include "harness/cli/simulate_workload.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 
 #include "core/error.h"
 #include "harness/backends/run_record.h"
+#include "harness/cli/workload_header.h"
 #include "harness/memory_estimate.h"
 #include "harness/workload_costs.h"
 #include "workloads/spec_json.h"
@@ -199,10 +201,10 @@ void add_workload_report(nlohmann::json& r, const WorkloadCosts& w, const Schedu
 
 void print_workload_costs(const nlohmann::json& r) {
   const auto& wl = r["workload"];
-  std::cout << "workload " << wl["name"].get<std::string>();
-  for (const auto& [k, v] : wl["config"].items())
-    std::cout << ' ' << k << '=' << (v.is_string() ? v.get<std::string>() : v.dump());
-  std::cout << "  b=" << wl["microbatch_size"] << ' ' << wl["dtype"].get<std::string>()
+  std::cout << "workload "
+            << workload_header(wl["name"].get<std::string>(), wl["config"],
+                               wl["microbatch_size"].get<std::int64_t>(),
+                               wl["dtype"].get<std::string>())
             << ", partition " << r["partition"]["method"].get<std::string>() << ' '
             << r["partition"]["layer_counts"].dump() << '\n';
   const auto& p = r["device_profile"];

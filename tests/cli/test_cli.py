@@ -356,6 +356,28 @@ class Contract(unittest.TestCase):
         self.assertAlmostEqual(rec["bubble_fraction"], 3 / 11, places=12)
         self.assertEqual(rec["makespan"], 33)
 
+    def test_model_memory_and_simulate_name_the_workload_alike(self):
+        # One header for the three: the name, each shape setting (strings, numbers, booleans)
+        # as key=value, the micro-batch size and the dtype.
+        mlp = ["-w", "mlp", "--layers", "4", "--width", "32", "-b", "3", "--dtype", "f32"]
+        tiny = ["-w", "transformer", "--preset", "tiny-llama", "-b", "2", "--dtype", "f64"]
+        for flags, expected in (
+                (mlp, "mlp classes=10 input_dim=32 layers=4 width=32, b=3, f32"), (tiny, None)):
+            with self.subTest(workload=flags[1]):
+                schedule = ["-s", "1f1b", "-d", "2", "-n", "2"]
+                outputs = [run("model", *flags), run("memory", *flags, *schedule),
+                           run("simulate", *flags, *schedule)]
+                for r in outputs:
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                model, memory, simulate = (r.stdout.splitlines() for r in outputs)
+                header = model[0]
+                if expected:
+                    self.assertEqual(header, expected)
+                self.assertIn(f", b={flags[flags.index('-b') + 1]}, ", header)
+                self.assertEqual(memory[0], "memory of one training step: " + header)
+                line = next(line for line in simulate if line.startswith("workload "))
+                self.assertTrue(line.startswith("workload " + header + ", partition "), line)
+
     def test_commit_is_the_builds_not_the_environments(self):
         # The record names the commit the binary was built from (fixed at build time), so neither
         # the git state seen at run time nor PPBENCH_GIT_COMMIT (only for a build made from a copy

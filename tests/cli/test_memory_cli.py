@@ -8,6 +8,7 @@ an fp32 master copy (4 B) per parameter. Run by ctest with the path of the ppben
 standard library only.
 """
 import json
+import re
 import subprocess
 import sys
 import unittest
@@ -144,6 +145,29 @@ class Llama3_8B(unittest.TestCase):
         lines = [line for line in r.stdout.splitlines() if line.startswith("   ")]
         self.assertEqual(len(lines), 8)
 
+    def test_the_table_has_the_unit_the_largest_total_line_gives(self):
+        # One unit for the table: the largest in which the largest rank total is at least 1,
+        # which is the unit the "largest rank total" line gives that total on its own.
+        units = ["B", "KiB", "MiB", "GiB"]
+        cases = [(["-w", "mlp", "--layers", "2", "--width", "8", "--optimizer", "none"], "B"),
+                 (["-w", "mlp", "--layers", "2", "--width", "64"], "KiB"),
+                 (["-w", "mlp"], "MiB"),
+                 (["-w", "transformer", "--preset", "llama3-8b"], "GiB")]
+        for args, unit in cases:
+            with self.subTest(args=args):
+                r = run("memory", *args, "-s", "1f1b", "-d", "2", "-n", "2")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                header = next(line for line in r.stdout.splitlines() if line.startswith("rank"))
+                self.assertTrue(header.endswith(" total " + unit), header)
+                total = re.search(r"largest rank total: \S+ (\S+) \((\d+) bytes\)", r.stdout)
+                self.assertEqual(total.group(1), unit)
+                rows = [line for line in r.stdout.splitlines() if line.startswith("   ")]
+                largest = max(float(line.split()[-1]) for line in rows)
+                scale = 1024 ** units.index(unit)
+                self.assertGreaterEqual(largest, 1)
+                self.assertLess(largest, 1024)
+                self.assertAlmostEqual(largest * scale, int(total.group(2)), delta=0.005 * scale)
+
 
 class CudaBackend(unittest.TestCase):
     """--backend cuda: ppbench's CUDA layers keep every gradient in fp32 and, in the fused
@@ -218,6 +242,29 @@ class BadInput(unittest.TestCase):
         for args, needle in self.CASES:
             with self.subTest(args=args):
                 one_line_refusal(self, run("memory", *args), needle)
+
+    def test_more_stages_than_layers_is_refused_before_the_schedule_is_built(self):
+        # Each family's stages per chain come from its layout before anything is generated: the
+        # layers are refused even where the schedule itself would be (N < D for 1f1b, N < 2D for
+        # dualpipe), in the words the partition uses (`model --stages` says them after it).
+        cases = [(["-s", "1f1b", "-d", "8", "-n", "2"], 8),
+                 (["-s", "dualpipe", "-d", "6", "-n", "6"], 6),  # two chains of D stages
+                 (["-s", "zb-v", "-d", "3", "-n", "2"], 6),  # V: 2D stages
+                 (["-s", "interleaved-1f1b", "-d", "3", "-n", "2"], 6),  # v = 2 by default
+                 (["-s", "looped-bfs", "-d", "2", "-v", "3", "-n", "1"], 6)]
+        for schedule, stages in cases:
+            with self.subTest(schedule=schedule):
+                line = one_line_refusal(self, run("memory", "-w", "mlp", "--layers", "4",
+                                                  *schedule), "4 layers")
+                model = one_line_refusal(self, run("model", "-w", "mlp", "--layers", "4",
+                                                   "--stages", str(stages)), "4 layers")
+                self.assertEqual(line, model)
+        # As many stages as layers is allowed, whatever the layout.
+        for schedule in (["-s", "chimera", "-d", "4"], ["-s", "zb-v", "-d", "2"],
+                         ["-s", "interleaved-1f1b", "-d", "2"], ["-s", "dualpipev", "-d", "2"]):
+            with self.subTest(schedule=schedule):
+                r = run("memory", "-w", "mlp", "--layers", "4", *schedule, "-n", "4")
+                self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_an_activation_overflow_names_its_factors_and_flags(self):
         # GPipe holds all 100000 micro-batches on each rank, each with a 30M-token sequence's

@@ -179,6 +179,22 @@ class Contract(unittest.TestCase):
         self.assertIn("partition balanced into 4 stages", r.stdout)
         self.assertEqual(run("model", "--help").returncode, 0)
 
+    def test_each_column_set_keeps_five_digits_of_its_largest_value(self):
+        # One unit per column set (FLOPs, bytes): the smallest in which its largest value, the
+        # total row's, is below 100000, so that a layer's values beside the total keep their
+        # digits. mlp, 8 layers of width w at bf16 and b = 1: a hidden layer keeps 4w bytes
+        # (M_B) and its forward is 2 w^2 FLOPs, so the totals are about 32w bytes and 14 w^2
+        # FLOPs (the loss head's are smaller).
+        for width, flop, byte in ((64, "FLOP", "B"), (1024, "KFLOP", "B"),
+                                  (4096, "MFLOP", "KiB")):
+            with self.subTest(width=width):
+                r = run("model", "-w", "mlp", "--width", str(width))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                header = next(line for line in r.stdout.splitlines() if "M_B" in line).split()
+                self.assertEqual(header[header.index("F") + 1], flop)
+                self.assertEqual(header[header.index("M_B") + 1], byte)
+                self.assertEqual(header[-1], byte)  # out, the boundary bytes
+
     def test_attention_kernels_are_named(self):
         # The s x s part decides a run's activation memory: the model says how each backend
         # computes it, for transformers only.

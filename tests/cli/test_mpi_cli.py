@@ -104,6 +104,12 @@ def threads(*args):
     return subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=300)
 
 
+def without_launcher():
+    """This environment less every variable a launcher sets (harness/launch.cpp reads them)."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("OMPI_COMM_WORLD_", "PMI_", "PMIX_", "SLURM_"))}
+
+
 def ppbench_lines(text):
     return [line for line in text.splitlines() if line.startswith("ppbench:")]
 
@@ -745,8 +751,42 @@ class WithoutMpirun(unittest.TestCase):
         one_line_refusal(self, r, "--dp 2 runs each replica's ranks as separate processes")
 
     def test_dp_overlap_needs_an_mpi_launch(self):
-        r = threads("run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp-overlap", "-n", "4")
-        one_line_refusal(self, r, "start it with mpirun")
+        r = threads("run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "2",
+                    "--dp-overlap", "-n", "4")
+        line = one_line_refusal(self, r, "start it with mpirun")
+        self.assertIn("--dp 2 --dp-overlap", line)
+
+    def test_dp_overlap_needs_two_replicas(self):
+        # One replica has no all-reduce to overlap: refused as --dp 1 (given or the default),
+        # in a launch of two processes (process 0 of it, the one that says it) as well.
+        args = ["run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "-n", "4", "--dp-overlap"]
+        launch = dict(without_launcher(), OMPI_COMM_WORLD_RANK="0", OMPI_COMM_WORLD_SIZE="2")
+        for extra, env in (([], None), (["--dp", "1"], None), (["--dp", "1"], launch)):
+            with self.subTest(extra=extra, launch=env is not None):
+                r = subprocess.run([PPBENCH, *args, *extra], capture_output=True, text=True,
+                                   timeout=60, env=env)
+                line = one_line_refusal(self, r, "--dp-overlap with --dp 1")
+                self.assertIn("allowed: --dp-overlap with --dp R, R >= 2", line)
+
+    def test_a_stray_rank_variable_leaves_the_error_line_in_place(self):
+        # A process that no launch of several started says its own errors: a rank variable left
+        # in a shell (PMI_RANK=1), alone or with a size it does not fit, must not silence the
+        # only line. In a consistent launch of two, process 1 leaves it to process 0.
+        bad = [["run", "-w", "mlp", "--bogus"], ["simulate", "-s", "1f1b", "-d", "4", "-n", "2"]]
+        strays = [{"PMI_RANK": "1"}, {"PMI_RANK": "1", "PMI_SIZE": "1"}, {"PMIX_RANK": "1"},
+                  {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "1"},
+                  {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "2"}]
+        for args in bad:
+            for stray in strays:
+                with self.subTest(args=args, env=stray):
+                    r = subprocess.run([PPBENCH, *args], capture_output=True, text=True,
+                                       timeout=60, env=dict(without_launcher(), **stray))
+                    one_line_refusal(self, r, "ppbench: error: ")
+            with self.subTest(args=args, env="process 1 of 2"):
+                env = dict(without_launcher(), OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="2")
+                r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60,
+                                   env=env)
+                self.assertEqual((r.returncode, r.stdout, r.stderr), (2, "", ""))
 
     def test_dp_out_of_range_is_refused(self):
         r = threads("run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "0", "-n", "4")

@@ -5,6 +5,7 @@ ending r x B before rank 0), the workload path's gradient bytes, --dp 1 leaving 
 was, the Chrome trace's allreduce track, and bad input refused in one line with exit 2.
 Run by ctest with the path of the ppbench binary; standard library only."""
 import json
+import re
 import subprocess
 import sys
 import unittest
@@ -147,12 +148,45 @@ class SimulateDataParallel(unittest.TestCase):
             # It starts when the rank's stage's last backward ends: (N+D-1)(F+B) - r x B.
             self.assertAlmostEqual(e["ts"], ((N + D - 1) * (F + B) - e["tid"] * B) * 1e3)
 
+    def test_help_says_the_defaults_and_bounds_the_code_uses(self):
+        # The help is written from the constants the flags use: what it says is what happens.
+        text = run("simulate", "--help").stdout
+
+        def said(pattern):
+            m = re.search(pattern, text, re.S)
+            self.assertIsNotNone(m, pattern)
+            return m.groups()
+
+        lo, hi, default = map(int, said(r"--dp INT.*?\((\d+) to (\d+); default (\d+)\)"))
+        self.assertEqual((lo, default), (1, 1))
+        self.assertIn(f"({lo} to {hi}; default {default};", run("run", "--help").stdout)
+        self.assertEqual(report(*SIM, "--dp", str(hi), "--grad-units", "1")["data_parallel"]
+                         ["replicas"], hi)
+        one_line_refusal(self, run(*SIM, "--dp", str(hi + 1), "--grad-units", "1"), str(hi))
+        bandwidth, least = said(r"--dp-bandwidth .*?\(default (\S+), a .*?; at least (\S+),")
+        (latency,) = said(r"--dp-latency .*?\(default (\S+),")
+        (most,) = said(r"--grad-units .*?at most ([^)]+)\)")
+        d = report("simulate", "-s", "1f1b", "-d", "4", "-n", "8", *WL, "--dp", "2")[
+            "data_parallel"]
+        self.assertEqual(d["link_bandwidth"], float(bandwidth) * 1e9)
+        self.assertAlmostEqual(d["link_latency"], float(latency) * 1e-6, delta=1e-18)
+        wl = ["simulate", "-s", "1f1b", "-d", "4", "-n", "8", *WL, "--dp", "2"]
+        self.assertEqual(run(*wl, "--dp-bandwidth", least).returncode, 0)
+        one_line_refusal(self, run(*wl, "--dp-bandwidth", repr(float(least) / 2)),
+                         "--dp-bandwidth")
+        self.assertEqual(run(*SIM, "--dp", "2", "--grad-units", most).returncode, 0)
+        one_line_refusal(self, run(*SIM, "--dp", "2", "--grad-units", repr(float(most) * 1.01)),
+                         "--grad-units")
+
     def test_bad_input_is_one_line_and_exit_2(self):
         cases = [
             ([*SIM, "--dp", "0"], "--dp"),
             ([*SIM, "--dp", "65537"], "65537"),
             ([*SIM, "--dp", "two"], "two"),
             ([*SIM, "--dp-overlap"], "--dp-overlap needs --dp"),
+            # One replica has no all-reduce to overlap.
+            ([*SIM, "--dp", "1", "--dp-overlap"], "--dp-overlap with --dp 1"),
+            ([*SIM, "--dp", "1", "--dp-overlap"], "allowed: --dp-overlap with --dp R, R >= 2"),
             ([*SIM, "--grad-units", "2"], "--grad-units needs --dp"),
             ([*SIM, "--dp", "2"], "needs --grad-units"),
             ([*SIM, "--dp", "2", "--grad-units", "-1"], "-1"),

@@ -68,5 +68,21 @@ TEST(Launch, MalformedVariablesCountAsUnset) {
   EXPECT_EQ(from({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "-3"}}).size, -1);
 }
 
+// Messages every process would print alike are left to process 0 only inside a launch of several
+// that says so; a rank variable left in a plain shell is no such launch, and its process speaks.
+TEST(Launch, OnlyALaunchOfSeveralLeavesMessagesToProcessZero) {
+  const auto quiet = [](std::map<std::string, std::string> vars) {
+    return from(std::move(vars)).leaves_messages_to_process_zero();
+  };
+  EXPECT_TRUE(quiet({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
+  EXPECT_FALSE(quiet({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
+  EXPECT_TRUE(quiet({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_NUM_TASKS", "4"}}));
+  // Stray: no size, a size of one, or a rank past the size.
+  EXPECT_FALSE(quiet({{"PMI_RANK", "1"}}));
+  EXPECT_FALSE(quiet({{"PMI_RANK", "1"}, {"PMI_SIZE", "1"}}));
+  EXPECT_FALSE(quiet({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "1"}}));
+  EXPECT_FALSE(quiet({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
+}
+
 }  // namespace
 }  // namespace ppbench
