@@ -384,8 +384,10 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
 
   // Stages whose last backward has been enqueued, their update not yet: it waits for the groups
   // that send that backward's outputs, so that the sends are not queued behind the update's
-  // kernels (the rank upstream waits for the gradient, not for this rank's update). Enqueued
-  // before the next compute or a group that only receives, or at the end of the plan.
+  // kernels (the rank upstream waits for the gradient, not for this rank's update), but not for
+  // the receives of the same group (the next input). Enqueued by the transport between a
+  // group's sends and its receives (RankIo::after_sends), before the next compute, or at the
+  // end of the plan.
   std::vector<int> due;
   auto update_due = [&] {
     for (int stage : due) {
@@ -398,12 +400,11 @@ bool CudaExecutor::walk_plan(int r, bool capturing, RankWalk& walk) {
     }
     due.clear();
   };
+  io.after_sends = update_due;
   const auto& steps = plan_->ranks[static_cast<std::size_t>(r)];
   for (std::size_t si = 0; si < steps.size(); ++si) {
     const P2PStep& step = steps[si];
-    if (!step.is_group || std::none_of(step.ops.begin(), step.ops.end(),
-                                       [](const P2POp& op) { return op.dir == P2POp::Dir::Send; }))
-      update_due();
+    if (!step.is_group) update_due();
     // Inside a capture nothing has run: sent tensors are all released after it.
     if (!capturing) transport_.reclaim(r, false);
     if (!step.is_group) {

@@ -24,7 +24,11 @@ void RankDevice::make_current() const {
     CUDA_CHECK(cudaSetDevice(device));
 }
 
-std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int partition_sms) {
+// A function-try-block: any driver or runtime failure while the devices are set up (an old
+// driver without green contexts, a GPU held in exclusive-process mode, fewer partitions than
+// asked) is this machine's problem, exit code 3, not an internal error. `out` is released
+// before the handler runs.
+std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int partition_sms) try {
   std::unique_ptr<GpuDevices> out(new GpuDevices());
   out->placement_ = placement;
   int visible = 0;
@@ -130,6 +134,8 @@ std::unique_ptr<GpuDevices> GpuDevices::open(const GpuPlacement& placement, int 
     name_stream(rd.comm, "rank " + std::to_string(rd.rank) + " comm");
   }
   return out;
+} catch (const CudaError& e) {
+  throw EnvironmentError(std::string("--backend cuda: cannot set up the GPUs: ") + e.what());
 }
 
 void GpuDevices::release_current() const {

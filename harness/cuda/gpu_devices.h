@@ -38,7 +38,7 @@ class GpuDevices {
  public:
   // `partition_sms` > 0 asks for partitions of exactly that many SMs (D partitions of k SMs
   // against one of k); 0 takes as many as fit. Throws UsageError for impossible requests and
-  // ppbench::cuda::CudaError for driver failures (naming the call).
+  // EnvironmentError for driver and runtime failures (naming the call): the machine's problem.
   static std::unique_ptr<GpuDevices> open(const GpuPlacement& placement, int partition_sms = 0);
   ~GpuDevices();
   GpuDevices(const GpuDevices&) = delete;

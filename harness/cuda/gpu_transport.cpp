@@ -88,6 +88,8 @@ class CopyTransport final : public GpuTransport {
       }
       ch.cv.notify_all();
     }
+    // Before any receive blocks this thread: what it enqueues overlaps the wait for the peer.
+    if (io.after_sends) io.after_sends();
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const P2POp& op = ops[i];
       if (op.dir != P2POp::Dir::Recv) continue;
@@ -314,9 +316,12 @@ class NcclTransport final : public GpuTransport {
       post_group(comms_[static_cast<std::size_t>(io.rank)], io, ops, tensors);
     }
     record_timing_event(end, io.comm, io.capturing);
-    // Only what arrives orders the compute stream: a send's tensor is held until `end` (in
-    // flight, below), and waiting for a send would tie this rank's next action to its peer's
-    // progress, which the copy transport of virtual devices does not do either.
+    // On the compute stream after `here`: the group does not wait for it, and it runs while the
+    // group's receives are on their way.
+    if (io.after_sends) io.after_sends();
+    // A group that only sends does not order the compute stream: its tensors are held until
+    // `end` (in flight, below). A group that also receives does, on `end`: NCCL completes a
+    // group as one, so there the compute stream waits for the group's sends as well.
     if (receives) {
       // In a capture the timing event is a graph node and cannot also order the streams.
       cudaEvent_t arrived = end;

@@ -95,6 +95,12 @@ struct RankIo {
   std::function<cuda::Shape(const Task&)> shape_of;
   cuda::DType dtype = cuda::DType::kF32;
   bool capturing = false;  // the streams are being captured into the rank's CUDA graph
+  // Called once per group, after its sends are posted (the comm stream already ordered after
+  // the compute stream's work so far) and before this rank waits for, or orders its compute
+  // stream after, any of its receives: the executor enqueues a finished stage's optimizer update
+  // here, so that it neither holds up the gradient's send nor waits for the next input, as the
+  // CPU executor and the simulator run it.
+  std::function<void()> after_sends;
 };
 
 // Thrown out of a wait that abort() ended: another rank failed first, and its error is the
@@ -119,7 +125,8 @@ class GpuTransport {
   virtual std::string name() const = 0;
   // Posts one group of rank io.rank's ops. `tensors[i]` holds the tensor of a send (the comm
   // stream is ordered after everything enqueued on the compute stream so far); a receive's
-  // entry is filled, and the compute stream is made to wait for its arrival.
+  // entry is filled, and the compute stream is made to wait for its arrival. Calls
+  // io.after_sends, where set, exactly once, between the two.
   virtual void run_group(const RankIo& io, const std::vector<P2POp>& ops,
                          std::vector<cuda::DTensor>& tensors) = 0;
   // Releases sent tensors whose transfers completed; with `wait`, waits for all of them.

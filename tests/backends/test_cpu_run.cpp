@@ -6,6 +6,7 @@
 // arena's measured activation peak equals the memory model's prediction on
 // every rank.
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "schedules/registry.h"
 #include "tests/common/pipeline_workloads.h"
 #include "workloads/amoebanet.h"
+#include "workloads/mlp.h"
 
 namespace ppbench {
 namespace {
@@ -431,9 +433,10 @@ TEST(CpuRun, CheckHoldsAnF32RunToTheF32SingleDeviceStep) {
 }
 
 // What the CUDA backend's --check allows for (cuda_run.cpp asks the CLI, which asks this): how
-// far one rounding of the run's dtype moves the float64 step, measured on the CPU. The spread
-// scales with the dtype's rounding, and a model too large for the memory given is not measured,
-// with the reason.
+// far one rounding of the run's dtype moves the step in the CPU's precision for it (f32 for f32,
+// float64 for bf16), measured from the unperturbed step in that precision. The spread scales
+// with the dtype's rounding, and a model too large for the memory given, or one whose ids f32
+// cannot hold, is not measured, with the reason.
 TEST(CpuReferenceSpread, ScalesWithTheDtypesRoundingAndStaysWithinItsMemory) {
   const OptimizerOptions sgd{.kind = OptimizerOptions::Kind::kSgd};
   auto spread_of = [&](DType dtype) {
@@ -452,15 +455,29 @@ TEST(CpuReferenceSpread, ScalesWithTheDtypesRoundingAndStaysWithinItsMemory) {
   EXPECT_GT(bf16.gradients, 1e3 * f32.gradients);
   EXPECT_LT(bf16.gradients, 1e6 * f32.gradients);
   EXPECT_TRUE(std::isfinite(bf16.loss) && bf16.loss > 0);
-  // The same as measuring it from the step by hand.
-  const StepValues ref = single_device_step(small_pipeline_mlp(DType::kF32), 4, 7, 2, sgd);
-  EXPECT_EQ(reference_spread(small_pipeline_mlp(DType::kF32), 4, 7, 2, sgd, ref).gradients,
-            f32.gradients);
+  // The same as measuring it by hand from the f32 step; not from the float64 one, whose gap
+  // to any f32 step is larger.
+  const WorkloadSpec f32_mlp = small_pipeline_mlp(DType::kF32);
+  const StepValues ref = working_precision_step(f32_mlp, 4, 7, 2, sgd, {});
+  EXPECT_EQ(reference_spread(f32_mlp, 4, 7, 2, sgd, ref).gradients, f32.gradients);
+  const StepValues f64 = single_device_step(f32_mlp, 4, 7, 2, sgd);
+  EXPECT_LT(f32.gradients, reference_spread(f32_mlp, 4, 7, 2, sgd, f64).gradients);
   std::string why;
-  EXPECT_FALSE(cpu_reference_spread(small_pipeline_mlp(DType::kF32), 4, 7, 2, sgd, 1000, &why));
-  EXPECT_NE(why.find("not measured: the float64 single-device step on the CPU needs about"),
+  EXPECT_FALSE(cpu_reference_spread(f32_mlp, 4, 7, 2, sgd, 1000, &why));
+  EXPECT_NE(why.find("not measured: the single-device step on the CPU needs about"),
             std::string::npos)
       << why;
+}
+
+// The GPU keeps ids as int32, so an f32 CUDA run may have more classes than f32 holds exactly;
+// the CPU's f32 spread cannot be measured for it, and says why instead of failing the run.
+TEST(CpuReferenceSpread, IdsPastWhatF32HoldsAreNotMeasuredWithTheReason) {
+  const OptimizerOptions sgd{.kind = OptimizerOptions::Kind::kSgd};
+  MlpConfig c;
+  c.layers = 2, c.width = 2, c.classes = (std::int64_t{1} << 24) + 2;
+  std::string why;
+  EXPECT_FALSE(cpu_reference_spread(build_mlp(c, 4, DType::kF32), 2, 7, 1, sgd, 1e12, &why));
+  EXPECT_NE(why.find("not measured: --classes 16777218"), std::string::npos) << why;
 }
 
 TEST(CpuRun, OptionsLeftAtTheirDefaultsRunSchedulesThatNeedDeeperMailboxes) {

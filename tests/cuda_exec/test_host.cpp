@@ -10,11 +10,13 @@
 #include "core/error.h"
 #include "harness/cuda/cuda_executor.h"
 #include "harness/cuda/cuda_run.h"
+#include "harness/cuda/gpu_devices.h"
 #include "harness/cuda/gpu_model.h"
 #include "harness/cuda/transport_factory.h"
 #include "schedules/registry.h"
 #include "tests/common/pipeline_workloads.h"
 #include "workloads/amoebanet.h"
+#include "workloads/cuda/device_info.h"
 #include "workloads/mlp.h"
 #include "workloads/partition.h"
 #include "workloads/transformer.h"
@@ -134,6 +136,21 @@ TEST(GpuExecHost, NcclRefusesTwoRanksOnOneGpu) {
     FAIL() << "two ranks on GPU 0 were accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("--virtual-devices"), std::string::npos) << e.what();
+  }
+}
+
+// Setting up devices on a machine that has none fails as the machine's problem (exit code 3),
+// not as an internal CUDA error (exit code 1). Only where no GPU is visible.
+TEST(GpuExecHost, OpeningDevicesWithoutAGpuIsTheMachinesProblem) {
+  std::string why;
+  if (cuda::has_gpu(&why)) GTEST_SKIP() << "a GPU is visible";
+  GpuPlacement p;
+  p.gpus = {0};
+  try {
+    (void)cuda::GpuDevices::open(p);
+    FAIL() << "opened a GPU where none is visible";
+  } catch (const EnvironmentError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot set up the GPUs"), std::string::npos) << e.what();
   }
 }
 

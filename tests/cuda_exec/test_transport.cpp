@@ -2,6 +2,8 @@
 // boundary can carry (bf16, f32, and i32 as 4-byte words): device-to-device copies between two
 // green-context partitions of one GPU, and NCCL point-to-point between two GPUs. Skips with a
 // message without a GPU (NCCL: without two).
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -71,7 +73,12 @@ void round_trip(const GpuDevices& devices, GpuTransport& transport, cuda::DType 
                 &pending,
                 Clock::now() + std::chrono::seconds(30),
                 [](const Task&) { return kShape; },
-                t};
+                t,
+                false,
+                {}};
+      // The executor's optimizer updates go here: once per group, sends or receives.
+      int hooks = 0;
+      io.after_sends = [&hooks] { ++hooks; };
       const Task fwd{Op::F, 0, 0}, bwd{Op::B, 1, 0};
       std::vector<cuda::DTensor> one(1);
       if (r == 0) {
@@ -91,6 +98,9 @@ void round_trip(const GpuDevices& devices, GpuTransport& transport, cuda::DType 
       CUDA_CHECK(cudaStreamSynchronize(dev.comm));
       CUDA_CHECK(cudaStreamSynchronize(dev.compute));
       transport.reclaim(r, true);
+      if (hooks != 2)
+        throw std::runtime_error("rank " + std::to_string(r) + ": after_sends ran " +
+                                 std::to_string(hooks) + " times in 2 groups");
     } catch (const std::exception& e) {
       error = e.what();
       transport.abort();

@@ -57,8 +57,9 @@ ReferenceSpread reference_spread(const WorkloadSpec& spec, int microbatches, std
 
 // The same, for a backend whose reference is a step of its own (the CUDA backend's one-device
 // GPU step, which shares the run's kernels and so cannot show how far rounding moves it): the
-// float64 step and its perturbed copies (f32 for an f32 run) on the CPU, one micro-batch at a
-// time. Nothing, with `why` saying so, where they would need more than `budget_bytes`.
+// step and its perturbed copies on the CPU in spread_precision (f32 for an f32 run, else
+// float64), one micro-batch at a time. Nothing, with `why` saying so, where they would need more
+// than `budget_bytes` or the CPU kernels cannot run the spec in that precision.
 std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, int microbatches,
                                                     std::uint64_t seed, int steps,
                                                     const OptimizerOptions& optimizer,
