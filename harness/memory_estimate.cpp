@@ -275,19 +275,13 @@ MemoryEstimate estimate_grid(int ranks, double steps, std::size_t width) {
                            " time steps x " + num_text(per) + " bytes"};
 }
 
-MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balanced) {
+MemoryEstimate estimate_spec(double layers, bool json) {
   const double per = json ? kSpecJsonBytesPerLayer : kSpecTextBytesPerLayer;
-  MemoryEstimate e{layers * per, num_text(layers) + " layers x " + num_text(per) + " bytes"};
-  if (stages > 0 && balanced) {
-    e.bytes += stages * (layers + 1) * 8;
-    e.detail +=
-        " + the balanced partition's " + num_text(stages) + " x " + num_text(layers + 1) + " table";
-  }
-  return e;
+  return {layers * per, num_text(layers) + " layers x " + num_text(per) + " bytes"};
 }
 
-MemoryEstimate estimate_tune_size(double layers, double cuts, double stages, bool balanced) {
-  MemoryEstimate e = estimate_spec(layers, false, stages, balanced);
+MemoryEstimate estimate_tune_size(double layers, double cuts) {
+  MemoryEstimate e = estimate_spec(layers, false);
   e.bytes += cuts * layers * kSpecTextBytesPerLayer;
   e.detail = num_text(1 + cuts) + " specs of " + e.detail;
   return e;

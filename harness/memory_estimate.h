@@ -68,12 +68,12 @@ double simulate_touched_bytes(const ScheduleParams& p);
 MemoryEstimate estimate_show(const ScheduleParams& p, std::string_view format);
 // The time-step grid of `ranks` rows and `steps` columns of cells `width` characters wide.
 MemoryEstimate estimate_grid(int ranks, double steps, std::size_t width);
-// A workload spec of `layers` layers and its table or JSON (`model`), and the balanced
-// partition's table of stages x (layers + 1) doubles when `stages` > 0.
-MemoryEstimate estimate_spec(double layers, bool json, double stages, bool balanced);
-// tune, while it costs one micro-batch size: that size's spec, `cuts` cuts of it (a spec copy
-// and plan each, one per stage count), and the balanced partition's table for `stages` stages.
-MemoryEstimate estimate_tune_size(double layers, double cuts, double stages, bool balanced);
+// A workload spec of `layers` layers and its table or JSON (`model`). Its partition holds a few
+// numbers per layer (the balanced one too: workloads/partition.h), inside the per-layer figure.
+MemoryEstimate estimate_spec(double layers, bool json);
+// tune, while it costs one micro-batch size: that size's spec and `cuts` cuts of it (a spec copy
+// and plan each, one per stage count).
+MemoryEstimate estimate_tune_size(double layers, double cuts);
 
 // The float64 single-device step (run --check's reference, and the copies that measure its
 // spread), one micro-batch at a time: `arrays` float64 arrays the size of the parameters

@@ -1,7 +1,10 @@
 #include "workloads/partition.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -14,44 +17,82 @@ double PartitionPlan::max_stage_cost() const {
   return m;
 }
 
+namespace {
+
+// runs[i]: the fewest runs of cost at most `limit` that layers 0..i-1 split into, for every i at
+// once: packing each run from the left as long as it stays within the limit uses the fewest
+// runs, and the packing of a prefix is the packing of the whole cut short. -1 where one layer
+// alone costs more than the limit.
+std::vector<int> fewest_runs(const std::vector<double>& prefix, double limit) {
+  const std::size_t n = prefix.size() - 1;
+  std::vector<int> runs(n + 1, 0);
+  std::size_t start = 0;
+  for (std::size_t end = 1; end <= n; ++end) {
+    if (prefix[end] - prefix[end - 1] > limit) return {-1};
+    if (runs[end - 1] == 0 || prefix[end] - prefix[start] > limit) {
+      runs[end] = runs[end - 1] + 1;
+      start = end - 1;
+    } else {
+      runs[end] = runs[end - 1];
+    }
+  }
+  return runs;
+}
+
+bool fits(const std::vector<double>& prefix, double limit, int stages) {
+  const std::vector<int> runs = fewest_runs(prefix, limit);
+  return runs.front() >= 0 && runs.back() <= stages;
+}
+
+}  // namespace
+
 std::vector<int> balanced_partition(const std::vector<double>& cost, int stages) {
   const int n = static_cast<int>(cost.size());
   if (stages < 1 || stages > n)
     throw UsageError("cannot split " + std::to_string(n) + " layers into " +
                      std::to_string(stages) + " stages of at least one layer");
-  std::vector<double> prefix(n + 1, 0.0);
+  std::vector<double> prefix(static_cast<std::size_t>(n) + 1, 0.0);
   for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost[i];
   auto range = [&](int i, int j) { return prefix[j] - prefix[i]; };  // layers i..j-1
 
-  // best[k][j]: the smallest possible largest stage cost of layers 0..j-1 in k+1 stages. It is
-  // non-decreasing in j, and range(i, j) is non-increasing in i, so the best split point of
-  // max(best[k-1][i], range(i, j)) is where the two cross: found by binary search.
-  std::vector<std::vector<double>> best(stages, std::vector<double>(n + 1, 0.0));
-  for (int j = 1; j <= n; ++j) best[0][j] = range(0, j);
-  for (int k = 1; k < stages; ++k) {
-    for (int j = k + 1; j <= n; ++j) {
-      int lo = k, hi = j - 1;  // split i in [k, j-1]: k stages hold 0..i-1, one holds i..j-1
-      while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (best[k - 1][mid] >= range(mid, j))
-          hi = mid;
-        else
-          lo = mid + 1;
-      }
-      double v = std::max(best[k - 1][lo], range(lo, j));
-      if (lo > k) v = std::min(v, std::max(best[k - 1][lo - 1], range(lo - 1, j)));
-      best[k][j] = v;
-    }
+  // The optimum, the least largest stage cost: the least limit within which `stages` runs
+  // suffice (as many runs as stages or fewer, since a run of two or more layers splits without
+  // growing). Stage costs are differences of the same prefix sums the runs are checked with, so
+  // the optimum is one of those doubles, and non-negative doubles order as their bit patterns:
+  // bisecting the patterns finds it exactly in at most 64 passes of O(layers), where a table
+  // of the best cost per (stages, prefix) would need stages x layers doubles (32 GB at 4096
+  // stages of a million layers).
+  std::uint64_t lo = 0, hi = std::bit_cast<std::uint64_t>(prefix[static_cast<std::size_t>(n)]);
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (fits(prefix, std::bit_cast<double>(mid), stages))
+      hi = mid;
+    else
+      lo = mid + 1;
   }
+  const double target = std::bit_cast<double>(lo);
+  const std::vector<int> runs = fewest_runs(prefix, target);
 
-  // Rebuild from the last stage, each taking the longest run that keeps the prefix feasible.
-  const double target = best[stages - 1][n];
-  std::vector<int> counts(stages);
+  // Rebuild from the last stage, each taking the longest run that keeps the rest feasible:
+  // layers 0..i-1 fill k stages within the optimum when i >= k and runs[i] <= k. The run
+  // i..j-1 fits from the least i whose cost is within it (costs fall as i grows), and runs[i]
+  // only grows with i, so that least i is the stage's start. Later stages so get as many layers
+  // as the optimum allows: under 1F1B-like schedules early stages hold more micro-batches.
+  std::vector<int> counts(static_cast<std::size_t>(stages));
   int j = n;
   for (int k = stages - 1; k > 0; --k) {
-    int i = k;
-    while (range(i, j) > target || best[k - 1][i] > target) ++i;
-    counts[k] = j - i;
+    int i = k, hi_i = j - 1;  // the stage holds at least one layer, and k stages precede it
+    while (i < hi_i) {
+      const int mid = i + (hi_i - i) / 2;
+      if (range(mid, j) > target)
+        i = mid + 1;
+      else
+        hi_i = mid;
+    }
+    if (range(i, j) > target || runs[static_cast<std::size_t>(i)] > k)
+      throw std::logic_error("balanced_partition: no feasible start for stage " +
+                             std::to_string(k));
+    counts[static_cast<std::size_t>(k)] = j - i;
     j = i;
   }
   counts[0] = j;

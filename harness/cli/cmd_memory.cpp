@@ -215,10 +215,7 @@ Command add_memory(CLI::App& parent) {
     const int capacity = st->channel_capacity.resolve(st->schedule);
     const Schedule s = st->schedule.build({.channel_capacity = capacity});
     const int stages = s.placement.stages_per_chain();
-    require_memory(budget,
-                   estimate_spec(st->workload.layer_count(), st->format == "json", stages,
-                                 st->partition == "balanced"),
-                   what);
+    require_memory(budget, estimate_spec(st->workload.layer_count(), st->format == "json"), what);
     const WorkloadSpec spec = st->workload.build();
     const PartitionPlan plan = partition(spec, stages, st->partition);
     const StepMemoryOptions opts{optimizer, st->recompute, capacity};

@@ -195,8 +195,7 @@ Command add_model(CLI::App& parent) {
     }
     // The spec has a record per layer (never one per parameter): bound them before building.
     require_memory(st->memory.budget(),
-                   estimate_spec(st->workload.layer_count(), st->format == "json", stages,
-                                 st->partition == "balanced"),
+                   estimate_spec(st->workload.layer_count(), st->format == "json"),
                    "model " + st->workload.describe() +
                        (stages > 0 ? " --stages " + std::to_string(stages) : ""));
     const WorkloadSpec spec = st->workload.build();

@@ -109,7 +109,7 @@ void require_run_memory(const MemoryBudget& budget, const WorkloadFlags& flags,
   // A file is proven sound here (its message naming the line), before the workload is built.
   const std::string what = "run " + flags.describe() + " " + schedule.describe();
   if (spec == nullptr) {
-    require_memory(budget, estimate_spec(flags.layer_count(), false, 0, false), what);
+    require_memory(budget, estimate_spec(flags.layer_count(), false), what);
     if (schedule.file) schedule.build({.channel_capacity = o.executor.channel_capacity});
     return;
   }

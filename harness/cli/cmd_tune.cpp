@@ -200,8 +200,8 @@ Command add_tune(CLI::App& parent) {
                        " (allowed: fewer --devices or a smaller "
                        "--global-batch)");
     // The largest candidate bounds the memory: they are simulated one at a time. Beside it, one
-    // micro-batch size's workload (evaluate_candidates): its spec, a cut per stage count (one
-    // per v, and 2 D for the V shapes), and the balanced partition's table for the most stages.
+    // micro-batch size's workload (evaluate_candidates): its spec and a cut per stage count (one
+    // per v, and 2 D for the V shapes).
     MemoryEstimate largest;
     for (const TuneCandidate& c : all) {
       const MemoryEstimate e = estimate_simulate({.name = c.schedule,
@@ -212,9 +212,7 @@ Command add_tune(CLI::App& parent) {
       if (e.bytes > largest.bytes) largest = e;
     }
     const MemoryEstimate size = estimate_tune_size(
-        st->workload.workload.layer_count(), static_cast<double>(space.chunk_counts.size()) + 1,
-        std::max(space.chunk_counts.back(), 2) * static_cast<double>(space.devices),
-        st->workload.partition == "balanced");
+        st->workload.workload.layer_count(), static_cast<double>(space.chunk_counts.size()) + 1);
     largest.bytes += size.bytes;
     largest.detail += " + " + size.detail;
     require_memory(budget, largest, "tune " + st->workload.workload.describe());

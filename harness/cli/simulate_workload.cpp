@@ -77,7 +77,7 @@ WorkloadCosts load_workload(const WorkloadCostFlags& flags, const MemoryBudget& 
                                                 : default_profile();
   if (flags.limit_option->count() > 0)
     w.memory_limit = parse_byte_size(flags.memory_limit_bytes, "--memory-limit-bytes");
-  require_memory(budget, estimate_spec(flags.workload.layer_count(), false, 0, false),
+  require_memory(budget, estimate_spec(flags.workload.layer_count(), false),
                  command + " " + flags.workload.describe());
   w.spec = flags.workload.build();
   if (w.profile.kind == "measured") check_measured_for(w.profile, w.spec, microbatch_size_varies);

@@ -221,7 +221,7 @@ class Tune(unittest.TestCase):
         one_line_refusal(self, run(*base, "--partition", "foo"), "unknown --partition 'foo'")
         one_line_refusal(self, run(*base, "--partition", "1,1"), "sums to 2 layers")
         # The workload of one micro-batch size at a time counts against --max-memory: its spec,
-        # a cut per stage count and the balanced partition's table, beside one spec's worth that
+        # and a cut per stage count, beside one spec's worth that
         # simulate --workload would hold (20000 layers: about 32 MB a spec).
         big = ["--workload", "mlp", "--layers", "20000", "--width", "8", "-d", "2",
                "--memory-limit-bytes", "1G", "--max-memory", "120M"]

@@ -70,9 +70,22 @@ TEST(Partition, BalancedIsOptimalOnRandomInstances) {
 TEST(Partition, BalancedOnEqualCostsIsEven) {
   EXPECT_EQ(balanced_partition(std::vector<double>(8, 1.0), 4), (std::vector<int>{2, 2, 2, 2}));
   // Ties give later stages the extra layers.
-  EXPECT_EQ(
-      max_stage(std::vector<double>(10, 1.0), balanced_partition(std::vector<double>(10, 1.0), 4)),
-      3);
+  EXPECT_EQ(balanced_partition(std::vector<double>(10, 1.0), 4), (std::vector<int>{1, 3, 3, 3}));
+}
+
+// Thousands of stages over hundreds of thousands of layers, which a table of stages x layers
+// (3.3 GB here) could not hold: the optimum is still found, ceil(layers / stages) of equal
+// layers, with later stages taking the extra.
+TEST(Partition, BalancedScalesToManyStagesAndLayers) {
+  const int layers = 200000, stages = 2048;
+  const std::vector<double> cost(layers, 1.0);
+  const std::vector<int> counts = balanced_partition(cost, stages);
+  ASSERT_EQ(static_cast<int>(counts.size()), stages);
+  EXPECT_EQ(max_stage(cost, counts), 98.0);  // ceil(200000 / 2048)
+  int sum = 0;
+  for (int c : counts) sum += c;
+  EXPECT_EQ(sum, layers);
+  EXPECT_TRUE(std::is_sorted(counts.begin(), counts.end())) << "later stages take the extra";
 }
 
 TEST(Partition, UniformSpreadsLeftoversToFirstStages) {
