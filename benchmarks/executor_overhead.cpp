@@ -62,9 +62,7 @@ class EmptyWork final : public StageWork<int> {
   std::size_t saved_bytes(int) const override { return 0; }
 };
 
-bool oversubscribed(int devices) {
-  return devices > ppbench::available_cores();
-}
+bool oversubscribed(int devices) { return devices > ppbench::available_cores(); }
 
 // The part of run_step that does not depend on the schedule: D threads started together
 // (as run_step's latch does), then joined.
