@@ -587,6 +587,18 @@ class MultiProcessRun(unittest.TestCase):
         self.assertEqual(len(lines), 1, r.stderr)
         self.assertIn("mpirun started 3 processes, but --pp 2 x --dp 2 needs 4", lines[0])
 
+    def test_ids_f32_cannot_hold_are_refused_by_one_process_before_any_work(self):
+        # Every process refuses the spec alike, before its memory estimate and before any
+        # exchange: one line from process 0, exit 2, not four lines or a job ended by MPI_Abort.
+        r = mpirun(4, "run", "--workload", "mlp", "--layers", "4", "--width", "2",
+                   "--classes", "16777218", "--schedule", "1f1b", "--pp", "2", "--dp", "2",
+                   "-n", "4", timeout=120)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        lines = ppbench_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        for needle in ["--classes 16777218", "--dtype f32", "at most 16777217", "use --dtype f64"]:
+            self.assertIn(needle, lines[0])
+
 
 # --backend cuda across processes is run by ppbench-cuda-mpi beside ppbench (CUDA, MPI and nccl.h
 # in one build); its refusals come before any GPU is touched.
