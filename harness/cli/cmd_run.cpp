@@ -1,5 +1,6 @@
 // `ppbench run`: real pipelined training steps of a workload under a
 // schedule, with measured and predicted metrics (harness/backends/cpu).
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
 #include "harness/cli/program_beside.h"
+#include "harness/cli/table_unit.h"
 #include "harness/device_profile.h"
 #include "harness/launch.h"
 #include "harness/memory_estimate.h"
@@ -90,13 +92,21 @@ void print_text(const nlohmann::json& r) {
   for (const char* k : {"bubble_fraction", "bubble_ratio", "zb_bubble_rate"})
     std::printf("%-18s %10.4f %10.4f\n", k, m[k].get<double>(), p[k].get<double>());
   std::printf("(predicted: %s)\n\n", p["note"].get<std::string>().c_str());
-  std::printf("rank %12s %12s %14s %14s\n", "busy ms", "idle ms", "peak act MB", "model act MB");
+  // One binary unit for both activation columns, as `memory` and `model` print theirs.
+  double largest = 0;
+  for (const auto& mem : r["activation_bytes"])
+    largest = std::max(
+        {largest, mem["measured_peak_bytes"].get<double>(), mem["model_peak_bytes"].get<double>()});
+  const Unit u = byte_unit(largest);
+  const std::string peak = std::string("peak act ") + u.name;
+  const std::string model = std::string("model act ") + u.name;
+  std::printf("rank %12s %12s %14s %14s\n", "busy ms", "idle ms", peak.c_str(), model.c_str());
   for (std::size_t k = 0; k < m["ranks"].size(); ++k) {
     const auto& rk = m["ranks"][k];
     const auto& mem = r["activation_bytes"][k];
     std::printf("%4zu %12.4g %12.4g %14.4g %14.4g\n", k, rk["busy"].get<double>() * 1e3,
-                rk["idle"].get<double>() * 1e3, mem["measured_peak_bytes"].get<double>() / 1e6,
-                mem["model_peak_bytes"].get<double>() / 1e6);
+                rk["idle"].get<double>() * 1e3, mem["measured_peak_bytes"].get<double>() / u.scale,
+                mem["model_peak_bytes"].get<double>() / u.scale);
   }
 }
 

@@ -403,6 +403,29 @@ class GoodRun(unittest.TestCase):
             self.assertAlmostEqual(rec["grad_norm"], ref["grad_norm"],
                                    delta=1e-10 * ref["grad_norm"])
 
+    def test_the_text_tables_activations_are_in_the_records_binary_unit(self):
+        # One unit for both activation columns, the one the largest value takes (as `memory`
+        # and `model` print theirs), and the figures are the record's in it.
+        args = [*MLP, "--dtype", "f64", "-s", "1f1b", "-d", "2", "-n", "4"]
+        rec = self.record("-s", "1f1b", "-d", "2")
+        text = run(*args)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        header = re.search(r"peak act (\S+)\s+model act (\S+)", text.stdout)
+        self.assertIsNotNone(header, text.stdout)
+        self.assertEqual(header.group(1), header.group(2))
+        scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[header.group(1)]
+        largest = max(max(a["measured_peak_bytes"], a["model_peak_bytes"])
+                      for a in rec["activation_bytes"])
+        self.assertTrue(1 <= largest / scale < 1024, (largest, header.group(1)))
+        for a in rec["activation_bytes"]:
+            row = re.search(rf"^\s*{a['rank']}\s+\S+\s+\S+\s+(\S+)\s+(\S+)$", text.stdout,
+                            re.MULTILINE)
+            self.assertIsNotNone(row, text.stdout)
+            self.assertAlmostEqual(float(row.group(1)), a["measured_peak_bytes"] / scale,
+                                   delta=1e-3 * a["measured_peak_bytes"] / scale)
+            self.assertAlmostEqual(float(row.group(2)), a["model_peak_bytes"] / scale,
+                                   delta=1e-3 * a["model_peak_bytes"] / scale)
+
     def test_a_breadth_first_order_gets_the_mailboxes_it_needs(self):
         # looped-bfs at D = 2 sends a whole chunk's activations before its peer takes the first:
         # more than the default 4 messages per mailbox, which the default grows to.
