@@ -242,6 +242,7 @@ RunOutput run_cuda_mpi(const WorkloadSpec& spec, const CudaRunOptions& o,
     gpu = gpu_of_local_rank(env_fits ? local.rank : world.local_rank(), local_processes, visible);
     if (!cuda::try_load_nccl(&why)) throw EnvironmentError(why);
   });
+  mpi::require_one_job(world, mpi::job_parts(*s, spec, *plan, o.run, dp.replicas, dp.overlap));
 #if PPBENCH_HAVE_NCCL_H
   mpi::Grid grid(world, s->placement.ranks, dp.replicas);
   return run_job(spec, o, dp, *s, *plan, gpu, world, grid);

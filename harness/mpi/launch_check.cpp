@@ -1,10 +1,13 @@
 #include "harness/mpi/launch_check.h"
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <new>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "core/error.h"
 #include "harness/launch.h"
@@ -34,6 +37,93 @@ void require_messages_fit(const PartitionPlan& plan) {
                        std::to_string(kLargest) +
                        "): split the model into more stages or make the micro-batch smaller");
   }
+}
+
+namespace {
+
+// FNV-1a, 64 bits: the same value on every process of one build, whatever its library.
+class Fnv1a {
+ public:
+  template <class T>
+  void add(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    for (unsigned char b : bytes) hash_ = (hash_ ^ b) * 0x100000001b3ULL;
+  }
+  void add(const std::string& text) {
+    add(text.size());
+    for (char c : text) add(c);
+  }
+  void add(const std::vector<int>& values) {
+    add(values.size());
+    for (int v : values) add(v);
+  }
+  void add(const Task& t) {
+    add(static_cast<int>(t.op));
+    add(static_cast<int>(t.stage));
+    add(t.mb);
+  }
+  std::uint64_t value() const { return hash_; }
+
+ private:
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+}  // namespace
+
+JobParts job_parts(const Schedule& s, const WorkloadSpec& spec, const PartitionPlan& plan,
+                   const RunOptions& o, int replicas, bool overlap) {
+  Fnv1a schedule;
+  schedule.add(s.placement.ranks);
+  schedule.add(s.placement.stage_rank);
+  schedule.add(s.placement.stage_chain);
+  schedule.add(s.placement.chain_microbatches);
+  for (const auto& rank : s.ranks) {
+    schedule.add(rank.size());
+    for (const Action& a : rank) {
+      schedule.add(a.task);
+      schedule.add(a.paired());
+      if (a.paired()) schedule.add(a.partner);
+    }
+  }
+  Fnv1a workload;
+  workload.add(spec.workload);
+  workload.add(spec.config.dump());
+  workload.add(static_cast<int>(spec.dtype));
+  workload.add(spec.microbatch_size);
+  workload.add(spec.layers.size());
+  Fnv1a options;
+  options.add(plan.layer_counts);
+  for (const auto v : {o.steps, o.warmup, o.executor.channel_capacity, replicas}) options.add(v);
+  for (const bool b : {o.recompute, o.check, overlap}) options.add(b);
+  options.add(o.seed);
+  options.add(static_cast<int>(o.optimizer.kind));
+  for (const double v : {o.check_tolerance, o.optimizer.lr, o.optimizer.weight_decay,
+                         o.optimizer.beta1, o.optimizer.beta2, o.optimizer.eps})
+    options.add(v);
+  return {schedule.value(), workload.value(), options.value()};
+}
+
+void require_one_job(const World& world, const JobParts& mine) {
+  const std::uint64_t own[3] = {mine.schedule, mine.workload, mine.options};
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(world.size()) * 3);
+  check(MPI_Allgather(own, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, world.comm()),
+        "MPI_Allgather (job check)");
+  static const char* const kWhat[3] = {
+      "another schedule (the order of a --schedule-file read on its node, or --schedule and its "
+      "flags)",
+      "another workload (--workload and its shape flags, --dtype, --microbatch-size)",
+      "other options (--partition or a --device-profile's layer counts, --steps, --warmup, --seed, "
+      "--optimizer and its settings, --check, --recompute, --channel-capacity, --dp)"};
+  for (int p = 1; p < world.size(); ++p)
+    for (int k = 0; k < 3; ++k)
+      if (all[static_cast<std::size_t>(p) * 3 + k] != all[static_cast<std::size_t>(k)])
+        throw JobRefused{2, world.rank() == 0
+                                ? "process " + std::to_string(p) + " was given " + kWhat[k] +
+                                      " than process 0: every process must run one "
+                                      "job (the same command line and the same files on every node)"
+                                : std::string()};
 }
 
 void agree_to_start(const World& world, const std::function<void()>& checks) {

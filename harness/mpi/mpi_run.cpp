@@ -209,6 +209,7 @@ RunOutput run_cpu_mpi(const WorkloadSpec& spec, const RunOptions& o,
         partition(spec, s->placement.stages_per_chain(), o.partition));
     mpi::require_messages_fit(*plan);
   });
+  mpi::require_one_job(world, mpi::job_parts(*s, spec, *plan, ro, dp.replicas, dp.overlap));
   mpi::Grid grid(world, s->placement.ranks, dp.replicas);
   return spec.dtype == DType::kF64 ? run_typed<double>(spec, ro, dp, *s, *plan, world, grid)
                                    : run_typed<float>(spec, ro, dp, *s, *plan, world, grid);

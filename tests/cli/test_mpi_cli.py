@@ -536,6 +536,42 @@ class MultiProcessRun(unittest.TestCase):
             self.assertTrue(os.path.isfile(os.path.join(home, "out", "t.json")))
             self.assertEqual(os.listdir(other), [])
 
+    def test_processes_given_different_jobs_are_refused_not_run(self):
+        # Each process reads its own --schedule-file (two working folders stand for two nodes).
+        # Two valid orders of one shape would swap tensors of the right size without an error,
+        # and the step's gradients would be wrong: the job is refused, naming what differs.
+        with tempfile.TemporaryDirectory() as tmp:
+            orders = {"node0": "rank 0: F0.0 F0.1 F0.2 F0.3 B0.3 B0.2 B0.1 B0.0\n"
+                               "rank 1: F1.0 F1.1 F1.2 F1.3 B1.3 B1.2 B1.1 B1.0\n",
+                      "node1": "rank 0: F0.0 F0.1 F0.2 F0.3 B0.0 B0.1 B0.2 B0.3\n"
+                               "rank 1: F1.0 F1.1 F1.2 F1.3 B1.0 B1.1 B1.2 B1.3\n"}
+            for node, text in orders.items():
+                os.makedirs(os.path.join(tmp, node))
+                with open(os.path.join(tmp, node, "s.txt"), "w") as f:
+                    f.write(text)
+            args = [os.path.abspath(PPBENCH), "run", *WORKLOAD, "--schedule-file", "s.txt",
+                    "--check", "--optimizer", "none"]
+
+            def job(first, second, *extra):
+                return run_job([MPIRUN, "-np", "1", "--wdir", os.path.join(tmp, first), *args,
+                                *extra, ":", "-np", "1", "--wdir", os.path.join(tmp, second),
+                                *args], 300, ENV)
+
+            r = job("node0", "node1")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            lines = ppbench_lines(r.stderr)
+            self.assertEqual(len(lines), 1, r.stderr)
+            self.assertIn("process 1 was given another schedule", lines[0])
+            # Another seed on one process: its options differ.
+            r = job("node0", "node0", "--seed", "7")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("process 1 was given other options", ppbench_lines(r.stderr)[0])
+            # Either order alone, on both processes, is one job and computes the step.
+            for node in orders:
+                r = job(node, node)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("check: passed", r.stdout)
+
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:
             results = os.path.join(tmp, "r.jsonl")
