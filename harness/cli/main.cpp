@@ -101,15 +101,25 @@ int printed(int code) {
   return code;
 }
 
-// Under mpirun every process parses the same command line and would say the same: process 0
-// says it. mpirun ends the job at the first process that exits non-zero, so the quiet ones wait a
-// moment for process 0's line to leave. A process that no launch of several started (a stray
-// PMI_RANK in a plain shell) says it itself: its line is the only one.
+// Under a launch of several every process parses the same command line and would say the same:
+// process 0 says it, and the others wait a moment for its line to leave before they exit (mpirun
+// ends the job at the first process that exits non-zero). Under mpirun, a process still running
+// after the wait failed alone, with nothing from process 0 to end it: a schedule file or a
+// program missing on its node only. It then says its own line, naming itself. Other launchers
+// (srun) let the job run on after a failure, so there every process would print: they stay
+// quiet, and the launcher names the task that failed.
+int left_to_process_zero(const std::string& message, int code) {
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const ppbench::LaunchEnvironment launch = ppbench::launch_environment();
+  if (launch.launcher != "OpenMPI") return code;
+  return fail("error", "process " + std::to_string(launch.rank) + ": " + message, code);
+}
+
+// A bad command line or input, found before MPI started. A process that no launch of several
+// started (a stray PMI_RANK in a plain shell) says it itself: its line is the only one.
 int usage_error(const std::string& message) {
-  if (ppbench::launch_environment().leaves_messages_to_process_zero()) {
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    return 2;
-  }
+  if (ppbench::launch_environment().leaves_messages_to_process_zero())
+    return left_to_process_zero(message, 2);
   return fail("error", message, 2);
 }
 
@@ -121,10 +131,8 @@ int environment_error(const std::string& message) {
 #else
   const bool in_job = false;
 #endif
-  if (!in_job && ppbench::launch_environment().leaves_messages_to_process_zero()) {
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    return 3;
-  }
+  if (!in_job && ppbench::launch_environment().leaves_messages_to_process_zero())
+    return left_to_process_zero(message, 3);
   return fail("error", message, 3);
 }
 

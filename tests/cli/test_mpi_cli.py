@@ -572,6 +572,24 @@ class MultiProcessRun(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertIn("check: passed", r.stdout)
 
+    def test_a_file_missing_on_one_node_only_is_named_by_that_process(self):
+        # Process 0 finds its schedule file and waits in MPI for the others; process 1, on a
+        # "node" without the file, fails before MPI starts. Nothing from process 0 says why, so
+        # process 1 does, naming itself.
+        with tempfile.TemporaryDirectory() as tmp:
+            home, other = os.path.join(tmp, "node0"), os.path.join(tmp, "node1")
+            os.makedirs(home)
+            os.makedirs(other)
+            with open(os.path.join(home, "s.txt"), "w") as f:
+                f.write("rank 0: F0.0 F0.1 B0.1 B0.0\nrank 1: F1.0 F1.1 B1.1 B1.0\n")
+            args = [os.path.abspath(PPBENCH), "run", *WORKLOAD, "--schedule-file", "s.txt"]
+            r = run_job([MPIRUN, "-np", "1", "--wdir", home, *args, ":",
+                         "-np", "1", "--wdir", other, *args], 300, ENV)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            lines = ppbench_lines(r.stderr)
+            self.assertEqual(len(lines), 1, r.stderr)
+            self.assertIn("process 1: --schedule-file 's.txt': no such file", lines[0])
+
     def test_a_killed_process_ends_the_job_with_its_rank_named(self):
         with tempfile.TemporaryDirectory() as tmp:
             results = os.path.join(tmp, "r.jsonl")
@@ -819,7 +837,9 @@ class WithoutMpirun(unittest.TestCase):
     def test_a_stray_rank_variable_leaves_the_error_line_in_place(self):
         # A process that no launch of several started says its own errors: a rank variable left
         # in a shell (PMI_RANK=1), alone or with a size it does not fit, must not silence the
-        # only line. In a consistent launch of two, process 1 leaves it to process 0.
+        # only line. In a consistent launch of two, process 1 leaves it to process 0; under
+        # mpirun's variables, if it is still running a moment later (nothing ended it, as
+        # mpirun would have once process 0 failed), it says it, naming itself.
         bad = [["run", "-w", "mlp", "--bogus"], ["simulate", "-s", "1f1b", "-d", "4", "-n", "2"]]
         strays = [{"PMI_RANK": "1"}, {"PMI_RANK": "1", "PMI_SIZE": "1"}, {"PMIX_RANK": "1"},
                   {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "1"},
@@ -831,10 +851,15 @@ class WithoutMpirun(unittest.TestCase):
                                        timeout=60, env=dict(without_launcher(), **stray))
                     one_line_refusal(self, r, "ppbench: error: ")
             with self.subTest(args=args, env="process 1 of 2"):
-                env = dict(without_launcher(), OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="2")
+                env = dict(without_launcher(), PMI_RANK="1", PMI_SIZE="2")
                 r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60,
                                    env=env)
                 self.assertEqual((r.returncode, r.stdout, r.stderr), (2, "", ""))
+            with self.subTest(args=args, env="process 1 of 2 under mpirun, alone in failing"):
+                env = dict(without_launcher(), OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="2")
+                r = subprocess.run([PPBENCH, *args], capture_output=True, text=True, timeout=60,
+                                   env=env)
+                one_line_refusal(self, r, "ppbench: error: process 1: ")
 
     def test_dp_out_of_range_is_refused(self):
         r = threads("run", *WORKLOAD, "--schedule", "1f1b", "--pp", "2", "--dp", "0", "-n", "4")
