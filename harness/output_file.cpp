@@ -10,7 +10,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <string>
+#include <system_error>
 #include <vector>
 
 #include "core/error.h"
@@ -286,6 +289,47 @@ void append_to_file(const std::string& path, std::string_view line, const std::s
 }
 
 }  // namespace
+
+namespace {
+
+// One key per file: its device and inode where it exists (hard links and symlinks meet there),
+// else its absolute path with "." and ".." resolved (two outputs not yet written).
+std::string file_key(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0)
+    return "inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+  return "path " + (ec ? std::filesystem::absolute(path).lexically_normal() : p).string();
+}
+
+}  // namespace
+
+void require_distinct_files(const std::vector<const OutputTarget*>& outputs,
+                            const std::vector<InputFile>& inputs) {
+  struct Seen {
+    std::string flag, path, key;
+    bool input;
+  };
+  std::vector<Seen> seen;
+  for (const InputFile& in : inputs) {
+    struct stat st {};
+    if (!in.path.empty() && ::stat(in.path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      seen.push_back({in.flag, in.path, file_key(in.path), true});
+  }
+  for (const OutputTarget* out : outputs) {
+    if (out == nullptr || out->kind != OutputTarget::Kind::kFile) continue;
+    const std::string key = file_key(out->resolved);
+    for (const Seen& s : seen)
+      if (s.key == key)
+        throw UsageError(out->flag + " " + quoted(out->path) + " is the same file as " + s.flag +
+                         " " + quoted(s.path) +
+                         (s.input ? ", which this run reads: writing it would destroy it"
+                                  : ": one would replace the other") +
+                         " (give each output a file of its own)");
+    seen.push_back({out->flag, out->path, key, false});
+  }
+}
 
 OutputTarget check_output(const std::string& flag, const std::string& path, OutputMode mode) {
   OutputTarget t;

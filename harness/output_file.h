@@ -25,6 +25,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ppbench {
 
@@ -48,6 +49,20 @@ enum class OutputMode { kReplace, kAppend };
 // empty path, a directory, a socket, a missing or unwritable directory, an unwritable file, a
 // symlink loop.
 OutputTarget check_output(const std::string& flag, const std::string& path, OutputMode mode);
+
+// A file a command reads, named as the user gave it: {"--schedule-file", "s.txt"}.
+struct InputFile {
+  std::string flag;
+  std::string path;
+};
+
+// UsageError naming both flags where two of `outputs` are one file (the second written would
+// replace the first: a record log replaced by a trace), or an output is a file in `inputs` (the
+// run would overwrite what it read). One file however it is spelt: "r", "./r", a symlink to it or
+// a hard link. Outputs on stdout or a stream (a device, a FIFO) are not files and are left out;
+// so are inputs that are not regular files.
+void require_distinct_files(const std::vector<const OutputTarget*>& outputs,
+                            const std::vector<InputFile>& inputs);
 
 // Writes `content` as the whole of the target: streamed to stdout or a device/FIFO, or replacing a
 // regular file atomically. EnvironmentError when a write fails (the target is then unchanged,

@@ -333,6 +333,8 @@ Command add_run(CLI::App& parent) {
       throw UsageError(
           "--profile-out - and --trace-out - or --results - all ask for stdout: give one of them "
           "a file");
+    require_distinct_files({&results, &trace_out, &profile_out},
+                           {{"--schedule-file", st->schedule.schedule_file}});
     if (st->pin_option->count() > 0 && (st->backend != "cpu" || multi_process))
       throw UsageError("--pin-ranks places the rank threads of one CPU process; " +
                        std::string(multi_process

@@ -178,8 +178,11 @@ Command add_simulate(CLI::App& parent) {
     const StageCost cost = st->costs.resolve();
     // Everything that can be refused is refused before the work: the output, then the size.
     OutputTarget trace_out;
-    if (st->trace_option->count() > 0)
+    if (st->trace_option->count() > 0) {
       trace_out = check_output("--trace-out", st->trace_out, OutputMode::kReplace);
+      require_distinct_files({&trace_out}, {{"--schedule-file", st->schedule.schedule_file},
+                                            {"--device-profile", st->workload.device_profile}});
+    }
     const MemoryBudget budget = st->memory.budget();
     const bool eager_limit = st->eager_option->count() > 0;
     if (eager_limit && !with_workload)

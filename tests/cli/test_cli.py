@@ -150,6 +150,20 @@ class Outputs(unittest.TestCase):
     files replaced atomically, directories refused; write errors are exit 3 with one line."""
     SIM = ["simulate", "-s", "1f1b", "-d", "4", "-n", "8"]
 
+    def test_a_trace_onto_the_schedule_file_it_simulates_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            sched = os.path.join(d, "s.txt")
+            text = "rank 0: F0.0 F0.1 B0.1 B0.0\nrank 1: F1.0 F1.1 B1.1 B1.0\n"
+            with open(sched, "w") as f:
+                f.write(text)
+            r = run("simulate", "--schedule-file", sched, "--trace-out",
+                    os.path.join(d, ".", "s.txt"))
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("is the same file as --schedule-file", r.stderr)
+            with open(sched) as f:
+                self.assertEqual(f.read(), text)
+
     def test_character_devices_are_written_not_replaced(self):
         with tempfile.TemporaryDirectory() as d:
             null = make_char_device(os.path.join(d, "null"), 3)

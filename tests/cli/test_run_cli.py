@@ -294,6 +294,44 @@ class Results(unittest.TestCase):
     """--results appends one line under a lock, never rewrites the file, and is checked before
     the run; --trace-out streams to devices, FIFOs and -."""
 
+    def test_two_outputs_or_an_output_and_an_input_in_one_file_are_refused(self):
+        # The second written would replace the first (a log of records replaced by a device
+        # profile), or the trace would overwrite the schedule file the run reads; however the
+        # path is spelt, nothing is run or written.
+        small = ["--workload", "mlp", "--layers", "2", "--width", "8"]
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "log.jsonl")
+            self.assertEqual(run("run", *small, "-s", "1f1b", "-d", "2", "-n", "2",
+                                 "--results", log).returncode, 0)
+            with open(log) as f:
+                before = f.read()
+            sched = os.path.join(d, "s.txt")
+            with open(sched, "w") as f:
+                f.write("rank 0: F0.0 F0.1 B0.1 B0.0\nrank 1: F1.0 F1.1 B1.1 B1.0\n")
+            os.symlink(sched, os.path.join(d, "link.txt"))
+            cases = [
+                (["-s", "1f1b", "-d", "2", "-n", "2", "--results", log, "--profile-out",
+                  os.path.join(d, ".", "log.jsonl")], "is the same file as --results"),
+                (["-s", "1f1b", "-d", "2", "-n", "2", "--results", os.path.join(d, "new"),
+                  "--trace-out", os.path.join(d, "x", "..", "new")],
+                 "is the same file as --results"),
+                (["--schedule-file", sched, "--trace-out", os.path.join(d, "link.txt")],
+                 "which this run reads"),
+            ]
+            for args, needle in cases:
+                with self.subTest(args=args):
+                    os.makedirs(os.path.join(d, "x"), exist_ok=True)
+                    one_line_refusal(self, run("run", *small, *args), needle)
+            with open(log) as f:
+                self.assertEqual(f.read(), before)
+            with open(sched) as f:
+                self.assertTrue(f.read().startswith("rank 0:"))
+            self.assertFalse(os.path.exists(os.path.join(d, "new")))
+            # Distinct files, and two streams, are fine.
+            r = run("run", *small, "-s", "1f1b", "-d", "2", "-n", "2", "--results", log,
+                    "--trace-out", os.devnull, "--profile-out", os.devnull)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_concurrent_runs_lose_no_record(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "runs.jsonl")
