@@ -47,6 +47,10 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
   const int g = p.group_size == 0 ? d : p.group_size;
   require(v >= 2, "interleaved-1f1b needs --chunks >= 2, got " + std::to_string(v) +
                       " (with one chunk per rank use 1f1b)");
+  // Without --group-size, g is D, so the one constraint the user set is N >= D: name that.
+  require(p.group_size != 0 || n >= d,
+          "interleaved-1f1b needs N >= D (each micro-batch group holds D micro-batches), got N=" +
+              std::to_string(n) + " with D=" + std::to_string(d));
   require(g >= d && g <= n,
           "interleaved-1f1b needs D <= --group-size <= N (Megatron's micro-batch "
           "group size per virtual stage), got group size " +

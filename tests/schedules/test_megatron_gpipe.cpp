@@ -166,6 +166,14 @@ TEST(Generators, RejectParametersTheirDefinitionsDoNotAllow) {
   EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 3}), UsageError);  // g < D
   EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 9}), UsageError);  // g > N
   EXPECT_THROW(generate({"interleaved-1f1b", 4, 3, 2, 0}), UsageError);  // N < D
+  // Without --group-size the message names the constraint the user set, not the default g.
+  try {
+    generate({"interleaved-1f1b", 4, 3, 2, 0});
+  } catch (const UsageError& e) {
+    const std::string why = e.what();
+    EXPECT_NE(why.find("needs N >= D"), std::string::npos) << why;
+    EXPECT_EQ(why.find("--group-size"), std::string::npos) << why;
+  }
   EXPECT_THROW(generate({"gpipe", 4, 8, 2, 0}), UsageError);             // chunks on gpipe
   EXPECT_THROW(generate({"gpipe", 4, 8, 0, 4}), UsageError);             // group size on gpipe
   EXPECT_THROW(generate({"gpipe", 0, 8}), UsageError);
