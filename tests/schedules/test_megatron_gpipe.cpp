@@ -174,8 +174,8 @@ TEST(Generators, RejectParametersTheirDefinitionsDoNotAllow) {
     EXPECT_NE(why.find("needs N >= D"), std::string::npos) << why;
     EXPECT_EQ(why.find("--group-size"), std::string::npos) << why;
   }
-  EXPECT_THROW(generate({"gpipe", 4, 8, 2, 0}), UsageError);             // chunks on gpipe
-  EXPECT_THROW(generate({"gpipe", 4, 8, 0, 4}), UsageError);             // group size on gpipe
+  EXPECT_THROW(generate({"gpipe", 4, 8, 2, 0}), UsageError);  // chunks on gpipe
+  EXPECT_THROW(generate({"gpipe", 4, 8, 0, 4}), UsageError);  // group size on gpipe
   EXPECT_THROW(generate({"gpipe", 0, 8}), UsageError);
   EXPECT_THROW(generate({"gpipe", 4, 0}), UsageError);
   EXPECT_THROW(generate({"no-such", 4, 8}), UsageError);
