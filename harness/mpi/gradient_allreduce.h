@@ -39,6 +39,18 @@ class GradientAllReduce {
       : comm_(data), rank_(rank), overlap_(overlap) {
     for (auto& s : stages) stages_.push_back({std::move(s), {}, {}, -1});
   }
+  // After a failure an overlapped all-reduce may still be in flight on a stage's buffer, and MPI
+  // may write into it until MPI_Abort ends the job, which comes after this object is gone: the
+  // buffers are then left to the process's end rather than freed under MPI.
+  ~GradientAllReduce() {
+    for (const Stage& s : stages_)
+      if (!s.requests.empty()) {
+        new std::vector<Stage>(std::move(stages_));  // leaked on purpose
+        return;
+      }
+  }
+  GradientAllReduce(const GradientAllReduce&) = delete;
+  GradientAllReduce& operator=(const GradientAllReduce&) = delete;
 
   // The step's clock (seconds on the shared timeline) for the events.
   void set_clock(std::function<double()> now) { now_ = std::move(now); }

@@ -119,12 +119,14 @@ class MpiTransport final : public Transport<Message> {
     // (docs/multi-process.md). This wait spins briefly, then naps, as every other wait here.
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPI_Imrecv(buffer_.data(), count, MPI_BYTE, &msg, &request), "MPI_Imrecv");
+    receiving_ = true;
     const WaitResult got = wait_until(deadline, [&] {
       int done = 0;
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
       return done != 0;
     });
-    if (got != WaitResult::kDone) return got;
+    if (got != WaitResult::kDone) return got;  // still posted: see the destructor
+    receiving_ = false;
     Codec::decode(buffer_.data(), buffer_.size(), out);
     return WaitResult::kDone;
   }
@@ -148,6 +150,19 @@ class MpiTransport final : public Transport<Message> {
   // Cancels nothing in flight (MPI cannot take back a matched send); the job ends after a
   // failure, and until then every wait returns at once.
   void abort() override { aborted_ = true; }
+
+  // After a failure (a watchdog, an abort) sends may be pending and a receive still posted into
+  // buffer_; MPI may touch their bytes until MPI_Abort ends the job, which comes after this
+  // object is gone. Their memory is then left to the process's end rather than freed under MPI.
+  ~MpiTransport() override {
+    bool busy = receiving_;
+    for (const Channel& ch : out_) busy = busy || !ch.pending.empty();
+    if (!busy) return;
+    new std::vector<Channel>(std::move(out_));  // leaked on purpose: the list nodes stay put
+    new std::vector<char>(std::move(buffer_));  // leaked on purpose
+  }
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
 
  private:
   struct Pending {
@@ -206,6 +221,7 @@ class MpiTransport final : public Transport<Message> {
   std::vector<Channel> out_;                                // by destination
   std::vector<std::unordered_map<std::uint64_t, int>> in_;  // by source
   std::vector<char> buffer_;
+  bool receiving_ = false;  // an MPI_Imrecv into buffer_ not yet seen complete
   std::atomic<bool> aborted_{false};
   std::int64_t in_flight_ = 0, peak_ = 0;
 };
