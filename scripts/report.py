@@ -141,7 +141,7 @@ def timelines(figures: Figures, schedules: list[str]) -> list[str]:
     return figures.many(items)
 
 
-def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT_COST,
+def build_report(rows: list[dict], source: str, pp: int = 8, cost: str | None = None,
                  dualpipe_n: tuple[int, ...] = (16, 32), measured: list[dict] | None = None,
                  measured_source: str = "", registry: list[dict] | None = None,
                  reference: list[dict] | None = None, reference_source: str = "",
@@ -230,13 +230,20 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str = DEFAULT
     return "\n".join(lines + contents + body).rstrip() + "\n"
 
 
-def table_costs(rows: list[dict], cost: str) -> tuple[str, float]:
-    """The cost setting of the tables that take one (DualPipe's, the worked example): `cost`,
-    else the records' most common costs; no hand-over time (comm 0) where the records have it,
-    else their most common at those costs."""
+def table_costs(rows: list[dict], cost: str | None) -> tuple[str, float]:
+    """The cost setting of the tables that take one (DualPipe's, the worked example): `cost`
+    (--cost), which some record must have (InputError naming those the records have: a typo
+    would otherwise give tables at other costs, silently); without one DEFAULT_COST, else the
+    records' most common costs. No hand-over time (comm 0) where the records have it, else
+    their most common at those costs."""
     costs = [cost_of(r) for r in rows]
-    if costs and cost not in costs:
-        cost = max(sorted(set(costs)), key=costs.count)
+    if cost is not None and costs and cost not in costs:
+        raise InputError(f"--cost {cost}: no record has it; allowed: the costs of the records, "
+                         f"{', '.join(sorted({str(c) for c in costs}))}")
+    if cost is None:
+        cost = DEFAULT_COST
+        if costs and cost not in costs:
+            cost = max(sorted(set(costs)), key=costs.count)
     comms = [comm_of(r) for r in rows if cost_of(r) == cost]
     return cost, (0.0 if not comms or 0.0 in comms else max(sorted(set(comms)), key=comms.count))
 
@@ -316,8 +323,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "inline as data: URIs), e.g. results/latest/REPORT.html")
     parser.add_argument("--title", default=DEFAULT_TITLE,
                         help="the report's heading (default: %(default)s)")
-    parser.add_argument("--cost", default=DEFAULT_COST,
-                        help="cost setting of sections 2 and 3 (default: %(default)s)")
+    parser.add_argument("--cost", default=None,
+                        help="cost setting of sections 2 and 3, one the records have (default: "
+                             f"{DEFAULT_COST} where they have it, else their most common)")
     args = parser.parse_args(argv)
     if args.pp % 2:
         # DualPipeV runs the PP stages on PP/2 devices.

@@ -262,7 +262,8 @@ def _append_locked(path: Path, make_data: Callable[[bytes], bytes], read_old: bo
 
 def rewrite_jsonl(path: Path, rows: Iterable[dict]) -> None:
     """Replace a JSON Lines file atomically with rows (under the same lock as append_jsonl)."""
-    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+    # allow_nan=False: a NaN written back would make the file one that loads_finite refuses.
+    text = "".join(json.dumps(r, separators=(",", ":"), allow_nan=False) + "\n" for r in rows)
     if not path.exists():
         atomic_write(path, text)
         return

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -220,20 +221,56 @@ def number_list(kind: type = int, low: float | None = None,
 
 # --- inputs ---------------------------------------------------------------------------------
 
-def read_text(path: os.PathLike | str, what: str = "file") -> str:
-    """A text file the caller named; a missing, unreadable or non-UTF-8 file is an InputError
-    that names it."""
+# The largest file read_text reads, unless the caller names its own cap: a records file of many
+# thousand runs is a few MiB; far more is a wrong path, read whole into memory otherwise.
+MAX_READ_BYTES = 1 << 30
+
+
+def read_text(path: os.PathLike | str, what: str = "file",
+              max_bytes: int = MAX_READ_BYTES) -> str:
+    """A text file the caller named; a missing, unreadable or non-UTF-8 file, one that is not a
+    regular file or one over max_bytes is an InputError that names it."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer (unkillably, from the
+        # user's side); so opened, it is refused below with the devices (/dev/zero never ends).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise InputError(f"{what} {path}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{what} {path}: is a folder, not a file") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{what} {path}: not UTF-8 text (byte {e.start})") from None
     except OSError as e:
         raise InputError(f"{what} {path}: cannot be read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):  # os.open opens a folder; reading it fails
+            raise InputError(f"{what} {path}: is a folder, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{what} {path}: not a regular file (a FIFO, socket or device); "
+                             f"allowed: a regular file")
+        # Up to one byte past the cap: a file that grows while it is read is caught too.
+        blocks: list[bytes] = []
+        left = max_bytes + 1 if st.st_size <= max_bytes else 0
+        while left > 0:
+            block = os.read(fd, min(left, 1 << 26))
+            if not block:
+                break
+            blocks.append(block)
+            left -= len(block)
+        data = b"".join(blocks)
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    if st.st_size > max_bytes or len(data) > max_bytes:
+        raise InputError(f"{what} {path}: over {max_bytes >> 20} MiB; allowed: at most "
+                         f"{max_bytes >> 20} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{what} {path}: not UTF-8 text (byte {e.start})") from None
+    # Universal newlines, as text-mode reading (Path.read_text) gives them.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def parse_json(text: str, where: str, parse_constant: Callable[[str], Any] | None = None) -> Any:

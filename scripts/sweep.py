@@ -83,16 +83,16 @@ SMs of each rank's partition, whether the driver granted them as requested, and 
 When one file holds both kinds, the run rows go to PREFIX-run.csv, which is removed when it does
 not. PREFIX.summary.json records what this sweep did (see --summarize).
 
-Ctrl-C (SIGINT) or SIGTERM: the running point's processes are ended (SIGTERM, a few seconds,
+Ctrl-C (SIGINT), SIGTERM or SIGHUP: the running point's processes are ended (SIGTERM, a few seconds,
 then SIGKILL to every process of its session, mpirun's ranks included) and that point is not
 recorded; every line already in PREFIX.jsonl is whole and PREFIX.csv matches it; one line
-"sweep: interrupted after K of M points; records in PREFIX.jsonl" and exit 130 (SIGINT) or
-143 (SIGTERM). The next sweep resumes there.
+"sweep: interrupted after K of M points; records in PREFIX.jsonl" and exit 130 (SIGINT),
+143 (SIGTERM) or 129 (SIGHUP). The next sweep resumes there.
 
 Exit codes: 0 done (--fail-on-error: 1 if a point run failed); 2 a bad spec or
 option, an --out PREFIX that cannot be written, or no ppbench at --ppbench; 3 a machine problem
 (ppbench cannot run, jsonschema is not installed, another sweep is writing PREFIX, points under
-mpirun with a ppbench built without MPI); 1 ppbench failed its probe; 130/143 interrupted.
+mpirun with a ppbench built without MPI); 1 ppbench failed its probe; 130/143/129 interrupted.
 
 Progress: one line per point, "[i/n] <point> ... <outcome> (<seconds> s)"; GPU rows also name
 the partitions they ran on ("4x32 SMs").
@@ -119,9 +119,10 @@ from typing import Iterable, Iterator
 from results_io import EXIT_MACHINE, atomic_write
 from script_cli import OneLineParser, ScriptError, output_path, run
 from sweep_point import MPIRUN, Point
-from sweep_process import (MPI_VERSION_LINE, STOP, Stopped, probe, run_point, stop_signals,
-                           visible_gpu_count)
-from sweep_records import STANDING, Records, describe, machine_text, who_text
+from sweep_process import (MPI_VERSION_LINE, STOP, Stopped, mpi_missing_beside, probe,
+                           run_point, stop_signals, visible_gpu_count)
+from sweep_records import (OUTPUT_SUFFIXES, STANDING, Records, describe, machine_text,
+                           prefix_file, who_text)
 from sweep_spec import (ONLY_KEYS, MachineError, SpecError, as_list, expand_spec, group_text,
                         load_spec, matches, only_text, parse_only, positive_finite, select_points)
 
@@ -129,7 +130,7 @@ DEFAULT_TIMEOUT = 600.0
 
 
 class Interrupted(Exception):
-    """SIGINT or SIGTERM stopped the sweep after `done` of `total` points."""
+    """SIGINT, SIGTERM or SIGHUP stopped the sweep after `done` of `total` points."""
 
     def __init__(self, signum: int, done: int, total: int, records: Path):
         super().__init__(f"interrupted after {done} of {total} points; records in {records}")
@@ -191,6 +192,12 @@ def mpirun_points(spec: dict, spec_path: Path, points: list[Point], skip: set[in
             f"no mpirun on PATH (Debian: openmpi-bin; make deps installs it): skipping "
             f"{groups} (\"launcher\": \"mpirun\")"]
     if not recorded_by.get("mpi"):
+        ppbench = str(recorded_by.get("ppbench"))
+        if mpi_missing_beside(ppbench):
+            beside = Path(ppbench).with_name("ppbench-mpi")
+            raise MachineError(f"{spec_path}: {groups}: \"launcher\": \"mpirun\" needs "
+                               f"ppbench-mpi beside {ppbench}, and {beside} is missing: copy "
+                               f"ppbench-mpi from the build folder there")
         raise MachineError(f"{spec_path}: {groups}: \"launcher\": \"mpirun\" needs a ppbench "
                            f"built with MPI and {recorded_by.get('ppbench')} was not (its "
                            f"--version lacks '{MPI_VERSION_LINE}': install libopenmpi-dev, "
@@ -202,7 +209,7 @@ def mpirun_points(spec: dict, spec_path: Path, points: list[Point], skip: set[in
 def prefix_lock(prefix: Path) -> Iterator[None]:
     """One sweep at a time per PREFIX: an exclusive flock on PREFIX.jsonl.lock while it runs."""
     import fcntl
-    lock = prefix.with_name(prefix.name + ".jsonl.lock")
+    lock = prefix_file(prefix, ".jsonl.lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -237,13 +244,16 @@ def run_sweep(spec_path: Path, ppbench: str, prefix: Path, force: bool = False,
         else:
             timeout = positive_finite(timeout, "--timeout")
         # Where the records go, checked before ppbench is probed or any point runs: an
-        # unwritable PREFIX is the caller's to fix (InputError, exit 2), named as --out.
-        output_path(prefix.with_name(prefix.name + ".jsonl"), "--out")
+        # unwritable PREFIX, or a folder where one of its files goes, is the caller's to fix
+        # (InputError, exit 2), named as --out; found only when written, it would be exit 3
+        # with a raw errno line, for PREFIX.summary.json after every point ran.
+        for suffix in OUTPUT_SUFFIXES:
+            output_path(prefix_file(prefix, suffix), "--out")
         try:
             recorded_by = probe(str(ppbench))
         except Stopped:
             raise Interrupted(STOP.signum or signal.SIGINT, 0, len(points),
-                              prefix.with_name(prefix.name + ".jsonl")) from None
+                              prefix_file(prefix, ".jsonl")) from None
         skip, notes = groups_to_skip(spec)
         if skip:
             kept = [g for i, g in enumerate(spec["runs"]) if i not in skip]
@@ -306,7 +316,7 @@ def sweep_points(spec_path: Path, name: str, points: list[Point], ppbench: str, 
 
 
 def summary_path(prefix: Path) -> Path:
-    return prefix.with_name(prefix.name + ".summary.json")
+    return prefix_file(prefix, ".summary.json")
 
 
 def write_summary(prefix: Path, spec_path: Path, name: str, points: list[Point],
@@ -375,6 +385,19 @@ def timeout_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def prefix_arg(text: str) -> Path:
+    """--out PREFIX: a name that files can be named after. Path() would turn 'dir/' into 'dir'
+    (and write dir.jsonl beside the folder) and '' into '.', so the text itself is checked: its
+    last part must be a name, not empty ('', '/', 'dir/'), '.' or '..'."""
+    last = text.rsplit("/", 1)[-1]
+    if last in ("", ".", ".."):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a prefix; allowed: a path whose last part is a file name, not "
+            f"empty, '.' or '..' and without a trailing '/' (e.g. results/theory writes "
+            f"results/theory.jsonl)")
+    return Path(text)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = OneLineParser(
         prog="sweep",
@@ -386,7 +409,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "benchmarks/sweeps/theory.json")
     parser.add_argument("--ppbench", default="build/ppbench",
                         help="ppbench binary (default: %(default)s)")
-    parser.add_argument("--out", type=Path,
+    parser.add_argument("--out", type=prefix_arg,
                         help="output prefix: writes PREFIX.jsonl and PREFIX.csv")
     parser.add_argument("--force", action="store_true", help="re-run points already recorded")
     parser.add_argument("--only", action="append", default=[], metavar="KEY=V1,V2",

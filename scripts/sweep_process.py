@@ -61,6 +61,9 @@ class _Stop:
 
 STOP = _Stop()
 
+# The signals that stop a sweep cleanly (stop_signals); the exit is 128 + the signal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 def _on_signal(signum: int, frame: Any) -> None:
     # Only the first step of stop_child, which run_child takes within POLL_S: waiting out the
@@ -73,13 +76,16 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 @contextmanager
 def stop_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM stop the running child and set STOP.signum instead of raising, so
-    that a record is never cut in half; the old handlers come back afterwards."""
+    """SIGINT, SIGTERM and SIGHUP stop the running child and set STOP.signum instead of raising,
+    so that a record is never cut in half; the old handlers come back afterwards. SIGHUP (a
+    closed terminal, a batch system) is one of them: left to script_cli's handler it would be
+    raised anywhere, between the JSONL append and the CSV update, and the summary would say
+    the sweep was not interrupted."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     STOP.signum = None
-    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, _on_signal) for s in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -267,6 +273,19 @@ def version_facts(ppbench: str) -> tuple[list[str], bool, str | None]:
         elif line.startswith(CUDA_STACK_LINE):
             stack = line.strip()
     return gpus, any(line.startswith(MPI_VERSION_LINE) for line in own), stack
+
+
+# ppbench --version's MPI line where it was built with MPI but ppbench-mpi, which runs the
+# processes of an mpirun, is not beside it (a copy of ppbench alone in another folder).
+MPI_MISSING_LINE = "MPI: ppbench-mpi, "
+MISSING_BESIDE = "is missing beside this ppbench"
+
+
+def mpi_missing_beside(ppbench: str) -> bool:
+    """Whether ppbench was built with MPI but lacks ppbench-mpi beside it (its --version says
+    so): then the fix is a copy of ppbench-mpi, not another build."""
+    return any(line.startswith(MPI_MISSING_LINE) and MISSING_BESIDE in line
+               for line in version_lines(ppbench))
 
 
 def probe(ppbench: str) -> dict[str, Any]:

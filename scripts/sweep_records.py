@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from results_io import append_jsonl, append_new_lines, append_text, atomic_write, rewrite_jsonl
+from results_io import (append_jsonl, append_new_lines, append_text, atomic_write, loads_finite,
+                        rewrite_jsonl)
 from script_cli import read_text
 from sweep_point import RUN_KEYS, SPEC_KEYS, Point, format_number, make_point
 
@@ -76,13 +77,33 @@ def who_text(rb: dict) -> str:
             + (f" (binary sha256 {sha}…)" if sha else "") + f" on {machine_text(rb)}")
 
 
+# Every file a sweep writes for --out PREFIX (PREFIX-run.csv: run rows beside simulate rows,
+# see write_csv; .jsonl.lock: sweep.prefix_lock), named by prefix_file; sweep.py checks each
+# before any work, so that a folder in the way is a bad --out (exit 2), not a failure at the end.
+OUTPUT_SUFFIXES = (".jsonl", ".csv", "-run.csv", ".summary.json", ".previous.jsonl",
+                   ".jsonl.lock")
+
+
+def prefix_file(prefix: Path, suffix: str) -> Path:
+    """PREFIX with suffix appended to its name (PREFIX.jsonl): one of OUTPUT_SUFFIXES."""
+    return prefix.with_name(prefix.name + suffix)
+
+
+# The JSON values a point's key may take (None: the key left out).
+SCALARS = (str, int, float, bool, type(None))
+
+
 def row_key(row: dict) -> tuple | None:
     """The key of a recorded row: its requested point, as written by this script."""
     point = row.get("point")
     if not isinstance(point, dict):
         point = row  # a row written by another tool: use its top-level fields
+    keys = RUN_KEYS if point.get("command") == "run" else SPEC_KEYS
+    # A list or object where a value belongs is a damaged or foreign line: make_point would
+    # hash it (TypeError: unhashable type), so it is set aside like an unreadable line.
+    if not all(isinstance(point.get(k), SCALARS) for k in keys + ("command",)):
+        return None
     try:
-        keys = RUN_KEYS if point.get("command") == "run" else SPEC_KEYS
         return make_point(**{k: point.get(k) for k in keys}).key()
     except (TypeError, ValueError, OverflowError):  # OverflowError: "devices": 1e999
         return None
@@ -93,9 +114,9 @@ class Records:
     line of a point stands), and what the file held from others (set aside at settle())."""
 
     def __init__(self, prefix: Path, recorded_by: dict):
-        self.path = prefix.with_name(prefix.name + ".jsonl")
-        self.csv_path = prefix.with_name(prefix.name + ".csv")
-        self.previous_path = prefix.with_name(prefix.name + ".previous.jsonl")
+        self.path = prefix_file(prefix, ".jsonl")
+        self.csv_path = prefix_file(prefix, ".csv")
+        self.previous_path = prefix_file(prefix, ".previous.jsonl")
         self.identity = identity_of(recorded_by)
         self.rows: dict[tuple, dict] = {}
         self.others: list[str] = []         # raw lines of other machines / builds / unreadable
@@ -108,7 +129,9 @@ class Records:
                     continue
                 self.lines += 1
                 try:
-                    row = json.loads(line)
+                    # Strict JSON: a NaN kept here would reach the CSV as nan and make
+                    # report.py refuse the file, and could not be written back (allow_nan=False).
+                    row = loads_finite(line)
                     key = row_key(row) if isinstance(row, dict) else None
                 except (ValueError, RecursionError):  # RecursionError: nested too deep
                     print(f"warning: {self.path}:{n}: not JSON, set aside", file=sys.stderr)
@@ -206,7 +229,11 @@ def csv_row(row: dict) -> dict[str, Any]:
     for k in SPEC_KEYS:
         value = row.get(k, point.get(k))
         out[k] = "" if value is None else value
-    out["comm"] = "" if out["comm"] == "" else format_number(out["comm"])
+    # Only a number is formatted: a top-level "comm" from another tool may be anything (a bool
+    # is an int to Python, but not a cost), and is then written as it is.
+    comm = out["comm"]
+    if isinstance(comm, (int, float)) and not isinstance(comm, bool):
+        out["comm"] = format_number(comm)
     for k in ("status", "makespan", "bubble_fraction", "bubble_ratio", "zb_bubble_rate",
               "peak_activations", "peak_activation_share"):
         out[k] = row.get(k, "")

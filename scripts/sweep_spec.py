@@ -35,6 +35,15 @@ class MachineError(script_cli.MachineError):
     """The machine or environment stops the sweep (a module missing, the prefix locked): exit 3."""
 
 
+# The most points one group may expand to. Expansion holds every point in memory (inside
+# stop_signals, where Ctrl-C is only noted), so a spec whose axes multiply to billions would
+# run for minutes and end in MemoryError; a million points is already weeks of ppbench runs.
+MAX_GROUP_POINTS = 1_000_000
+
+# The largest spec file read: the specs in benchmarks/sweeps/ are a few KiB.
+MAX_SPEC_BYTES = 64 << 20
+
+
 def as_list(value: Any) -> list:
     return value if isinstance(value, list) else [value]
 
@@ -68,6 +77,11 @@ def expand_spec(spec: dict) -> list[Point]:
                 raise ValueError(f"{where}: missing '{key}'")
         names = [k for k in keys if k != "command"]
         lists = [as_list(group.get(k)) for k in names]
+        # Counted from the list lengths before anything is expanded (see MAX_GROUP_POINTS).
+        count = math.prod(len(values) for values in lists)
+        if count > MAX_GROUP_POINTS:
+            raise ValueError(f"{where}: its lists multiply to {count:,} points; allowed: at most "
+                             f"{MAX_GROUP_POINTS:,} per group (split it or shorten a list)")
         for values in itertools.product(*lists):
             try:
                 point = make_point(command=command, **dict(zip(names, values)))
@@ -94,7 +108,7 @@ def load_spec(path: Path) -> tuple[dict, list[Point]]:
     """Read, check against the schema and expand a spec; SpecError (exit 2) with one line
     naming the file, the group and the key; MachineError (exit 3) without jsonschema."""
     try:
-        spec = parse_spec(script_cli.read_text(path, "spec"), str(path))
+        spec = parse_spec(script_cli.read_text(path, "spec", MAX_SPEC_BYTES), str(path))
     except InputError as e:
         raise SpecError(str(e)) from None
     problem = schema_problem(spec)
@@ -242,6 +256,7 @@ def parse_only(texts: list[str]) -> dict[str, set]:
     """--only KEY=V1,V2,... (each may be given again: a point must match every one); SpecError
     naming the bad text. Values of a whole-number key must be whole numbers."""
     wanted: dict[str, set] = {}
+    given: dict[str, str] = {}  # the --only texts of each key so far, for the message
     for text in texts:
         key, sep, values = text.partition("=")
         if not sep or not values:
@@ -260,6 +275,12 @@ def parse_only(texts: list[str]) -> dict[str, set]:
                 parsed.add(v)
             else:
                 raise SpecError(f"--only '{text}': an empty value")
+        if key in wanted and not wanted[key] & parsed:
+            # Each --only must hold: selections of one key that share no value select nothing,
+            # and the empty set left would be named as "devices=" (see only_text).
+            raise SpecError(f"--only '{given[key]}' and --only '{text}' share no value of "
+                            f"{key}; allowed: selections of one key that have a value in common")
+        given[key] = text if key not in given else f"{given[key]}' and --only '{text}"
         wanted[key] = wanted[key] & parsed if key in wanted else parsed
     return wanted
 

@@ -776,7 +776,8 @@ def test_only_backend_cpu_selects_run_points_that_name_no_backend():
     (["--only", "schedule=1f1b,"], ["empty value"]),
     (["--only", "microbatches=3,4"], ["microbatches=3", "4, 8"]),
     (["--only", "schedule=zb-h1"], ["schedule=zb-h1", "1f1b, gpipe"]),
-    (["--only", "devices=2", "--only", "devices=4"], ["selects no point"]),
+    (["--only", "devices=2", "--only", "devices=4"],
+     ["--only 'devices=2' and --only 'devices=4'", "share no value"]),
 ])
 def test_only_bad_values_exit_2_with_one_line_naming_them(tmp_path, fake_ppbench, args, words):
     binary, log = fake_ppbench

@@ -377,7 +377,8 @@ def test_the_csv_matches_the_jsonl_after_every_point(tmp_path, fake_ppbench, mon
 
 # --- 1. Ctrl-C and SIGTERM -------------------------------------------------------------------
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                          (signal.SIGHUP, 129)])
 def test_a_signal_kills_the_running_point_and_leaves_whole_records(tmp_path, fake_ppbench,
                                                                    monkeypatch, signum, code):
     binary, _ = fake_ppbench
