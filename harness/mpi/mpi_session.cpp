@@ -39,7 +39,7 @@ World::World() {
   g_started = true;
   // Errors come back as return codes, which check() turns into ppbench errors, instead of
   // ending the job inside MPI with its own message.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
   // Only one rank thread calls MPI at a time (the executor walks one rank per process), but
@@ -49,7 +49,7 @@ World::World() {
                            ", ppbench needs MPI_THREAD_SERIALIZED or higher");
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_),
         "MPI_Comm_split_type");
-  MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN);
+  check(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler (node)");
   check(MPI_Comm_rank(node_, &local_rank_), "MPI_Comm_rank (node)");
   check(MPI_Comm_size(node_, &local_size_), "MPI_Comm_size (node)");
   node_leader_ = rank_;
@@ -88,8 +88,8 @@ Grid::Grid(const World& world, int d, int r) : pipeline_ranks(d), replicas(r) {
   replica = world.rank() / d;
   check(MPI_Comm_split(world.comm(), replica, pipeline_rank, &pipeline), "MPI_Comm_split");
   check(MPI_Comm_split(world.comm(), pipeline_rank, replica, &data), "MPI_Comm_split");
-  MPI_Comm_set_errhandler(pipeline, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN);
+  check(MPI_Comm_set_errhandler(pipeline, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler (pipeline)");
+  check(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler (data)");
 }
 
 Grid::~Grid() {

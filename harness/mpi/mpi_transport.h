@@ -48,8 +48,8 @@ class MpiTransport final : public Transport<Message> {
       : comm_(comm), self_(self), capacity_(capacity), spin_(spin) {
     int* ub = nullptr;
     int found = 0;
-    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
-    const long tag_ub = found != 0 && ub != nullptr ? *ub : 32767;
+    check(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found), "MPI_Comm_get_attr");
+    const long tag_ub = found != 0 && ub != nullptr ? *ub : 32767;  // the least MPI allows
     // Tags of this rank's sends (by destination) and of the messages it receives (by source).
     const int ranks = static_cast<int>(program.ranks.size());
     out_.resize(static_cast<std::size_t>(ranks));
