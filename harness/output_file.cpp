@@ -298,9 +298,13 @@ std::string file_key(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0)
     return "inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  // Absolute first: weakly_canonical leaves a relative path relative where none of it exists,
+  // and "q" and "./q" would then differ.
   std::error_code ec;
-  const std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
-  return "path " + (ec ? std::filesystem::absolute(path).lexically_normal() : p).string();
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) return "path " + std::filesystem::path(path).lexically_normal().string();
+  const std::filesystem::path p = std::filesystem::weakly_canonical(absolute, ec);
+  return "path " + (ec ? absolute.lexically_normal() : p).string();
 }
 
 }  // namespace

@@ -411,6 +411,8 @@ ScheduleFile read_schedule_file(const std::string& path, double max_bytes) {
                      " bytes; reading it needs about 8 times that, more than the memory allowed");
   const std::string text =
       read_user_file(flag, path, size, flag + ": it grew while it was read; read it again");
+  // A file cut short while it was read could still parse, as another schedule.
+  if (text.size() != size) throw UsageError(flag + ": it shrank while it was read; read it again");
   return parse_schedule_file(text, path, detect_format(path, text));
 }
 

@@ -263,8 +263,9 @@ def read_text(path: os.PathLike | str, what: str = "file",
     finally:
         os.close(fd)
     if st.st_size > max_bytes or len(data) > max_bytes:
-        raise InputError(f"{what} {path}: over {max_bytes >> 20} MiB; allowed: at most "
-                         f"{max_bytes >> 20} MiB")
+        cap = (f"{max_bytes >> 20} MiB" if max_bytes % (1 << 20) == 0 and max_bytes
+               else f"{max_bytes} bytes")
+        raise InputError(f"{what} {path}: over {cap}; allowed: at most {cap}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -327,6 +327,12 @@ class Results(unittest.TestCase):
             with open(sched) as f:
                 self.assertTrue(f.read().startswith("rank 0:"))
             self.assertFalse(os.path.exists(os.path.join(d, "new")))
+            # Relative spellings of one file not yet written, from the folder itself.
+            r = subprocess.run([os.path.abspath(PPBENCH), "run", *small, "-s", "1f1b", "-d", "2",
+                                "-n", "2", "--results", "q", "--trace-out", "x/../q"],
+                               capture_output=True, text=True, timeout=120, cwd=d)
+            one_line_refusal(self, r, "is the same file as --results")
+            self.assertFalse(os.path.exists(os.path.join(d, "q")))
             # Distinct files, and two streams, are fine.
             r = run("run", *small, "-s", "1f1b", "-d", "2", "-n", "2", "--results", log,
                     "--trace-out", os.devnull, "--profile-out", os.devnull)

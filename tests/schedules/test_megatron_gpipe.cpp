@@ -169,6 +169,7 @@ TEST(Generators, RejectParametersTheirDefinitionsDoNotAllow) {
   // Without --group-size the message names the constraint the user set, not the default g.
   try {
     generate({"interleaved-1f1b", 4, 3, 2, 0});
+    FAIL() << "N < D was accepted";
   } catch (const UsageError& e) {
     const std::string why = e.what();
     EXPECT_NE(why.find("needs N >= D"), std::string::npos) << why;

@@ -96,8 +96,9 @@ MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int 
   MicroBatch<T> mb;
   const DataKeys keys = data_keys(seed, index);
   Tensor<T> x(spec.input.shape);
+  const auto count = static_cast<std::uint32_t>(index_range(spec).count);  // at most 2^31
   if (spec.workload == "transformer") {
-    const auto vocab = static_cast<std::uint32_t>(spec.layers.front().attrs.at("vocab"));
+    const std::uint32_t vocab = count;
     const std::int64_t b = x.dim(0), seq = x.dim(1);
     for (std::int64_t i = 0; i < b; ++i)
       for (std::int64_t t = 0; t < seq; ++t) {
@@ -113,11 +114,8 @@ MicroBatch<T> make_microbatch(const WorkloadSpec& spec, std::uint64_t seed, int 
     }
     for (std::size_t k = 0; k < x.data.size(); ++k)
       x.data[k] = static_cast<T>(data_feature(keys, k));
-    const auto classes = static_cast<std::uint32_t>(spec.layers.back().attrs.count("classes")
-                                                        ? spec.layers.back().attrs.at("classes")
-                                                        : spec.layers.back().attrs.at("out"));
     for (std::int64_t i = 0; i < spec.microbatch_size; ++i)
-      mb.targets.push_back(data_label(keys, i, classes));
+      mb.targets.push_back(data_label(keys, i, count));
   }
   mb.inputs.push_back(std::move(x));
   return mb;
