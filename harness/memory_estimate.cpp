@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "harness/table_unit.h"
 #include "schedules/registry.h"
 
 namespace ppbench {
@@ -216,14 +217,12 @@ MemoryBudget memory_budget(const std::string& max_memory) {
 }
 
 std::string bytes_text(double bytes) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (std::fabs(bytes) >= 1024 && u < 6) bytes /= 1024, ++u;
+  const Unit u = byte_unit(std::fabs(bytes));
   char buf[48];
-  if (u == 0)
+  if (u.scale == 1)
     std::snprintf(buf, sizeof buf, "%.0f B", bytes);
   else
-    std::snprintf(buf, sizeof buf, "%.3g %s", bytes, units[u]);
+    std::snprintf(buf, sizeof buf, "%.3g %s", bytes / u.scale, u.name);
   return buf;
 }
 

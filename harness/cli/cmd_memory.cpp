@@ -11,12 +11,12 @@
 #include "core/error.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
-#include "harness/cli/table_unit.h"
 #include "harness/cli/workload_header.h"
 #include "harness/cuda_step_memory.h"
 #include "harness/memory_estimate.h"
 #include "harness/report_json.h"
 #include "harness/step_memory.h"
+#include "harness/table_unit.h"
 #include "workloads/partition.h"
 #include "workloads/workload_options.h"
 

@@ -13,7 +13,6 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/options.h"
 #include "harness/cli/program_beside.h"
-#include "harness/cli/table_unit.h"
 #include "harness/device_profile.h"
 #include "harness/launch.h"
 #include "harness/memory_estimate.h"
@@ -29,6 +28,7 @@
 #endif
 #include "core/error.h"
 #include "harness/report_json.h"
+#include "harness/table_unit.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
 #include "workloads/partition.h"

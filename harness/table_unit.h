@@ -1,15 +1,14 @@
 // The unit a table prints a set of columns in: one for all their rows, so that the rows compare at
-// a glance (`memory`'s per-rank table, `model`'s per-layer table). One value alone goes through
-// bytes_text (harness/memory_estimate.h), whose units and choice byte_unit() repeats.
+// a glance (`memory`'s per-rank table, `model`'s per-layer table, `run`'s activations), and the
+// unit of one value alone (bytes_text, harness/memory_estimate.h): one ladder of units for both.
 //
-// Header-only: the ppbench programs list their sources one by one (harness/CMakeLists.txt), and
-// these few lines need no source of their own.
+// Header-only: these few lines need no source of their own.
 #pragma once
 
 #include <array>
 #include <cstddef>
 
-namespace ppbench::cli {
+namespace ppbench {
 
 struct Unit {
   const char* name;
@@ -40,10 +39,11 @@ constexpr Unit table_unit(double largest, const UnitLadder<K>& ladder, double be
   return {ladder.names[u], scale};
 }
 
-// Byte columns. The default gives the unit bytes_text would give `largest` alone, so that a table
-// and a total printed under it ("largest rank total: 64.1 MiB") agree.
+// Byte columns, and bytes_text: the largest binary unit in which `largest` is at least 1 (with the
+// default `below`), so that a table and a total printed under it ("largest rank total: 64.1
+// MiB") agree.
 constexpr Unit byte_unit(double largest, double below = kByteUnits.base) {
   return table_unit(largest, kByteUnits, below);
 }
 
-}  // namespace ppbench::cli
+}  // namespace ppbench
