@@ -1,15 +1,15 @@
 #include "harness/mpi/launch_check.h"
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <limits>
 #include <new>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
+#include "core/fnv1a.h"
 #include "harness/launch.h"
 #include "harness/mpi/mpi_run.h"
 #include "schedules/validate.h"
@@ -41,67 +41,51 @@ void require_messages_fit(const PartitionPlan& plan) {
 
 namespace {
 
-// FNV-1a, 64 bits: the same value on every process of one build, whatever its library.
-class Fnv1a {
- public:
-  template <class T>
-  void add(const T& value) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    unsigned char bytes[sizeof(T)];
-    std::memcpy(bytes, &value, sizeof(T));
-    for (unsigned char b : bytes) hash_ = (hash_ ^ b) * 0x100000001b3ULL;
-  }
-  void add(const std::string& text) {
-    add(text.size());
-    for (char c : text) add(c);
-  }
-  void add(const std::vector<int>& values) {
-    add(values.size());
-    for (int v : values) add(v);
-  }
-  void add(const Task& t) {
-    add(static_cast<int>(t.op));
-    add(static_cast<int>(t.stage));
-    add(t.mb);
-  }
-  std::uint64_t value() const { return hash_; }
+void add(Fnv1a& h, const std::vector<int>& values) {
+  h.add_word(values.size());
+  for (const int v : values) h.add_word(static_cast<std::uint64_t>(v));
+}
 
- private:
-  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
-};
+void add(Fnv1a& h, const Task& t) {
+  h.add_word(static_cast<std::uint64_t>(t.op));
+  h.add_word(static_cast<std::uint64_t>(t.stage));
+  h.add_word(static_cast<std::uint64_t>(t.mb));
+}
 
 }  // namespace
 
 JobParts job_parts(const Schedule& s, const WorkloadSpec& spec, const PartitionPlan& plan,
                    const RunOptions& o, int replicas, bool overlap) {
+  const auto word = [](auto v) { return static_cast<std::uint64_t>(v); };
   Fnv1a schedule;
-  schedule.add(s.placement.ranks);
-  schedule.add(s.placement.stage_rank);
-  schedule.add(s.placement.stage_chain);
-  schedule.add(s.placement.chain_microbatches);
+  schedule.add_word(word(s.placement.ranks));
+  add(schedule, s.placement.stage_rank);
+  add(schedule, s.placement.stage_chain);
+  add(schedule, s.placement.chain_microbatches);
   for (const auto& rank : s.ranks) {
-    schedule.add(rank.size());
+    schedule.add_word(rank.size());
     for (const Action& a : rank) {
-      schedule.add(a.task);
-      schedule.add(a.paired());
-      if (a.paired()) schedule.add(a.partner);
+      add(schedule, a.task);
+      schedule.add_word(word(a.paired()));
+      if (a.paired()) add(schedule, a.partner);
     }
   }
   Fnv1a workload;
-  workload.add(spec.workload);
-  workload.add(spec.config.dump());
-  workload.add(static_cast<int>(spec.dtype));
-  workload.add(spec.microbatch_size);
-  workload.add(spec.layers.size());
+  workload.add_bytes(spec.workload);
+  workload.add_bytes(spec.config.dump());
+  workload.add_word(word(spec.dtype));
+  workload.add_word(word(spec.microbatch_size));
+  workload.add_word(spec.layers.size());
   Fnv1a options;
-  options.add(plan.layer_counts);
-  for (const auto v : {o.steps, o.warmup, o.executor.channel_capacity, replicas}) options.add(v);
-  for (const bool b : {o.recompute, o.check, overlap}) options.add(b);
-  options.add(o.seed);
-  options.add(static_cast<int>(o.optimizer.kind));
+  add(options, plan.layer_counts);
+  for (const int v : {o.steps, o.warmup, o.executor.channel_capacity, replicas})
+    options.add_word(word(v));
+  for (const bool b : {o.recompute, o.check, overlap}) options.add_word(word(b));
+  options.add_word(o.seed);
+  options.add_word(word(o.optimizer.kind));
   for (const double v : {o.check_tolerance, o.optimizer.lr, o.optimizer.weight_decay,
                          o.optimizer.beta1, o.optimizer.beta2, o.optimizer.eps})
-    options.add(v);
+    options.add_word(std::bit_cast<std::uint64_t>(v));
   return {schedule.value(), workload.value(), options.value()};
 }
 

@@ -201,8 +201,7 @@ RunOutput run_cpu_mpi(const WorkloadSpec& spec, const RunOptions& o,
         world, o.file_schedule ? o.file_schedule->placement.ranks : o.schedule.devices,
         dp.replicas);
     check_step_counts(o.steps, o.warmup);
-    require(spec.dtype != DType::kBF16,
-            "--dtype bf16 is for the CUDA backend; the CPU backend runs f32 or f64");
+    require_cpu_workload(spec);
     s = std::make_unique<Schedule>(schedule_of(o));
     ro.executor.channel_capacity = validate_for_run(*s, o.executor.channel_capacity);
     plan = std::make_unique<PartitionPlan>(

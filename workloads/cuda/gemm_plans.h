@@ -12,6 +12,8 @@
 
 #include <cublasLt.h>
 
+#include "core/fnv1a.h"
+
 namespace ppbench::cuda {
 
 // Everything that decides a GEMM's descriptors and algorithm: m, n, k, the transposes, both
@@ -20,12 +22,9 @@ using GemmKey = std::array<std::int64_t, 14>;
 
 struct GemmKeyHash {
   std::size_t operator()(const GemmKey& key) const noexcept {
-    std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the fields' 64-bit words
-    for (const std::int64_t v : key) {
-      h ^= static_cast<std::uint64_t>(v);
-      h *= 0x100000001b3ULL;
-    }
-    return static_cast<std::size_t>(h);
+    Fnv1a h;  // over the fields' 64-bit words
+    for (const std::int64_t v : key) h.add_word(static_cast<std::uint64_t>(v));
+    return static_cast<std::size_t>(h.value());
   }
 };
 
