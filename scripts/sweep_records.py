@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from results_io import (append_jsonl, append_new_lines, append_text, atomic_write, loads_finite,
-                        rewrite_jsonl)
+                        parses_with_nan, rewrite_jsonl)
 from script_cli import read_text
 from sweep_point import RUN_KEYS, SPEC_KEYS, Point, format_number, make_point
 
@@ -133,8 +133,9 @@ class Records:
                     # report.py refuse the file, and could not be written back (allow_nan=False).
                     row = loads_finite(line)
                     key = row_key(row) if isinstance(row, dict) else None
-                except (ValueError, RecursionError):  # RecursionError: nested too deep
-                    print(f"warning: {self.path}:{n}: not JSON, set aside", file=sys.stderr)
+                except (ValueError, RecursionError) as e:  # RecursionError: nested too deep
+                    why = e if isinstance(e, ValueError) and parses_with_nan(line) else "not JSON"
+                    print(f"warning: {self.path}:{n}: {why}, set aside", file=sys.stderr)
                     key, row = None, None
                 if key is not None and identity_of(row.get("recorded_by")) == self.identity:
                     self.rows[key] = row  # a later line of the point replaces it in place

@@ -88,11 +88,19 @@ def test_a_top_level_comm_of_another_shape_is_written_as_it_is(comm, written):
     assert str(sweep_records.csv_row(row)["comm"]) == written
 
 
-def test_a_record_with_nan_is_set_aside_with_the_not_json_warning(tmp_path, capsys):
+def test_a_record_with_nan_is_set_aside_with_a_warning_naming_the_nan(tmp_path, capsys):
     point = {"schedule": "gpipe", "devices": 2, "microbatches": 2}
     (tmp_path / "out.jsonl").write_text(
         '{"status": "ok", "bubble_fraction": NaN, "recorded_by": {"host": "h"}, '
         f'"point": {json.dumps(point)}}}\n')
+    records = sweep_records.Records(tmp_path / "out", {"host": "h"})
+    assert records.rows == {} and len(records.others) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'out.jsonl'}:1: NaN is not a JSON number" in err and "set aside" in err
+
+
+def test_a_torn_record_is_set_aside_as_not_json(tmp_path, capsys):
+    (tmp_path / "out.jsonl").write_text('{"status": "ok", "poi\n')
     records = sweep_records.Records(tmp_path / "out", {"host": "h"})
     assert records.rows == {} and len(records.others) == 1
     assert f"{tmp_path / 'out.jsonl'}:1: not JSON, set aside" in capsys.readouterr().err
