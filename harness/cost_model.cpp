@@ -19,8 +19,8 @@ std::string num(double v) {
 
 [[noreturn]] void bad_cost(std::string_view entry, std::string_view why) {
   throw UsageError("bad --cost entry " + quoted(entry) + ": " + std::string(why) +
-                   " (expected e.g. F=1,B=2,I=1,W=1,FB=3, each a number > 0 and <= " +
-                   num(kMaxCost) + ", each key once)");
+                   " (expected e.g. F=1,B=2,I=1,W=1,FB=3, each a number >= " + num(kMinCost) +
+                   " and <= " + num(kMaxCost) + ", each key once)");
 }
 
 }  // namespace
@@ -47,7 +47,7 @@ CostSpec parse_cost_spec(std::string_view text) {
       bad_cost(entry, quoted(entry.substr(eq + 1)) + " is not a number");
     if (ec == std::errc::result_out_of_range || !std::isfinite(value) || value > kMaxCost)
       bad_cost(entry, "costs must be finite and at most " + num(kMaxCost));
-    if (!(value > 0)) bad_cost(entry, "costs must be > 0");
+    if (!(value >= kMinCost)) bad_cost(entry, "costs must be at least " + num(kMinCost));
     bool* seen = nullptr;
     if (key == "F")
       seen = &has_f, spec.f = value;
@@ -92,6 +92,11 @@ StageCost resolve(const CostSpec& spec, double comm) {
     c.b = c.i + c.w;
   }
   c.fb = spec.has_fb ? spec.fb : c.f + c.b;
+  if (c.fb < std::max(c.f, c.b))
+    throw UsageError("bad --cost: FB=" + num(c.fb) +
+                     " is below max(F, B) = " + num(std::max(c.f, c.b)) +
+                     " (an overlapped pair takes at least as long as its longer half; FB = F + "
+                     "B means nothing is saved)");
   c.comm = comm;
   return c;
 }

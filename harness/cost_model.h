@@ -5,6 +5,7 @@
 // dependent action on another rank waits after its producer ends (comm).
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,9 @@ namespace ppbench {
 // The largest cost (and --comm) the CLI takes: with N x D x (F + B) well under 1e300 no
 // makespan can overflow to inf, and every sum stays exact enough to compare.
 inline constexpr double kMaxCost = 1e12;
+// The smallest cost --cost takes: a ratio of two times (bubble_ratio, comm against a cost) then
+// stays below 1e24 x the action count, never inf.
+inline constexpr double kMinCost = 1e-12;
 
 struct StageCost {
   double f = 1, b = 2, i = 1, w = 1, fb = 3;
@@ -48,11 +52,12 @@ struct CostSpec {
 
 // Parses "F=1,B=2,I=1,W=1,FB=3" (any subset, any order). Throws UsageError
 // naming the bad entry for unknown or repeated keys, malformed numbers, and
-// numbers that are not finite, not > 0 or above kMaxCost.
+// numbers that are not finite, below kMinCost or above kMaxCost.
 CostSpec parse_cost_spec(std::string_view text);
 // Applies the derivation rules: only B given -> I = W = B/2; I and W given ->
 // B = I + W; B and one of I, W -> the other is B minus it (which must stay > 0);
-// all three given -> B must equal I + W (to a relative 1e-9); FB = F + B.
+// all three given -> B must equal I + W (to a relative 1e-9); FB = F + B. A given FB below
+// max(F, B) is refused: no pair ends before its longer half would alone.
 StageCost resolve(const CostSpec& spec, double comm);
 
 class CostModel {
@@ -77,12 +82,15 @@ class CostModel {
     }
     return 0;
   }
-  // An overlapped pair costs its forward stage's FB less that stage's F + B,
-  // plus the two halves: exactly FB when costs are uniform.
+  // An overlapped pair costs its two halves less what overlapping saves on its forward stage,
+  // F + B - FB: exactly FB for an F+B pair when costs are uniform. Never less than its longer
+  // half alone: the saving is B's, and an F+I pair (or halves of two stages of different costs)
+  // has less to overlap, which would otherwise leave it shorter than one half, or negative.
   double time(const Action& a) const {
     if (!a.paired()) return time(a.task);
     const StageCost& c = stages_[a.task.stage];
-    return time(a.task) + time(a.partner) - (c.f + c.b - c.fb);
+    const double f = time(a.task), back = time(a.partner);
+    return std::max(f + back - (c.f + c.b - c.fb), std::max(f, back));
   }
   // Delay between an action on `from` and a dependent one on `to` (adjacent
   // stages of a chain on different ranks).

@@ -446,11 +446,19 @@ Trace simulate(const Schedule& s, const CostModel& costs, const SimulateOptions&
     std::stable_sort(list.begin(), list.end(),
                      [](const auto& a, const auto& b) { return a.position < b.position; });
   std::vector<std::size_t> cursor(p.ranks, 0);
+  // The dependencies name an input gradient B whether a B or an I made it; a transfer is named
+  // after the action that did, so the (stage, mb) rows whose backward was split are marked.
+  const TaskIndex rows = options.record_comm ? TaskIndex(p) : TaskIndex(Placement{});
+  std::vector<bool> split(options.record_comm ? rows.rows() : 0);
   auto record_action = [&](int r, std::size_t pos, const Action& a, double start, double finish,
                            double send, int sends) {
     trace.compute[offset[r] + pos] = {r, start, finish, a, -1, send, sends};
+    if (options.record_comm)
+      for (const Task& t : a.tasks())
+        if (t.op == Op::I) split[rows.row(t.stage, t.mb)] = true;
   };
-  auto record_transfer = [&](int from, int to, double sent, double arrived, const Task& t) {
+  auto record_transfer = [&](int from, int to, double sent, double arrived, Task t) {
+    if (t.op == Op::B && split[rows.row(t.stage, t.mb)]) t.op = Op::I;
     trace.comm.push_back({from, to, sent, arrived, t});
   };
   auto run_updates = [&](int r, std::size_t pos, double end) {

@@ -64,9 +64,11 @@ void print_text(const nlohmann::json& r, const ClosedForm& cf) {
   line("bubble_ratio", r["bubble_ratio"], "   sum idle / sum busy");
   line("zb_bubble_rate", r["zb_bubble_rate"], "   (max span - busy) / max span");
   if (!cf.idle_formula.empty()) {
-    std::cout << "closed-form idle per rank: " << cf.idle_formula;
-    if (cf.idle_per_rank) std::cout << " = " << fixed(*cf.idle_per_rank);
-    std::cout << '\n';
+    // The value first: a formula may end in its own qualifier ("..., PP = D"), which a trailing
+    // "= value" would read as part of.
+    std::cout << "closed-form idle per rank: ";
+    if (cf.idle_per_rank) std::cout << fixed(*cf.idle_per_rank) << "   ";
+    std::cout << cf.idle_formula << '\n';
   }
   if (!cf.note.empty()) std::cout << "note: " << cf.note << '\n';
   std::cout << "\nrank      busy      idle  span_idle  peak_act  share_of_A\n";
@@ -259,9 +261,6 @@ Command add_simulate(CLI::App& parent) {
     if (dp) record["data_parallel"] = data_parallel_json(replicas, s, m, with_workload);
     // Closed forms assume no communication time.
     record["closed_form"] = to_json(cf);
-    if (cost.comm != 0)
-      record["closed_form"]["note"] =
-          "closed forms assume --comm 0" + (cf.note.empty() ? std::string() : "; " + cf.note);
     // What else the closed forms leave out, said first in the record's note and the text's.
     auto closed_forms_leave_out = [&](const std::string& why) {
       const auto& note = record["closed_form"]["note"];
@@ -269,6 +268,7 @@ Command add_simulate(CLI::App& parent) {
       record["closed_form"]["note"] = why + (before.empty() ? "" : "; " + before);
       cf.note = why + (cf.note.empty() ? "" : "; " + cf.note);
     };
+    if (cost.comm != 0) closed_forms_leave_out("closed forms assume --comm 0");
     if (shared)
       closed_forms_leave_out("closed forms assume a device per rank, not " +
                              std::to_string(st->cores) + " shared core(s)");

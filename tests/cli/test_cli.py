@@ -419,6 +419,23 @@ class Contract(unittest.TestCase):
         self.assertEqual(costs("I=3,W=2"), {"F": 1, "B": 5, "I": 3, "W": 2, "FB": 6, "comm": 0})
         self.assertEqual(costs("F=2,B=3,I=1"), {"F": 2, "B": 3, "I": 1, "W": 2, "FB": 5, "comm": 0})
         self.assertEqual(costs("F=1,FB=2.5")["FB"], 2.5)
+        # No pair ends before its longer half alone.
+        line = one_line(self, run("simulate", "-s", "dualpipe", "-d", "4", "-n", "8", "--cost",
+                                  "F=1,I=1,W=5,FB=0.5"), 2)
+        self.assertIn("FB=0.5 is below max(F, B) = 6", line)
+        # A subnormal cost would make a ratio of times overflow to inf.
+        line = one_line(self, run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--cost",
+                                  "F=1e-320"), 2)
+        self.assertIn("costs must be at least 1e-12", line)
+
+    def test_the_text_names_what_the_closed_forms_leave_out(self):
+        r = run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--comm", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("note: closed forms assume --comm 0", r.stdout)
+        r = run("simulate", "-s", "dualpipe", "-d", "4", "-n", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # The value before the formula, whose own "PP = D" would otherwise read as "= value".
+        self.assertIn("closed-form idle per rank: 2   (PP/2-1)", r.stdout)
 
     def test_comm_delays_the_step(self):
         def makespan(*extra):

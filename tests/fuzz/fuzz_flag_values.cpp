@@ -71,6 +71,7 @@ void cost(std::string_view text) {
   fuzz_check(std::fabs(c.b - (c.i + c.w)) <= 1e-8 * c.b, "--cost resolved to B != I + W");
   if (!spec.has_fb)
     fuzz_check(std::fabs(c.fb - (c.f + c.b)) <= 1e-8 * c.fb, "--cost resolved to FB != F + B");
+  fuzz_check(c.fb >= std::max(c.f, c.b), "--cost resolved to FB below its longer half");
 }
 
 void action(std::string_view text) {

@@ -154,13 +154,17 @@ TEST(DualPipe, ClosedFormIdleOnlyAsDrawn) {
       {{2, 2, 1, 1, 4}, 9, 12},   // I < F
       {{1, 3, 2, 1, 4}, 12, 11},  // I > F
       {{1, 3, 1, 2, 4}, 3, 6},    // W > F
-      {{2, 3, 2, 1, 2}, 6, 12},   // FB < B
   };
   for (const auto& k : cases) {
     EXPECT_FALSE(closed_form(s.params, k.c).idle_per_rank.has_value());
     EXPECT_NEAR(3 * (k.c.fb + k.c.b - 3 * k.c.w), k.formula, 1e-9);
     EXPECT_NEAR(max_idle(simulate_uniform(s, k.c)), k.simulated_max_idle, 1e-9);
   }
+  // FB < B (refused by --cost): no pair ends before its longer half, so the step is FB = B's,
+  // and the formula, which reads FB as given, is left out.
+  const UniformCost below{2, 3, 2, 1, 2}, at_b{2, 3, 2, 1, 3};
+  EXPECT_FALSE(closed_form(s.params, below).idle_per_rank.has_value());
+  EXPECT_NEAR(max_idle(simulate_uniform(s, below)), max_idle(simulate_uniform(s, at_b)), 1e-9);
 }
 
 TEST(DualPipe, RejectsWhatTheReferenceRejects) {

@@ -173,6 +173,42 @@ TEST(Simulator, OverlappedPairCostsFB) {
   EXPECT_DOUBLE_EQ(pair.end - pair.start, 2.5);
 }
 
+TEST(Simulator, AnOverlappedPairNeverTakesLessThanItsLongerHalf) {
+  // Rank 1 overlaps F1.1 with I1.0. With F = 3, I = W = 1 and FB = B = 2 the F+B saving (3) is
+  // more than an F+I pair has to overlap: F + I - 3 = 1 would end the pair before its F alone.
+  Schedule s = generate({"zb-h1", 2, 2});
+  s.ranks[0] = {Action::single(Op::F, 0, 0), Action::single(Op::F, 0, 1),
+                Action::single(Op::I, 0, 0), Action::single(Op::W, 0, 0),
+                Action::single(Op::I, 0, 1), Action::single(Op::W, 0, 1)};
+  s.ranks[1] = {Action::single(Op::F, 1, 0), Action::pair({Op::F, 1, 1}, {Op::I, 1, 0}),
+                Action::single(Op::W, 1, 0), Action::single(Op::I, 1, 1),
+                Action::single(Op::W, 1, 1)};
+  validate(s);
+  StageCost c = stage_cost(3, 1, 1);
+  c.fb = 2;
+  const Trace t = simulate(s, CostModel::uniform(2, c));
+  const auto& pair = t.compute[6 + 1];
+  ASSERT_TRUE(pair.action.paired());
+  EXPECT_DOUBLE_EQ(pair.end - pair.start, 3);
+  for (const auto& e : t.compute) EXPECT_GT(e.end, e.start) << to_string(e.action);
+}
+
+TEST(Simulator, AGradientTransferIsNamedAfterTheActionThatMadeIt) {
+  for (const char* family : {"1f1b", "zb-h1"}) {
+    const Schedule s = generate({family, 2, 2});
+    validate(s);
+    const Trace t = simulate(s, CostModel::uniform(2, stage_cost(1, 1, 1)));
+    const Op backward = std::string(family) == "1f1b" ? Op::B : Op::I;
+    int gradients = 0;
+    for (const auto& e : t.comm) {
+      if (e.src_rank != 1) continue;
+      EXPECT_EQ(e.task.op, backward) << family;
+      ++gradients;
+    }
+    EXPECT_EQ(gradients, 2) << family;
+  }
+}
+
 TEST(Metrics, PeakCountsSplitBackwardUntilW) {
   // One rank, one stage, ops F0 I0 F1 W0 I1 W1: micro-batch 0 lives until W0,
   // so two are alive during F1.
