@@ -159,6 +159,7 @@ MemoryBudget available_memory() {
   MemoryBudget b;
   b.bytes = meminfo_available_bytes(read_text("/proc/meminfo"));
   b.source = "available (MemAvailable in /proc/meminfo)";
+  b.address_space = address_space_room();
   // A container's limit is what the kernel kills at, whatever the machine has free.
   for (const auto& [room, source] :
        {std::pair{cgroup_room("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current",
@@ -168,7 +169,7 @@ MemoryBudget available_memory() {
                               "/sys/fs/cgroup/memory/memory.usage_in_bytes",
                               "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file"),
                   "available (the cgroup's memory.limit_in_bytes less its usage)"},
-        std::pair{address_space_room(),
+        std::pair{b.address_space,
                   "available (the address-space limit, ulimit -v, less what ppbench maps)"}}) {
     if (room > 0 && (b.bytes == 0 || room < b.bytes)) {
       b.bytes = room;
@@ -234,6 +235,18 @@ void require_memory(const MemoryBudget& budget, const MemoryEstimate& e, const s
   throw UsageError(what + " needs " + need + " of memory (" + e.detail + "), more than the " +
                    bytes_text(budget.bytes) + " " + budget.source +
                    "; use smaller sizes, or --max-memory BYTES to set the bar");
+}
+
+void require_address_space(const MemoryBudget& budget, const MemoryEstimate& e, int threads,
+                           const std::string& what) {
+  if (budget.address_space <= 0) return;
+  const double mapped = threads * kThreadAddressSpace;
+  const MemoryBudget room{budget.address_space,
+                          "left of the address-space limit (ulimit -v) less what ppbench maps"};
+  const std::string threads_detail = std::to_string(threads) +
+                                     " threads' stacks, malloc arenas and GEMM buffers " +
+                                     bytes_text(mapped);
+  require_memory(room, {e.bytes + mapped, e.detail + ", and " + threads_detail}, what);
 }
 
 double schedule_tasks(const ScheduleParams& p) {

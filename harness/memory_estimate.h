@@ -24,7 +24,16 @@ namespace ppbench {
 struct MemoryBudget {
   double bytes = 0;    // 0: unknown, nothing is refused
   std::string source;  // "available (MemAvailable in /proc/meminfo)", "--max-memory 64G"
+  // Under an address-space limit (ulimit -v): what is left of it, 0 where there is none (or
+  // --max-memory set the bar). It counts what a run's threads map beyond their tensors too.
+  double address_space = 0;
 };
+
+// A thread's mappings beyond its tensors: its stack, the malloc arena glibc reserves for it and
+// OpenBLAS's GEMM buffer. Measured as VmPeak's growth per rank thread (run -w mlp --width 1024,
+// 1f1b, D = 2 -> 4: +417 MiB, while the resident size grew 26 MiB), with some room. Under
+// ulimit -v a GEMM whose buffer cannot be mapped does not fail: OpenBLAS retries for ever.
+inline constexpr double kThreadAddressSpace = 224.0 * 1024 * 1024;
 
 // The "MemAvailable:" line of /proc/meminfo's text, in bytes; 0 when absent.
 double meminfo_available_bytes(std::string_view meminfo);
@@ -52,6 +61,10 @@ struct MemoryEstimate {
 // "<what> needs about 1.3 TiB of memory (<detail>), more than the 21.9 GiB available
 // (MemAvailable in /proc/meminfo); use smaller sizes or --max-memory BYTES".
 void require_memory(const MemoryBudget& budget, const MemoryEstimate& e, const std::string& what);
+// Under an address-space limit, the same for `e` and the mappings of `threads` threads
+// (kThreadAddressSpace each) beside it.
+void require_address_space(const MemoryBudget& budget, const MemoryEstimate& e, int threads,
+                           const std::string& what);
 
 // F, B, I and W tasks of a schedule (an overlapped pair counts as two), from its parameters
 // alone: stage-micro-batch pairs (D N; v D N interleaved; 2 D N for the V shapes) times 2, or 3

@@ -126,15 +126,17 @@ void require_run_memory(const MemoryBudget& budget, const WorkloadFlags& flags,
   require_memory(budget, estimate_simulate(o.schedule, false), what);
   const Schedule s = schedule.build({.channel_capacity = o.executor.channel_capacity});
   const PartitionPlan plan = partition(*spec, s.placement.stages_per_chain(), o.partition);
-  require_memory(
-      budget,
+  const MemoryEstimate run =
       estimate_cpu_run(*spec, o.schedule, plan, predicted_peak_bytes(s, plan, o.recompute),
                        {.recompute = o.recompute,
                         .check = o.check,
                         .channel_capacity = o.executor.channel_capacity,
                         .optimizer = o.optimizer.kind,
-                        .copies = s.placement.copies_per_part()}),
-      what + (o.check ? " --check" : ""));
+                        .copies = s.placement.copies_per_part()});
+  require_memory(budget, run, what + (o.check ? " --check" : ""));
+  // A rank thread per rank, and with --check the main thread's own GEMMs (the reference step).
+  require_address_space(budget, run, s.placement.ranks + (o.check ? 1 : 0),
+                        what + (o.check ? " --check" : ""));
 }
 
 }  // namespace
@@ -193,8 +195,9 @@ Command add_run(CLI::App& parent) {
   app->add_option("--watchdog", st->options.executor.watchdog_seconds,
                   "Seconds with no rank making progress (every rank waiting on a transfer) "
                   "before the step fails; across processes and on GPUs, seconds one wait may "
-                  "take (default 60; 0.001 <= seconds <= 1e6)")
-      ->transform(number_in(1e-3, 1e6));
+                  "take (default 60; 0.05 <= seconds <= 1e6: a rank woken late, by a nap's "
+                  "overshoot or a stolen time slice, must not read as a stall)")
+      ->transform(number_in(0.05, 1e6));
   st->channel_capacity.add_to(*app, "; cpu, also across processes");
   st->pin_option =
       app->add_option(

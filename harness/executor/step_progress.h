@@ -27,8 +27,13 @@ class StepProgress {
   // A rank stops working: it begins a wait on the transport, or it has finished its walk.
   void stops(Clock::time_point now = Clock::now()) noexcept {
     // Before the count drops, so that whoever sees no rank working also sees when the last
-    // stopped.
-    last_work_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    // stopped. Only ever forward: a rank preempted between reading the clock and this store
+    // would otherwise move the time back over a later rank's, and make the step look idle
+    // for longer than it was.
+    const Clock::rep t = now.time_since_epoch().count();
+    Clock::rep seen = last_work_.load(std::memory_order_relaxed);
+    while (seen < t && !last_work_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+    }
     working_.fetch_sub(1, std::memory_order_acq_rel);
   }
   // A rank's wait has ended.

@@ -53,6 +53,7 @@ class BadRunInput(unittest.TestCase):
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--watchdog", "nan"], "--watchdog"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--watchdog", "1e300"], "--watchdog"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--watchdog", "0"], "--watchdog"),
+        (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--watchdog", "0.01"], "0.05"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--steps", "1e3"], "--steps"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--input-dim", "0"], "--input-dim 0"),
         (MLP + ["-s", "1f1b", "-d", "2", "-n", "4", "--width", "99999999999999999999"], "--width"),
@@ -255,6 +256,17 @@ class Sizes(unittest.TestCase):
                        "--max-memory"]:
             self.assertIn(needle, line)
 
+    def test_an_address_space_limit_counts_the_rank_threads_mappings(self):
+        # 120 MiB of tensors under a 390 MiB `ulimit -v`: the resident estimate fits, but each
+        # rank thread maps its stack, a malloc arena and OpenBLAS's GEMM buffer, and OpenBLAS
+        # retries a buffer it cannot map for ever: the step hung instead of failing.
+        r = subprocess.run(
+            [PPBENCH, "run", "-w", "mlp", "--layers", "8", "--width", "1024", "-b", "64",
+             "-s", "1f1b", "-d", "2", "-n", "16"], capture_output=True, text=True, timeout=60,
+            preexec_fn=address_space(400000 << 10))
+        line = one_line_refusal(self, r, "2 threads' stacks, malloc arenas and GEMM buffers")
+        self.assertIn("left of the address-space limit (ulimit -v)", line)
+
     def test_every_copy_and_the_optimizer_states_are_counted(self):
         # mlp 8 x 4096: 1.18e8 parameters, 16 bytes each in f32 with AdamW (values, gradients,
         # m, v); Chimera-doubling's two chains hold every part twice.
@@ -277,16 +289,17 @@ class Sizes(unittest.TestCase):
 
 class StepFailure(unittest.TestCase):
     def test_a_slow_rank_is_not_a_stalled_step(self):
-        # A watchdog shorter than one forward pass (rank 0's F of 256 x 2048 x 2048, two layers,
-        # takes tens of milliseconds): rank 1 waits that long for rank 0's activations, but rank
-        # 0 is working all the while, so nothing stands still and the step runs. (It used to
-        # fail, exit 1, "watchdog: rank 1 waited 0.02 s at recv(F0.0<-0)".) Between rank threads
+        # A watchdog shorter than one forward pass (rank 0's F of 1024 x 2048 x 2048, two layers,
+        # 17 GFLOP, takes a few hundred milliseconds): rank 1 waits that long for rank 0's
+        # activations, but rank 0 is working all the while, so nothing stands still and the step
+        # runs. (It used to fail, exit 1, "watchdog: rank 1 waited 0.02 s at recv(F0.0<-0)".)
+        # 0.05 s is the shortest --watchdog allowed. Between rank threads
         # the watchdog fires only where no rank made progress for the whole time, which a
         # validated schedule never leaves them in: the executor's tests build such a step, and
         # test_mpi_cli.py stops one across processes, where each wait is limited on its own.
         r = run("run", "--workload", "mlp", "--layers", "4", "--width", "2048",
-                "--microbatch-size", "256", "-s", "1f1b", "-d", "2", "-n", "2", "--steps", "1",
-                "--warmup", "0", "--optimizer", "none", "--watchdog", "0.02")
+                "--microbatch-size", "1024", "-s", "1f1b", "-d", "2", "-n", "2", "--steps", "1",
+                "--warmup", "0", "--optimizer", "none", "--watchdog", "0.05")
         self.assertEqual(r.returncode, 0, r.stderr)
 
 

@@ -365,6 +365,18 @@ TEST(StepProgress, AWaitGivesUpOnlyWhenNoRankWorkedForAWholePatience) {
   EXPECT_EQ(progress.extended(t0 + seconds(25), t0 + seconds(26)), t0 + seconds(36));
 }
 
+TEST(StepProgress, ALateStopDoesNotMoveTheLastWorkBack) {
+  // Rank 0 read the clock at 5 but was preempted before it said it stopped; rank 1 stopped at 9
+  // meanwhile. The step has been idle since 9, not 5.
+  using Clock = StepProgress::Clock;
+  using std::chrono::seconds;
+  const Clock::time_point t0{};
+  StepProgress progress(2, seconds(10), t0);
+  progress.stops(t0 + seconds(9));
+  progress.stops(t0 + seconds(5));
+  EXPECT_EQ(progress.extended(t0 + seconds(16), t0 + seconds(16)), t0 + seconds(19));
+}
+
 // What the walk tells the hooks of a stage, and when it sends, in the order it does them: each
 // rank's walk in a thread of its own over one transport, as the processes of an MPI run do.
 TEST(CpuExecutor, AStagesUpdateRunsAfterItsLastBackwardsGradientIsSent) {
