@@ -17,6 +17,7 @@ Writes results/reference/dp_scaling.json (atomically) and prints a markdown tabl
 """
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -81,10 +82,22 @@ def case_row(ppbench: str, label: str, replicas: int, overlap: bool) -> dict:
         "makespan": makespan, "bubble_fraction": value("bubble_fraction"),
         "allreduce_time": value("allreduce_time", default=0.0),
         "exposed_allreduce": value("exposed_allreduce", default=0.0),
-        "gradient_bytes_per_stage": value("data_parallel.stage_volume", default=None),
+        "gradient_bytes_per_stage": stage_volumes(j, where),
         "partition": value("partition.layer_counts", kind=list),
         "throughput": throughput, "tokens_per_s": throughput * tokens,
         "tokens_per_s_per_gpu": throughput * tokens / processes}
+
+
+def stage_volumes(record: dict, where: str) -> list[float] | None:
+    """data_parallel.stage_volume: each stage's gradient bytes that its replicas all-reduce,
+    one finite number per stage; None where the record has no data_parallel (R = 1)."""
+    path = "data_parallel.stage_volume"
+    volumes = record_value(record, path, where, kind=list, default=None)
+    for i, v in enumerate(volumes or []):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            raise PpbenchError(f"'{where}' printed a record whose {path}[{i}] is {v!r}, not a "
+                               "finite number", 1)
+    return volumes
 
 
 def build(ppbench: str) -> dict:

@@ -77,10 +77,15 @@ def run_point(ppbench: list[str], p: dict, sms: int, steps: int, timeout: float)
     try:
         # Strict JSON: a NaN would not be JSON in the file these rows are appended to.
         rec = loads_finite(run.stdout)
-        rec["throughput"]["samples_per_s"]
+        sps = rec["throughput"]["samples_per_s"]
     except (ValueError, KeyError, TypeError):
         return {"gpu_table": {**row, "status": "error",
                               "error": "stdout is not a run record: " + run.stdout[:300]}}
+    # As gpipe_tables.py --gpu-rows checks an ok row: the tables divide by it.
+    if not isinstance(sps, (int, float)) or isinstance(sps, bool) or sps <= 0:
+        return {"gpu_table": {**row, "status": "error",
+                              "error": f"the run record's throughput.samples_per_s is {sps!r}, "
+                                       "not a positive number"}}
     return {**rec, "gpu_table": {**row, "status": "ok"}}
 
 

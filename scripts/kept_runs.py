@@ -16,23 +16,26 @@ number, broken down.
 
 Usage: kept_runs.py FOLDER [--out FILE]
   FOLDER: a kept/ folder, or any folder above one (an unpacked tarball); searched recursively.
-Prints the two tables as Markdown (and writes them to --out).
+Prints the two tables as Markdown (and writes them to --out); a slowdown is "—" where the op
+took no measurable time alone (0 s).
 Exit: 0 done; 1 nothing kept was found; 2 bad usage, a file of the wrong shape or an --out that
 cannot be written.
 Plain python3, no third-party modules.
 """
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
 
 from results_io import atomic_write
-from script_cli import OneLineParser, output_path, read_json, run, say, shaped
+from script_cli import InputError, OneLineParser, output_path, read_json, run, say, shaped
 
 PIPELINED = re.compile(r"scaling-1f1b-D(\d+)-N(\d+)\.profile\.json")
 # F and B per micro-batch, then each stage's optimizer step (once per step, where it ran).
 OPS = ("F", "B", "optimizer")
+DASH = "—"  # a cell with no value: the report's own dash (report_format.DASH)
 
 
 def slowdown_rows(folder: Path) -> list[list[str]]:
@@ -52,11 +55,23 @@ def slowdown_rows(folder: Path) -> list[list[str]]:
             for op in OPS:
                 if op not in one or not all(op in s for s in stages):
                     continue
-                total = sum(float(s[op]) for s in stages)
-                ratio = total / float(one[op]) if float(one[op]) > 0 else float("nan")
-                rows.append([d, n, op, f"{1e3 * total:.3f}", f"{1e3 * float(one[op]):.3f}",
-                             f"{ratio:.2f}"])
+                times = [(alone_path, seconds(one[op], alone_path, op))]
+                times += [(path, seconds(s[op], path, op)) for s in stages]
+                total, by_itself = sum(t for _, t in times[1:]), times[0][1]
+                # An op that took no measurable time alone has no slowdown to give.
+                ratio = f"{total / by_itself:.2f}" if by_itself > 0 else DASH
+                rows.append([d, n, op, f"{1e3 * total:.3f}", f"{1e3 * by_itself:.3f}", ratio])
     return rows
+
+
+def seconds(value: object, path: Path, op: str) -> float:
+    """A profile's per-op time: a finite number of seconds >= 0 (InputError naming the file and
+    the op: a NaN, an infinity or a negative time is no time)."""
+    t = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(t) or t < 0:
+        raise InputError(f"profile {path}: its {op} time is {value!r}; allowed: a finite number "
+                         "of seconds >= 0")
+    return t
 
 
 def gap_rows(folder: Path) -> list[list[str]]:

@@ -182,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                          + (" (of the rows --sweep and --devices keep)"
                             if args.sweep or args.devices else ""))
     pyplot("plot_bubble")  # before any folder is made
+    registry = schedule_registry(args.ppbench)  # and ppbench asked: no folder if it fails
     output_path(args.out_dir, "--out-dir", folder=True)
-    registry = schedule_registry(args.ppbench)
     with shaped(f"records {args.results}"):
         written = plot_bubble(rows, args.out_dir, args.dpi, registry)
     for path in written:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from results_io import atomic_savefig, ppbench_json, pyplot
+from results_io import atomic_savefig, check_ppbench, ppbench_json, pyplot
 from script_cli import OneLineParser, output_path, run, shaped
 
 GIB = 1024.0**3
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default="plots/reference", type=Path)
     a = ap.parse_args(argv)
     pyplot("plot_memory_step")  # before any folder is made or ppbench is asked
+    check_ppbench(a.ppbench)  # a --ppbench that names no program: no folder made
     output_path(a.out_dir, "--out-dir", folder=True)
     # ppbench's refusal or failure is a PpbenchError with its own exit status (run says it); a
     # --ppbench that prints records of another shape is not the ppbench these figures need.

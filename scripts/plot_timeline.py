@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import colorsys
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -89,7 +90,45 @@ def load_trace(path: Path) -> dict:
     if data.get("otherData") is not None and not isinstance(data["otherData"], dict):
         raise InputError(f"trace {path}: otherData is {json_kind(type(data['otherData']))}, "
                          "not an object")
+    for i, e in enumerate(data["traceEvents"]):
+        if e.get("ph") == "X":  # a span: every one drawn is placed by its ts and dur
+            check_time(path, i, e, "ts", required=True)
+            check_time(path, i, e, "dur", required=False)
     return data
+
+
+def check_time(path: Path, i: int, event: dict, key: str, required: bool) -> None:
+    """A span's ts (a finite number) or dur (a finite number >= 0, 0 where absent); else
+    InputError naming the file, the event and the field. A NaN, an infinity (or 1e999, which
+    the JSON reader makes one) or a negative duration places no box."""
+    if key not in event and not required:
+        return
+    value = event.get(key)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or (key == "dur" and value < 0):
+        allowed = "a finite number >= 0" if key == "dur" else "a finite number"
+        shown = "missing" if key not in event else repr(value)
+        raise InputError(f"trace {path}: traceEvents[{i}].{key} "
+                         f"({event.get('name', '?')}) is {shown}; allowed: {allowed}")
+
+
+def check_text(text: str | None, option: str) -> None:
+    """A --title or --label matplotlib can draw: text between two unescaped $ is mathtext, and
+    one it cannot parse would fail the drawing (InputError naming the option)."""
+    if not text:
+        return
+    from matplotlib import cbook
+    from matplotlib.mathtext import MathTextParser
+    if not cbook.is_math_text(text):
+        return
+    try:
+        MathTextParser("path").parse(text, dpi=72)
+    except ValueError as e:
+        # pyparsing's message lists every token it expected; where it stopped is enough.
+        found = re.search(r"found [^(]*", str(e))
+        where = found.group(0).strip().rstrip(",") if found else " ".join(str(e).split())[:120]
+        raise InputError(f"{option} {text!r}: matplotlib cannot draw it (mathtext: {where}); "
+                         r"allowed: plain text, $...$ mathtext, or \$ for a dollar") from None
 
 
 def compute_events(trace: dict) -> list[dict]:
@@ -206,6 +245,9 @@ def plot_timeline(trace: dict, out: Path, title: str | None = None, dpi: int = 1
         for e in updates + allreduces]
     t0 = min(start for start, _ in spans)
     makespan = max(end for _, end in spans) - t0
+    if not makespan > 0:  # the axis and the labels' room are per unit of time
+        raise InputError("the trace's events span no time (every compute event has dur 0 and "
+                         "starts at the same ts): nothing to draw")
     measured = is_measured(trace)
     if width is None:  # wide enough for one-unit boxes to hold a label, within reason
         width = 16.0 if measured else min(20.0, max(12.0, 0.3 * makespan))
@@ -325,12 +367,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit 0 with the figure written; a bad option, an unreadable trace or one of another shape
-    raise InputError (exit 2 through run), before anything is written."""
+    """Exit 0 with the figure written; a bad option (a --title or --label matplotlib cannot
+    draw), an unreadable trace or one of another shape (a span whose ts or dur is not finite, a
+    negative dur, events that span no time) raise InputError (exit 2 through run), before
+    anything is written."""
     args = parse_args(argv)
     trace = load_trace(args.trace)
     out = output_path(args.out or args.trace.with_suffix(".png"), "--out")
     out = output_path(figure_path(out, "--out"), "--out")
+    # Named as the options they are: drawn in the title, a failure would read as the trace's.
+    check_text(args.title, "--title")
+    check_text(args.label, "--label")
     with shaped(f"trace {args.trace}"):
         try:
             plot_timeline(trace, out, args.title, args.dpi, args.width, args.label)

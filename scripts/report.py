@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -51,9 +52,9 @@ from report_reference import reference_section
 from report_tables import dp_scaling_section, gpipe_scaling_section, gpipe_tables_section, \
     measured_dualpipe_section, zb_table5_section
 from report_theory import activation_table, bubble_tables, dualpipe_table
-from results_io import atomic_write, load_records, order_key, schedule_order, schedule_registry
-from script_cli import InputError, OneLineParser, number, number_list, output_path, read_json, \
-    run, shaped
+from results_io import atomic_write, load_records, order_key, read_json_finite, schedule_order, \
+    schedule_registry
+from script_cli import InputError, OneLineParser, number, number_list, output_path, run, shaped
 
 
 # --- header ----------------------------------------------------------------------------------
@@ -120,6 +121,17 @@ class Figures:
     def names(self, pattern: str) -> list[str]:
         return sorted({p.name for d in self.dirs if d.is_dir() for p in d.glob(pattern)})
 
+    def first_names(self, pattern: re.Pattern) -> list[str]:
+        """The names that fully match `pattern` in the first folder that holds any: figures of
+        one kind drawn by one run (a GPU run's before the CPU reference's), never mixed across
+        folders."""
+        for d in self.dirs:
+            found = sorted(p.name for p in d.iterdir()
+                           if pattern.fullmatch(p.name) and p.is_file()) if d.is_dir() else []
+            if found:
+                return found
+        return []
+
     def lines(self, name: str, caption: str) -> list[str]:
         path = self.find(name)
         if path is None:
@@ -129,6 +141,23 @@ class Figures:
 
     def many(self, items: list[tuple[str, str]]) -> list[str]:
         return [line for name, caption in items for line in self.lines(name, caption)]
+
+
+MEMORY_FIGURE = re.compile(r"memory_(.+)_D(\d+)_N(\d+)\.png")
+
+
+def measured_memory_figures(figures: Figures) -> list[tuple[str, str]]:
+    """scripts/plot_memory.py's per-rank memory figures (memory_<workload>_D<D>_N<N>.png) of
+    the first folder that holds one, each captioned with its own workload, D and N: `make
+    report-gpu` draws its GPU run's at N = 32 into plots/gpu/, `make plots` the CPU run's at
+    N = 8."""
+    items = []
+    for name in figures.first_names(MEMORY_FIGURE):
+        workload, d, n = MEMORY_FIGURE.fullmatch(name).groups()  # type: ignore[union-attr]
+        items.append((name, f"per-rank peak activation memory, measured beside modelled, "
+                            f"{workload}, D = {d}, N = {n} (1F1B's rank r keeps D − r "
+                            "micro-batches; other schedules beside it)"))
+    return items
 
 
 def timelines(figures: Figures, schedules: list[str]) -> list[str]:
@@ -195,10 +224,7 @@ def build_report(rows: list[dict], source: str, pp: int = 8, cost: str | None = 
                         gpipe_scaling_section(gpipe_tables, gpipe_tables_source)
                         + figures.lines("gpipe_1f1b_scaling.png",
                                         "1F1B throughput against pipeline devices"))
-            section.add("Memory", figures.many([
-                ("memory_transformer_D4_N8.png", "per-rank peak activation memory, measured "
-                 "beside modelled, transformer, D = 4, N = 8 (1F1B's rank r keeps D − r "
-                 "micro-batches; other schedules beside it)"),
+            section.add("Memory", figures.many(measured_memory_figures(figures) + [
                 ("memory_per_rank_d4.png", "every rank's modelled memory of the "
                  "Llama-3-8B-shaped model at sequence 4096, D = 4, N = 8, per schedule")]))
         if mine:
@@ -356,11 +382,24 @@ def read_table(path: Path | None, option: str) -> dict | None:
     shape is named (InputError) before any output is written."""
     if path is None:
         return None
-    table = read_json(path, option, expect=dict)
+    # Strict JSON: a NaN or an infinity would reach the report as "nan" or "inf".
+    table = read_json_finite(path, option, expect=dict)
     with shaped(f"{option} {path}"):
         for section in TABLE_SECTIONS[option]:
             section(table, str(path))
     return table
+
+
+def check_figure_dirs(dirs: list[Path]) -> None:
+    """Each --figures folder is there (InputError naming it): a typo would leave every figure
+    out of the report without a word."""
+    for d in dirs:
+        if not d.exists():
+            raise InputError(f"--figures {d}: no such folder; allowed: a folder of figures "
+                             "(e.g. plots/reference)")
+        if not d.is_dir():
+            raise InputError(f"--figures {d}: not a folder; allowed: a folder of figures "
+                             "(e.g. plots/reference)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -378,11 +417,16 @@ def main(argv: list[str] | None = None) -> int:
     dp_scaling = read_table(args.dp_scaling, "--dp-scaling")
     gpipe_tables = read_table(args.gpipe_tables, "--gpipe-tables")
     dualpipe_measured = read_table(args.dualpipe_measured, "--dualpipe-measured")
-    # Both outputs checked before either is written: no report without its HTML page.
+    check_figure_dirs(args.figures)
+    # ppbench asked before an output's folder is made; both outputs checked before either is
+    # written: no report without its HTML page, nor one written over the other.
+    registry = schedule_registry(args.ppbench)
+    if args.html and args.html.resolve() == args.out.resolve():
+        raise InputError(f"--html {args.html}: the same file as --out {args.out}; allowed: "
+                         "another file (e.g. REPORT.html beside REPORT.md)")
     output_path(args.out, "--out")
     if args.html:
         output_path(args.html, "--html")
-    registry = schedule_registry(args.ppbench)
     inputs = ", ".join(str(p) for p in [args.results, *args.measured, args.reference,
                                         args.reference_measured] if p)
     with shaped(f"records {inputs}"):

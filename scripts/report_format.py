@@ -32,6 +32,7 @@ def field(row: dict, key: str, default: Any = None) -> Any:
 # What the report and the plots read of a record, by kind: a record of another shape is the
 # input's fault, named as such by check_records before any table is walked.
 WHOLE_FIELDS = ("devices", "microbatches", "chunks", "group_size", "replicas", "stages")
+POSITIVE_FIELDS = ("devices", "microbatches")
 # (object, key) of the finite numbers the report and the plots read ("": the record itself).
 NUMBER_FIELDS = [(part, key) for part in ("", "closed_form", "measured", "predicted")
                  for key in ("bubble_fraction", "makespan")] + \
@@ -66,6 +67,11 @@ def check_records(rows: list[dict], where: str) -> list[dict]:
                 value = record.get(key)
                 if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                     raise bad(key if part == "row" else f"point.{key}", value, "a whole number")
+                # No pipeline has no device or no micro-batch: the plots put N on a log axis
+                # and the tables divide by both.
+                if key in POSITIVE_FIELDS and value is not None and value < 1:
+                    raise bad(key if part == "row" else f"point.{key}", value,
+                              "a whole number >= 1")
         for key in ("schedule", "devices", "microbatches"):
             if field(row, key) is None:
                 raise InputError(f"{where}: a record{f' of {name}' if name else ''} has no "

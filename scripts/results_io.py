@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from script_cli import EXIT_INVALID, EXIT_MACHINE, InputError, OneLineParser, ScriptError, \
-    first_line, json_kind, output_path, read_text, require_module, run
+    first_line, json_kind, output_path, parse_json, read_text, require_module, run
 
 
 class PpbenchError(ScriptError):
@@ -78,6 +78,24 @@ def loads_finite(text: str) -> Any:
     """json.loads of strict JSON: every number finite, so that what is read can be written
     back with allow_nan=False (append_jsonl). ValueError otherwise."""
     return json.loads(text, parse_float=finite_float, parse_constant=reject_constant)
+
+
+def read_json_finite(path: os.PathLike | str, what: str = "file",
+                     expect: type | None = dict) -> Any:
+    """read_json of strict JSON (loads_finite): a NaN, an infinity or a number beyond a double
+    (1e999) is an InputError naming `what`, the file and the value, as a syntax error is."""
+    text = read_text(path, what)
+    where = f"{what} {path}"
+    try:
+        value = loads_finite(text)
+    except (RecursionError, json.JSONDecodeError):
+        value = parse_json(text, where)  # raises it, worded as everywhere else
+    except ValueError as e:  # finite_float's or reject_constant's
+        raise InputError(f"{where}: not strict JSON ({e})") from None
+    if expect is not None and not isinstance(value, expect):
+        raise InputError(f"{where}: a JSON {json_kind(expect)} was expected, "
+                         f"not {json_kind(type(value))}")
+    return value
 
 
 def parses_with_nan(text: str) -> bool:
@@ -149,10 +167,12 @@ def atomic_write(path: Path, text: str) -> None:
 
 def figure_path(out: Path, what: str = "--out") -> Path:
     """The file a figure for `out` is written to: its format from the suffix, and a name without
-    one gets ".png" (as matplotlib's savefig would); a suffix matplotlib cannot write is an
-    InputError naming `what`, and a missing matplotlib a MachineError (exit 3), both found before
-    any work rather than at the end of it."""
+    one gets ".png" (as matplotlib's savefig would); a folder, or a suffix matplotlib cannot
+    write, is an InputError naming `what`, and a missing matplotlib a MachineError (exit 3), all
+    found before any work rather than at the end of it."""
     out = Path(out)
+    if out.is_dir():  # else "DIR" would become "DIR.png" beside it
+        raise InputError(f"{what} {out}: is a folder; give a file name")
     # Asked first, whatever the suffix: a figure is drawn after the work, too late to say then.
     require_module("matplotlib", f"{what} {out}")
     from matplotlib.backend_bases import FigureCanvasBase
@@ -280,22 +300,34 @@ def rewrite_jsonl(path: Path, rows: Iterable[dict]) -> None:
 _REGISTRY: dict[str, list[dict]] = {}
 
 
+def check_ppbench(ppbench: str | os.PathLike) -> None:
+    """The one check of a --ppbench before it is run (docs/bench.md, "Exit codes"): a path that
+    names no file (nothing there, a folder) is PpbenchError code 2; a bare name is looked up on
+    PATH. A file that is there but cannot run (not executable, not a program) is left to the
+    run, which says so with code 3."""
+    path = str(ppbench)
+    if os.path.isfile(path) or (os.sep not in path and shutil.which(path)):
+        return
+    why = "a folder" if os.path.isdir(path) else "no such file"
+    raise PpbenchError(f"ppbench '{path}' is not a program ({why}; build it first: make)",
+                       EXIT_INVALID)
+
+
 def schedule_registry(ppbench: str | os.PathLike | None,
                       timeout: float = 60.0) -> list[dict] | None:
     """`ppbench list --format json`'s schedules (name, title, source, constraints, layout,
     uses_chunks, closed_form), in the registry's order; run once per ppbench and process.
 
     None when ppbench is None (the callers then use the order in the data). Raises PpbenchError:
-    code 2 when the path does not exist, 3 when it cannot be run, 1 when it fails or prints
-    something else than the registry.
+    code 2 when the path names no file (check_ppbench), 3 when it cannot be run, 1 when it fails
+    or prints something else than the registry.
     """
     if ppbench is None:
         return None
     path = str(ppbench)
     if path in _REGISTRY:
         return _REGISTRY[path]
-    if not os.path.exists(path):
-        raise PpbenchError(f"ppbench '{path}' does not exist (build it first: make)", 2)
+    check_ppbench(path)
     try:
         proc = subprocess.run([path, "list", "--format", "json"], capture_output=True,
                               encoding="utf-8", errors="replace", timeout=timeout, check=False)
@@ -342,13 +374,11 @@ def order_key(order: list[str]) -> Callable[[str], tuple[int, str]]:
 
 
 def ppbench_text(ppbench: str, args: Iterable[str]) -> str:
-    """What `ppbench ARGS` prints on stdout; PpbenchError where it is not a program (.code 2),
-    cannot be started (3) or exits non-zero, with its message and, as .code, its exit status
-    where that is the contract's 2 (bad input) or 3 (the machine), else 1."""
+    """What `ppbench ARGS` prints on stdout; PpbenchError where it names no file (check_ppbench,
+    .code 2), cannot be started (3) or exits non-zero, with its message and, as .code, its exit
+    status where that is the contract's 2 (bad input) or 3 (the machine), else 1."""
     args = [str(a) for a in args]
-    if not (os.path.isfile(ppbench) or shutil.which(ppbench)):
-        raise PpbenchError(f"ppbench '{ppbench}' is not a program (build it first: make)",
-                           EXIT_INVALID)
+    check_ppbench(ppbench)
     try:
         done = subprocess.run([ppbench, *args], capture_output=True, encoding="utf-8",
                               errors="replace", check=False)

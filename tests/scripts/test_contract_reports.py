@@ -130,12 +130,13 @@ CASES: list[Case] = [
      "--devices: -1 is out of range", ()),
     ("memory-out-dir", "plot_memory", lambda i: [str(i.cpu), "--out-dir", UNWRITABLE + "/pm"],
      2, "cannot write there", ()),
-    # plot_memory_step.py (refused before ppbench runs: the ppbench named does not exist)
+    # plot_memory_step.py (refused before ppbench runs: the ppbench named is a file, but not a
+    # program, which would fail if it ran; one that names no file is refused before --out-dir)
     ("memory-step-out-dir", "plot_memory_step",
-     lambda i: ["--ppbench", str(i.missing), "--out-dir", UNWRITABLE + "/pms"], 2,
+     lambda i: ["--ppbench", str(i.a_file), "--out-dir", UNWRITABLE + "/pms"], 2,
      "cannot write there", ()),
     ("memory-step-out-dir-file", "plot_memory_step",
-     lambda i: ["--ppbench", str(i.missing), "--out-dir", str(i.a_file)], 2,
+     lambda i: ["--ppbench", str(i.a_file), "--out-dir", str(i.a_file)], 2,
      "exists and is not a folder", ()),
     ("memory-step-no-ppbench", "plot_memory_step",
      lambda i: ["--ppbench", str(i.missing), "--out-dir", str(i.out)], 2, "is not a program",

@@ -5,6 +5,7 @@ types name what is wrong instead of raising a traceback."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -305,8 +306,6 @@ def test_help_needs_no_matplotlib(script: str, tmp_path: Path):
 
 @pytest.mark.parametrize("script", FIGURE_SCRIPTS)
 def test_a_figure_without_matplotlib_is_one_line_and_exit_3(script: str, tmp_path: Path):
-    import json
-
     from conftest import result_row, run_row, write_jsonl
     theory = write_jsonl(tmp_path / "t.jsonl", [result_row("gpipe", 2, n, 0.2, 0.2)
                                                 for n in (1, 2, 4)])
@@ -335,16 +334,16 @@ def test_a_figure_without_matplotlib_is_one_line_and_exit_3(script: str, tmp_pat
 
 # --- ppbench records of another shape, and the folder a table script runs from --------------
 
-def printing_ppbench(tmp_path: Path, record: str) -> str:
-    """A ppbench that prints `record` for every command, after checking that a device profile
-    it is given exists (as ppbench does)."""
+def printing_ppbench(tmp_path: Path, record: str, dp_record: str | None = None) -> str:
+    """A ppbench that prints `record` for every command (`dp_record`, where given, for one with
+    --dp), after checking that a device profile it is given exists (as ppbench does)."""
     program = tmp_path / "ppbench"
     program.write_text(f"""#!{sys.executable}
 import os, sys
 args = sys.argv[1:]
 if "--device-profile" in args and not os.path.isfile(args[args.index("--device-profile") + 1]):
     sys.exit("ppbench: error: --device-profile: no such file")
-print({record!r})
+print({dp_record!r} if {dp_record is not None!r} and "--dp" in args else {record!r})
 """)
     program.chmod(0o755)
     return str(program)
@@ -352,6 +351,50 @@ print({record!r})
 
 DP_RECORD = ('{"makespan": 2.0, "bubble_fraction": 0.18, "workload": {"microbatch_size": 1, '
              '"config": {"seq": 8192}}, "partition": {"layer_counts": [4, 4]}}')
+# What `ppbench simulate -s 1f1b -d 8 -n 32 --workload transformer --preset llama3-8b --dtype
+# bf16 -b 1 --device-profile ... --dp 2 --dp-bandwidth 50 --dp-latency 10 --format json` prints
+# (the fields dp_scaling.py reads): data_parallel.stage_volume is a list, one entry per stage.
+DP2_VOLUMES = [1050673152.0, 1744896000.0, 2181120000.0, 2181120000.0, 2181120000.0,
+               2181120000.0, 2181120000.0, 2359353344.0]
+DP2_RECORD = json.dumps({
+    "makespan": 2.7194974726273484, "bubble_fraction": 0.29249659406150974,
+    "allreduce_bytes": 2359353344.0, "allreduce_time": 0.04720706687999998,
+    "exposed_allreduce": 0.04720706687999998,
+    "workload": {"microbatch_size": 1, "config": {"seq": 8192}},
+    "partition": {"layer_counts": [1, 4, 5, 5, 5, 5, 5, 4], "method": "balanced"},
+    "data_parallel": {
+        "algorithm": "ring: 2 (R-1) latency + 2 (R-1)/R x volume / bandwidth",
+        "allreduce": "end_of_step", "link_bandwidth": 50000000000.0, "link_latency": 1e-05,
+        "microbatches_per_step": 64.0, "pipeline_ranks": 8, "processes": 16, "replicas": 2,
+        "stage_volume": DP2_VOLUMES, "throughput": 23.53375969059777, "volume_unit": "bytes"}})
+
+
+def test_dp_scaling_reads_the_per_stage_gradient_volumes_of_two_replicas(tmp_path: Path):
+    # data_parallel.stage_volume was read as one number: the R = 2 cases exited 1.
+    done = run_script("scripts/dp_scaling.py", "--ppbench",
+                      printing_ppbench(tmp_path, DP_RECORD, DP2_RECORD),
+                      "--out", str(tmp_path / "t.json"))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((tmp_path / "t.json").read_text())["rows"]
+    assert [r["gradient_bytes_per_stage"] for r in rows] == [None, DP2_VOLUMES, DP2_VOLUMES]
+    assert rows[1]["allreduce_time"] == 0.04720706687999998
+
+
+@pytest.mark.parametrize("volume, words", [
+    ("[1.0, null]", "data_parallel.stage_volume[1] is None, not a finite number"),
+    ('"many"', "data_parallel.stage_volume is 'many', not a JSON array"),
+    ("[1.0, NaN]", "data_parallel.stage_volume[1] is nan, not a finite number"),
+])
+def test_dp_scaling_names_a_gradient_volume_of_another_shape(volume: str, words: str,
+                                                             tmp_path: Path):
+    record = DP2_RECORD.replace(json.dumps(DP2_VOLUMES), volume)
+    assert record != DP2_RECORD
+    done = run_script("scripts/dp_scaling.py", "--ppbench",
+                      printing_ppbench(tmp_path, DP_RECORD, record),
+                      "--out", str(tmp_path / "t.json"))
+    assert done.returncode == 1, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and words in done.stderr, done.stderr
+    assert not (tmp_path / "t.json").exists()
 
 
 @pytest.mark.parametrize("script, record, words", [
@@ -387,7 +430,6 @@ def test_dp_scaling_runs_from_any_folder(tmp_path: Path):
                            printing_ppbench(tmp_path, DP_RECORD), "--out", "t.json"],
                           capture_output=True, text=True, timeout=60, cwd=elsewhere, env=env)
     assert done.returncode == 0, done.stderr
-    import json
     table = json.loads((elsewhere / "t.json").read_text())
     assert table["assumptions"]["device_profile"] == "results/reference/h100_sxm_profile.json"
     assert table["assumptions"]["device_rates"]["peak_flops"] > 0
@@ -397,7 +439,6 @@ def test_dp_scaling_runs_from_any_folder(tmp_path: Path):
 
 def test_gpu_tables_appends_strict_json_lines(tmp_path: Path):
     # A record with NaN went into the JSON Lines file as it came (plain json.dumps, no lock).
-    import json
 
     from results_io import loads_finite
     out = tmp_path / "gt"
