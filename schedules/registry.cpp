@@ -26,9 +26,8 @@ constexpr std::array kSchedules = {
     ScheduleInfo{"interleaved-1f1b",
                  "Megatron's interleaved 1F1B (virtual pipeline), v chunks per rank",
                  "Narayanan et al. 2021; Megatron-LM forward_backward_pipelining_with_interleaving",
-                 "--chunks v >= 2 (default 2); --group-size g (default D), D <= g <= N; "
-                 "N mod g != 0 only "
-                 "where it cannot deadlock",
+                 "--chunks v >= 2 (default 2); --group-size g (default D, or N when N < D), "
+                 "1 <= g <= N; g < D or N mod g != 0 only where it cannot deadlock",
                  kLayoutInterleaved, Backward::kWhole, true, generate_interleaved_1f1b,
                  closed_form_interleaved_1f1b},
     ScheduleInfo{"looped-bfs",

@@ -25,7 +25,7 @@ struct ScheduleParams {
   int devices = 0;        // D: pipeline ranks
   int microbatches = 0;   // N: micro-batches per step, over all chains
   int chunks = 0;         // v: model chunks per rank for interleaving (0: not given)
-  int group_size = 0;     // Megatron's micro-batch group size per virtual stage (0: default D)
+  int group_size = 0;     // Megatron's micro-batch group size per virtual stage (0: default)
   PlanningCosts costs{};  // what a cost-aware generator plans for
   // Peak activations a rank may hold, in units of M_B: the activations one micro-batch leaves on
   // 1/D of the model (1F1B's rank 0 peaks at D M_B). 0: the family's default.

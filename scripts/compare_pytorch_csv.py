@@ -7,7 +7,9 @@ torch).
    schedule object is made without its constructor (which wants real stages) and given the
    attributes that computation reads. `_dump_csv(..., format="compute_only")` writes them, and
    `ppbench show --schedule-file` must read back the order ppbench generates for the same
-   family (interleaved-1f1b --chunks 2, zb-v).
+   family: interleaved-1f1b with --chunks v and --group-size N / max(1, N div D), PyTorch's
+   round size (N < D and N not a multiple of D among the cases; for N < D also without
+   --group-size, whose default is then N), and zb-v.
 2. ppbench's CSV for every family with one chain is read the way `_load_csv` reads it
    (`_Action.from_str` per cell, then `_validate_schedule`, which infers the stage-to-rank
    mapping and checks every F, B/I and W).
@@ -54,8 +56,15 @@ def torch_order(cls, devices, microbatches, local_stages):
     return sched
 
 
-def check_torch_to_ppbench(cls, family, devices, microbatches, extra):
-    sched = torch_order(cls, devices, microbatches, 2)
+def pytorch_group_size(devices, microbatches):
+    """ScheduleInterleaved1F1B's microbatches_per_round (N must be a multiple of its rounds)."""
+    rounds = max(1, microbatches // devices)
+    assert microbatches % rounds == 0, (devices, microbatches)
+    return microbatches // rounds
+
+
+def check_torch_to_ppbench(cls, family, devices, microbatches, extra, chunks=2):
+    sched = torch_order(cls, devices, microbatches, chunks)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "torch.csv")
         # PipelineScheduleMulti._dump_csv: the compute-only rows.
@@ -64,7 +73,7 @@ def check_torch_to_ppbench(cls, family, devices, microbatches, extra):
     want = ppbench("show", "-s", family, "-d", str(devices), "-n", str(microbatches), *extra)
     ok = mine == want
     print(f"{'OK  ' if ok else 'DIFF'} PyTorch {cls.__name__} D={devices} N={microbatches} "
-          f"-> ppbench reads the order of {family}")
+          f"v={chunks} -> ppbench reads the order of {family} {' '.join(extra)}")
     if not ok:
         print("  ppbench generates:\n" + want + "  ppbench read from PyTorch's CSV:\n" + mine)
     return ok
@@ -109,9 +118,17 @@ def main(argv=None) -> int:
                        "comparing with PyTorch's pipeline CSV (a torch with pipelining)")
     names = [s["name"] for s in json.loads(ppbench("list", "--format", "json"))["schedules"]]
     ok = True
-    for d, n in ((4, 8), (2, 4), (4, 12)):
+    # N a multiple of D (PyTorch's round size is Megatron's g = D), N < D (one round of N) and
+    # N not a multiple of D (rounds of N / max(1, N div D) > D micro-batches).
+    for d, n, v in ((4, 8, 2), (2, 4, 2), (4, 12, 2), (4, 3, 2), (4, 1, 3), (3, 2, 3),
+                    (4, 10, 2), (5, 12, 2), (4, 10, 3), (6, 21, 3)):
+        g = pytorch_group_size(d, n)
         ok &= check_torch_to_ppbench(S.ScheduleInterleaved1F1B, "interleaved-1f1b", d, n,
-                                     ["--chunks", "2"])
+                                     ["--chunks", str(v), "--group-size", str(g)], v)
+    # Without --group-size: g = D where D divides N, N where N < D; both are PyTorch's.
+    for d, n, v in ((4, 8, 2), (4, 3, 2), (5, 2, 3)):
+        ok &= check_torch_to_ppbench(S.ScheduleInterleaved1F1B, "interleaved-1f1b", d, n,
+                                     ["--chunks", str(v)], v)
     for d, n in ((4, 8), (2, 4), (4, 12)):
         ok &= check_torch_to_ppbench(S.ScheduleZBVZeroBubble, "zb-v", d, n, [])
     for name in names:

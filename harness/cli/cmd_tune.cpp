@@ -21,7 +21,8 @@ namespace ppbench::cli {
 
 namespace {
 
-// Past this many tasks to simulate (about a minute of work) the search is refused up front.
+// Past this many tasks' worth of work (about a minute; candidate_tasks counts v-half and v-min's
+// generation at its cost) the search is refused up front.
 constexpr double kMaxSearchTasks = 2e8;
 
 nlohmann::json candidate_json(const TuneCandidate& c, int rank) {
@@ -192,13 +193,14 @@ Command add_tune(CLI::App& parent) {
     std::vector<TuneCandidate> all = enumerate_candidates(space);
     const double tasks = search_tasks(space, all);
     if (tasks > kMaxSearchTasks)
-      throw UsageError("tune would simulate " + number_text(tasks) + " tasks over " +
-                       std::to_string(all.size()) +
-                       " candidates (D=" + std::to_string(space.devices) + ", global batch " +
-                       std::to_string(space.global_batch) + "), over the bound of " +
-                       number_text(kMaxSearchTasks) +
-                       " (allowed: fewer --devices or a smaller "
-                       "--global-batch)");
+      throw UsageError(
+          "tune would take the time of about " + number_text(tasks) +
+          " simulated tasks (v-half and v-min's generation counted at its cost) over " +
+          std::to_string(all.size()) + " candidates (D=" + std::to_string(space.devices) +
+          ", global batch " + std::to_string(space.global_batch) + "), over the bound of " +
+          number_text(kMaxSearchTasks) +
+          ", about a minute (allowed: fewer --devices or a smaller "
+          "--global-batch)");
     // The largest candidate bounds the memory: they are simulated one at a time. Beside it, one
     // micro-batch size's workload (evaluate_candidates): its spec and a cut per stage count (one
     // per v, and 2 D for the V shapes).
@@ -221,21 +223,50 @@ Command add_tune(CLI::App& parent) {
     auto elapsed = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    // A progress line on stderr only once the search has taken more than a second.
-    double next_report = 1;
+    // Progress on stderr, naming the candidate about to be costed: a line only once the search
+    // has taken more than a second, then at most every half second, except that a candidate
+    // expected to take a second or more on its own (a v-half or v-min at large D) is always
+    // named before it starts, so a long wait is never silent and its cause is on the screen.
+    constexpr double kTasksPerSecond = kMaxSearchTasks / 60;  // the bound is about a minute
+    double last_report = -1;
+    std::size_t last_width = 0;
     bool reported = false;
     const bool tty = isatty(fileno(stderr)) != 0;
-    evaluate_candidates(all, base, st->workload, space.devices, [&](std::size_t done) {
-      if (elapsed() < next_report) return;
-      // On a terminal the line rewrites itself; in a log each report is a line of its own.
-      std::fprintf(stderr, "%stune: %zu of %zu candidates simulated%s", tty ? "\r" : "", done,
-                   all.size(), tty ? "" : "\n");
-      next_report = elapsed() + 0.5;
-      reported = true;
-    });
+    evaluate_candidates(
+        all, base, st->workload, space.devices, [&](std::size_t done, const TuneCandidate& next) {
+          const double now = elapsed();
+          const bool long_one = candidate_tasks(space.devices, next) / kTasksPerSecond >= 1;
+          if (!long_one && (now < 1 || (reported && now - last_report < 0.5))) return;
+          std::string what = next.schedule;
+          if (next.chunks > 0) what += " v=" + std::to_string(next.chunks);
+          what += " N=" + std::to_string(next.microbatches);
+          // On a terminal the line rewrites itself, padded over a longer one before it (no
+          // escape codes); in a log each report is a line of its own.
+          const std::string line = "tune: simulating " + what + " (" + std::to_string(done + 1) +
+                                   " of " + std::to_string(all.size()) + ")";
+          const int pad =
+              tty && last_width > line.size() ? static_cast<int>(last_width - line.size()) : 0;
+          std::fprintf(stderr, "%s%s%*s%s", tty ? "\r" : "", line.c_str(), pad, "",
+                       tty ? "" : "\n");
+          last_width = line.size();
+          last_report = now;
+          reported = true;
+        });
     if (reported && tty) std::fputc('\n', stderr);
     const double seconds = elapsed();
     const auto best = ranked(all);
+    // Nothing fits and nothing was merely over the limit: every candidate was refused, so no
+    // --memory-limit-bytes would help. Bad input, said once with the first refusal's words.
+    if (best.empty() && !all.empty() &&
+        std::none_of(all.begin(), all.end(),
+                     [](const TuneCandidate& c) { return c.status == TuneStatus::kOverMemory; })) {
+      const TuneCandidate& first = all.front();
+      std::string why = first.reason;
+      if (why.rfind("invalid: ", 0) == 0) why.erase(0, 9);
+      throw UsageError("every one of the " + std::to_string(all.size()) +
+                       " candidates is invalid, none over memory; the first, " + first.label() +
+                       ": " + why);
+    }
 
     if (st->format == "json") {
       nlohmann::json r;

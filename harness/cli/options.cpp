@@ -159,7 +159,8 @@ void ScheduleFlags::add_to(CLI::App& app) {
   group_size_option =
       app.add_option("--group-size", group_size,
                      "Megatron's micro-batch group size per virtual stage (interleaved-1f1b only; "
-                     "default D, allowed D..N)")
+                     "default D, or N when N < D; allowed 1..N where the order cannot deadlock; "
+                     "N/max(1, N div D) gives PyTorch's order)")
           ->transform(integer_in(1, 1 << 20));
   memory_limit_option =
       app.add_option(

@@ -66,13 +66,26 @@ std::vector<TuneCandidate> enumerate_candidates(const TuneSpace& space) {
   return all;
 }
 
+double candidate_tasks(int devices, const TuneCandidate& c) {
+  const ScheduleParams p{
+      .name = c.schedule, .devices = devices, .microbatches = c.microbatches, .chunks = c.chunks};
+  const double tasks = schedule_tasks(p);
+  const ScheduleInfo* info = lookup_schedule(c.schedule);
+  if (info == nullptr || !info->packs_slot_rows) return tasks;
+  // v_memory.cpp's squeeze moves each pass up to O(D) slots earlier and replays the rank's
+  // running memory over the stretch it moved (a max-tree update per slot), so generating costs
+  // about D steps per task where simulating costs one: v-half at D = 256, N = 257 takes 1.7 s
+  // and at D = 512, N = 513 14 s, nearly all in the generator, where 1f1b takes milliseconds.
+  // Measured (Release, x86, `show` and `simulate` alike): v-half about 1e-7 s x D^2 N, v-min
+  // about a quarter of that. The bound prices a task at 0.3 us (2e8 tasks, about a minute), so
+  // 1e-7 D^2 N s is (6 D N tasks) x D / 18; v-half's figure serves both, so the bound holds.
+  constexpr double kSqueezePerTaskPerRank = 1.0 / 18;
+  return tasks + tasks * devices * kSqueezePerTaskPerRank;
+}
+
 double search_tasks(const TuneSpace& space, const std::vector<TuneCandidate>& all) {
   double tasks = 0;
-  for (const TuneCandidate& c : all)
-    tasks += schedule_tasks({.name = c.schedule,
-                             .devices = space.devices,
-                             .microbatches = c.microbatches,
-                             .chunks = c.chunks});
+  for (const TuneCandidate& c : all) tasks += candidate_tasks(space.devices, c);
   return tasks;
 }
 
@@ -185,7 +198,7 @@ void evaluate(TuneCandidate& c, SizeCuts& cache, double limit, int devices) {
 
 void evaluate_candidates(std::vector<TuneCandidate>& all, const WorkloadCosts& w,
                          const WorkloadCostFlags& flags, int devices,
-                         const std::function<void(std::size_t)>& progress) {
+                         const std::function<void(std::size_t, const TuneCandidate&)>& progress) {
   // One micro-batch size at a time (its spec and cuts dropped before the next is built); within
   // a size, the order of the space.
   std::vector<std::size_t> order(all.size());
@@ -200,8 +213,8 @@ void evaluate_candidates(std::vector<TuneCandidate>& all, const WorkloadCosts& w
       cache.reset();
       cache.emplace(w, flags, c.microbatch_size);
     }
+    progress(done, c);
     evaluate(c, *cache, w.memory_limit, devices);
-    progress(done + 1);
   }
 }
 

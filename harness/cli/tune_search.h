@@ -49,17 +49,23 @@ std::vector<int> microbatch_counts(int devices, std::int64_t global_batch);
 // Every candidate of the space, in the order of the registry, then v, then N; not yet costed.
 std::vector<TuneCandidate> enumerate_candidates(const TuneSpace& space);
 
-// The tasks the simulations will walk over, from the parameters alone (memory_estimate.h's
-// schedule_tasks), for the bound on the search's size.
+// One candidate's work in simulated tasks, from the parameters alone, for the bound on the
+// search's size and the progress line: the tasks the simulation walks over (memory_estimate.h's
+// schedule_tasks), and for the families whose generator packs slot rows (v-half, v-min) the
+// generator's squeeze on top, which costs about D tasks' worth per task (see the .cpp).
+double candidate_tasks(int devices, const TuneCandidate& c);
+
+// candidate_tasks summed over the space.
 double search_tasks(const TuneSpace& space, const std::vector<TuneCandidate>& all);
 
 // Costs every candidate: generate (a UsageError makes it invalid, with the generator's words),
 // partition the workload at its micro-batch size, plan the cost-aware families for those costs,
 // check the structure, simulate the metrics, predict the peak bytes per rank against
-// `w.memory_limit`. `progress(done)` is called after each candidate.
+// `w.memory_limit`. `progress(done, next)` is called before each candidate, with how many are
+// done and the one about to be costed, so that a long candidate is named while it runs.
 void evaluate_candidates(std::vector<TuneCandidate>& all, const WorkloadCosts& w,
                          const WorkloadCostFlags& flags, int devices,
-                         const std::function<void(std::size_t)>& progress);
+                         const std::function<void(std::size_t, const TuneCandidate&)>& progress);
 
 // The candidates that fit, best first: shorter predicted step (at 12 significant digits), then
 // less peak memory (the largest rank's), then the order of the space.

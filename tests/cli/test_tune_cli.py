@@ -2,7 +2,8 @@
 """`ppbench tune`: every candidate's status and predicted step time agree with `ppbench simulate
 --workload` run on that candidate alone, the best is the minimum of that exhaustive loop,
 candidates over --memory-limit-bytes are excluded with the rank and bytes named, the JSON
-structure, and bad flags refused in one line (exit 2).
+structure, bad flags refused in one line (exit 2), as is a space where every candidate is invalid,
+the size bound counting v-half's and v-min's generation at its cost, and the progress line.
 Run by ctest with the path of the ppbench binary; standard library only."""
 import json
 import os
@@ -143,6 +144,55 @@ class Tune(unittest.TestCase):
                 "--memory-limit-bytes", "1")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("no candidate fits --memory-limit-bytes 1 B", r.stdout)
+
+    def test_every_candidate_invalid_is_bad_input_not_memory(self):
+        # Nothing fits and nothing is over memory: no limit would help, so it is bad input (exit
+        # 2) in the first candidate's words with the count, not "no candidate fits" (exit 0).
+        def refused(r, reason):
+            line = one_line_refusal(self, r, "every one of the 104 candidates is invalid")
+            self.assertIn("the first, naive N=2 b=8: ", line)
+            self.assertIn(reason, line)
+            self.assertNotIn("--memory-limit-bytes", line)
+        base = ["tune", "--workload", "mlp", "--width", "64", "-d", "2",
+                "--memory-limit-bytes", "1G"]
+        refused(run(*base, "--layers", "1"),
+                "workload mlp has 1 layers, fewer than the pipeline's 2 stages")
+        refused(run(*base, "--layers", "8", "--partition", "3,3,2", "--format", "json"),
+                "--partition '3,3,2' has 3 entries but the pipeline has 2 stages")
+        ref = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results",
+                           "reference", "h100_sxm_profile.json")
+        with open(ref) as f:
+            prof = json.load(f)
+        prof.update(name="absurd", peak_flops=1e300, memory_bandwidth=1e300,
+                    link_bandwidth=1e-300, link_latency=0)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "absurd.json")
+            with open(path, "w") as f:
+                json.dump(prof, f)
+            refused(run(*base, "--layers", "8", "--device-profile", path),
+                    "make stage 0's time longer than")
+
+    def test_bound_counts_v_shape_generation_at_its_cost(self):
+        # D = 1024, N = 1031 only: about 6e7 simulated tasks, under the bound, but v-half's and
+        # v-min's generation cost about D tasks' worth per task (minutes), so it is refused
+        # before any work.
+        r = run("tune", "--workload", "mlp", "--layers", "2048", "--width", "8", "-d", "1024",
+                "--global-batch", "1031", "--memory-limit-bytes", "1G")
+        line = one_line_refusal(self, r, "over the bound of 2e+08")
+        self.assertIn("v-half and v-min's generation", line)
+
+    def test_progress_names_a_long_candidate_before_it_runs(self):
+        # v-half and v-min at D = 128, N = 541 are each expected to take about a second by the
+        # bound's count, so each is named on stderr before it starts, whatever the clock says;
+        # every progress line has the same form.
+        r = run("tune", "--workload", "mlp", "--layers", "128", "--width", "8", "-d", "128",
+                "--global-batch", "541", "--memory-limit-bytes", "1G")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stderr.splitlines()
+        self.assertIn("tune: simulating v-half N=541 (23 of 26)", lines)
+        self.assertIn("tune: simulating v-min N=541 (24 of 26)", lines)
+        for line in lines:
+            self.assertRegex(line, r"^tune: simulating [a-z0-9-]+( v=\d)? N=541 \(\d+ of 26\)$")
 
     def test_default_global_batch_from_microbatch_size(self):
         tune_default = run("tune", *WL, "-d", "2", "-b", "3", "--memory-limit-bytes", "1G",

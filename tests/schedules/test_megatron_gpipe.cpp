@@ -1,5 +1,9 @@
 // Closed forms (docs/schedules.md) against the simulator for the one-stage-per-
 // rank families and Megatron's interleaving, exactly, over D in {2,4,8,16}.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "sim_helpers.h"
@@ -160,20 +164,146 @@ TEST(Interleaved, ChunkOrderFollowsMegatronScheduleTable) {
       "rank 1: F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 B1.2 B1.3\n");
 }
 
+// PyTorch's ScheduleInterleaved1F1B order, ported from torch/distributed/pipelining/schedules.py
+// (ScheduleInterleaved1F1B.__init__, _calculate_single_rank_operations, _get_warmup_ops with
+// multiply_factor 2, _get_1f1b_rank_ops), idle slots (None) dropped; "" where PyTorch refuses N
+// (not a multiple of rounds = max(1, N div D)). P = N / rounds; rank r runs
+// min((v-1)P + 2(D-1-r), vN) forwards, then one F and one B while forwards remain, then the
+// rest of the B. Op k's forward is for local stage (k div P) mod v, its backward (k - warmup)
+// for v-1 - ((k - warmup) div P) mod v, and each stage counts its own micro-batches from 0.
+std::string pytorch_interleaved_1f1b(int d, int n, int v) {
+  const int rounds = std::max(1, n / d);
+  if (n % rounds != 0) return "";
+  const int per_round = n / rounds, total = v * n;
+  std::string out;
+  for (int r = 0; r < d; ++r) {
+    std::vector<int> next_f(v * d, 0), next_b(v * d, 0);
+    std::string line = "rank " + std::to_string(r) + ":";
+    auto f = [&](int k) {
+      const int stage = (k / per_round) % v * d + r;
+      line += " F" + std::to_string(stage) + "." + std::to_string(next_f[stage]++);
+    };
+    auto b = [&](int j) {
+      const int stage = (v - 1 - (j / per_round) % v) * d + r;
+      line += " B" + std::to_string(stage) + "." + std::to_string(next_b[stage]++);
+    };
+    const int warmup = std::min((v - 1) * per_round + 2 * (d - 1 - r), total);
+    for (int k = 0; k < warmup; ++k) f(k);
+    for (int k = warmup; k < total; ++k) {
+      f(k);
+      b(k - warmup);
+    }
+    for (int j = total - warmup; j < total; ++j) b(j);
+    out += line + "\n";
+  }
+  return out;
+}
+
+TEST(Interleaved, EqualsPyTorchWithItsRoundSizeAsTheGroupSize) {
+  int compared = 0, by_default = 0;
+  for (int d = 2; d <= 6; ++d)
+    for (int n = 1; n <= 4 * d; ++n)
+      for (int v : {2, 3}) {
+        const std::string torch = pytorch_interleaved_1f1b(d, n, v);
+        if (torch.empty()) continue;  // PyTorch refuses N (D = 4: N = 9, 13, 14, 15)
+        const int per_round = n / std::max(1, n / d);
+        EXPECT_EQ(to_text(generate({"interleaved-1f1b", d, n, v, per_round})), torch)
+            << "D=" << d << " N=" << n << " v=" << v << " --group-size " << per_round;
+        ++compared;
+        // The default g (D, or N when N < D) is PyTorch's round size when N < D or D divides N.
+        if (n < d || n % d == 0) {
+          EXPECT_EQ(to_text(generate({"interleaved-1f1b", d, n, v, 0})), torch)
+              << "D=" << d << " N=" << n << " v=" << v;
+          ++by_default;
+        }
+      }
+  EXPECT_EQ(compared, 118);
+  EXPECT_EQ(by_default, 70);
+}
+
+// Orders printed by the port above of PyTorch's algorithm (and, for D = 4, N = 3, by a second,
+// Python port of the same source), pasted unchanged: N < D, and N = 4 not a multiple of D = 3.
+TEST(Interleaved, GoldenPyTorchOrders) {
+  // One round of N = 3 < D micro-batches: the default group size is N.
+  EXPECT_EQ(to_text(generate({"interleaved-1f1b", 4, 3, 2, 0})),
+            "rank 0: F0.0 F0.1 F0.2 F4.0 F4.1 F4.2 B4.0 B4.1 B4.2 B0.0 B0.1 B0.2\n"
+            "rank 1: F1.0 F1.1 F1.2 F5.0 F5.1 F5.2 B5.0 B5.1 B5.2 B1.0 B1.1 B1.2\n"
+            "rank 2: F2.0 F2.1 F2.2 F6.0 F6.1 F6.2 B6.0 B6.1 B6.2 B2.0 B2.1 B2.2\n"
+            "rank 3: F3.0 F3.1 F3.2 F7.0 B7.0 F7.1 B7.1 F7.2 B7.2 B3.0 B3.1 B3.2\n");
+  EXPECT_EQ(to_text(generate({"interleaved-1f1b", 3, 2, 3, 0})),
+            "rank 0: F0.0 F0.1 F3.0 F3.1 F6.0 F6.1 B6.0 B6.1 B3.0 B3.1 B0.0 B0.1\n"
+            "rank 1: F1.0 F1.1 F4.0 F4.1 F7.0 F7.1 B7.0 B7.1 B4.0 B4.1 B1.0 B1.1\n"
+            "rank 2: F2.0 F2.1 F5.0 F5.1 F8.0 B8.0 F8.1 B8.1 B5.0 B5.1 B2.0 B2.1\n");
+  // D = 3, N = 4: PyTorch's one round of 4 is --group-size 4; Megatron's default g = 3 differs.
+  const std::string torch =
+      "rank 0: F0.0 F0.1 F0.2 F0.3 F3.0 F3.1 F3.2 F3.3 B3.0 B3.1 B3.2 B3.3 B0.0 B0.1 B0.2 B0.3\n"
+      "rank 1: F1.0 F1.1 F1.2 F1.3 F4.0 F4.1 F4.2 B4.0 F4.3 B4.1 B4.2 B4.3 B1.0 B1.1 B1.2 B1.3\n"
+      "rank 2: F2.0 F2.1 F2.2 F2.3 F5.0 B5.0 F5.1 B5.1 F5.2 B5.2 F5.3 B5.3 B2.0 B2.1 B2.2 B2.3\n";
+  EXPECT_EQ(to_text(generate({"interleaved-1f1b", 3, 4, 2, 4})), torch);
+  EXPECT_NE(to_text(generate({"interleaved-1f1b", 3, 4, 2, 0})), torch);
+  EXPECT_EQ(generate({"interleaved-1f1b", 4, 3, 2, 0}).params.group_size, 3);
+  EXPECT_EQ(generate({"interleaved-1f1b", 4, 8, 2, 0}).params.group_size, 4);
+}
+
+// A default order that deadlocks is refused in one line that names the group size that runs:
+// PyTorch's N / max(1, N div D), or one group where PyTorch refuses N.
+TEST(Interleaved, DeadlockNamesPyTorchsGroupSize) {
+  auto message = [](int d, int n, int v) -> std::string {
+    try {
+      generate({"interleaved-1f1b", d, n, v, 0});
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  const std::string d5n12 = message(5, 12, 2);
+  EXPECT_NE(d5n12.find("deadlocks"), std::string::npos) << d5n12;
+  EXPECT_NE(d5n12.find("--group-size 6 (PyTorch's"), std::string::npos) << d5n12;
+  EXPECT_EQ(d5n12.find('\n'), std::string::npos) << d5n12;
+  EXPECT_EQ(to_text(generate({"interleaved-1f1b", 5, 12, 2, 6})),
+            pytorch_interleaved_1f1b(5, 12, 2));
+  const std::string d4n5 = message(4, 5, 3);
+  EXPECT_NE(d4n5.find("--group-size 5 (PyTorch's"), std::string::npos) << d4n5;
+  // D = 4, N = 9: PyTorch refuses N = 9 (3 rounds do not divide it); one group of 9 runs.
+  const std::string d4n9 = message(4, 9, 3);
+  EXPECT_NE(d4n9.find("--group-size 9 (one group)"), std::string::npos) << d4n9;
+  EXPECT_NO_THROW(generate({"interleaved-1f1b", 4, 9, 3, 9}));
+}
+
+TEST(ClosedForm, InterleavedWithOneGroupOfFewerThanDMicroBatches) {
+  // g = N < D: GPipe over the vD stages, idle (D-1+(v-1)(D-N))(F+B).
+  for (int d : {2, 4, 8})
+    for (int n = 1; n < d; ++n)
+      for (int v : {2, 3})
+        for (const auto& c : kCosts) {
+          const auto r = simulate_uniform({"interleaved-1f1b", d, n, v, 0}, c);
+          const ClosedForm cf = closed_form(r.schedule.params, testing::uniform(c));
+          ASSERT_TRUE(cf.bubble_fraction) << cf.note;
+          const double idle = d - 1.0 + (v - 1.0) * (d - n);
+          EXPECT_NEAR(*cf.bubble_fraction, idle / (idle + v * n), 1e-12);
+          EXPECT_NEAR(r.metrics.bubble_fraction, *cf.bubble_fraction, 1e-12)
+              << "D=" << d << " N=" << n << " v=" << v;
+        }
+  // More than one group smaller than D: no closed form, and the note says so.
+  const ClosedForm cf = closed_form({"interleaved-1f1b", 2, 4, 2, 1}, {});
+  EXPECT_FALSE(cf.bubble_fraction);
+  EXPECT_NE(cf.note.find("below D"), std::string::npos) << cf.note;
+}
+
 TEST(Generators, RejectParametersTheirDefinitionsDoNotAllow) {
   EXPECT_THROW(generate({"1f1b", 4, 3}), UsageError);
   EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 1, 0}), UsageError);
-  EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 3}), UsageError);  // g < D
+  EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 3}), UsageError);  // g < D: deadlocks
+  EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 2}), UsageError);  // g < D: deadlocks
   EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, 9}), UsageError);  // g > N
-  EXPECT_THROW(generate({"interleaved-1f1b", 4, 3, 2, 0}), UsageError);  // N < D
-  // Without --group-size the message names the constraint the user set, not the default g.
+  EXPECT_THROW(generate({"interleaved-1f1b", 4, 8, 2, -1}), UsageError);
   try {
-    generate({"interleaved-1f1b", 4, 3, 2, 0});
-    FAIL() << "N < D was accepted";
+    generate({"interleaved-1f1b", 4, 8, 2, 2});
+    FAIL() << "a deadlocking g < D was accepted";
   } catch (const UsageError& e) {
     const std::string why = e.what();
-    EXPECT_NE(why.find("needs N >= D"), std::string::npos) << why;
-    EXPECT_EQ(why.find("--group-size"), std::string::npos) << why;
+    EXPECT_NE(why.find("group size 2"), std::string::npos) << why;
+    EXPECT_NE(why.find("--group-size 4 (PyTorch's"), std::string::npos) << why;
   }
   EXPECT_THROW(generate({"gpipe", 4, 8, 2, 0}), UsageError);  // chunks on gpipe
   EXPECT_THROW(generate({"gpipe", 4, 8, 0, 4}), UsageError);  // group size on gpipe
