@@ -37,7 +37,9 @@ std::string to_string(const Action& a) {
 namespace {
 
 [[noreturn]] void bad(std::string_view text, std::string_view why) {
-  throw UsageError("bad action '" + std::string(text) + "': " + std::string(why) +
+  // quoted: the token is the user's, and may hold a NUL (which would end the message) or be
+  // megabytes long.
+  throw UsageError("bad action " + quoted(text) + ": " + std::string(why) +
                    " (expected e.g. F3.1, B0.2, I1.0, W1.0 or (F0.7+B15.3))");
 }
 

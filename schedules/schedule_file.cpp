@@ -374,6 +374,15 @@ ScheduleFile parse_schedule_file(std::string_view text, std::string_view name,
       n = std::max(n, t.mb + 1);
     }
   });
+  // Two directions hold every stage twice (the records' parameter copies): a chain with no work
+  // would be a one-chain pipeline reported as a two-chain one.
+  for (int c = 0; p.chains() > 1 && c < p.chains(); ++c)
+    if (chain_mb[static_cast<std::size_t>(c)] == 0)
+      file_error(name, 0,
+                 "chain " + std::to_string(c) + " (stages " + std::to_string(p.chain_begin[c]) +
+                     ".." + std::to_string(p.chain_end[c] - 1) +
+                     ") carries no micro-batch (allowed: the bidirectional placement with work "
+                     "in both directions; for one direction use another placement)");
   double pairs = 0;
   for (int c = 0; c < p.chains(); ++c)
     pairs += static_cast<double>(p.chain_length(c)) * chain_mb[static_cast<std::size_t>(c)];

@@ -141,6 +141,25 @@ TEST(ScheduleFile, ValidationNamesTheLineRankAndAction) {
   EXPECT_NE(cycle.find("deadlock: "), std::string::npos) << cycle;
 }
 
+TEST(ScheduleFile, BothDirectionsOfABidirectionalFileCarryWork) {
+  // Rank 0 runs only chain 0: it was accepted as a two-chain step with 2x parameters.
+  EXPECT_EQ(error_of("# placement: bidirectional\nrank 0: F0.0 B0.0\n"),
+            "usage: f.txt: chain 1 (stages 1..1) carries no micro-batch (allowed: the "
+            "bidirectional placement with work in both directions; for one direction use another "
+            "placement)");
+  EXPECT_EQ(error_of("# placement: bidirectional\nrank 0: F0.0 B0.0 F1.0 B1.0\n"), "");
+}
+
+TEST(ScheduleFile, ABadTokenIsQuotedWholeOnOneLine) {
+  // A NUL inside the token once ended the message there; a megabyte token filled the screen.
+  const std::string nul = error_of(std::string("rank 0: F0.0\0 B0.0\n", 21));
+  EXPECT_NE(nul.find("bad action 'F0.0\\x00': "), std::string::npos) << nul;
+  EXPECT_NE(nul.find("(expected e.g. F3.1"), std::string::npos) << nul;
+  const std::string long_token = error_of("rank 0: F" + std::string(100000, '1') + ".0\n");
+  EXPECT_LT(long_token.size(), 1000u);
+  EXPECT_NE(long_token.find("... (100003 bytes)"), std::string::npos) << long_token;
+}
+
 TEST(ScheduleFile, ParseErrorsNameTheLine) {
   EXPECT_EQ(error_of("rank 0: F0.0\nrank 1: F1.0 X1.0\n"),
             "usage: f.txt:2: rank 1: bad action 'X1.0': op must be one of F, B, I, W (expected "
