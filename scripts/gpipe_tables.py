@@ -399,12 +399,22 @@ def build(ppbench: str, data: dict, gpu: list[dict] | None = None) -> dict:
         "definition": DEFINITION,
         "data": data,
         "machine": runs[0]["provenance"] if runs else {},
+        "predicted_by": simulator_provenance(ppbench),
         "table2": table2, "table3": table3, "small": small, "gpu": gpu_table,
         "scaling": {"model": SCALING_MODEL, "flags": " ".join(sflags), "schedule": "1f1b",
                     "microbatches": SCALING_N, "microbatch_size": 1,
                     "measured": scaling_series(SCALING_MEASURED_D, smeas),
                     "predicted": scaling_series(SCALING_PREDICTED_D, spred)},
     }
+
+
+def simulator_provenance(ppbench: str) -> dict:
+    """The build whose simulator made the predictions (git commit, version, date): --reuse remakes
+    them with today's ppbench from measurements of another day, so "machine" alone would date
+    the simulation wrongly."""
+    prov = ppbench_json(ppbench, ["simulate", "-s", "gpipe", "-d", "1", "-n", "1",
+                                  "--format", "json"]).get("provenance") or {}
+    return {k: prov.get(k) for k in ("git_commit", "ppbench_version", "date")}
 
 
 def discussion(table2: list[dict], small: list[dict], gpu: dict | None = None) -> str:

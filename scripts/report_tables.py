@@ -203,6 +203,12 @@ def gpipe_measured_by(table: dict) -> str:
             f"{max(loads):.1f} at the start of the measurements (the machine was shared)")
 
 
+def gpipe_predicted_by(table: dict) -> str:
+    """The sentence naming the build that simulated, where the table says (older ones do not)."""
+    commit = (table.get("predicted_by") or {}).get("git_commit")
+    return f" Simulated by ppbench at commit {str(commit)[:12]}." if commit else ""
+
+
 def gpipe_profiles_told(data: dict) -> str:
     """How each layer's F and B were taken: once, or the median of repeated profiles."""
     repeats = sorted({p.get("repeats", 1) for p in data["profiles"].values()})
@@ -239,7 +245,8 @@ def gpipe_tables_section(table: dict | None, source: str) -> list[str]:
            "formula is in this section's bubble tables). *measurement* is "
            f"{DASH}: ppbench has no run of the full shapes (no GPU run yet); real runs of "
            "smaller shapes of the same models follow the two tables.", "",
-           f"Layer costs measured on {gpipe_measured_by(table)}.", ""]
+           f"Layer costs measured on {gpipe_measured_by(table)}.{gpipe_predicted_by(table)}",
+           ""]
     cells: list[tuple[str, str, Any, Any]] = []  # (table, where, paper, simulation)
     out += ["**Table 2** (TPU v3; each cell ÷ the model's K = 2, M = 1 cell):", "",
             "| model | M | K | paper | theory | simulation | measurement |",

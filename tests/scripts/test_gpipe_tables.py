@@ -264,6 +264,7 @@ def test_report_gpipe_section_sets_paper_theory_simulation_and_measurement_side_
     assert "Source: GPipe, Tables 2 and 3; from `results/reference/gpipe_tables.json`" in gpipe
     assert "box (EPYC, 2 cores), commit abcdef123456" in gpipe
     assert "load average 1.5 to 2.5" in gpipe
+    assert "Simulated by ppbench" not in gpipe  # an older table does not say which build
     # Table 2, M = 32: paper, theory (none), simulation (64/33, 128/35, 256/39 over the base 1)
     assert "| model | M | K | paper | theory | simulation | measurement |" in gpipe
     assert "| Transformer-48 | 32 | 2 | 1.80 | — | 1.94 | — |" in gpipe
@@ -303,6 +304,31 @@ def test_report_gpipe_section_sets_paper_theory_simulation_and_measurement_side_
     assert "each layer's F and B measured once on the CPU" in gpipe
     assert "normalised to their own M = 1 run; each point one run's mean step time)" in gpipe
     assert "(the machine was shared); each point one run's mean step time." in one
+
+
+def test_the_report_names_the_build_that_simulated():
+    # --reuse remakes the predictions with today's ppbench from measurements of another commit.
+    table = fake_table()
+    table["predicted_by"] = {"git_commit": "0123456789abcdef", "ppbench_version": "0.1.0",
+                             "date": "2026-11-29T00:00:00Z"}
+    gpipe = section(report.build_report(rows(), "t.jsonl", gpipe_tables=table,
+                                        gpipe_tables_source="g"), "GPipe")
+    assert "box (EPYC, 2 cores), commit abcdef123456" in gpipe
+    assert "Simulated by ppbench at commit 0123456789ab." in gpipe
+
+
+def test_simulator_provenance_is_the_simulating_builds(monkeypatch):
+    import gpipe_tables as t
+    seen = []
+
+    def fake_json(ppbench, args):
+        seen.append(args)
+        return {"provenance": {"git_commit": "c0ffee", "ppbench_version": "9", "date": "d",
+                               "host": "h"}}
+    monkeypatch.setattr(t, "ppbench_json", fake_json)
+    assert t.simulator_provenance("pp") == {"git_commit": "c0ffee", "ppbench_version": "9",
+                                            "date": "d"}
+    assert seen[0][0] == "simulate"
 
 
 def test_report_says_how_many_profiles_and_steps_each_figure_is_the_median_of():
