@@ -240,9 +240,9 @@ std::string ScheduleFlags::describe() const {
 void CostFlags::add_to(CLI::App& app) {
   cost_option = app.add_option(
       "--cost", cost,
-      "Per-stage action costs, e.g. F=1,B=2,I=1,W=1,FB=3, each finite, > 0 and <= 1e12. Given only "
+      "Per-stage action costs, e.g. F=1,B=2,I=1,W=1,FB=3, each from 1e-12 to 1e12. Given only "
       "B: I = W = B/2; given I and W: B = I + W (all three: B must equal I + W); FB defaults to "
-      "F + B. Defaults F=1, I=1, W=1");
+      "F + B and may not be below max(F, B). Defaults F=1, I=1, W=1");
   app.add_option("--comm", comm,
                  "Time between an action on one rank and a dependent action on another rank "
                  "(default 0, at most 1e12)")
