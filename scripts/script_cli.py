@@ -23,6 +23,7 @@ import stat
 import sys
 import tempfile
 import threading
+import unicodedata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -58,8 +59,65 @@ def tracebacks_wanted() -> bool:
 
 def say(name: str, message: str) -> None:
     """One line on stderr, prefixed by the script's name; a message's own line breaks are
-    folded so that the contract's one line holds."""
-    print(f"{name}: {' '.join(str(message).split())}", file=sys.stderr)
+    folded so that the contract's one line holds, and what a terminal would act on (ESC, a
+    lone surrogate) is escaped (see shown)."""
+    print(shown(f"{name}: {' '.join(str(message).split())}"), file=sys.stderr)
+
+
+# What shown escapes: control characters (ESC, NUL, DEL, C1), format characters (bidi
+# overrides), line and paragraph separators, and lone UTF-16 surrogates (which no UTF-8 stream
+# can write).
+UNSHOWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def shown(text: str, limit: int | None = None) -> str:
+    """text as one harmless line: each character of UNSHOWN_CATEGORIES escaped as Python writes
+    it (\\x1b, \\ud800); with limit, cut to that many characters and an ellipsis."""
+    text = str(text)
+    if limit is not None and len(text) > limit:
+        text = text[:max(limit - 1, 0)] + "…"
+    if text.isprintable():  # the common case, at C speed (a space is printable, \t is not)
+        return text
+    return "".join(ch.encode("unicode_escape").decode("ascii")
+                   if unicodedata.category(ch) in UNSHOWN_CATEGORIES else ch for ch in text)
+
+
+def control_character(text: str, line_breaks: bool = False) -> str | None:
+    """The first lone UTF-16 surrogate or control character (Unicode category Cc: NUL, ESC, DEL,
+    ...) of text, or None: such text cannot be an argument (NUL ends it), a line of output (ESC
+    acts on the terminal) or UTF-8 (a surrogate). With line_breaks, tab and newline are allowed
+    (free text). Name it with shown(); is_surrogate tells the two kinds apart."""
+    for ch in text:
+        if ch.isprintable():
+            continue
+        if is_surrogate(ch) or (unicodedata.category(ch) == "Cc" and
+                                not (line_breaks and ch in "\t\n")):
+            return ch
+    return None
+
+
+def is_surrogate(ch: str) -> bool:
+    """Whether ch is a lone UTF-16 surrogate (JSON's "\\ud800"), which UTF-8 cannot encode."""
+    return "\ud800" <= ch <= "\udfff"
+
+
+def surrogate(text: str) -> str | None:
+    """The first lone UTF-16 surrogate of text, or None."""
+    return next((ch for ch in text if is_surrogate(ch)), None)
+
+
+def json_strings(value: Any, where: tuple = ()) -> Iterator[tuple[tuple, str]]:
+    """Every string of a parsed JSON value, keys included, with where it is: the path of keys
+    and indexes to it (a key's own path ends in the key)."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield (*where, key), key
+            yield from json_strings(item, (*where, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from json_strings(item, (*where, i))
 
 
 def first_line(text: str, default: str = "no message") -> str:

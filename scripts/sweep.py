@@ -117,7 +117,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from results_io import EXIT_MACHINE, atomic_write
-from script_cli import OneLineParser, ScriptError, output_path, run
+from script_cli import OneLineParser, ScriptError, output_path, run, say, shown
 from sweep_point import MPIRUN, Point
 from sweep_process import (MPI_VERSION_LINE, STOP, Stopped, mpi_missing_beside, probe,
                            run_point, stop_signals, visible_gpu_count)
@@ -276,13 +276,13 @@ def sweep_points(spec_path: Path, name: str, points: list[Point], ppbench: str, 
     set_aside = records.settle()
     todo = [p for p in points if force or records.status(p) not in STANDING]
     counts = {"ok": 0, "invalid": 0, "error": 0, "skipped": len(points) - len(todo)}
-    print(f"sweep '{name}': {who_text(recorded_by)}", flush=True)
+    say_line(f"sweep '{name}': {who_text(recorded_by)}")
     for note in notes:
-        print(f"sweep '{name}': note: {note}", flush=True)
+        say_line(f"sweep '{name}': note: {note}")
     if set_aside:
-        print(f"sweep '{name}': {set_aside}", flush=True)
-    print(f"sweep '{name}': {len(points)} points, {counts['skipped']} already recorded in "
-          f"{records.path} by this ppbench on this machine, {len(todo)} to run", flush=True)
+        say_line(f"sweep '{name}': {set_aside}")
+    say_line(f"sweep '{name}': {len(points)} points, {counts['skipped']} already recorded in "
+             f"{records.path} by this ppbench on this machine, {len(todo)} to run")
     done = 0
     interrupted: int | None = None
     try:
@@ -298,8 +298,8 @@ def sweep_points(spec_path: Path, name: str, points: list[Point], ppbench: str, 
                 f"{records.previous_path}")
             done += 1
             counts[row["status"]] += 1
-            print(f"[{i}/{len(todo)}] {point.label()} ... {describe(row)}{kept} "
-                  f"({time.monotonic() - start:.1f} s)", flush=True)
+            say_line(f"[{i}/{len(todo)}] {point.label()} ... {describe(row)}{kept} "
+                     f"({time.monotonic() - start:.1f} s)")
             if STOP.signum is not None:
                 interrupted = STOP.signum
                 break
@@ -310,9 +310,16 @@ def sweep_points(spec_path: Path, name: str, points: list[Point], ppbench: str, 
                       interrupted is not None)
     if interrupted is not None:
         raise Interrupted(interrupted, done, len(todo), records.path)
-    print(f"sweep '{name}': {counts['ok']} ok, {counts['invalid']} invalid, {counts['error']} "
-          f"error, {counts['skipped']} skipped -> {records.path}", flush=True)
+    say_line(f"sweep '{name}': {counts['ok']} ok, {counts['invalid']} invalid, {counts['error']} "
+             f"error, {counts['skipped']} skipped -> {records.path}")
     return counts
+
+
+def say_line(line: str) -> None:
+    """One progress line on stdout, at once; what a name or a point's message holds that a
+    terminal would act on (ESC) or UTF-8 cannot write (a lone surrogate of a file name that is
+    not UTF-8) escaped."""
+    print(shown(line), flush=True)
 
 
 def summary_path(prefix: Path) -> Path:
@@ -439,7 +446,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.summarize is not None:
-        print("\n".join(summarize(args.summarize, args.report, args.figures)))
+        for line in summarize(args.summarize, args.report, args.figures):
+            print(shown(line))
         return 0
     try:
         counts = run_sweep(args.spec, args.ppbench, args.out, args.force, args.timeout,
@@ -447,13 +455,14 @@ def main(argv: list[str] | None = None) -> int:
     except ScriptError as e:
         # Each carries its exit status: SpecError and an unreadable records file or unwritable
         # --out 2, PpbenchError its own (2, 3 or 1), MachineError 3.
-        print(f"sweep: {' '.join(str(e).split())}", file=sys.stderr)
+        say("sweep", str(e))
         return e.code
     except Interrupted as e:
-        print(f"sweep: {e}", file=sys.stderr, flush=True)
+        say("sweep", str(e))
+        sys.stderr.flush()
         return 128 + e.signum
     except OSError as e:
-        print(f"sweep: {e}", file=sys.stderr)
+        say("sweep", str(e))
         return EXIT_MACHINE
     return 1 if args.fail_on_error and counts["error"] else 0
 

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from results_io import (append_jsonl, append_new_lines, append_text, atomic_write, loads_finite,
                         parses_with_nan, rewrite_jsonl)
-from script_cli import read_text
+from script_cli import json_strings, read_text, shown, surrogate
 from sweep_point import RUN_KEYS, SPEC_KEYS, Point, format_number, make_point
 
 # What makes a recorded row stand for this sweep's run of the same point (sweep.py: Resume).
@@ -109,6 +109,17 @@ def row_key(row: dict) -> tuple | None:
         return None
 
 
+def unwritable_text(row: dict) -> str | None:
+    """The first lone UTF-16 surrogate ("\\ud800" in the JSON) of the row's point or its CSV
+    cells, or None: UTF-8 cannot write it, so PREFIX.csv could not be written with it."""
+    cells = run_csv_row(row) if is_run_row(row) else csv_row(row)
+    for _, text in json_strings([part(row, "point"), list(cells.values())]):
+        bad = surrogate(text)
+        if bad is not None:
+            return bad
+    return None
+
+
 class Records:
     """PREFIX.jsonl: the rows of this sweep's ppbench and machine, one per point (the last
     line of a point stands), and what the file held from others (set aside at settle())."""
@@ -128,6 +139,7 @@ class Records:
                 if not line.strip():
                     continue
                 self.lines += 1
+                why = None
                 try:
                     # Strict JSON: a NaN kept here would reach the CSV as nan and make
                     # report.py refuse the file, and could not be written back (allow_nan=False).
@@ -135,7 +147,12 @@ class Records:
                     key = row_key(row) if isinstance(row, dict) else None
                 except (ValueError, RecursionError) as e:  # RecursionError: nested too deep
                     why = e if isinstance(e, ValueError) and parses_with_nan(line) else "not JSON"
-                    print(f"warning: {self.path}:{n}: {why}, set aside", file=sys.stderr)
+                else:
+                    bad = unwritable_text(row) if key is not None else None
+                    if bad is not None:
+                        why = f"a lone UTF-16 surrogate ({shown(bad)}), which no CSV can hold"
+                if why is not None:
+                    print(shown(f"warning: {self.path}:{n}: {why}, set aside"), file=sys.stderr)
                     key, row = None, None
                 if key is not None and identity_of(row.get("recorded_by")) == self.identity:
                     self.rows[key] = row  # a later line of the point replaces it in place

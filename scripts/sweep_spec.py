@@ -10,12 +10,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import script_cli
 from results_io import finite_float, reject_constant
-from script_cli import InputError
+from script_cli import InputError, shown
 from sweep_point import COMMANDS, RUN_KEYS, SPEC_KEYS, Point, make_point
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,7 +113,9 @@ def load_spec(path: Path) -> tuple[dict, list[Point]]:
         spec = parse_spec(script_cli.read_text(path, "spec", MAX_SPEC_BYTES), str(path))
     except InputError as e:
         raise SpecError(str(e)) from None
-    problem = schema_problem(spec)
+    # The text first: a control character is named as such, not as a value the schema
+    # has no pattern for.
+    problem = text_problem(spec) or schema_problem(spec)
     if problem:
         raise SpecError(f"{path}: {problem}")
     try:
@@ -124,14 +128,27 @@ def load_spec(path: Path) -> tuple[dict, list[Point]]:
 def parse_spec(text: str, where: str) -> Any:
     """The spec's JSON with every number finite: NaN and Infinity are refused, and so is a
     number too large for a double (1e999, which Python would read as inf and pass on to
-    ppbench and into the records). InputError naming the value."""
+    ppbench and into the records), and an integer of more digits than Python reads.
+    InputError naming the value."""
     try:
-        return json.loads(text, parse_float=finite_float, parse_constant=reject_constant)
+        return json.loads(text, parse_float=finite_float, parse_int=whole_number,
+                          parse_constant=reject_constant)
     except (RecursionError, json.JSONDecodeError):
         # The syntax errors, worded as everywhere else (parse_json raises them again).
         return script_cli.parse_json(text, where, parse_constant=reject_constant)
     except ValueError as e:  # finite_float's or reject_constant's
         raise InputError(f"{where}: not JSON this program can read ({e})") from None
+
+
+def whole_number(text: str) -> int:
+    """json.loads's parse_int: an integer of up to sys.get_int_max_str_digits() digits (Python
+    refuses more, in words about its own settings); ValueError naming its length."""
+    digits = len(text.lstrip("-"))
+    cap = sys.get_int_max_str_digits()
+    if cap and digits > cap:
+        raise ValueError(f"an integer of {digits} digits ({shown(text, 20)}); allowed: at most "
+                         f"{cap} digits")
+    return int(text)
 
 
 def load_schema() -> dict:
@@ -207,7 +224,7 @@ def describe_schema_error(error: Any, spec: Any, schema: dict) -> str:
                 f"{', '.join(known)}")
     if not rest:  # the group itself, or the whole spec
         if group is None and where == "top level" and path == []:
-            return f"top level: {error.message}; allowed: {schema['description'].split('.')[0]}"
+            return f"top level: {error.message}; allowed: {first_sentence(schema['description'])}"
         return (f"{where}: {short_json(error.instance)} is not allowed; allowed: "
                 f"{schema['$defs']['group']['description'] if group is not None or path else ''}")
     key = str(rest[0])
@@ -229,6 +246,40 @@ def describe_schema_error(error: Any, spec: Any, schema: dict) -> str:
 # The longest a point may run: a week, as the schema bounds a spec's "timeout" (a larger one
 # overflows the clock arithmetic of the process that waits for it).
 MAX_TIMEOUT_S = 604800
+
+
+def first_sentence(text: str) -> str:
+    """text up to its first full stop that ends a sentence (the dot of 'sweep.py' does not)."""
+    return re.split(r"\.(?:\s|$)", text, maxsplit=1)[0]
+
+
+# Spec keys whose values are free text for people, where a tab or a line break is fine.
+FREE_TEXT_KEYS = ("description",)
+
+
+def text_problem(spec: Any) -> str | None:
+    """The first string of the spec (a key or a value) that holds a lone UTF-16 surrogate, or a
+    control character outside a description, as one line naming the group and the key: such a
+    string cannot become an argument of ppbench (NUL ends it), a progress line (ESC acts on the
+    terminal) or a line of the CSV (a surrogate is not UTF-8)."""
+    for where, text in script_cli.json_strings(spec):
+        key = next((k for k in reversed(where) if isinstance(k, str)), None)
+        free = key in FREE_TEXT_KEYS and where[-1] == key and text is not key
+        bad = script_cli.control_character(text, line_breaks=free)
+        if bad is None:
+            continue
+        kind = ("a lone UTF-16 surrogate" if script_cli.is_surrogate(bad)
+                else "a control character")
+        place = "top level"
+        if len(where) >= 2 and where[0] == "runs" and isinstance(where[1], int):
+            place = group_text(where[1], spec["runs"][where[1]])
+        named = "" if key is None else f"key \"{shown(key, 60)}\": "
+        item = f" (item {where[-1]})" if where and isinstance(where[-1], int) and \
+            len(where) > 2 else ""
+        return (f"{place}: {named}{short_json(text)}{item} holds {kind} ({shown(bad)}); "
+                f"allowed: text without control characters (a description may hold tabs and "
+                f"line breaks) and without lone surrogates")
+    return None
 
 
 def positive_finite(value: Any, what: str) -> float:
@@ -267,10 +318,14 @@ def parse_only(texts: list[str]) -> dict[str, set]:
         parsed = set()
         for v in values.split(","):
             if key in ONLY_INT_KEYS:
+                # Plain digits only: int() also reads '0_2', ' 2', '+2' and other scripts' digits.
+                if not re.fullmatch(r"[0-9]+", v):
+                    raise SpecError(f"--only '{shown(text, 80)}': '{shown(v, 40)}' is not a "
+                                    f"whole number; allowed: the digits 0-9 only")
                 try:
-                    parsed.add(int(v))
-                except ValueError:
-                    raise SpecError(f"--only '{text}': '{v}' is not a whole number") from None
+                    parsed.add(whole_number(v))
+                except ValueError as e:
+                    raise SpecError(f"--only {key}=...: {e}") from None
             elif v:
                 parsed.add(v)
             else:
