@@ -72,15 +72,13 @@ double candidate_tasks(int devices, const TuneCandidate& c) {
   const double tasks = schedule_tasks(p);
   const ScheduleInfo* info = lookup_schedule(c.schedule);
   if (info == nullptr || !info->packs_slot_rows) return tasks;
-  // v_memory.cpp's squeeze moves each pass up to O(D) slots earlier and replays the rank's
-  // running memory over the stretch it moved (a max-tree update per slot), so generating costs
-  // about D steps per task where simulating costs one: v-half at D = 256, N = 257 takes 1.7 s
-  // and at D = 512, N = 513 14 s, nearly all in the generator, where 1f1b takes milliseconds.
-  // Measured (Release, x86, `show` and `simulate` alike): v-half about 1e-7 s x D^2 N, v-min
-  // about a quarter of that. The bound prices a task at 0.3 us (2e8 tasks, about a minute), so
-  // 1e-7 D^2 N s is (6 D N tasks) x D / 18; v-half's figure serves both, so the bound holds.
-  constexpr double kSqueezePerTaskPerRank = 1.0 / 18;
-  return tasks + tasks * devices * kSqueezePerTaskPerRank;
+  // v_memory.cpp's squeeze tries each pass against a tree of the rank's slots (O(log S) a try),
+  // and its walks over slot rows miss the cache more as D grows: per task, generating and
+  // simulating v-half took 1.0, 1.4 and 2.0 us at D = 256, 512, 1024 (N = D + 1; `simulate`,
+  // Release, a 2-core x86 VM), about 0.3 us x sqrt(D) / 4 where the bound prices a simulated
+  // task at 0.3 us (2e8 tasks, about a minute); v-min takes less. So they count as
+  // (1 + sqrt(D) / 4) tasks each.
+  return tasks * (1 + std::sqrt(static_cast<double>(devices)) / 4);
 }
 
 double search_tasks(const TuneSpace& space, const std::vector<TuneCandidate>& all) {

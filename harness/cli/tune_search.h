@@ -52,7 +52,7 @@ std::vector<TuneCandidate> enumerate_candidates(const TuneSpace& space);
 // One candidate's work in simulated tasks, from the parameters alone, for the bound on the
 // search's size and the progress line: the tasks the simulation walks over (memory_estimate.h's
 // schedule_tasks), and for the families whose generator packs slot rows (v-half, v-min) the
-// generator's squeeze on top, which costs about D tasks' worth per task (see the .cpp).
+// generator's squeeze on top, which costs about sqrt(D) / 4 tasks' worth per task (see the .cpp).
 double candidate_tasks(int devices, const TuneCandidate& c);
 
 // candidate_tasks summed over the space.

@@ -4,8 +4,8 @@
 // eager_execution_time and schedule_from_pattern, with the same tie-breaks, so
 // that the per-rank orders are the reference's. Two things are computed another
 // way with the same results, for large D and N: the slot-order walks use a heap
-// (SlotWalk) instead of a scan over all lists, and a slot try replays only the
-// stretch of the rank that it changes (RankMemory) instead of the whole rank.
+// (SlotWalk) instead of a scan over all lists, and a slot try reads the rank's
+// peak from a tree over its slots (RankMemory) instead of rescanning the rank.
 // scripts/v_memory_reference_orders.py --compare checks the orders against the
 // reference file.
 #include "schedules/generators/v_memory.h"
@@ -165,81 +165,118 @@ int peak_memory(const Lists& s) {
   return peak;
 }
 
-// peak_memory of one rank while the squeeze tries slots for its passes, without
-// rescanning the whole rank for each try. Every rank has at most one pass per
-// slot (the block's four offsets differ modulo 6, W and moves only take empty
-// slots, and re-timing runs one pass at a time), so the rank is a row of slots.
-// Moving a pass earlier changes the running memory only from its new slot until
-// the running state (memory, I without W) meets the old one again; the rest is
-// read from a max-tree over the old running memory.
+// peak_memory of one rank while the squeeze tries slots for its passes, in
+// O(log S) per try and per move instead of a rescan. Every rank has at most
+// one pass per slot (the block's four offsets differ modulo 6, W and moves only
+// take empty slots, and re-timing runs one pass at a time), so the rank is a
+// row of slots, and each slot maps the running state (memory c, I without W w)
+// to the next one. A stretch of slots maps it the same way in closed form,
+// w' = max(w + a, b), c' = c + h + (w' - w), and reaches at most
+// c + max(x, y - w) inside; these compose (Piece::then), so a tree over the
+// row gives the peak of any row that differs in a few slots. The tree's leaves
+// are blocks of kBlock slots, read from the slots' kinds when needed.
 class RankMemory {
  public:
   explicit RankMemory(const Lists& s) : has_w_(s.size() > 4) {
     for (const auto& l : s) size_ = std::max(size_, l.back() + 1);
-    kind_at_.assign(static_cast<std::size_t>(size_), -1);
+    kind_at_.assign(static_cast<std::size_t>(size_), kEmpty);
     for (std::size_t k = 0; k < s.size(); ++k)
-      for (int t : s[k]) kind_at_[static_cast<std::size_t>(t)] = static_cast<int>(k);
-    cur_.assign(static_cast<std::size_t>(size_), 0);
-    waiting_.assign(static_cast<std::size_t>(size_), 0);
-    tree_.assign(2 * static_cast<std::size_t>(size_), 0);
-    replay(0, -1, -1, true);
+      for (int t : s[k]) kind_at_[static_cast<std::size_t>(t)] = static_cast<signed char>(k);
+    blocks_ = (size_ + kBlock - 1) / kBlock;
+    tree_.assign(2 * static_cast<std::size_t>(blocks_), Piece{});
+    for (int j = 0; j < blocks_; ++j) tree_[static_cast<std::size_t>(blocks_ + j)] = block(j);
+    for (int j = blocks_ - 1; j > 0; --j) pull(j);
   }
   // The rank's peak with the pass of `kind` at slot `from` moved to `to` < from.
-  int peak_if_moved(int kind, int from, int to) { return replay(to, kind, from, false); }
+  int peak_if_moved(int kind, int from, int to) const {
+    const Piece row = range(0, to)
+                          .then(slot(kind))
+                          .then(range(to + 1, from))
+                          .then(slot(kEmpty))
+                          .then(range(from + 1, size_));
+    return std::max({0, row.x, row.y});  // from c = 0, w = 0
+  }
+  // The least t in [lo, from] where the running memory over slots [t, from)
+  // stays at or below `limit`. Moving an F from `from` to an empty slot before
+  // that raises the memory there by at least one (in empty slots left the W
+  // run no sooner), so it would exceed limit + 1.
+  int first_fit(int lo, int from, int limit) const {
+    const auto fits = [&](int t) {
+      const Piece before = range(0, t), inside = range(t, from);
+      const int w = std::max(before.a, before.b), c = before.h + w;  // from c = 0, w = 0
+      return c + std::max(inside.x, inside.y - w) <= limit;
+    };
+    if (lo >= from || fits(lo)) return std::min(lo, from);
+    int bad = lo, good = from;  // fits(good), !fits(bad)
+    while (good - bad > 1) {
+      const int mid = bad + (good - bad) / 2;
+      (fits(mid) ? good : bad) = mid;
+    }
+    return good;
+  }
   void move(int kind, int from, int to) {
-    replay(to, kind, from, true);
-    kind_at_[static_cast<std::size_t>(from)] = -1;
-    kind_at_[static_cast<std::size_t>(to)] = kind;
+    kind_at_[static_cast<std::size_t>(from)] = kEmpty;
+    kind_at_[static_cast<std::size_t>(to)] = static_cast<signed char>(kind);
+    update(from / kBlock);
+    if (to / kBlock != from / kBlock) update(to / kBlock);
   }
 
  private:
-  // Runs peak_memory's scan from slot `start` with `kind` there and slot `gone`
-  // empty, until the state meets the stored one at or after `gone` (kind < 0:
-  // the stored row as is, to the end). With `store`, writes the new state.
-  int replay(int start, int kind, int gone, bool store) {
-    static constexpr int kDelta[5] = {1, 1, 0, 0, -1};
-    const auto at = [](int i) { return static_cast<std::size_t>(i); };
-    int cur = start > 0 ? cur_[at(start - 1)] : 0;
-    int waiting = start > 0 ? waiting_[at(start - 1)] : 0;
-    int peak = std::max(0, max_of(0, start));
-    for (int i = start; i < size_; ++i) {
-      const int k = i == start && kind >= 0 ? kind : i == gone ? -1 : kind_at_[at(i)];
-      if (k >= 0) {
-        cur += kDelta[k];
-        if (k == kI1 || k == kI0) ++waiting;
-      } else if (!has_w_ && waiting > 0) {
-        --cur;
-        --waiting;
-      }
-      peak = std::max(peak, cur);
-      if (kind >= 0 && i >= gone && cur == cur_[at(i)] && waiting == waiting_[at(i)])
-        return std::max(peak, max_of(i + 1, size_));
-      if (store) {
-        cur_[at(i)] = cur;
-        waiting_[at(i)] = waiting;
-        set(i, cur);
-      }
+  static constexpr int kBlock = 8;
+  static constexpr signed char kEmpty = -1;
+  static constexpr int kNone = -(1 << 28);  // below any reachable value, and twice it fits
+
+  struct Piece {
+    int a = 0, b = kNone, h = 0, x = kNone, y = kNone;  // default: no slots
+    // This stretch, then `next`.
+    Piece then(const Piece& n) const {
+      return {a + n.a, std::max(b + n.a, n.b), h + n.h, std::max(x, h + a + n.x),
+              std::max(y, h + std::max(b + n.x, n.y))};
     }
-    return peak;
+  };
+
+  // One slot: F adds one activation, an I one waiting W; W frees one; an empty
+  // slot runs a waiting W unless the rank has W lists.
+  Piece slot(int kind) const {
+    static constexpr Piece kPiece[5] = {{0, 0, 1, 1, 1},      // F0
+                                        {0, 0, 1, 1, 1},      // F1
+                                        {1, 1, -1, 0, 0},     // I1
+                                        {1, 1, -1, 0, 0},     // I0
+                                        {0, 0, -1, -1, -1}};  // W
+    if (kind >= 0) return kPiece[kind];
+    return has_w_ ? Piece{0, 0, 0, 0, 0} : Piece{-1, 0, 0, -1, 0};
   }
-  void set(int i, int v) {
-    std::size_t j = static_cast<std::size_t>(i + size_);
-    for (tree_[j] = v; j > 1; j /= 2) tree_[j / 2] = std::max(tree_[j], tree_[j ^ 1]);
+  Piece slots(int lo, int hi) const {
+    Piece p;
+    for (int i = lo; i < hi; ++i) p = p.then(slot(kind_at_[static_cast<std::size_t>(i)]));
+    return p;
   }
-  // Max of the stored running memory over slots [lo, hi); 0 when empty.
-  int max_of(int lo, int hi) const {
-    int best = 0;
-    for (auto l = static_cast<std::size_t>(lo + size_), h = static_cast<std::size_t>(hi + size_);
-         l < h; l /= 2, h /= 2) {
-      if (l & 1) best = std::max(best, tree_[l++]);
-      if (h & 1) best = std::max(best, tree_[--h]);
+  Piece block(int j) const { return slots(j * kBlock, std::min(size_, (j + 1) * kBlock)); }
+  void pull(int j) {
+    const auto u = static_cast<std::size_t>(j);
+    tree_[u] = tree_[2 * u].then(tree_[2 * u + 1]);
+  }
+  void update(int j) {
+    tree_[static_cast<std::size_t>(blocks_ + j)] = block(j);
+    for (int u = (blocks_ + j) / 2; u > 0; u /= 2) pull(u);
+  }
+  // The stored row over slots [lo, hi).
+  Piece range(int lo, int hi) const {
+    if (lo >= hi) return {};
+    const int bl = (lo + kBlock - 1) / kBlock, bh = hi / kBlock;  // whole blocks [bl, bh)
+    if (bl >= bh) return slots(lo, hi);
+    Piece left = slots(lo, bl * kBlock), right;
+    for (int l = bl + blocks_, h = bh + blocks_; l < h; l /= 2, h /= 2) {
+      if (l & 1) left = left.then(tree_[static_cast<std::size_t>(l++)]);
+      if (h & 1) right = tree_[static_cast<std::size_t>(--h)].then(right);
     }
-    return best;
+    return left.then(right).then(slots(bh * kBlock, hi));
   }
 
   bool has_w_;
-  int size_ = 0;
-  std::vector<int> kind_at_, cur_, waiting_, tree_;
+  int size_ = 0, blocks_ = 0;
+  std::vector<signed char> kind_at_;
+  std::vector<Piece> tree_;
 };
 
 // Walks every pass of every rank in slot order (ties: lower rank, then lower
@@ -350,7 +387,9 @@ Plan squeeze(Plan plan, bool with_w) {
     if (after + 1 > slot) broken("a pass precedes its dependency");
 
     bool moved = false;
-    for (int t = after + 1; t < slot && !moved; ++t) {
+    int first = after + 1;  // earlier slots would take the rank over the budget
+    if (kind == kF0 || kind == kF1) first = memory[rank].first_fit(first, slot, budget - 1);
+    for (int t = first; t < slot && !moved; ++t) {
       if (taken[rank].at(static_cast<std::size_t>(t))) continue;
       mine = t;
       moved = memory[rank].peak_if_moved(kind, slot, t) <= budget;

@@ -173,26 +173,26 @@ class Tune(unittest.TestCase):
                     "make stage 0's time longer than")
 
     def test_bound_counts_v_shape_generation_at_its_cost(self):
-        # D = 1024, N = 1031 only: about 6e7 simulated tasks, under the bound, but v-half's and
-        # v-min's generation cost about D tasks' worth per task (minutes), so it is refused
-        # before any work.
+        # D = 1024, N = 1031 only: v-half's and v-min's generation, sqrt(D)/4 = 8 tasks' worth
+        # per task, take the search past the bound (it ran 290 s when they counted as their
+        # tasks alone), so it is refused before any work.
         r = run("tune", "--workload", "mlp", "--layers", "2048", "--width", "8", "-d", "1024",
                 "--global-batch", "1031", "--memory-limit-bytes", "1G")
         line = one_line_refusal(self, r, "over the bound of 2e+08")
         self.assertIn("v-half and v-min's generation", line)
 
     def test_progress_names_a_long_candidate_before_it_runs(self):
-        # v-half and v-min at D = 128, N = 541 are each expected to take about a second by the
+        # v-half and v-min at D = 256, N = 1031 are each expected to take over a second by the
         # bound's count, so each is named on stderr before it starts, whatever the clock says;
         # every progress line has the same form.
-        r = run("tune", "--workload", "mlp", "--layers", "128", "--width", "8", "-d", "128",
-                "--global-batch", "541", "--memory-limit-bytes", "1G")
+        r = run("tune", "--workload", "mlp", "--layers", "256", "--width", "8", "-d", "256",
+                "--global-batch", "1031", "--memory-limit-bytes", "1G")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stderr.splitlines()
-        self.assertIn("tune: simulating v-half N=541 (23 of 26)", lines)
-        self.assertIn("tune: simulating v-min N=541 (24 of 26)", lines)
+        self.assertIn("tune: simulating v-half N=1031 (23 of 26)", lines)
+        self.assertIn("tune: simulating v-min N=1031 (24 of 26)", lines)
         for line in lines:
-            self.assertRegex(line, r"^tune: simulating [a-z0-9-]+( v=\d)? N=541 \(\d+ of 26\)$")
+            self.assertRegex(line, r"^tune: simulating [a-z0-9-]+( v=\d)? N=1031 \(\d+ of 26\)$")
 
     def test_default_global_batch_from_microbatch_size(self):
         tune_default = run("tune", *WL, "-d", "2", "-b", "3", "--memory-limit-bytes", "1G",
