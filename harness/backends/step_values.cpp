@@ -129,6 +129,7 @@ nlohmann::json check_json(const GradientComparison& c, double tolerance, double 
         {"perturbation", spread->relative}, {"runs", kPerturbedReferenceRuns},
         {"precision", spread->precision},   {"gradient_tolerance", grad_tolerance},
         {"loss_tolerance", loss_tolerance}};
+  if (spread) j["reference_spread"]["judged"] = !reference_unjudgeable(spread->gradients);
   return j;
 }
 

@@ -379,6 +379,52 @@ TEST(CheckJson, AllowsForHowFarTheReferenceItselfMoves) {
                    kReferenceSpreadCeiling);
 }
 
+// Where one rounding of the start moves the reference itself past the ceiling, the ceiling's
+// premise (a result off by half says nothing was computed) is false: the tolerance is 4 x the
+// spread, unbounded, and the record says the step was not judged. Below it the ceiling holds.
+TEST(CheckJson, AReferenceThatMovesPastTheCeilingIsNotJudgedAgainstIt) {
+  GradientComparison c;
+  c.tensors = 1, c.max_rel_error = 0.7, c.worst_tensor = "beta";
+  const ReferenceSpread chaotic{.gradients = 900, .loss = 0.2, .relative = 6e-8};
+  const nlohmann::json j = check_json(c, 1e-4, 1, 1, "ref", &chaotic);
+  EXPECT_TRUE(j["passed"].get<bool>()) << j.dump();
+  EXPECT_FALSE(j["reference_spread"]["judged"].get<bool>());
+  EXPECT_DOUBLE_EQ(j["reference_spread"]["gradient_tolerance"].get<double>(), 3600);
+  const ReferenceSpread held{.gradients = 0.4, .loss = 0.2, .relative = 6e-8};
+  const nlohmann::json k = check_json(c, 1e-4, 1, 1, "ref", &held);
+  EXPECT_FALSE(k["passed"].get<bool>()) << k.dump();
+  EXPECT_TRUE(k["reference_spread"]["judged"].get<bool>());
+}
+
+// The fuzzer's false alarm: f32 AmoebaNet on one device, two AdamW steps. GPipe's one-device
+// order only reverses the sum of the micro-batches' gradients (first step: 1e-7 from the
+// reference; 1F1B, the reference's own order, is bitwise equal), yet after one AdamW step, which
+// turns BatchNorm gradients of rounding noise into full-size updates, the run lands 0.7 (N = 4)
+// or 900 (N = 14) away, and the reference started one rounding away lands 900 to 4e4 away. The
+// check used to cap its tolerance at 0.5 and fail it.
+TEST(CpuRun, CheckPassesAChaoticMultiStepRunThatTheReferenceCannotJudge) {
+  AmoebaNetConfig a;
+  a.layers = 6, a.filters = 16, a.image_size = 32, a.classes = 3;
+  const WorkloadSpec spec = build_amoebanet(a, 2, DType::kF32);
+  RunOptions o;
+  o.steps = 2;
+  o.optimizer.kind = OptimizerOptions::Kind::kAdamW;
+  o.optimizer.lr = 1e-4;
+  o.check = true;
+  for (const int n : {4, 14}) {
+    o.schedule = {"gpipe", 1, n};
+    const nlohmann::json check = run_cpu(spec, o).record["check"];
+    EXPECT_TRUE(check["passed"].get<bool>()) << n << ": " << check.dump();
+    ASSERT_TRUE(check.contains("reference_spread")) << check.dump();
+    EXPECT_FALSE(check["reference_spread"]["judged"].get<bool>()) << check.dump();
+  }
+  // One step is judged, and passes at f32's tolerance.
+  o.steps = 1;
+  const nlohmann::json one = run_cpu(spec, o).record["check"];
+  EXPECT_TRUE(one["passed"].get<bool>()) << one.dump();
+  EXPECT_FALSE(one.contains("reference_spread"));
+}
+
 // AmoebaNet's last BatchNorms see two values per channel at 32 pixels and micro-batch 2: after an
 // optimizer step, one rounding of the start moves the single-device step far past 1e-10, and
 // GPipe, whose backwards sum the micro-batches in reverse, lands inside that spread. The check

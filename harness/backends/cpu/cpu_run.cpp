@@ -222,9 +222,10 @@ std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, in
                                                     std::uint64_t seed, int steps,
                                                     const OptimizerOptions& optimizer,
                                                     double budget_bytes, std::string* why) {
-  // One step at a time: parameters, gradients, two moments, and the kept gradients of the step
-  // and of its reference; bounded as float64, which an f32 step stays within.
-  const double needs = float64_step_bytes(spec, 5);
+  // One step at a time: parameters, gradients, two moments, and the kept gradients of the step,
+  // of its reference and of the perturbed steps (compared pairwise); bounded as float64, which
+  // an f32 step stays within.
+  const double needs = float64_step_bytes(spec, 5 + kPerturbedReferenceRuns);
   if (needs > budget_bytes) {
     if (why)
       *why = "not measured: the single-device step on the CPU needs about " + bytes_text(needs) +

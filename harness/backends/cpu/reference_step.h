@@ -143,17 +143,20 @@ inline ReferenceSpread measure_reference_spread(const WorkloadSpec& spec, int mi
                                                 const StepValues& reference) {
   ReferenceSpread spread{.relative = unit_roundoff(spec.dtype),
                          .precision = std::string(dtype_name(spread_precision(spec.dtype)))};
-  for (int k = 0; k < kPerturbedReferenceRuns; ++k) {
-    const StepValues moved =
-        working_precision_step(spec, microbatches, seed, steps, optimizer,
-                               {spread.relative, seed + 1 + static_cast<std::uint64_t>(k)});
-    const GradientComparison m = compare_gradients(moved.tensors, reference.tensors);
+  auto widen = [&spread](const GradientComparison& m) {
     // A perturbed step that broke (NaN) says nothing about rounding: it must not widen the
     // tolerance.
     if (std::isfinite(m.max_rel_error))
       spread.gradients = std::max(spread.gradients, m.max_rel_error);
+  };
+  std::vector<StepValues> moved;
+  for (int k = 0; k < kPerturbedReferenceRuns; ++k) {
+    moved.push_back(
+        working_precision_step(spec, microbatches, seed, steps, optimizer,
+                               {spread.relative, seed + 1 + static_cast<std::uint64_t>(k)}));
+    widen(compare_gradients(moved.back().tensors, reference.tensors));
     const double loss =
-        std::abs(moved.loss - reference.loss) / std::max(std::abs(reference.loss), 1e-300);
+        std::abs(moved.back().loss - reference.loss) / std::max(std::abs(reference.loss), 1e-300);
     if (std::isfinite(loss)) spread.loss = std::max(spread.loss, loss);
   }
   return spread;
