@@ -76,6 +76,9 @@
 #                          (GTEST_FILTER=PATTERN, GoogleTest's syntax, e.g. 'Dtypes/Amoeba*' or
 #                          '-*D8*'); recorded as "gtest_filter" in each piece's summary, so a
 #                          filtered run never reads as the whole suite
+#   --sanitize-programs LIST  the test programs the sanitizer parts run, comma-separated:
+#                          cuda_kernel_tests, cuda_exec_tests (default both, in that order); one
+#                          alone lets racecheck and synccheck both finish in one call
 #   --bench REGEX          which benchmark programs (default: every (cuda|gpu)_*bench* program)
 #   --bench-filter REGEX   passed to each benchmark program as --benchmark_filter
 #   --equiv-filter REGEX   only the equivalence cases whose VARIANT/SCHEDULE/D<d> label matches,
@@ -142,11 +145,12 @@ SWEEP_SPEC=""
 SWEEP_ONLY=()
 NO_SANITIZER=0
 NO_TORCH=0
+SANITIZE_PROGRAMS=(cuda_kernel_tests cuda_exec_tests)
 
 usage_error() { echo "gpu-check: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--deadline|--gtest-shard|--gtest-filter|--bench|--bench-filter|--equiv-filter|--nvtx-filter|--sweep-spec|--sweep-only)
+    --build-dir|--bundle|--only|--out|--results|--piece-timeout|--deadline|--gtest-shard|--gtest-filter|--sanitize-programs|--bench|--bench-filter|--equiv-filter|--nvtx-filter|--sweep-spec|--sweep-only)
       [ $# -ge 2 ] || usage_error "$1 needs a value (see --help)"
       case "$1" in
         --build-dir) BUILD="$2" ;;
@@ -158,6 +162,15 @@ while [ $# -gt 0 ]; do
         --deadline) DEADLINE="$2" ;;
         --gtest-shard) SHARD="$2" ;;
         --gtest-filter) GTEST_FILTER_ARG="$2" ;;
+        --sanitize-programs)
+          IFS=',' read -r -a SANITIZE_PROGRAMS <<<"$2"
+          [ ${#SANITIZE_PROGRAMS[@]} -gt 0 ] || usage_error "--sanitize-programs: none named (allowed: cuda_kernel_tests, cuda_exec_tests)"
+          for p in "${SANITIZE_PROGRAMS[@]}"; do
+            case "$p" in
+              cuda_kernel_tests|cuda_exec_tests) ;;
+              *) usage_error "--sanitize-programs: unknown program '$p' (allowed: cuda_kernel_tests, cuda_exec_tests)" ;;
+            esac
+          done ;;
         --bench) BENCH_RE="$2" ;;
         --bench-filter) BENCH_FILTER="$2" ;;
         --equiv-filter) EQUIV_FILTER="$2" ;;
@@ -473,11 +486,18 @@ unavailable() {  # the part's tool is missing
   if [ "$EXPLICIT" = 1 ]; then PIECE_STATUS_OVERRIDE=unavailable-failed; else PIECE_STATUS_OVERRIDE=unavailable; fi
 }
 
+# Whether this piece runs GoogleTest programs, which alone take --gtest-filter and --gtest-shard:
+# a benchmark's or a sweep's summary does not carry a filter it never used.
+runs_gtest() {
+  case "$PIECE" in kernel-tests|exec-tests|sanitizer-*) return 0 ;; *) return 1 ;; esac
+}
+
 piece_end() {
   local name="$PIECE$1" dest tarball status
   status="$(PIECE_NAME="$name" PIECE_PART="$PIECE" PIECE_DIR="$PDIR" PIECE_MS="$(( $(now_ms) - PIECE_T0 ))" \
   PIECE_NOTES_TEXT="$(printf '%s\n' "${PIECE_NOTES[@]}")" PIECE_OVERRIDE="$PIECE_STATUS_OVERRIDE" \
-  SHARD_TEXT="${SHARD_N:+$SHARD_K/$SHARD_N}" GTEST_FILTER_TEXT="$GTEST_FILTER_ARG" \
+  SHARD_TEXT="$(runs_gtest && printf '%s' "${SHARD_N:+$SHARD_K/$SHARD_N}")" \
+  GTEST_FILTER_TEXT="$(runs_gtest && printf '%s' "$GTEST_FILTER_ARG")" \
     python3 - <<'PYEOF'
 import json, os, sys
 from pathlib import Path
@@ -622,7 +642,7 @@ part_sanitizer() {  # sanitizer-<tool>
     return
   fi
   [ "$tool" = memcheck ] && extra=(--leak-check full)
-  for program in cuda_kernel_tests cuda_exec_tests; do
+  for program in "${SANITIZE_PROGRAMS[@]}"; do
     prog "$program"
     # The tests' watchdogs (30 s a run) times 20: instrumented kernels run tens of times slower.
     gtest_step "$tool-$program" env PPBENCH_TEST_TIME_SCALE=20 compute-sanitizer --tool "$tool" \
