@@ -47,6 +47,21 @@ def test_gtest_filter_reaches_the_programs_and_the_summary(gpu_world):
     assert any("filter none" in v for k, v in files.items() if k.endswith("_tests.log"))
 
 
+def test_sanitize_programs_picks_the_programs_and_a_benchmark_records_no_filter(gpu_world):
+    w = gpu_world
+    write_exe(w["bundle"] / "bin" / "cuda_gemm_bench",
+              FAKE_BENCH.replace("/usr/bin/env python3", sys.executable))
+    r = check(w, "--only", "sanitizer-racecheck,benchmarks", "--sanitize-programs",
+              "cuda_kernel_tests", "--gtest-filter", "-*Amoeba*")
+    assert r.returncode == 0, r.stdout + r.stderr
+    tb = tarballs(w)
+    s, _ = piece_summary(tb["sanitizer-racecheck"])
+    assert [step["name"] for step in s["steps"]] == ["racecheck-cuda_kernel_tests"]
+    assert s["gtest_filter"] == "-*Amoeba*"
+    s, _ = piece_summary(tb["benchmarks"])  # it runs no GoogleTest: no filter to record
+    assert s["gtest_filter"] is None and s["shard"] is None
+
+
 @pytest.mark.parametrize("args, word", [
     (["--only", "kernel-tests,bogus"], "bogus"),
     (["--bench"], "--bench"),
@@ -425,6 +440,7 @@ def test_one_tarball_per_piece_and_gtest_shards(gpu_world):
     (["--sweep-only", "microbatches"], "microbatches"),
     (["--sweep-only", "stage=1"], "'stage'"),
     (["--sweep-spec", "/no/such/spec.json"], "/no/such/spec.json"),
+    (["--sanitize-programs", "cuda_exec_tests,foo"], "'foo'"),
 ])
 def test_more_bad_arguments_exit_2_naming_the_value(args, word):
     r = run([GPU_CHECK, *args])
