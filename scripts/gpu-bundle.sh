@@ -17,7 +17,8 @@
 #
 # Usage: scripts/gpu-bundle.sh [--out DIR] [--build-dir DIR] [--jobs N]
 #   --out DIR        the bundle folder (default gpu-bundle in the repository root); replaced whole,
-#                    as is its packed copy DIR.tar.gz
+#                    as is its packed copy DIR.tar.gz; a folder that is there must be an
+#                    earlier bundle (it holds bundle.env), else exit 2 before anything
 #   --build-dir DIR  the CMake build folder (default build-bundle)
 #   --jobs N         parallel build jobs (default: the number of cores)
 # Configured with -DPPBENCH_PORTABLE=ON (static libstdc++, libgcc and CUDA runtime, RPATH
@@ -64,13 +65,20 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-bundle: --jobs: '$JOBS' is not a positive number" >&2; exit 2; }
+mkdir -p "$(dirname "$OUT")"
+OUT="$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
+# --out is replaced whole at the end: refused up front unless it is absent or an earlier bundle
+# (its bundle.env), so that a mistyped folder (results/, the source tree) is never deleted.
+if [ -e "$OUT" ] && ! [ -f "$OUT/bundle.env" ]; then
+  echo "gpu-bundle: --out $OUT exists and is not a bundle (no bundle.env): give a new folder" \
+       "or an earlier bundle's" >&2
+  exit 2
+fi
 export PATH="$PATH:/usr/local/cuda/bin"
 command -v nvcc >/dev/null 2>&1 || { echo "gpu-bundle: nvcc not found (the bundle's CUDA code needs it)" >&2; exit 3; }
 for tool in cmake readelf strip sha256sum python3 tar gzip; do
   command -v "$tool" >/dev/null 2>&1 || missing "$tool not found"
 done
-mkdir -p "$(dirname "$OUT")"
-OUT="$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
 
 mkdir -p "$BUILD"
 echo "gpu-bundle: configuring $BUILD (portable, CUDA architectures $ARCHS)"

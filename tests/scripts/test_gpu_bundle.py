@@ -192,6 +192,19 @@ def test_gpu_bundle_script_usage():
         assert len(lines) == 1 and word in lines[0], r.stderr
 
 
+def test_an_out_folder_that_is_not_a_bundle_is_refused_before_anything(tmp_path):
+    # --out is replaced whole once the bundle is built: a mistyped folder would be deleted.
+    keep = tmp_path / "results"
+    keep.mkdir()
+    (keep / "precious.jsonl").write_text("{}\n")
+    r = subprocess.run(["bash", str(GPU_BUNDLE), "--out", str(keep)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not a bundle (no bundle.env)" in lines[0], r.stderr
+    assert (keep / "precious.jsonl").read_text() == "{}\n"
+
+
 def test_the_bundle_lists_its_programs_once_and_carries_the_check():
     text = GPU_BUNDLE.read_text()
     targets = re.search(r"^TARGETS=\((.*)\)$", text, re.M).group(1).split()
