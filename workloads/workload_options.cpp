@@ -184,7 +184,13 @@ WorkloadSpec WorkloadFlags::build_checked() const {
   c.hidden = value("--hidden", c.hidden);
   c.ffn = value("--ffn", c.ffn);
   c.heads = value("--heads", c.heads);
-  c.kv_heads = value("--kv-heads", c.kv_heads);
+  // The GPipe style is plain multi-head attention: its key/value heads follow --heads.
+  c.kv_heads = value("--kv-heads", c.style == TransformerStyle::kGpt ? c.heads : c.kv_heads);
+  if (given("--heads") && !given("--kv-heads") && c.heads > 0 && c.kv_heads > 0 &&
+      c.heads % c.kv_heads != 0)
+    throw UsageError("--heads " + std::to_string(c.heads) + " is not a multiple of the " +
+                     std::to_string(c.kv_heads) + " key/value heads of --preset " + preset +
+                     " (each serves a whole group); give --kv-heads too, dividing --heads");
   c.vocab = value("--vocab", c.vocab);
   c.seq = value("--seq", c.seq);
   return checked_totals(build_transformer(c, microbatch_size, dt));

@@ -124,6 +124,20 @@ class Contract(unittest.TestCase):
                           "--heads", "8", "--kv-heads", "8")
         self.assertEqual((spec["config"]["hidden"], spec["config"]["kv_heads"]), (128, 8))
 
+    def test_heads_alone_on_a_gpipe_preset_keeps_plain_multi_head_attention(self):
+        # Its key/value heads follow --heads (it was refused: "--kv-heads 32 does not divide
+        # --heads 16", a flag never given).
+        spec = model_json("-w", "transformer", "--preset", "gpipe-transformer", "--layers", "2",
+                          "--heads", "16")
+        self.assertEqual((spec["config"]["heads"], spec["config"]["kv_heads"]), (16, 16))
+        # A Llama preset keeps its grouped key/value heads; --heads they cannot group is named
+        # with where the key/value heads came from.
+        r = subprocess.run([PPBENCH, "model", "-w", "transformer", "--preset", "llama3-8b",
+                            "--heads", "4"], capture_output=True, text=True, timeout=60)
+        line = one_line_refusal(self, r, "--heads 4 is not a multiple of the 8 key/value heads "
+                                         "of --preset llama3-8b")
+        self.assertIn("give --kv-heads too", line)
+
     def test_zero_bubble_memory_formula(self):
         # GPT layer at 16 bits: M_B = sb(34h + 5as), M_W = 32sbh; b = 2. "activation_bytes" is
         # what ppbench's kernels keep (no dropout masks, 2-byte elements, the norms' rows and
