@@ -351,8 +351,9 @@ MemoryEstimate estimate_cpu_run(const WorkloadSpec& spec, const ScheduleParams& 
     summary = std::max(summary, static_cast<double>(l.params) * 8);
   double check = 0;
   if (o.check) {
-    // Float64 parameters, gradients, the reference's kept gradients and the run's.
-    check = float64_step_bytes(spec, 4);
+    // Float64 parameters, gradients, the reference's kept gradients and the run's, and the run's
+    // first step's (kept where it takes more than one step: cpu_check).
+    check = float64_step_bytes(spec, 5);
     summary = 0;
   }
   MemoryEstimate est;

@@ -138,9 +138,10 @@ bool spread_may_explain(const nlohmann::json& check, const GradientComparison& c
   return !check["passed"].get<bool>() && c.mismatch.empty() && user_tolerance <= 0;
 }
 
-std::string check_failure(const nlohmann::json& record) {
-  if (!record.contains("check") || record["check"].value("passed", false)) return "";
-  const nlohmann::json& c = record["check"];
+namespace {
+
+// Why check json `c` (one step's comparison, check_json's) failed, in one line.
+std::string comparison_failure(const nlohmann::json& c) {
   if (c.contains("mismatch"))
     return "--check failed: the gradients do not match the reference's tensors (" +
            c["mismatch"].get<std::string>() + ")";
@@ -155,6 +156,19 @@ std::string check_failure(const nlohmann::json& record) {
   return "--check failed: largest relative gradient error " + c["max_rel_error"].dump() + " in " +
          c["worst_tensor"].get<std::string>() + ", loss error " + c["loss_rel_error"].dump() +
          ", tolerance " + tolerance + " (against " + c["reference"].get<std::string>() + ")";
+}
+
+}  // namespace
+
+std::string check_failure(const nlohmann::json& record) {
+  if (!record.contains("check") || record["check"].value("passed", false)) return "";
+  const nlohmann::json& c = record["check"];
+  // The last step could not be judged and the first decided: its failure is the one to name.
+  if (c.contains("first_step"))
+    return comparison_failure(c["first_step"]) + "; the last step cannot be judged (one rounding " +
+           "of the reference's start moves it by " + c["reference_spread"]["gradients"].dump() +
+           ")";
+  return comparison_failure(c);
 }
 
 }  // namespace ppbench

@@ -50,13 +50,18 @@ void print_text(const nlohmann::json& r) {
   std::printf("loss %.10g  grad_norm %.10g\n", r["loss"].get<double>(),
               r["grad_norm"].get<double>());
   // A reference that one rounding of its start moves past the ceiling cannot tell a rounding
-  // from an error: the run did not fail, but it was not judged either, and says so.
+  // from an error in the last step: the first step's comparison decides where the run kept it
+  // (first_step), else the run did not fail but was not judged either, and says so.
   const bool judged = !r.contains("check") || !r["check"].contains("reference_spread") ||
                       r["check"]["reference_spread"].value("judged", true);
+  const bool by_first = r.contains("check") && r["check"].contains("first_step");
+  const char* verdict = !r.contains("check") || !r["check"]["passed"].get<bool>() ? "FAILED"
+                        : judged                                                  ? "passed"
+                        : by_first ? "passed on the first step"
+                                   : "NOT JUDGED";
   if (r.contains("check"))
     std::printf("check: %s, largest relative gradient error %s (%s) against %s, tolerance %g\n",
-                !r["check"]["passed"].get<bool>() ? "FAILED" : (judged ? "passed" : "NOT JUDGED"),
-                r["check"]["max_rel_error"].dump().c_str(),
+                verdict, r["check"]["max_rel_error"].dump().c_str(),
                 r["check"]["worst_tensor"].get<std::string>().c_str(),
                 r["check"]["reference"].get<std::string>().c_str(),
                 r["check"]["tolerance"].get<double>());
@@ -73,8 +78,17 @@ void print_text(const nlohmann::json& r) {
   if (!judged)
     std::printf(
         "  this many steps amplify one rounding past what a comparison can tell from an error "
-        "(the optimizer turns gradients of rounding noise into full-size updates); --steps 1 "
-        "compares one step's gradients\n");
+        "(the optimizer turns gradients of rounding noise into full-size updates); %s\n",
+        by_first ? "the first step's gradients are compared instead" : "--steps 1 checks one step");
+  if (by_first) {
+    const auto& f = r["check"]["first_step"];
+    std::printf("  first step: %s, largest relative gradient error %s (%s), tolerance %g\n",
+                f["passed"].get<bool>() ? "passed" : "FAILED", f["max_rel_error"].dump().c_str(),
+                f["worst_tensor"].get<std::string>().c_str(),
+                f.contains("reference_spread")
+                    ? f["reference_spread"]["gradient_tolerance"].get<double>()
+                    : f["tolerance"].get<double>());
+  }
   std::printf("step time %.4g ms, %.4g samples/s", r["step_time_s"].get<double>() * 1e3,
               r["throughput"]["samples_per_s"].get<double>());
   if (r["throughput"].contains("tokens_per_s"))

@@ -382,6 +382,27 @@ TEST(CheckJson, AllowsForHowFarTheReferenceItselfMoves) {
 // Where one rounding of the start moves the reference itself past the ceiling, the ceiling's
 // premise (a result off by half says nothing was computed) is false: the tolerance is 4 x the
 // spread, unbounded, and the record says the step was not judged. Below it the ceiling holds.
+TEST(CheckJson, AFailedFirstStepFailsTheCheckThatItsLastStepCouldNotJudge) {
+  nlohmann::json record;
+  record["check"] = {{"passed", false},
+                     {"reference_spread", {{"gradients", 900}, {"judged", false}}},
+                     {"first_step",
+                      {{"passed", false},
+                       {"max_rel_error", 0.3},
+                       {"worst_tensor", "layer 2 tensor 0"},
+                       {"loss_rel_error", 1e-3},
+                       {"tolerance", 1e-4},
+                       {"reference", "the CPU f32 single-device step, its first step"}}}};
+  const std::string why = check_failure(record);
+  EXPECT_EQ(why.rfind("--check failed: largest relative gradient error 0.3 in layer 2 tensor 0", 0),
+            0u)
+      << why;
+  EXPECT_NE(why.find("its first step); the last step cannot be judged (one rounding of the "
+                     "reference's start moves it by 900)"),
+            std::string::npos)
+      << why;
+}
+
 TEST(CheckJson, AReferenceThatMovesPastTheCeilingIsNotJudgedAgainstIt) {
   GradientComparison c;
   c.tensors = 1, c.max_rel_error = 0.7, c.worst_tensor = "beta";
@@ -417,6 +438,11 @@ TEST(CpuRun, CheckPassesAChaoticMultiStepRunThatTheReferenceCannotJudge) {
     EXPECT_TRUE(check["passed"].get<bool>()) << n << ": " << check.dump();
     ASSERT_TRUE(check.contains("reference_spread")) << check.dump();
     EXPECT_FALSE(check["reference_spread"]["judged"].get<bool>()) << check.dump();
+    // The first step, which one rounding has had no steps to amplify, is judged instead, at
+    // f32's own tolerance, and it decides.
+    ASSERT_TRUE(check.contains("first_step")) << check.dump();
+    EXPECT_TRUE(check["first_step"]["passed"].get<bool>()) << check.dump();
+    EXPECT_LE(check["first_step"]["max_rel_error"].get<double>(), 1e-4) << check.dump();
   }
   // One step is judged, and passes at f32's tolerance.
   o.steps = 1;

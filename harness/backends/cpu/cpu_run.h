@@ -76,7 +76,11 @@ std::optional<ReferenceSpread> cpu_reference_spread(const WorkloadSpec& spec, in
 // values per channel after a few optimizer steps, or whose gradients cancel below f32's rounding,
 // such as AmoebaNet in f32 with one image per micro-batch (reference_step.h), cannot be held
 // tighter by any correct run.
+// `first`, where given (a run of more than one step), is the first step's values: where the last
+// step cannot be judged, they are held to the reference's first step (`first_step` in the
+// record), which one rounding has not had steps to amplify, and decide `passed`.
 nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int microbatches,
-                         const StepValues& got, const std::string& over);
+                         const StepValues& got, const std::string& over,
+                         const StepValues* first = nullptr);
 
 }  // namespace ppbench
