@@ -133,6 +133,7 @@ LayerSpec decoder_layer(const TransformerConfig& c, int64_t index, Size b, int e
              {"seq", s},
              {"head_dim", c.head_dim()},
              {"dropout", c.dropout ? 1 : 0}};
+  if (llama) l.attrs["rope_theta"] = c.rope_theta;
   return l;
 }
 

@@ -26,6 +26,8 @@ struct TransformerConfig {
   // Counts the dropout masks and dropout outputs of the GPT/Megatron layer in the memory model
   // (Korthikanti et al.'s 34sbh + 5as^2b includes them). Parameters and FLOPs do not change.
   bool dropout = false;
+  // RoPE's base (the Llama style only): Llama 3 trained with 500000, Llama 2 with 10000.
+  int64_t rope_theta = 10000;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_hidden() const { return kv_heads * head_dim(); }

@@ -21,11 +21,17 @@ TransformerConfig make(const char* name, TransformerStyle style, int64_t layers,
   return c;
 }
 
+TransformerConfig with_rope_theta(TransformerConfig c, int64_t theta) {
+  c.rope_theta = theta;
+  return c;
+}
+
 const std::vector<TransformerConfig>& presets() {
   using S = TransformerStyle;
   static const std::vector<TransformerConfig> all = {
-      // Llama 3 8B; seq is its 8192-token training context.
-      make("llama3-8b", S::kLlama, 32, 4096, 14336, 32, 8, 128256, 8192, false),
+      // Llama 3 8B; seq is its 8192-token training context, RoPE's base its 500000.
+      with_rope_theta(make("llama3-8b", S::kLlama, 32, 4096, 14336, 32, 8, 128256, 8192, false),
+                      500000),
       // GPipe's Transformer-L with L = 48, the depth of its Table 2 (Transformer-48); a
       // Megatron-style layer with dropout, so the memory model is Zero Bubble's M_B.
       make("gpipe-transformer", S::kGpt, 48, 2048, 8192, 32, 32, 32000, 1024, true),

@@ -143,13 +143,13 @@ GpuPipelineRank::GpuPipelineRank(const WorkloadSpec& spec, const PartitionPlan& 
                                                       dt, s);
           sl.reads_data = true;
           break;
-        case LayerKind::kLlamaLayer:
-          sl.body =
-              cuda::make_decoder_layer(*params_,
-                                       DecoderConfig::llama(ls.attr("hidden"), ls.attr("heads"),
-                                                            ls.attr("kv_heads"), ls.attr("ffn")),
-                                       dt, s);
+        case LayerKind::kLlamaLayer: {
+          DecoderConfig c = DecoderConfig::llama(ls.attr("hidden"), ls.attr("heads"),
+                                                 ls.attr("kv_heads"), ls.attr("ffn"));
+          c.rope_theta = static_cast<double>(ls.attr("rope_theta"));
+          sl.body = cuda::make_decoder_layer(*params_, c, dt, s);
           break;
+        }
         case LayerKind::kGptLayer:
           sl.body = cuda::make_decoder_layer(
               *params_, DecoderConfig::gpipe(ls.attr("hidden"), ls.attr("heads"), ls.attr("ffn")),

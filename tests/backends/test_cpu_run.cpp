@@ -570,6 +570,18 @@ TEST(CpuRun, OptionsLeftAtTheirDefaultsRunSchedulesThatNeedDeeperMailboxes) {
             least + 3);
 }
 
+// RoPE's base reaches the CPU layers from the spec (llama3-8b's is 500000): the same tiny model at
+// another base computes another loss, and the preset carries Llama 3's.
+TEST(CpuRun, TheRopeBaseOfTheSpecReachesTheLayers) {
+  TransformerConfig c = transformer_preset("tiny-llama");
+  c.layers = 2, c.seq = 8;
+  const double base = single_device_step(build_transformer(c, 2, DType::kF64), 2, 3).loss;
+  c.rope_theta = 500000;
+  const double llama3 = single_device_step(build_transformer(c, 2, DType::kF64), 2, 3).loss;
+  EXPECT_NE(base, llama3);
+  EXPECT_EQ(transformer_preset("llama3-8b").rope_theta, 500000);
+}
+
 TEST(CpuRun, RejectsWhatItCannotRun) {
   RunOptions o;
   o.schedule = {"zb-v", 8, 16};  // 16 stages, but the MLP has 8 layers

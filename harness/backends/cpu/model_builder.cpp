@@ -62,11 +62,12 @@ PipelineLayerPtr<T> make_pipeline_layer(const WorkloadSpec& spec, std::size_t in
     case LayerKind::kEmbedding:
       return std::make_unique<SingleTensorLayer<T>>(
           std::make_unique<Embedding<T>>(l.attr("vocab"), l.attr("hidden"), s), true);
-    case LayerKind::kLlamaLayer:
-      return std::make_unique<SingleTensorLayer<T>>(
-          make_decoder_layer<T>(DecoderConfig::llama(l.attr("hidden"), l.attr("heads"),
-                                                     l.attr("kv_heads"), l.attr("ffn")),
-                                s));
+    case LayerKind::kLlamaLayer: {
+      DecoderConfig c = DecoderConfig::llama(l.attr("hidden"), l.attr("heads"), l.attr("kv_heads"),
+                                             l.attr("ffn"));
+      c.rope_theta = static_cast<double>(l.attr("rope_theta"));
+      return std::make_unique<SingleTensorLayer<T>>(make_decoder_layer<T>(c, s));
+    }
     case LayerKind::kGptLayer:
       return std::make_unique<SingleTensorLayer<T>>(make_decoder_layer<T>(
           DecoderConfig::gpipe(l.attr("hidden"), l.attr("heads"), l.attr("ffn")), s));
