@@ -67,6 +67,9 @@ DecoderConfig llama_tiny() { return DecoderConfig::llama(kH, 3, 1, 8); }
 DecoderConfig gpipe_tiny() { return DecoderConfig::gpipe(kH, 3, 7); }
 AttentionConfig gqa_tiny() { return {kH, 3, 1, 0, false, true, 10000.0}; }
 AttentionConfig mha_bias_tiny() { return {kH, 3, 3, 0, true, false, 10000.0}; }
+// Two key/value heads of two query heads each: with one key/value head (gqa_tiny) every query
+// head maps to group 0, so a wrong head -> group mapping would pass.
+AttentionConfig gqa_two_groups() { return {8, 4, 2, 0, false, true, 10000.0}; }
 AttentionConfig wide_heads() { return {kH, 3, 1, 4, false, true, 500000.0}; }  // 3 * 4 != 6
 
 std::vector<LayerCase> all_cases() {
@@ -85,6 +88,8 @@ std::vector<LayerCase> all_cases() {
                 LAYER(std::make_unique<RotaryEmbedding<T>>(2, 4))),
       make_case("attention_gqa_rope", tok, Memory::kShrinksAtI,
                 LAYER(std::make_unique<Attention<T>>(gqa_tiny(), 13))),
+      make_case("attention_gqa_two_groups", {kB, kS, 8}, Memory::kShrinksAtI,
+                LAYER(std::make_unique<Attention<T>>(gqa_two_groups(), 31))),
       make_case("attention_mha_bias", tok, Memory::kShrinksAtI,
                 LAYER(std::make_unique<Attention<T>>(mha_bias_tiny(), 14))),
       make_case("attention_head_dim_4", tok, Memory::kShrinksAtI,
