@@ -44,7 +44,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {simulated} candidates simulated ({at32} at N=32) in "
               f"{per_run * 1e3:.1f} ms per process: {simulated / per_run:.0f} per second "
               f"(counting the N=32 ones alone: {at32 / per_run:.0f} per second)")
+        # A figure to quote says where it was measured: the last run's own provenance.
+        print(f"  {provenance_line(record)}; a process's start-up included")
     return 0
+
+
+def provenance_line(record: dict) -> str:
+    """Where and with what the figure was measured, from ppbench's record."""
+    p = record.get("provenance") if isinstance(record.get("provenance"), dict) else {}
+    load = (p.get("load_average") or [None])[0]
+    load_text = f"{load:.1f}" if isinstance(load, (int, float)) else "?"
+    return (f"ppbench {p.get('ppbench_version', '?')} at commit {p.get('git_commit', '?')}, "
+            f"{p.get('host', '?')} ({p.get('cpu', '?')}, {p.get('cpu_cores', '?')} cores), "
+            f"{p.get('date', '?')}, 1-minute load {load_text}")
 
 
 if __name__ == "__main__":
