@@ -153,6 +153,15 @@ void summarize_gradients_on_host(const WorkloadSpec& spec,
   }
 }
 
+// Marks `check` (check_json's) as a step no comparison can judge, saying `why`: "judged" false,
+// "not_judged" why ("passed" stays the caller's; a caller with more to compare, the first step,
+// may decide it: cpu_check).
+void not_judged(nlohmann::json& check, const std::string& why);
+
+// Whether a step's loss and every gradient are finite: where the single-device step's are not
+// (it overflowed), no comparison with it can judge a run.
+bool finite_values(const StepValues& v);
+
 // The `--check` tolerance of a dtype: f64 1e-10, f32 1e-4, bf16 2e-2 (max relative error per
 // tensor against a float64 or same-dtype single-device step), before the spread widens it.
 double check_tolerance(DType dtype);
@@ -169,7 +178,8 @@ bool spread_may_explain(const nlohmann::json& check, const GradientComparison& c
 
 // The record's "check" object. With `spread` (measured where the step missed `tolerance`), the
 // gradients and the loss are each held to max(tolerance, kReferenceSpreadFactor x their spread),
-// and the object says so ("reference_spread").
+// and the object says so ("reference_spread"); a spread past the ceiling leaves the step not
+// judged (not_judged).
 nlohmann::json check_json(const GradientComparison& c, double tolerance, double loss,
                           double reference_loss, const std::string& reference,
                           const ReferenceSpread* spread = nullptr);

@@ -465,6 +465,17 @@ class ChaoticCheck(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("check: passed", r.stdout)
 
+    def test_a_reference_that_overflows_is_not_judged(self):
+        # lr 1000: by the fourth step the single-device step's own gradients are NaN, and the
+        # check FAILED (exit 1) a run that computes that very step; its first step decides.
+        base = ["run", "-w", "mlp", "--layers", "3", "--width", "8", "-s", "naive", "-d", "1",
+                "-n", "2", "--lr", "1000", "--optimizer", "sgd", "--check"]
+        r = run(*base, "--steps", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("the last step is not judged: the single-device step itself overflows",
+                      r.stdout)
+        self.assertIn("first step: passed", r.stdout)
+
 
 class GoodRun(unittest.TestCase):
     def record(self, *extra):

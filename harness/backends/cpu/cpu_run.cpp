@@ -217,11 +217,16 @@ nlohmann::json cpu_check(const WorkloadSpec& spec, const RunOptions& o, int micr
   const double tol = o.check_tolerance > 0 ? o.check_tolerance : check_tolerance(spec.dtype);
   const GradientComparison c = compare_gradients(got.tensors, ref.tensors);
   nlohmann::json j = check_json(c, tol, got.loss, ref.loss, reference);
-  if (!spread_may_explain(j, c, o.check_tolerance)) return j;
-  const ReferenceSpread spread =
-      reference_spread(spec, microbatches, o.seed, steps, o.optimizer, ref);
-  j = check_json(c, tol, got.loss, ref.loss, reference, &spread);
-  if (first == nullptr || !reference_unjudgeable(spread.gradients)) return j;
+  if (!finite_values(ref)) {
+    // Nothing to hold the run to: it did not fail, and is not judged.
+    not_judged(j, "the single-device step itself overflows: its loss or gradients are not finite");
+    j["passed"] = true;
+  } else if (spread_may_explain(j, c, o.check_tolerance)) {
+    const ReferenceSpread spread =
+        reference_spread(spec, microbatches, o.seed, steps, o.optimizer, ref);
+    j = check_json(c, tol, got.loss, ref.loss, reference, &spread);
+  }
+  if (first == nullptr || j.value("judged", true)) return j;
   // The last step cannot be judged: the first can, against the reference's first step.
   RunOptions one = o;
   one.warmup = 0, one.steps = 1;
