@@ -146,6 +146,20 @@ class SizeCuts {
   std::map<int, CutWorkload> cuts_;
 };
 
+// The candidate refused, as evaluate would, where the workload cannot be cut into its layout's
+// stages (fewer layers, a --partition or measured profile of another count): found before its
+// schedule is generated (v-half's takes seconds at large D) and before it is announced.
+bool refused_uncut(TuneCandidate& c, SizeCuts& cache, int devices) {
+  const CutWorkload& cut = cache.cut(layout_stages_per_chain({.name = c.schedule,
+                                                              .devices = devices,
+                                                              .microbatches = c.microbatches,
+                                                              .chunks = c.chunks}));
+  if (cut.error.empty()) return false;
+  c.status = TuneStatus::kInvalid;
+  c.reason = "invalid: " + cut.error;
+  return true;
+}
+
 void evaluate(TuneCandidate& c, SizeCuts& cache, double limit, int devices) {
   ScheduleParams params{
       .name = c.schedule, .devices = devices, .microbatches = c.microbatches, .chunks = c.chunks};
@@ -211,6 +225,7 @@ void evaluate_candidates(std::vector<TuneCandidate>& all, const WorkloadCosts& w
       cache.reset();
       cache.emplace(w, flags, c.microbatch_size);
     }
+    if (refused_uncut(c, *cache, devices)) continue;
     progress(done, c);
     evaluate(c, *cache, w.memory_limit, devices);
   }

@@ -171,6 +171,12 @@ class Tune(unittest.TestCase):
                 json.dump(prof, f)
             refused(run(*base, "--layers", "8", "--device-profile", path),
                     "make stage 0's time longer than")
+        # Found before any schedule is generated or announced: at D = 256 v-half alone took
+        # seconds, and its progress line came before the refusal.
+        r = run("tune", "--workload", "mlp", "--layers", "4", "--width", "8", "-d", "256",
+                "--memory-limit-bytes", "64M")
+        one_line_refusal(self, r, "fewer than the pipeline's 256 stages")
+        self.assertNotIn("tune: simulating", r.stderr)
 
     def test_bound_counts_v_shape_generation_at_its_cost(self):
         # D = 1024, N = 1031 only: v-half's and v-min's generation, sqrt(D)/4 = 8 tasks' worth
@@ -185,7 +191,7 @@ class Tune(unittest.TestCase):
         # v-half and v-min at D = 256, N = 1031 are each expected to take over a second by the
         # bound's count, so each is named on stderr before it starts, whatever the clock says;
         # every progress line has the same form.
-        r = run("tune", "--workload", "mlp", "--layers", "256", "--width", "8", "-d", "256",
+        r = run("tune", "--workload", "mlp", "--layers", "512", "--width", "8", "-d", "256",
                 "--global-batch", "1031", "--memory-limit-bytes", "1G")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stderr.splitlines()
