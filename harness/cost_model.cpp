@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 
 #include "core/error.h"
 
@@ -11,10 +10,12 @@ namespace ppbench {
 
 namespace {
 
+// The shortest text that reads back as v: a refused FB of 1.9999999999999 must not print as the
+// limit 2 it is below.
 std::string num(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
 }
 
 [[noreturn]] void bad_cost(std::string_view entry, std::string_view why) {
@@ -91,6 +92,12 @@ StageCost resolve(const CostSpec& spec, double comm) {
   } else {
     c.b = c.i + c.w;
   }
+  // A derived I or W (B less the other) is held to the floor a given cost is.
+  for (const auto& [name, value] : {std::pair{"I", c.i}, std::pair{"W", c.w}})
+    if (value < kMinCost)
+      throw UsageError(std::string("bad --cost: ") + name + " = " + num(value) +
+                       " as derived from the costs given is below " + num(kMinCost) +
+                       " (each cost from " + num(kMinCost) + " to " + num(kMaxCost) + ")");
   c.fb = spec.has_fb ? spec.fb : c.f + c.b;
   if (c.fb < std::max(c.f, c.b))
     throw UsageError("bad --cost: FB=" + num(c.fb) +

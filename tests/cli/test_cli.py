@@ -427,6 +427,14 @@ class Contract(unittest.TestCase):
         line = one_line(self, run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--cost",
                                   "F=1e-320"), 2)
         self.assertIn("costs must be at least 1e-12", line)
+        # ... and so is one derived below it, and a refused FB is named as given, not rounded
+        # to the limit it is below.
+        line = one_line(self, run("simulate", "-s", "zb-h1", "-d", "2", "-n", "4", "--cost",
+                                  "F=1,B=1e-12"), 2)
+        self.assertIn("I = 5e-13 as derived from the costs given is below 1e-12", line)
+        line = one_line(self, run("simulate", "-s", "dualpipe", "-d", "2", "-n", "4", "--cost",
+                                  "F=1,B=2,FB=1.9999999999999"), 2)
+        self.assertIn("FB=1.9999999999999 is below max(F, B) = 2", line)
 
     def test_the_text_names_what_the_closed_forms_leave_out(self):
         r = run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--comm", "1")
