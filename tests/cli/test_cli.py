@@ -419,22 +419,19 @@ class Contract(unittest.TestCase):
         self.assertEqual(costs("I=3,W=2"), {"F": 1, "B": 5, "I": 3, "W": 2, "FB": 6, "comm": 0})
         self.assertEqual(costs("F=2,B=3,I=1"), {"F": 2, "B": 3, "I": 1, "W": 2, "FB": 5, "comm": 0})
         self.assertEqual(costs("F=1,FB=2.5")["FB"], 2.5)
-        # No pair ends before its longer half alone.
-        line = one_line(self, run("simulate", "-s", "dualpipe", "-d", "4", "-n", "8", "--cost",
-                                  "F=1,I=1,W=5,FB=0.5"), 2)
-        self.assertIn("FB=0.5 is below max(F, B) = 6", line)
-        # A subnormal cost would make a ratio of times overflow to inf.
-        line = one_line(self, run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--cost",
-                                  "F=1e-320"), 2)
-        self.assertIn("costs must be at least 1e-12", line)
-        # ... and so is one derived below it, and a refused FB is named as given, not rounded
-        # to the limit it is below.
-        line = one_line(self, run("simulate", "-s", "zb-h1", "-d", "2", "-n", "4", "--cost",
-                                  "F=1,B=1e-12"), 2)
-        self.assertIn("I = 5e-13 as derived from the costs given is below 1e-12", line)
-        line = one_line(self, run("simulate", "-s", "dualpipe", "-d", "2", "-n", "4", "--cost",
-                                  "F=1,B=2,FB=1.9999999999999"), 2)
-        self.assertIn("FB=1.9999999999999 is below max(F, B) = 2", line)
+        for cost, words in [
+                # No pair ends before its longer half alone.
+                ("F=1,I=1,W=5,FB=0.5", "FB=0.5 is below max(F, B) = 6"),
+                # A subnormal cost would make a ratio of times overflow to inf ...
+                ("F=1e-320", "costs must be at least 1e-12"),
+                # ... and so would one derived below the floor.
+                ("F=1,B=1e-12", "I = 5e-13 as derived from the costs given is below 1e-12"),
+                # A refused FB is named as given, not rounded to the limit it is below.
+                ("F=1,B=2,FB=1.9999999999999", "FB=1.9999999999999 is below max(F, B) = 2")]:
+            with self.subTest(cost=cost):
+                line = one_line(self, run("simulate", "-s", "dualpipe", "-d", "2", "-n", "4",
+                                          "--cost", cost), 2)
+                self.assertIn(words, line)
 
     def test_the_text_names_what_the_closed_forms_leave_out(self):
         r = run("simulate", "-s", "1f1b", "-d", "4", "-n", "8", "--comm", "1")
