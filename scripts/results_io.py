@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from script_cli import EXIT_INVALID, EXIT_MACHINE, InputError, OneLineParser, ScriptError, \
-    first_line, json_kind, output_path, parse_json, read_text, require_module, run
+    expect_kind, first_line, json_kind, output_path, parse_json, read_text, require_module, run
 
 
 class PpbenchError(ScriptError):
@@ -92,10 +92,7 @@ def read_json_finite(path: os.PathLike | str, what: str = "file",
         value = parse_json(text, where)  # raises it, worded as everywhere else
     except ValueError as e:  # finite_float's or reject_constant's
         raise InputError(f"{where}: not strict JSON ({e})") from None
-    if expect is not None and not isinstance(value, expect):
-        raise InputError(f"{where}: a JSON {json_kind(expect)} was expected, "
-                         f"not {json_kind(type(value))}")
-    return value
+    return expect_kind(value, expect, where)
 
 
 def parses_with_nan(text: str) -> bool:

@@ -348,9 +348,14 @@ def parse_json(text: str, where: str, parse_constant: Callable[[str], Any] | Non
 
 def read_json(path: os.PathLike | str, what: str = "file", expect: type | None = dict) -> Any:
     """A JSON file the caller named, of the top-level type `expect` (None: any)."""
-    value = parse_json(read_text(path, what), f"{what} {path}")
+    return expect_kind(parse_json(read_text(path, what), f"{what} {path}"), expect,
+                       f"{what} {path}")
+
+
+def expect_kind(value: Any, expect: type | None, where: str) -> Any:
+    """value, where it is of the top-level JSON type `expect` (None: any); else InputError."""
     if expect is not None and not isinstance(value, expect):
-        raise InputError(f"{what} {path}: a JSON {json_kind(expect)} was expected, "
+        raise InputError(f"{where}: a JSON {json_kind(expect)} was expected, "
                          f"not {json_kind(type(value))}")
     return value
 

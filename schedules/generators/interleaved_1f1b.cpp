@@ -22,6 +22,7 @@
 // produce it: the order deadlocks. A group smaller than D can deadlock too. Those orders are
 // validated here and refused with a group size that runs (PyTorch's where it does).
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -87,12 +88,13 @@ Schedule build(const ScheduleParams& p, int d, int n, int v, int g) {
   return s;
 }
 
-bool sound(const Schedule& s) {
+// Why `s` cannot run (the validator's words), or "" where it is sound.
+std::string unsound(const Schedule& s) {
   try {
     validate(s);
-    return true;
-  } catch (const InvalidSchedule&) {
-    return false;
+    return "";
+  } catch (const InvalidSchedule& e) {
+    return e.what();
   }
 }
 
@@ -113,23 +115,21 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
   // Megatron's order (g >= D, N a multiple of g) is sound; a short last group or a group
   // smaller than D can deadlock, so those orders are proven here and refused if they do.
   if (g >= d && n % g == 0) return s;
-  try {
-    validate(s);
-  } catch (const InvalidSchedule& e) {
-    std::string why =
-        g < d ? "the micro-batch group size is below D=" + std::to_string(d)
-              : "the last micro-batch group has only " + std::to_string(n % g) + " micro-batch(es)";
-    // Name a group size that runs: PyTorch's round size where it is sound, else one group.
-    const int pt = pytorch_group_size(d, n);
-    if (pt != 0 && pt != g && sound(build(p, d, n, v, pt)))
-      why += "; --group-size " + std::to_string(pt) + " (PyTorch's N/max(1, N div D)) runs";
-    else if (n != g && sound(build(p, d, n, v, n)))
-      why += "; --group-size " + std::to_string(n) + " (one group) runs";
-    require(false,
-            "interleaved-1f1b deadlocks for D=" + std::to_string(d) + ", N=" + std::to_string(n) +
-                ", --chunks " + std::to_string(v) + ", group size " + std::to_string(g) +
-                (p.group_size == 0 ? " (the default)" : "") + ": " + why + " (" + e.what() + ")");
-  }
+  const std::string deadlock = unsound(s);
+  if (deadlock.empty()) return s;
+  std::string why =
+      g < d ? "the micro-batch group size is below D=" + std::to_string(d)
+            : "the last micro-batch group has only " + std::to_string(n % g) + " micro-batch(es)";
+  // Name a group size that runs: PyTorch's round size where it is sound, else one group.
+  const int pt = pytorch_group_size(d, n);
+  if (pt != 0 && pt != g && unsound(build(p, d, n, v, pt)).empty())
+    why += "; --group-size " + std::to_string(pt) + " (PyTorch's N/max(1, N div D)) runs";
+  else if (n != g && unsound(build(p, d, n, v, n)).empty())
+    why += "; --group-size " + std::to_string(n) + " (one group) runs";
+  require(false,
+          "interleaved-1f1b deadlocks for D=" + std::to_string(d) + ", N=" + std::to_string(n) +
+              ", --chunks " + std::to_string(v) + ", group size " + std::to_string(g) +
+              (p.group_size == 0 ? " (the default)" : "") + ": " + why + " (" + deadlock + ")");
   return s;
 }
 
